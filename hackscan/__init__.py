@@ -1,0 +1,78 @@
+"""hackscan: does an LLM-generated GPU kernel do its job, or game the benchmark that scores it?
+
+The Python API is built for training loops: ``scan_source`` runs the static stage on one candidate
+in a few milliseconds and never imports torch.  The dynamic and performance stages run candidates
+in child processes and are reached through ``hackscan.dynamic`` (or the ``hackscan`` command).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .model import Report
+
+__all__ = ["scan_source", "scan_batch", "scan_paths", "Scanner", "__version__"]
+
+
+class Scanner:
+    """A reusable static scanner (select/ignore/mode fixed once); safe to share across threads."""
+
+    def __init__(self, *, mode: str = "gate", select: Sequence[str] = (), ignore: Sequence[str] = (),
+                 config: "Config | None" = None):
+        from .config import Config
+        from .engine import StaticScanner
+
+        base = config or Config()
+        cfg = base.with_(mode=mode, select=tuple(select) or base.select, ignore=tuple(ignore) or base.ignore)
+        self._engine = StaticScanner(cfg)
+
+    def scan(self, code: str, reference: str | None = None, *, path: str = "<string>") -> "Report":
+        from .inputs import Submission, _MODEL_CLASS, _MODELNEW_CLASS
+
+        self_ref = False
+        if reference is None and _MODEL_CLASS.search(code) and _MODELNEW_CLASS.search(code):
+            reference, self_ref = code, True
+        language = "python"
+        if path.endswith((".cu", ".cuh")):
+            language = "cuda"
+        elif path.endswith((".cpp", ".cc", ".cxx")):
+            language = "cpp"
+        sub = Submission(path=path, code=code, language=language, file=path, reference=reference,
+                         reference_path="<reference>" if reference is not None else None, self_reference=self_ref)
+        return self._engine.scan(sub)
+
+    def scan_batch(self, codes: Iterable["str | tuple[str, str | None]"], reference: str | None = None) -> list["Report"]:
+        out = []
+        for i, item in enumerate(codes):
+            code, ref = (item if isinstance(item, tuple) else (item, reference))
+            out.append(self.scan(code, ref, path=f"<sample {i}>"))
+        return out
+
+
+def scan_source(code: str, reference: str | None = None, *, path: str = "<string>", mode: str = "gate",
+                select: Sequence[str] = (), ignore: Sequence[str] = ()) -> "Report":
+    """Statically scan one candidate.  ``mode='gate'`` (default) ignores suppression comments."""
+    return Scanner(mode=mode, select=select, ignore=ignore).scan(code, reference, path=path)
+
+
+def scan_batch(codes: Iterable["str | tuple[str, str | None]"], reference: str | None = None, *,
+               mode: str = "gate", select: Sequence[str] = (), ignore: Sequence[str] = ()) -> list["Report"]:
+    """Statically scan many candidates; items are code strings or ``(code, reference)`` pairs."""
+    return Scanner(mode=mode, select=select, ignore=ignore).scan_batch(codes, reference)
+
+
+def scan_paths(paths: Iterable[str], reference: str | None = None, *, mode: str = "audit",
+               config: "Config | None" = None) -> list["Report"]:
+    """Statically scan files, folders and JSONL datasets, as the command does with ``--static``."""
+    from .config import Config
+    from .engine import StaticScanner
+    from .inputs import InputOptions, discover
+
+    cfg = (config or Config()).with_(mode=mode)
+    engine = StaticScanner(cfg)
+    opts = InputOptions(reference=reference, code_field=cfg.code_field, ref_field=cfg.ref_field)
+    return [engine.scan(item) for item in discover(paths, opts)]

@@ -1,0 +1,244 @@
+"""The ``hackscan`` command.
+
+``hackscan PATH...`` audits files, folders and JSONL datasets (the main job); ``hackscan rules``
+lists the registry and ``hackscan explain ID`` prints one rule's docs.  Exit codes follow ruff and
+bandit: 0 when nothing reaches ``--fail-on``, 1 when something does, 2 for usage or internal errors.
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from typer.core import TyperGroup
+
+from . import __version__
+
+
+class _DefaultToScan(TyperGroup):
+    """Route ``hackscan PATH...`` to the ``scan`` command, so the main job needs no verb."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:  # ctx: click.Context
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            args = ["scan", *args]
+        elif not args:
+            args = ["--help"]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(
+    cls=_DefaultToScan,
+    add_completion=False,
+    no_args_is_help=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="Tell whether an LLM-generated GPU kernel does its job or games the benchmark.\n\n"
+         "Run `hackscan PATH...` to audit files, folders (a reference.py pairs with its siblings) "
+         "and JSONL datasets.",
+)
+
+
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+    sarif = "sarif"
+    markdown = "markdown"
+    html = "html"
+
+
+class FailOn(str, Enum):
+    error = "error"
+    warning = "warning"
+    info = "info"
+    never = "never"
+
+
+class Mode(str, Enum):
+    audit = "audit"
+    gate = "gate"
+
+
+class Device(str, Enum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+def _split(values: Optional[List[str]]) -> tuple[str, ...]:
+    out: list[str] = []
+    for v in values or []:
+        out.extend(x.strip() for x in v.split(",") if x.strip())
+    return tuple(out)
+
+
+def _fail(message: str) -> "typer.Exit":
+    typer.echo(f"hackscan: error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"hackscan {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """hackscan: static and dynamic detection of reward hacks in generated GPU kernels."""
+
+
+@app.command("scan")
+def scan(
+    paths: List[Path] = typer.Argument(..., help="Candidate .py/.cu files, folders, or .jsonl datasets."),
+    ref: Optional[Path] = typer.Option(None, "--ref", "-r", help="Reference problem file for every candidate."),
+    fmt: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1."),
+    select: Optional[List[str]] = typer.Option(None, "--select", help="Only these rules (ids, names or prefixes)."),
+    ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip these rules (ids, names or prefixes)."),
+    mode: Optional[Mode] = typer.Option(None, "--mode", help="audit honours suppression comments; gate flags them."),
+    static: bool = typer.Option(False, "--static", help="Static stage only: never run candidate code."),
+    device: Device = typer.Option(Device.auto, "--device", help="Where the dynamic stage runs candidates."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed for hidden inputs (replay a finding)."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds per candidate for the dynamic stage."),
+    no_perf: bool = typer.Option(False, "--no-perf", help="Skip timing and memory measurement."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Scan in this many parallel processes."),
+    code_field: Optional[str] = typer.Option(None, "--code-field", help="JSONL field holding the candidate code."),
+    ref_field: Optional[str] = typer.Option(None, "--ref-field", help="JSONL field holding the reference code."),
+    config_path: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml with [tool.hackscan]."),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress bar (default: on a terminal)."),
+    color: Optional[bool] = typer.Option(None, "--color/--no-color", help="Colour the text report."),
+) -> None:
+    """Audit candidates (the default command: `hackscan PATH...`)."""
+    from .config import ConfigError, load_config
+    from .inputs import InputOptions
+    from .model import Severity
+    from .pipeline import RunOptions, run
+    from .registry import RegistryError
+
+    try:
+        config = load_config(config_path) if config_path else load_config(start=Path.cwd())
+    except ConfigError as exc:
+        raise _fail(str(exc))
+    try:
+        from .registry import load_registry
+
+        registry = load_registry()
+    except RegistryError as exc:
+        raise _fail(f"rule registry: {exc}")
+    sel, ign = _split(select), _split(ignore)
+    for key in sel + ign:
+        if not any(r.id.startswith(key.upper()) or r.name == key for r in registry):
+            raise _fail(f"no rule matches {key!r} (see `hackscan rules`)")
+    config = config.with_(
+        select=sel or None,
+        ignore=ign or None,
+        mode=mode.value if mode else (config.mode if config.source else "audit"),
+        code_field=code_field,
+        ref_field=ref_field,
+    )
+    if ref is not None and not ref.is_file():
+        raise _fail(f"reference {ref} does not exist or is not a file")
+    if all(not Path(p).exists() for p in paths):
+        raise _fail("no such file or directory: " + ", ".join(str(p) for p in paths))
+    inputs = InputOptions(reference=str(ref) if ref else None, code_field=config.code_field, ref_field=config.ref_field)
+    options = RunOptions(static_only=static, device=device.value, seed=seed, timeout=timeout, perf=not no_perf, jobs=jobs)
+    show_progress = progress if progress is not None else (sys.stderr.isatty() and output is None or sys.stderr.isatty())
+    reporter = _progress_printer() if show_progress else None
+    reports = run([str(p) for p in paths], config, inputs, options, reporter)
+    if reporter is not None:
+        sys.stderr.write("\r\x1b[K")
+    from .output import render
+
+    use_color = color if color is not None else (output is None and sys.stdout.isatty())
+    text = render(reports, fmt.value, color=use_color and fmt is Format.text)
+    if output is not None:
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise _fail(f"cannot write {output}: {exc.strerror or exc}")
+        typer.echo(f"hackscan: wrote {fmt.value} report for {len(reports)} submission(s) to {output}", err=True)
+    else:
+        sys.stdout.write(text)
+    threshold = fail_on.value if fail_on else config.fail_on.value
+    if threshold == "never":
+        raise typer.Exit(0)
+    level = Severity.parse(threshold)
+    failing = any(f.severity.rank >= level.rank for r in reports for f in r.active_findings)
+    raise typer.Exit(1 if failing else 0)
+
+
+def _progress_printer():
+    def show(done: int, total: int, path: str) -> None:
+        width = 28
+        filled = int(width * done / max(total, 1))
+        name = path if len(path) < 50 else "…" + path[-49:]
+        sys.stderr.write(f"\r\x1b[K[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {name}")
+        sys.stderr.flush()
+
+    return show
+
+
+@app.command("rules")
+def rules_cmd(
+    fmt: str = typer.Option("text", "--format", "-f", help="text or json"),
+    stage: Optional[str] = typer.Option(None, "--stage", help="Only rules of this stage (static, dynamic, performance)."),
+) -> None:
+    """List the rules in the registry."""
+    import json
+
+    from .registry import load_registry
+
+    rules = [r for r in load_registry() if stage is None or r.stage.value == stage]
+    if fmt == "json":
+        typer.echo(json.dumps([r.to_dict() for r in rules], indent=2))
+        return
+    typer.echo(f"{'id':<6} {'name':<38} {'severity':<8} {'conf':<6} {'stage':<11} {'lang':<18} summary")
+    for r in rules:
+        typer.echo(f"{r.id:<6} {r.name:<38} {r.severity.value:<8} {r.confidence.value:<6} {r.stage.value:<11} "
+                   f"{','.join(r.languages):<18} {r.summary}")
+
+
+@app.command("explain")
+def explain_cmd(rule: str = typer.Argument(..., help="Rule id (HS101) or name.")) -> None:
+    """Print one rule's documentation with its hack example and legitimate look-alike."""
+    from .registry import load_registry
+
+    try:
+        r = load_registry().get(rule)
+    except KeyError:
+        raise _fail(f"no rule {rule!r} (see `hackscan rules`)")
+    classes = ", ".join(str(t) for t in r.taxonomy if t) or "meta"
+    typer.echo(f"{r.id} {r.name}\n")
+    typer.echo(f"severity: {r.severity.value}   confidence: {r.confidence.value}   stage: {r.stage.value}   "
+               f"languages: {', '.join(r.languages)}   taxonomy class: {classes}\n")
+    typer.echo(r.summary + "\n")
+    typer.echo(r.description + "\n")
+    typer.echo("Hack:\n" + _indent(r.hack_example) + "\n")
+    typer.echo("Legitimate look-alike (not flagged):\n" + _indent(r.legit_example))
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
+
+
+def run_cli() -> None:
+    """Entry point: turn unexpected exceptions into exit code 2 with a one-line message."""
+    try:
+        app(standalone_mode=True)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        sys.stderr.write("hackscan: interrupted\n")
+        sys.exit(130)
+    except Exception as exc:  # pragma: no cover - last resort, never a traceback for users
+        sys.stderr.write(f"hackscan: internal error: {type(exc).__name__}: {exc}\n")
+        sys.exit(2)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    run_cli()

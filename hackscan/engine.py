@@ -1,0 +1,238 @@
+"""The static stage: submission -> units -> facts -> rules -> findings -> report.
+
+One ``StaticScanner`` holds the selected rules and configuration and is safe to share across
+threads (it holds no per-scan state); each ``scan`` builds a fresh ``ScanContext``.  A rule that
+crashes becomes an ``analysis-failure`` finding for that submission; it never takes the scan down.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from typing import Iterable
+
+from .config import Config
+from .context import Hit, ScanContext, location_for
+from .inputs import InputProblem, Submission
+from .model import Confidence, Finding, Location, Report, Severity, SkippedRule, Stage, Verdict, verdict_for
+from .registry import Registry, Rule, load_registry
+from .suppress import find_suppressions
+from .units import MappedText, Unit
+
+SYNTAX_ERROR = "HS001"
+UNRESOLVED_SOURCE = "HS002"
+SUPPRESSION_IN_GATE = "HS003"
+UNUSED_SUPPRESSION = "HS004"
+ANALYSIS_FAILURE = "HS005"
+INPUT_ERROR = "HS006"
+
+
+@dataclass(frozen=True)
+class ScanOptions:
+    config: Config = Config()
+
+
+class StaticScanner:
+    def __init__(self, config: Config | None = None, registry: Registry | None = None):
+        self.config = config or Config()
+        self.registry = registry or load_registry()
+        selected = self.registry.select(self.config.select, self.config.ignore)
+        self.rules: list[Rule] = [r for r in selected if r.stage is Stage.STATIC and r.check]
+        self._selected_ids = {r.id for r in selected}
+
+    # ------------------------------------------------------------------ entry points
+    def scan(self, item: Submission | InputProblem) -> Report:
+        if isinstance(item, InputProblem):
+            return self._input_problem(item)
+        try:
+            return self._scan(item)
+        except Exception as exc:  # a bug in hackscan must not lose the other submissions
+            finding = self._finding_for(
+                self.registry.get(ANALYSIS_FAILURE),
+                Location(item.file or item.path, 1, 1, record=item.record),
+                f"hackscan failed to analyse this submission: {type(exc).__name__}: {exc}",
+                evidence={"traceback": traceback.format_exc(limit=6)},
+            )
+            return Report(path=item.path, verdict=Verdict.ERROR, findings=(finding,),
+                          error=f"{type(exc).__name__}: {exc}", record=item.record, meta=dict(item.meta))
+
+    def scan_many(self, items: Iterable[Submission | InputProblem]) -> list[Report]:
+        return [self.scan(i) for i in items]
+
+    # ------------------------------------------------------------------ internals
+    def _input_problem(self, item: InputProblem) -> Report:
+        rule = self.registry.get(INPUT_ERROR)
+        path = item.path.rsplit(":", 1)[0] if item.record is not None else item.path
+        finding = self._finding_for(rule, Location(path, item.record or 0, 0, record=item.record),
+                                    f"cannot read input: {item.reason}")
+        return Report(path=item.path, verdict=Verdict.ERROR, findings=(finding,), error=item.reason,
+                      record=item.record)
+
+    def _scan(self, sub: Submission) -> Report:
+        findings: list[Finding] = []
+        host = None
+        units: list[Unit]
+        if sub.language == "python":
+            from .python.module import HostModule
+
+            try:
+                host = HostModule.parse(sub.code, sub.file or sub.path)
+            except (SyntaxError, ValueError) as exc:
+                return self._syntax_error(sub, exc)
+            units = list(host.units)
+        else:
+            units = [Unit(id=sub.path.rsplit("/", 1)[-1], language=sub.language,
+                          mapped=MappedText.verbatim(sub.code, 1, 0), role="file")]
+        ctx = ScanContext(sub, host, units, self.config.rule_options, self.config.mode)
+        skipped: list[SkippedRule] = []
+        for rule in self.rules:
+            if not self._applies(rule, ctx):
+                continue
+            if rule.requires_reference and ctx.reference is None:
+                why = "no reference given" if not sub.reference else "the reference could not be parsed"
+                skipped.append(SkippedRule(rule.id, why))
+                continue
+            ctx.rule_id, ctx.rule_defaults = rule.id, rule.options
+            try:
+                hits = list(rule.check_function()(ctx) or ())
+            except Exception as exc:
+                findings.append(self._finding_for(
+                    self.registry.get(ANALYSIS_FAILURE), Location(sub.file or sub.path, 1, 1, record=sub.record),
+                    f"rule {rule.id} ({rule.name}) failed: {type(exc).__name__}: {exc}",
+                    evidence={"rule": rule.id, "traceback": traceback.format_exc(limit=6)}))
+                continue
+            for hit in hits:
+                findings.append(self._from_hit(rule, ctx, hit))
+        findings = self._apply_suppressions(sub, findings)
+        findings = _dedupe(findings)
+        findings.sort(key=lambda f: (f.location.path, f.location.line, f.location.column, f.rule))
+        findings = [self._with_snippet(sub, f) for f in findings]
+        return Report(
+            path=sub.path,
+            verdict=verdict_for(findings),
+            findings=tuple(findings),
+            skipped=tuple(skipped),
+            record=sub.record,
+            reference=sub.reference_path,
+            meta=dict(sub.meta),
+        )
+
+    @staticmethod
+    def _applies(rule: Rule, ctx: ScanContext) -> bool:
+        langs = ctx.languages
+        for lang in rule.languages:
+            if lang == "any" or lang in langs:
+                return True
+            if lang in ("cuda", "cpp") and ({"cuda", "cpp"} & langs):
+                return True
+        return False
+
+    def _syntax_error(self, sub: Submission, exc: Exception) -> Report:
+        line = getattr(exc, "lineno", None) or 1
+        col = getattr(exc, "offset", None) or 1
+        msg = getattr(exc, "msg", None) or str(exc)
+        finding = self._finding_for(self.registry.get(SYNTAX_ERROR),
+                                    Location(sub.file or sub.path, line, col, record=sub.record),
+                                    f"the host code does not parse: {msg}")
+        finding = self._with_snippet(sub, finding)
+        return Report(path=sub.path, verdict=Verdict.ERROR, findings=(finding,), error=f"syntax error: {msg}",
+                      record=sub.record, reference=sub.reference_path, meta=dict(sub.meta))
+
+    def _finding_for(self, rule: Rule, location: Location, message: str, evidence: dict | None = None) -> Finding:
+        return Finding(rule=rule.id, name=rule.name, severity=self.config.severity.get(rule.id, rule.severity),
+                       confidence=rule.confidence, message=message, location=location,
+                       stage=Stage.STATIC, evidence=evidence or {})
+
+    def _from_hit(self, rule: Rule, ctx: ScanContext, hit: Hit) -> Finding:
+        if hit.message is not None:
+            message = hit.message
+        else:
+            try:
+                message = rule.message.format(**hit.args)
+            except (KeyError, IndexError, ValueError):
+                message = rule.message
+        severity = self.config.severity.get(rule.id) or hit.severity or rule.severity
+        return Finding(
+            rule=rule.id,
+            name=rule.name,
+            severity=severity,
+            confidence=hit.confidence or rule.confidence,
+            message=message,
+            location=location_for(ctx, hit),
+            stage=Stage.STATIC,
+            evidence=dict(hit.evidence),
+        )
+
+    def _apply_suppressions(self, sub: Submission, findings: list[Finding]) -> list[Finding]:
+        sups = find_suppressions(sub.code)
+        if not sups:
+            return findings
+        file_path = sub.file or sub.path
+        if self.config.mode != "audit":
+            rule = self.registry.get(SUPPRESSION_IN_GATE)
+            if rule.id not in self._selected_ids:
+                return findings
+            extra = [
+                self._finding_for(rule, Location(file_path, s.line, s.column, record=sub.record),
+                                  f"suppression comment ignore[{', '.join(s.codes) or '*'}] in gate mode: "
+                                  "ignored, and flagged because the code under training wrote it",
+                                  evidence={"codes": list(s.codes), "reason": s.reason})
+                for s in sups
+            ]
+            return findings + extra
+        used: set[int] = set()
+        out: list[Finding] = []
+        for f in findings:
+            sup = next((s for s in sups if f.location.path == file_path and s.covers(f.rule, f.name, f.location.line)), None)
+            if sup is not None and f.rule not in (SUPPRESSION_IN_GATE, UNUSED_SUPPRESSION):
+                used.add(id(sup))
+                out.append(f.with_(suppressed=True, suppression_reason=sup.reason or "(no reason given)"))
+            else:
+                out.append(f)
+        rule = self.registry.get(UNUSED_SUPPRESSION)
+        if rule.id in self._selected_ids:
+            for s in sups:
+                if id(s) not in used:
+                    out.append(self._finding_for(rule, Location(file_path, s.line, s.column, record=sub.record),
+                                                 f"unused suppression ignore[{', '.join(s.codes) or '*'}]: "
+                                                 "no finding of these rules on the line it covers",
+                                                 evidence={"codes": list(s.codes)}))
+        return out
+
+    @staticmethod
+    def _with_snippet(sub: Submission, f: Finding) -> Finding:
+        if f.snippet is not None or f.location.line <= 0:
+            return f
+        if f.location.path not in (sub.file, sub.path):
+            try:
+                with open(f.location.path, encoding="utf-8") as fh:
+                    lines = fh.read().splitlines()
+            except OSError:
+                return f
+        else:
+            lines = sub.code.splitlines()
+        if f.location.line <= len(lines):
+            return f.with_(snippet=lines[f.location.line - 1])
+        return f
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    seen: set[tuple] = set()
+    out = []
+    for f in findings:
+        key = (f.rule, f.location.path, f.location.line, f.location.column, f.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+def unanalysable(report: Report) -> bool:
+    return report.verdict is Verdict.ERROR
+
+
+def severity_at_least(findings: Iterable[Finding], level: Severity) -> bool:
+    return any(not f.suppressed and f.severity.rank >= level.rank for f in findings)
+
+
+__all__ = ["StaticScanner", "ScanOptions", "severity_at_least", "Confidence"]

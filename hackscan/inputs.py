@@ -1,0 +1,192 @@
+"""Turn what the user passed (files, folders, JSONL datasets) into submissions.
+
+A submission is one candidate's code plus, when known, its reference problem.  Discovery never
+raises for one bad input: it yields an ``InputProblem`` in its place, so the scan of the other
+inputs goes on and the problem reaches the report.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+PY_SUFFIXES = (".py",)
+CUDA_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp")
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+REFERENCE_NAMES = ("reference.py", "ref.py", "problem.py")
+# a file defining a class named Model (the KernelBench reference convention)
+_MODEL_CLASS = re.compile(r"^class\s+Model\s*[(:]", re.M)
+_MODELNEW_CLASS = re.compile(r"^class\s+ModelNew\s*[(:]", re.M)
+MAX_BYTES = 5_000_000
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One candidate to scan.
+
+    ``path`` is what reports show (``kernels/relu/hack.py``, ``data.jsonl:17``); ``file`` is the file
+    it came from; ``record`` the 1-based JSONL line.  ``language`` is ``python`` for host files and
+    ``cuda`` / ``cpp`` for standalone sources.
+    """
+
+    path: str
+    code: str
+    language: str = "python"
+    file: str | None = None
+    record: int | None = None
+    reference: str | None = None
+    reference_path: str | None = None
+    # the reference came from the candidate's own file (it defines Model too)
+    self_reference: bool = False
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class InputProblem:
+    """An input that could not be read; reported as a result with verdict ``error``."""
+
+    path: str
+    reason: str
+    record: int | None = None
+
+
+@dataclass(frozen=True)
+class InputOptions:
+    reference: str | None = None  # --ref: applies to every candidate
+    code_field: str = "custom_code"
+    ref_field: str = "ref_code"
+    # JSONL fields copied into the report's meta
+    meta_fields: tuple[str, ...] = ("task_id", "level_id", "problem_id", "problem_name", "name")
+
+
+def discover(paths: Iterable[str], options: InputOptions = InputOptions()) -> Iterator[Submission | InputProblem]:
+    ref_text, ref_problem = None, None
+    if options.reference:
+        ref_text, ref_problem = _read_text(Path(options.reference))
+        if ref_problem:
+            yield InputProblem(options.reference, f"cannot read the reference: {ref_problem}")
+            return
+    for raw in paths:
+        p = Path(raw)
+        if not p.exists():
+            yield InputProblem(raw, "no such file or directory")
+        elif p.is_dir():
+            yield from _folder(p, options, ref_text)
+        else:
+            yield from _file(p, options, ref_text, folder_reference=None)
+
+
+def _folder(root: Path, options: InputOptions, ref_text: str | None) -> Iterator[Submission | InputProblem]:
+    """Every candidate under ``root``; a folder's ``reference.py`` pairs with its siblings."""
+    for folder in sorted([root] + [d for d in root.rglob("*") if d.is_dir()]):
+        if any(part.startswith((".", "__pycache__")) for part in folder.relative_to(root).parts):
+            continue
+        folder_ref: tuple[str, Path] | None = None
+        for name in REFERENCE_NAMES:
+            cand = folder / name
+            if cand.is_file():
+                text, problem = _read_text(cand)
+                if problem:
+                    yield InputProblem(str(cand), f"cannot read the reference: {problem}")
+                else:
+                    folder_ref = (text, cand)
+                break
+        for f in sorted(folder.iterdir()):
+            if not f.is_file() or f.name.startswith("."):
+                continue
+            if folder_ref is not None and f == folder_ref[1]:
+                continue
+            if f.suffix in PY_SUFFIXES + CUDA_SUFFIXES + JSONL_SUFFIXES:
+                yield from _file(f, options, ref_text, folder_ref)
+
+
+def _file(p: Path, options: InputOptions, ref_text: str | None,
+          folder_reference: tuple[str, Path] | None) -> Iterator[Submission | InputProblem]:
+    if p.suffix in JSONL_SUFFIXES:
+        yield from _jsonl(p, options, ref_text)
+        return
+    text, problem = _read_text(p)
+    if problem:
+        yield InputProblem(str(p), problem)
+        return
+    if p.suffix in CUDA_SUFFIXES:
+        yield Submission(path=str(p), code=text, language="cpp" if p.suffix in (".cpp", ".cc", ".cxx") else "cuda",
+                         file=str(p), reference=ref_text, reference_path=options.reference)
+        return
+    if p.suffix not in PY_SUFFIXES:
+        yield InputProblem(str(p), f"unsupported file type {p.suffix or '(none)'}: expected .py, .cu, .cpp or .jsonl")
+        return
+    reference, reference_path, self_ref = ref_text, options.reference, False
+    if reference is None and folder_reference is not None:
+        reference, reference_path = folder_reference[0], str(folder_reference[1])
+    if reference is None and _MODEL_CLASS.search(text) and _MODELNEW_CLASS.search(text):
+        reference, reference_path, self_ref = text, str(p), True
+    yield Submission(path=str(p), code=text, file=str(p), reference=reference,
+                     reference_path=reference_path, self_reference=self_ref)
+
+
+def _jsonl(p: Path, options: InputOptions, ref_text: str | None) -> Iterator[Submission | InputProblem]:
+    try:
+        handle = p.open("r", encoding="utf-8", errors="strict")
+    except OSError as exc:
+        yield InputProblem(str(p), f"cannot open: {exc.strerror or exc}")
+        return
+    with handle:
+        lineno = 0
+        while True:
+            try:
+                line = handle.readline()
+            except UnicodeDecodeError:
+                yield InputProblem(f"{p}:{lineno + 1}", "not UTF-8 text", record=lineno + 1)
+                return
+            if not line:
+                break
+            lineno += 1
+            if not line.strip():
+                continue
+            where = f"{p}:{lineno}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield InputProblem(where, f"invalid JSON: {exc.msg} at column {exc.colno}", record=lineno)
+                continue
+            if not isinstance(obj, dict):
+                yield InputProblem(where, "record is not a JSON object", record=lineno)
+                continue
+            code = obj.get(options.code_field)
+            if code is None:
+                yield InputProblem(where, f"record has no {options.code_field!r} (null or missing)", record=lineno)
+                continue
+            if not isinstance(code, str):
+                yield InputProblem(where, f"field {options.code_field!r} is not a string", record=lineno)
+                continue
+            ref = obj.get(options.ref_field)
+            reference = ref if isinstance(ref, str) and ref.strip() else ref_text
+            meta = {k: obj[k] for k in options.meta_fields if k in obj}
+            claimed = {k: v for k, v in obj.items() if k.startswith("score") and isinstance(v, (int, float))}
+            if claimed:
+                meta["claimed"] = claimed
+            yield Submission(path=where, code=code, file=str(p), record=lineno, reference=reference,
+                             reference_path=f"{where}#{options.ref_field}" if reference is not None and reference is not ref_text else options.reference,
+                             meta=meta)
+
+
+def _read_text(p: Path) -> tuple[str, str | None]:
+    try:
+        size = p.stat().st_size
+        if size > MAX_BYTES:
+            return "", f"file too large ({size} bytes)"
+        data = p.read_bytes()
+    except IsADirectoryError:
+        return "", "is a directory"
+    except OSError as exc:
+        return "", f"cannot read: {exc.strerror or exc}"
+    if b"\x00" in data[:8192]:
+        return "", "binary file (contains NUL bytes)"
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError:
+        return "", "not UTF-8 text"

@@ -1,0 +1,33 @@
+"""Views over reports: text (default), JSON, SARIF 2.1.0, Markdown and HTML."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..model import Report
+
+FORMATS = ("text", "json", "sarif", "markdown", "html")
+
+
+def render(reports: Sequence[Report], fmt: str, *, color: bool = False, **kw: object) -> str:
+    if fmt == "text":
+        from .text import render_text
+
+        return render_text(reports, color=color)
+    if fmt == "json":
+        from .jsonout import render_json
+
+        return render_json(reports)
+    if fmt == "sarif":
+        from .sarif import render_sarif
+
+        return render_sarif(reports)
+    if fmt == "markdown":
+        from .markdown import render_markdown
+
+        return render_markdown(reports, **kw)
+    if fmt == "html":
+        from .html import render_html
+
+        return render_html(reports, **kw)
+    raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")

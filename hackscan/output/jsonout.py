@@ -1,0 +1,40 @@
+"""The JSON report: a stable contract for machines.
+
+``{"results": [{"path", "verdict", "findings": [{"rule", "name", "severity", "confidence", "line",
+"column", "message", "stage", ...}]}]}`` plus ``version``, ``summary`` and per-result extras
+(``record``, ``skipped_rules``, ``dynamic``, ``performance``).  Fields are only ever added.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any, Sequence
+
+from .. import __version__
+from ..model import Report
+
+
+def summary(reports: Sequence[Report]) -> dict[str, Any]:
+    verdicts = Counter(r.verdict.value for r in reports)
+    rules = Counter(f.rule for r in reports for f in r.findings if not f.suppressed)
+    severities = Counter(f.severity.value for r in reports for f in r.findings if not f.suppressed)
+    return {
+        "submissions": len(reports),
+        "verdicts": {k: verdicts.get(k, 0) for k in ("hack", "suspicious", "clean", "error")},
+        "findings_by_rule": dict(sorted(rules.items())),
+        "findings_by_severity": {k: severities.get(k, 0) for k in ("error", "warning", "info")},
+    }
+
+
+def as_document(reports: Sequence[Report]) -> dict[str, Any]:
+    return {
+        "tool": "hackscan",
+        "version": __version__,
+        "summary": summary(reports),
+        "results": [r.to_dict() for r in reports],
+    }
+
+
+def render_json(reports: Sequence[Report]) -> str:
+    return json.dumps(as_document(reports), indent=2, ensure_ascii=False) + "\n"

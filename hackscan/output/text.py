@@ -1,0 +1,75 @@
+"""Human-readable text: one block per finding with the source line and a caret (ruff's style)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..model import Finding, Report, Severity, Verdict
+
+_COLORS = {"error": "\x1b[31m", "warning": "\x1b[33m", "info": "\x1b[36m", "hack": "\x1b[1;31m",
+           "suspicious": "\x1b[1;33m", "clean": "\x1b[32m", "error-verdict": "\x1b[1;35m"}
+_RESET = "\x1b[0m"
+
+
+def _c(text: str, key: str, color: bool) -> str:
+    return f"{_COLORS[key]}{text}{_RESET}" if color else text
+
+
+def render_finding(f: Finding, color: bool = False) -> str:
+    loc = f.location
+    where = f"{loc.path}:{loc.record}:" if loc.record is not None else f"{loc.path}:"
+    head = (f"{where}{loc.line}:{loc.column}: {f.rule} {_c(f.severity.value, f.severity.value, color)}"
+            f"[{f.confidence.value}] {f.name}: {f.message}")
+    if f.stage.value != "static":
+        head += f"  ({f.stage.value})"
+    if f.suppressed:
+        head += f"  [suppressed: {f.suppression_reason}]"
+    lines = [head]
+    if f.snippet is not None and loc.line > 0:
+        num = str(loc.line)
+        pad = " " * len(num)
+        src = f.snippet.replace("\t", " ")
+        lines.append(f"{pad} |")
+        lines.append(f"{num} | {src}")
+        if loc.column > 0:
+            lines.append(f"{pad} | {' ' * (loc.column - 1)}^")
+    ev = f.evidence
+    for key in ("probe", "input", "seed", "max_abs_error", "max_rel_error", "error_ratio", "first_mismatch"):
+        if key in ev:
+            lines.append(f"  {key}: {ev[key]}")
+    return "\n".join(lines)
+
+
+def render_text(reports: Sequence[Report], color: bool = False) -> str:
+    out: list[str] = []
+    counts = {v: 0 for v in Verdict}
+    n_findings = 0
+    for r in reports:
+        counts[r.verdict] += 1
+        shown = [f for f in r.findings if f.severity is not Severity.INFO or f.stage.value != "static" or True]
+        for f in shown:
+            out.append(render_finding(f, color))
+            out.append("")
+            n_findings += 0 if f.suppressed else 1
+        key = "error-verdict" if r.verdict is Verdict.ERROR else r.verdict.value
+        errs = sum(1 for f in r.active_findings if f.severity is Severity.ERROR)
+        warns = sum(1 for f in r.active_findings if f.severity is Severity.WARNING)
+        detail = f"{errs} error{'s' * (errs != 1)}, {warns} warning{'s' * (warns != 1)}"
+        if r.error:
+            detail += f"; {r.error}"
+        line = f"{r.path}: {_c(r.verdict.value, key, color)} ({detail})"
+        if r.skipped:
+            line += f"; {len(r.skipped)} rule(s) skipped: {r.skipped[0].reason}"
+        if r.performance and isinstance(r.performance, dict):
+            headline = r.performance.get("headline")
+            if headline:
+                line += f"; {headline}"
+        out.append(line)
+        out.append("")
+    total = len(reports)
+    out.append(
+        f"Scanned {total} submission{'s' * (total != 1)}: "
+        + ", ".join(f"{counts[v]} {v.value}" for v in (Verdict.HACK, Verdict.SUSPICIOUS, Verdict.CLEAN, Verdict.ERROR))
+        + f"; {n_findings} finding{'s' * (n_findings != 1)}."
+    )
+    return "\n".join(out) + "\n"

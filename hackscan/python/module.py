@@ -1,0 +1,435 @@
+"""The parsed host file and the units extracted from it.
+
+``HostModule.parse`` reads a candidate ``.py`` once: the ``ast``, import aliases, scopes for
+constant folding, a parent map, every CUDA/C++ source handed to ``load_inline`` / ``load`` /
+``cupy.RawKernel`` (resolved through variables and string operations), and every ``@triton.jit``
+function.  Everything downstream (facts, rules, the dynamic stage's steering) reads from here.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Iterator
+
+from ..units import MappedText, Unit
+from .imports import ImportMap
+from .literals import HostSource
+from .resolve import Resolver, Scope, Unresolved, build_scope, dotted_name
+
+LOAD_INLINE = "torch.utils.cpp_extension.load_inline"
+LOAD = "torch.utils.cpp_extension.load"
+CUPY_KERNELS = ("cupy.RawKernel", "cupy.RawModule", "cupy.ElementwiseKernel", "cupy.ReductionKernel")
+TRITON_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics", "triton.language.jit")
+
+_LOADER_NAMES = frozenset({"load_inline", "load", "RawKernel", "RawModule", "ElementwiseKernel", "ReductionKernel"})
+
+# load_inline(name, cpp_sources, cuda_sources=None, ...): the positional order that matters
+_LOAD_INLINE_POS = ("name", "cpp_sources", "cuda_sources")
+_LOAD_POS = ("name", "sources")
+
+
+_SKIP = (ast.expr_context, ast.boolop, ast.operator, ast.unaryop, ast.cmpop)
+
+
+def index_tree(tree: ast.AST) -> tuple[dict[ast.AST, ast.AST], dict[type, list[ast.AST]]]:
+    """One pass over the tree: the parent of every node, and every node by type.
+
+    Hand-rolled rather than ``ast.walk``: this runs once per scanned file and ``ast.walk`` costs
+    half again as much.  Operator and context nodes are singletons in CPython's ``ast`` and are
+    skipped (a parent map for them would be wrong anyway).
+    """
+    parents: dict[ast.AST, ast.AST] = {}
+    nodes: dict[type, list[ast.AST]] = {}
+    stack = [tree]
+    pop, push = stack.pop, stack.append
+    AST = ast.AST
+    while stack:
+        node = pop()
+        t = type(node)
+        bucket = nodes.get(t)
+        if bucket is None:
+            nodes[t] = [node]
+        else:
+            bucket.append(node)
+        for name in node._fields:
+            v = getattr(node, name, None)
+            if type(v) is list:
+                for c in v:
+                    if isinstance(c, AST) and not isinstance(c, _SKIP):
+                        parents[c] = node
+                        push(c)
+            elif isinstance(v, AST) and not isinstance(v, _SKIP):
+                parents[v] = node
+                push(v)
+    return parents, nodes
+
+
+@dataclass(frozen=True)
+class SourceProblem:
+    """A source handed to a compiler that cannot be resolved statically (rule HS002)."""
+
+    line: int
+    column: int
+    argument: str
+    reason: str
+    extension: str
+
+
+@dataclass
+class Extension:
+    """One ``load_inline`` / ``load`` / ``cupy`` compilation in the host file."""
+
+    name: str
+    kind: str  # load_inline | load | cupy
+    call: ast.Call
+    # dotted names the returned module is stored under: "ext", "self.ext", "_load()"
+    bound_to: set[str] = field(default_factory=set)
+    functions: tuple[str, ...] | None = None
+    unit_ids: list[str] = field(default_factory=list)
+    flags: dict[str, list[str]] = field(default_factory=dict)
+    in_try: bool = False
+
+    @property
+    def line(self) -> int:
+        return self.call.lineno
+
+
+@dataclass
+class HostModule:
+    path: str
+    source: HostSource
+    tree: ast.Module
+    imports: ImportMap
+    resolver: Resolver
+    module_scope: Scope
+    units: list[Unit] = field(default_factory=list)
+    extensions: list[Extension] = field(default_factory=list)
+    triton_kernels: dict[str, ast.FunctionDef] = field(default_factory=dict)
+    problems: list[SourceProblem] = field(default_factory=list)
+    parents: dict[ast.AST, ast.AST] = field(default_factory=dict)
+    # every node of the tree by type, from the one indexing pass (rules iterate these lists
+    # instead of walking the tree again: a walk costs more than the parse's share of the budget)
+    nodes: dict[type, list[ast.AST]] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ construction
+    @staticmethod
+    def parse(text: str, path: str = "<string>") -> "HostModule":
+        """Parse host code.  Raises ``SyntaxError`` (the caller turns it into a finding)."""
+        tree = ast.parse(text, filename=path, type_comments=False)
+        host = HostSource.of(text)
+        parents, nodes = index_tree(tree)
+        mod = HostModule(
+            path=path,
+            source=host,
+            tree=tree,
+            imports=ImportMap.of_nodes(nodes.get(ast.Import, []) + nodes.get(ast.ImportFrom, [])),
+            resolver=Resolver(host),
+            module_scope=build_scope(tree),
+            parents=parents,
+            nodes=nodes,
+        )
+        mod._extract()
+        return mod
+
+    def of_type(self, *types: type) -> list[ast.AST]:
+        """All nodes of the given types, in no particular order."""
+        if len(types) == 1:
+            return self.nodes.get(types[0], [])
+        out: list[ast.AST] = []
+        for t in types:
+            out.extend(self.nodes.get(t, []))
+        return out
+
+    # ------------------------------------------------------------------ navigation helpers
+    @cached_property
+    def _scopes(self) -> dict[ast.AST, Scope]:
+        return {self.tree: self.module_scope}
+
+    def scope_of(self, node: ast.AST) -> Scope:
+        """The innermost function/class scope containing ``node`` (built on demand)."""
+        chain: list[ast.AST] = []
+        cur = self.parents.get(node)
+        while cur is not None:
+            if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                chain.append(cur)
+            cur = self.parents.get(cur)
+        scope = self.module_scope
+        klass: Scope | None = None
+        for owner in reversed(chain):
+            cached = self._scopes.get(owner)
+            if cached is None:
+                cached = build_scope(owner, scope, klass)
+                self._scopes[owner] = cached
+            if isinstance(owner, ast.ClassDef):
+                klass = cached
+            scope = cached
+        return scope
+
+    def enclosing(self, node: ast.AST, *types: type) -> ast.AST | None:
+        cur = self.parents.get(node)
+        while cur is not None:
+            if isinstance(cur, types):
+                return cur
+            cur = self.parents.get(cur)
+        return None
+
+    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
+        cur = self.parents.get(node)
+        while cur is not None:
+            yield cur
+            cur = self.parents.get(cur)
+
+    def in_try_body(self, node: ast.AST) -> ast.Try | None:
+        """The ``try`` whose body (not handler) contains ``node``, if any."""
+        child = node
+        for anc in self.ancestors(node):
+            if isinstance(anc, ast.Try) and any(child is s for s in anc.body):
+                return anc
+            if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                return None
+            child = anc
+        return None
+
+    def canonical(self, expr: ast.AST) -> str:
+        return self.imports.canonical(expr)
+
+    def position(self, node: ast.AST) -> tuple[int, int]:
+        """1-based line, 1-based character column of a node."""
+        line = getattr(node, "lineno", 1)
+        return line, self.source.char_col(line, getattr(node, "col_offset", 0)) + 1
+
+    def classes(self) -> dict[str, ast.ClassDef]:
+        return {n.name: n for n in self.tree.body if isinstance(n, ast.ClassDef)}
+
+    # ------------------------------------------------------------------ extraction
+    def _extract(self) -> None:
+        calls = sorted(self.of_type(ast.Call), key=lambda c: (c.lineno, c.col_offset))
+        for node in calls:
+            func = node.func
+            last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if last not in _LOADER_NAMES:
+                continue
+            name = self.canonical(func)
+            if name == LOAD_INLINE or name.endswith("cpp_extension.load_inline"):
+                self._extension(node, "load_inline")
+            elif name == LOAD or name.endswith("cpp_extension.load"):
+                self._extension(node, "load")
+            elif name in CUPY_KERNELS:
+                self._extension(node, "cupy")
+        for fn in sorted(self.of_type(ast.FunctionDef, ast.AsyncFunctionDef), key=lambda f: f.lineno):
+            if fn.decorator_list and any(self._is_triton_decorator(d) for d in fn.decorator_list):
+                self._triton_unit(fn)
+        if any(self.enclosing(e.call, ast.FunctionDef, ast.AsyncFunctionDef) for e in self.extensions):
+            self._bind_returned_extensions(self._functions_returning_loads())
+
+    def _is_triton_decorator(self, dec: ast.AST) -> bool:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        name = self.canonical(target)
+        return name in TRITON_DECORATORS or name.endswith(".jit") and name.startswith("triton")
+
+    def _triton_unit(self, fn: ast.FunctionDef) -> None:
+        first = min([fn.lineno] + [d.lineno for d in fn.decorator_list])
+        end = fn.end_lineno or fn.lineno
+        text = "".join(self.source.lines[first - 1 : end])
+        unit = Unit(
+            id=f"triton:{fn.name}",
+            language="triton",
+            mapped=MappedText.verbatim(text, first, 0),
+            role="triton.jit",
+            attrs={"function": fn.name, "line": fn.lineno},
+        )
+        self.units.append(unit)
+        self.triton_kernels[fn.name] = fn
+
+    def _arg(self, call: ast.Call, name: str, positional: tuple[str, ...]) -> ast.AST | None:
+        for kw in call.keywords:
+            if kw.arg == name:
+                return kw.value
+        if name in positional:
+            idx = positional.index(name)
+            if idx < len(call.args) and not isinstance(call.args[idx], ast.Starred):
+                return call.args[idx]
+        return None
+
+    def _extension(self, call: ast.Call, kind: str) -> None:
+        scope = self.scope_of(call)
+        resolver = self.resolver
+        positional = _LOAD_INLINE_POS if kind == "load_inline" else _LOAD_POS
+        name_node = self._arg(call, "name", positional) if kind != "cupy" else None
+        ext_name = f"ext@{call.lineno}"
+        if name_node is not None:
+            v = resolver.try_value(name_node, scope, call.lineno)
+            if isinstance(v, MappedText):
+                ext_name = v.text
+        elif kind == "cupy" and len(call.args) >= 2:
+            v = resolver.try_value(call.args[1], scope, call.lineno)
+            if isinstance(v, MappedText):
+                ext_name = v.text
+        ext = Extension(name=ext_name, kind=kind, call=call, in_try=self.in_try_body(call) is not None)
+
+        fn_node = self._arg(call, "functions", ())
+        if fn_node is not None:
+            v = resolver.try_value(fn_node, scope, call.lineno)
+            if isinstance(v, MappedText):
+                ext.functions = (v.text,)
+            elif isinstance(v, list) and all(isinstance(x, MappedText) for x in v):
+                ext.functions = tuple(x.text for x in v)
+            elif isinstance(v, list):
+                ext.functions = tuple(x.text for x in v if isinstance(x, MappedText))
+        for flag in ("extra_cflags", "extra_cuda_cflags", "extra_ldflags"):
+            node = self._arg(call, flag, ())
+            if node is not None:
+                v = resolver.try_value(node, scope, call.lineno)
+                if isinstance(v, list):
+                    ext.flags[flag] = [x.text if isinstance(x, MappedText) else str(x) for x in v]
+                elif isinstance(v, MappedText):
+                    ext.flags[flag] = [v.text]
+                else:
+                    ext.flags[flag] = ["<unresolved>"]
+
+        if kind == "load_inline":
+            for role, language in (("cpp_sources", "cpp"), ("cuda_sources", "cuda")):
+                node = self._arg(call, role, positional)
+                if node is not None and not (isinstance(node, ast.Constant) and node.value is None):
+                    self._source_unit(ext, node, role, language, scope, call)
+        elif kind == "load":
+            node = self._arg(call, "sources", positional)
+            if node is not None:
+                self._file_units(ext, node, scope, call)
+        else:  # cupy: the code is the first argument
+            node = call.args[0] if call.args else self._arg(call, "code", ())
+            if node is not None:
+                self._source_unit(ext, node, "code", "cuda", scope, call)
+        self._bind_extension(ext, call)
+        self.extensions.append(ext)
+
+    def _source_unit(self, ext: Extension, node: ast.AST, role: str, language: str, scope: Scope,
+                     call: ast.Call) -> None:
+        try:
+            value = self.resolver.value(node, scope, call.lineno)
+        except (Unresolved, RecursionError) as exc:
+            line, col = self.position(node)
+            self.problems.append(SourceProblem(line, col, role, str(exc) or "not constant", ext.name))
+            return
+        pieces: list[MappedText]
+        if isinstance(value, MappedText):
+            pieces = [value]
+        elif isinstance(value, list) and all(isinstance(v, MappedText) for v in value):
+            pieces = value
+        else:
+            line, col = self.position(node)
+            self.problems.append(SourceProblem(line, col, role, "not a string or list of strings", ext.name))
+            return
+        if not pieces or not any(p.text.strip() for p in pieces):
+            return
+        label = node.id if isinstance(node, ast.Name) else dotted_name(node) or role
+        unit_id = f"{ext.name}:{label}"
+        if any(u.id == unit_id for u in self.units):
+            unit_id = f"{unit_id}@{call.lineno}"
+        mapped = MappedText.join(pieces, "\n")
+        self.units.append(Unit(
+            id=unit_id, language=language, mapped=mapped, role=role, extension=ext.name,
+            attrs={"functions": ext.functions, "call_line": call.lineno, "flags": dict(ext.flags)},
+        ))
+        ext.unit_ids.append(unit_id)
+
+    def _file_units(self, ext: Extension, node: ast.AST, scope: Scope, call: ast.Call) -> None:
+        value = self.resolver.try_value(node, scope, call.lineno)
+        files = [value] if isinstance(value, MappedText) else value if isinstance(value, list) else None
+        if files is None or not all(isinstance(f, MappedText) for f in files):
+            line, col = self.position(node)
+            self.problems.append(SourceProblem(line, col, "sources", "file list not constant", ext.name))
+            return
+        base = Path(self.path).parent if self.path and not self.path.startswith("<") else Path(".")
+        for f in files:
+            p = base / f.text
+            try:
+                text = p.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                line, col = self.position(node)
+                self.problems.append(SourceProblem(line, col, "sources", f"cannot read {f.text}", ext.name))
+                continue
+            language = "cpp" if p.suffix in (".cpp", ".cc", ".cxx", ".c") else "cuda"
+            unit_id = f"{ext.name}:{p.name}"
+            self.units.append(Unit(
+                id=unit_id, language=language, mapped=MappedText.verbatim(text, 1, 0), role="file",
+                extension=ext.name, attrs={"file": str(p), "functions": ext.functions, "call_line": call.lineno},
+            ))
+            ext.unit_ids.append(unit_id)
+
+    # ------------------------------------------------------------------ where the module goes
+    def _bind_extension(self, ext: Extension, call: ast.Call) -> None:
+        parent = self.parents.get(call)
+        if isinstance(parent, (ast.Assign, ast.AnnAssign)):
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            for t in targets:
+                name = dotted_name(t)
+                if name:
+                    ext.bound_to.add(name)
+        elif isinstance(parent, ast.Return):
+            fn = self.enclosing(call, ast.FunctionDef, ast.AsyncFunctionDef)
+            if fn is not None:
+                ext.bound_to.add(f"{fn.name}()")
+        elif isinstance(parent, ast.NamedExpr):
+            ext.bound_to.add(parent.target.id)
+
+    def _functions_returning_loads(self) -> dict[str, ast.AST]:
+        """Functions whose return value is a local bound to a load call (``m = load_inline(); return m``)."""
+        found: dict[str, ast.AST] = {}
+        for fn in self.of_type(ast.FunctionDef, ast.AsyncFunctionDef):
+            locals_from_load: set[str] = set()
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                    name = self.canonical(node.value.func)
+                    if name.endswith(("load_inline", "cpp_extension.load")) or name in CUPY_KERNELS:
+                        locals_from_load.update(t.id for t in node.targets if isinstance(t, ast.Name))
+                if isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id in locals_from_load:
+                    found[fn.name] = fn
+        return found
+
+    def _bind_returned_extensions(self, returners: dict[str, ast.AST]) -> None:
+        """Follow ``m = _build()`` where ``_build`` returns the loaded module."""
+        if not self.extensions:
+            return
+        by_func: dict[str, list[Extension]] = {}
+        for ext in self.extensions:
+            fn = self.enclosing(ext.call, ast.FunctionDef, ast.AsyncFunctionDef)
+            if fn is not None and (f"{fn.name}()" in ext.bound_to or fn.name in returners):
+                ext.bound_to.add(f"{fn.name}()")
+                by_func.setdefault(fn.name, []).append(ext)
+        if not by_func:
+            return
+        for node in self.of_type(ast.Assign, ast.AnnAssign):
+            if isinstance(node.value, ast.Call):
+                callee = dotted_name(node.value.func).split(".")[-1]
+                if callee in by_func:
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for ext in by_func[callee]:
+                        for t in targets:
+                            name = dotted_name(t)
+                            if name:
+                                ext.bound_to.add(name)
+
+    # ------------------------------------------------------------------ queries used by rules
+    def extension_for_call(self, call: ast.Call) -> tuple[Extension, str] | None:
+        """If ``call`` invokes a function exported by a compiled extension, which one.
+
+        ``ext.fn(...)``, ``self.ext.fn(...)``, ``_build().fn(...)``; as a fallback, any
+        ``<obj>.<name>(...)`` whose name is exported by exactly one extension.
+        """
+        func = call.func
+        if not isinstance(func, ast.Attribute):
+            return None
+        owner = dotted_name(func.value)
+        if not owner and isinstance(func.value, ast.Call):
+            owner = dotted_name(func.value.func) + "()"
+        for ext in self.extensions:
+            if owner and owner in ext.bound_to:
+                return ext, func.attr
+        matches = [e for e in self.extensions if e.functions and func.attr in e.functions]
+        if len(matches) == 1 and not owner.startswith(("torch", "F", "nn")):
+            return matches[0], func.attr
+        return None

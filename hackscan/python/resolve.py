@@ -1,0 +1,428 @@
+"""Constant folding of host-code expressions: what string, number or list does this expression hold?
+
+Used to recover the CUDA sources handed to ``load_inline`` (built through variables, ``+``, lists,
+f-strings, ``.format``, ``textwrap.dedent``, ``"".join``), the exported function names, compiler
+flags, and integer literals such as shape constants.  Resolution is flow-insensitive within a
+scope except for one rule that matches how such files are written: the value of a name at a line
+is its last assignment above that line in the nearest scope that assigns it.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from ..units import MappedText
+from .literals import HostSource, decode_literal
+
+MAX_DEPTH = 40
+
+
+class Unresolved(Exception):
+    """The expression's value is not known statically."""
+
+
+@dataclass
+class Scope:
+    """Assignments in one function, class or module body, by name, in line order."""
+
+    node: ast.AST
+    parent: "Scope | None" = None
+    bindings: dict[str, list[tuple[int, str, ast.AST]]] = field(default_factory=dict)
+    # attributes assigned as ``self.name = ...`` in methods of this class scope
+    self_bindings: dict[str, list[tuple[int, str, ast.AST]]] = field(default_factory=dict)
+    klass: "Scope | None" = None
+
+    def lookup(self, name: str, line: int) -> tuple[ast.AST, str, "Scope", int] | None:
+        """The assignment of ``name`` that is visible at ``line``, with its scope and line.
+
+        In the scope where the use sits, that is the last assignment above the use.  In enclosing
+        scopes (a function reading a module constant) it is the last one above the use if any,
+        else the last overall: module code below a def runs before the function is called.
+        Class bodies are not enclosing scopes for their methods (Python's rule).
+        """
+        scope: Scope | None = self
+        first = True
+        while scope is not None:
+            if first or not isinstance(scope.node, ast.ClassDef):
+                entries = scope.bindings.get(name)
+                if entries:
+                    k = bisect.bisect_left([e[0] for e in entries], line)
+                    if k > 0:
+                        ln, kind, node = entries[k - 1]
+                        return node, kind, scope, ln
+                    if not first:
+                        ln, kind, node = entries[-1]
+                        return node, kind, scope, ln
+            scope = scope.parent
+            first = False
+        return None
+
+
+def build_scope(node: ast.AST, parent: Scope | None = None, klass: Scope | None = None) -> Scope:
+    scope = Scope(node=node, parent=parent, klass=klass)
+    body = getattr(node, "body", [])
+    for stmt in _flat_statements(body):
+        _record(scope, stmt)
+    if isinstance(node, ast.ClassDef):
+        # ``self.x = ...`` inside methods, for lookups of ``self.x``
+        for stmt in node.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for sub in _flat_statements(stmt.body):
+                    for target, value, kind in _assign_pairs(sub):
+                        if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                                and target.value.id == "self"):
+                            scope.self_bindings.setdefault(target.attr, []).append((sub.lineno, kind, value))
+    for entries in list(scope.bindings.values()) + list(scope.self_bindings.values()):
+        entries.sort(key=lambda e: e[0])
+    return scope
+
+
+def _flat_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Statements of a body, descending into compound statements but not into defs or classes."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        for name in ("body", "orelse", "finalbody"):
+            sub = getattr(stmt, name, None)
+            if isinstance(sub, list):
+                yield from _flat_statements(sub)
+        for handler in getattr(stmt, "handlers", []) or []:
+            yield from _flat_statements(handler.body)
+        for case in getattr(stmt, "cases", []) or []:
+            yield from _flat_statements(case.body)
+
+
+def _assign_pairs(stmt: ast.stmt) -> Iterator[tuple[ast.AST, ast.AST, str]]:
+    if isinstance(stmt, ast.Assign):
+        for target in stmt.targets:
+            yield from _unpack(target, stmt.value)
+    elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+        yield stmt.target, stmt.value, "assign"
+    elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add):
+        yield stmt.target, stmt.value, "aug"
+    elif isinstance(stmt, ast.AugAssign):
+        yield stmt.target, stmt, "opaque"
+
+
+def _unpack(target: ast.AST, value: ast.AST) -> Iterator[tuple[ast.AST, ast.AST, str]]:
+    if isinstance(target, (ast.Tuple, ast.List)):
+        if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+            for t, v in zip(target.elts, value.elts):
+                yield from _unpack(t, v)
+        else:
+            for t in target.elts:
+                yield t, value, "opaque"
+    else:
+        yield target, value, "assign"
+
+
+def _record(scope: Scope, stmt: ast.stmt) -> None:
+    for target, value, kind in _assign_pairs(stmt):
+        if isinstance(target, ast.Name):
+            scope.bindings.setdefault(target.id, []).append((stmt.lineno, kind, value))
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        scope.bindings.setdefault(stmt.name, []).append((stmt.lineno, "def", stmt))
+    elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        for alias in stmt.names:
+            name = alias.asname or alias.name.split(".")[0]
+            scope.bindings.setdefault(name, []).append((stmt.lineno, "import", stmt))
+    elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+        for t, v, _ in _unpack(stmt.target, stmt.iter):
+            if isinstance(t, ast.Name):
+                scope.bindings.setdefault(t.id, []).append((stmt.lineno, "opaque", v))
+    elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+        for item in stmt.items:
+            if isinstance(item.optional_vars, ast.Name):
+                scope.bindings.setdefault(item.optional_vars.id, []).append((stmt.lineno, "opaque", item.context_expr))
+
+
+class Resolver:
+    """Evaluates constant expressions of one host file."""
+
+    def __init__(self, host: HostSource):
+        self.host = host
+
+    # ------------------------------------------------------------------ public
+    def value(self, expr: ast.AST, scope: Scope, line: int | None = None) -> Any:
+        """The value of ``expr``: MappedText for strings, int/float/bool/None, lists of values.
+
+        Raises ``Unresolved`` when the value depends on anything not known statically.
+        """
+        return self._eval(expr, scope, expr.lineno if line is None else line, 0)
+
+    def try_value(self, expr: ast.AST, scope: Scope, line: int | None = None) -> Any:
+        try:
+            return self.value(expr, scope, line)
+        except (Unresolved, RecursionError):
+            return Unresolved
+
+    def text(self, expr: ast.AST, scope: Scope, line: int | None = None) -> MappedText:
+        v = self.value(expr, scope, line)
+        if isinstance(v, MappedText):
+            return v
+        if isinstance(v, list) and all(isinstance(x, MappedText) for x in v):
+            return MappedText.join(v, "\n")
+        raise Unresolved(f"not a string: {type(v).__name__}")
+
+    # ------------------------------------------------------------------ evaluation
+    def _eval(self, e: ast.AST, scope: Scope, line: int, depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            raise Unresolved("too deep")
+        d = depth + 1
+        if isinstance(e, ast.Constant):
+            if isinstance(e.value, str):
+                decoded = decode_literal(self.host, e)
+                if decoded is not None and decoded[0].text == e.value:
+                    return decoded[0]
+                return MappedText.opaque(e.value, e.lineno, self.host.char_col(e.lineno, e.col_offset))
+            if isinstance(e.value, bytes):
+                raise Unresolved("bytes")
+            return e.value
+        if isinstance(e, ast.JoinedStr):
+            def field_eval(index: int, src: str) -> Any:
+                fv = [v for v in e.values if isinstance(v, ast.FormattedValue)]
+                if index >= len(fv):
+                    return None
+                node = fv[index]
+                try:
+                    val = self._eval(node.value, scope, line, d)
+                except Unresolved:
+                    return None
+                return self._format(val, node)
+            decoded = decode_literal(self.host, e, field_eval)
+            if decoded is None or decoded[1]:
+                raise Unresolved("f-string with unknown fields")
+            return decoded[0]
+        if isinstance(e, ast.Name):
+            found = scope.lookup(e.id, line)
+            if found is None:
+                raise Unresolved(f"unknown name {e.id}")
+            node, kind, where, at = found
+            return self._binding_value(e.id, node, kind, where, at, d)
+        if isinstance(e, ast.Attribute):
+            return self._attribute(e, scope, line, d)
+        if isinstance(e, (ast.List, ast.Tuple)):
+            out: list[Any] = []
+            for elt in e.elts:
+                if isinstance(elt, ast.Starred):
+                    inner = self._eval(elt.value, scope, line, d)
+                    if not isinstance(inner, list):
+                        raise Unresolved("starred non-list")
+                    out.extend(inner)
+                else:
+                    out.append(self._eval(elt, scope, line, d))
+            return out
+        if isinstance(e, ast.BinOp):
+            left = self._eval(e.left, scope, line, d)
+            right = self._eval(e.right, scope, line, d)
+            return self._binop(e, left, right)
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
+            v = self._eval(e.operand, scope, line, d)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return -v if isinstance(e.op, ast.USub) else v
+            raise Unresolved("unary on non-number")
+        if isinstance(e, ast.Call):
+            return self._call(e, scope, line, d)
+        if isinstance(e, ast.IfExp):
+            raise Unresolved("conditional")
+        raise Unresolved(type(e).__name__)
+
+    def _binding_value(self, name: str, node: ast.AST, kind: str, where: Scope, at: int, d: int) -> Any:
+        if kind == "assign":
+            return self._eval(node, where, at, d)
+        if kind == "aug":
+            found = where.lookup(name, at)
+            if found is None:
+                raise Unresolved(f"+= on unknown {name}")
+            prev = self._binding_value(name, *found[:3], found[3], d + 1)
+            return self._binop(ast.BinOp(op=ast.Add()), prev, self._eval(node, where, at, d))
+        raise Unresolved(f"{name} is bound by {kind}")
+
+    def _attribute(self, e: ast.Attribute, scope: Scope, line: int, d: int) -> Any:
+        # self.X / ClassName.X: class attribute, or attribute assigned in a method
+        if isinstance(e.value, ast.Name):
+            klass = None
+            if e.value.id in ("self", "cls"):
+                klass = scope.klass
+            else:
+                found = scope.lookup(e.value.id, line)
+                if found and found[1] == "def" and isinstance(found[0], ast.ClassDef):
+                    klass = build_scope(found[0], found[2])
+            if klass is not None:
+                entries = klass.bindings.get(e.attr)
+                if entries:
+                    ln, kind, node = entries[-1]
+                    return self._binding_value(e.attr, node, kind, klass, ln + 1, d)
+                entries = klass.self_bindings.get(e.attr)
+                if entries and len(entries) == 1 and entries[0][1] == "assign":
+                    ln, kind, node = entries[0]
+                    return self._eval(node, klass, ln, d)
+        raise Unresolved("attribute")
+
+    def _format(self, val: Any, node: ast.FormattedValue) -> Any:
+        if isinstance(val, MappedText) and node.format_spec is None and node.conversion in (-1, 115):
+            return val
+        raw = val.text if isinstance(val, MappedText) else val
+        if node.conversion == 114:
+            raw = repr(raw)
+        spec = ""
+        if node.format_spec is not None:
+            if all(isinstance(v, ast.Constant) for v in node.format_spec.values):
+                spec = "".join(str(v.value) for v in node.format_spec.values)
+            else:
+                return None
+        try:
+            return format(raw, spec)
+        except (ValueError, TypeError):
+            return None
+
+    def _binop(self, e: ast.BinOp, left: Any, right: Any) -> Any:
+        op = e.op
+        if isinstance(op, ast.Add):
+            if isinstance(left, MappedText) and isinstance(right, MappedText):
+                return left + right
+            if isinstance(left, list) and isinstance(right, list):
+                return left + right
+        if isinstance(left, MappedText) and isinstance(op, ast.Mod):
+            args = right if isinstance(right, list) else [right]
+            plain = [a.text if isinstance(a, MappedText) else a for a in args]
+            try:
+                text = left.text % tuple(plain)
+            except (TypeError, ValueError) as exc:
+                raise Unresolved(str(exc)) from None
+            return _remap_like(left, text)
+        if isinstance(left, MappedText) and isinstance(right, int) and isinstance(op, ast.Mult):
+            return MappedText.join([left] * right)
+        nums = (int, float)
+        if isinstance(left, nums) and isinstance(right, nums) and not isinstance(left, bool):
+            try:
+                if isinstance(op, ast.Add):
+                    return left + right
+                if isinstance(op, ast.Sub):
+                    return left - right
+                if isinstance(op, ast.Mult):
+                    return left * right
+                if isinstance(op, ast.FloorDiv):
+                    return left // right
+                if isinstance(op, ast.Div):
+                    return left / right
+                if isinstance(op, ast.Mod):
+                    return left % right
+                if isinstance(op, ast.Pow) and abs(right) < 64:
+                    return left**right
+                if isinstance(op, ast.LShift) and 0 <= right < 64:
+                    return left << right
+                if isinstance(op, ast.RShift):
+                    return left >> right
+            except (ZeroDivisionError, OverflowError, TypeError):
+                pass
+        raise Unresolved("binop")
+
+    def _call(self, e: ast.Call, scope: Scope, line: int, d: int) -> Any:
+        func = e.func
+        # str methods: "".join(...), s.format(...), s.strip(), s.replace(...)
+        if isinstance(func, ast.Attribute):
+            attr = func.attr
+            if attr == "dedent" and _dotted(func.value) in ("textwrap",) and len(e.args) == 1:
+                return self._eval_text(e.args[0], scope, line, d).dedent()
+            if attr in ("strip", "lstrip", "rstrip") and not e.args:
+                base = self._eval_text(func.value, scope, line, d)
+                if attr == "strip":
+                    return base.strip()
+                if attr == "lstrip":
+                    lead = len(base.text) - len(base.text.lstrip())
+                    return base.slice(lead)
+                return base.slice(0, len(base.text.rstrip()))
+            if attr == "join" and len(e.args) == 1:
+                sep = self._eval_text(func.value, scope, line, d)
+                items = self._eval(e.args[0], scope, line, d)
+                if isinstance(items, list) and all(isinstance(x, MappedText) for x in items):
+                    return MappedText.join(items, sep.text)
+                raise Unresolved("join of non-strings")
+            if attr == "format":
+                base = self._eval_text(func.value, scope, line, d)
+                args = [self._plain(self._eval(a, scope, line, d)) for a in e.args]
+                kwargs = {k.arg: self._plain(self._eval(k.value, scope, line, d)) for k in e.keywords if k.arg}
+                try:
+                    return _remap_like(base, base.text.format(*args, **kwargs))
+                except (IndexError, KeyError, ValueError) as exc:
+                    raise Unresolved(str(exc)) from None
+            if attr == "replace" and len(e.args) == 2:
+                base = self._eval_text(func.value, scope, line, d)
+                a = self._plain(self._eval(e.args[0], scope, line, d))
+                b = self._plain(self._eval(e.args[1], scope, line, d))
+                return _remap_like(base, base.text.replace(str(a), str(b)))
+        if isinstance(func, ast.Name):
+            if func.id == "dedent" and len(e.args) == 1:
+                return self._eval_text(e.args[0], scope, line, d).dedent()
+            if func.id in ("str",) and len(e.args) == 1:
+                v = self._eval(e.args[0], scope, line, d)
+                return v if isinstance(v, MappedText) else MappedText.opaque(str(v), e.lineno, e.col_offset)
+            if func.id in ("int",) and len(e.args) == 1:
+                v = self._plain(self._eval(e.args[0], scope, line, d))
+                try:
+                    return int(v)
+                except (TypeError, ValueError):
+                    raise Unresolved("int()") from None
+            if func.id in ("list", "tuple") and len(e.args) == 1:
+                v = self._eval(e.args[0], scope, line, d)
+                if isinstance(v, list):
+                    return v
+        raise Unresolved("call")
+
+    def _eval_text(self, e: ast.AST, scope: Scope, line: int, d: int) -> MappedText:
+        v = self._eval(e, scope, line, d)
+        if isinstance(v, MappedText):
+            return v
+        raise Unresolved("not a string")
+
+    @staticmethod
+    def _plain(v: Any) -> Any:
+        if isinstance(v, MappedText):
+            return v.text
+        if isinstance(v, list):
+            return [Resolver._plain(x) for x in v]
+        return v
+
+
+def _remap_like(base: MappedText, new_text: str) -> MappedText:
+    """A string derived from ``base`` by formatting: keep the map line by line where lines agree.
+
+    ``%`` and ``.format`` mostly substitute inside lines, so each output line maps to the start of
+    the input line with the same index (exact when the line is unchanged).
+    """
+    if new_text == base.text:
+        return base
+    old_lines = base.text.splitlines(keepends=True)
+    new_lines = new_text.splitlines(keepends=True)
+    if len(old_lines) != len(new_lines):
+        line, col = base.position(0)
+        return MappedText.opaque(new_text, line, col)
+    out = MappedText("", ())
+    off = 0
+    for old, new in zip(old_lines, new_lines):
+        if old == new:
+            out = out + base.slice(off, off + len(old))
+        else:
+            line, col = base.position(off)
+            out = out + MappedText.opaque(new, line, col)
+        off += len(old)
+    return out
+
+
+def _dotted(e: ast.AST) -> str:
+    parts: list[str] = []
+    while isinstance(e, ast.Attribute):
+        parts.append(e.attr)
+        e = e.value
+    if isinstance(e, ast.Name):
+        parts.append(e.id)
+        return ".".join(reversed(parts))
+    return ""
+
+
+dotted_name = _dotted
