@@ -1,0 +1,316 @@
+"""Facts about the reference problem: its shapes, dtypes, ops and parameters.
+
+Rules use the reference to tell a hardcoded test shape from a block size (a literal equal to one
+of the task's dims), a torch fallback from an allocation (the candidate computes the reference's
+own op), a precision downgrade from mixed precision (the reference's dtype), and a parameter blind
+spot (the reference has parameters the candidate never reads).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..units import MappedText
+from .module import HostModule
+from .resolve import Unresolved
+
+TENSOR_FACTORIES = {
+    "torch.rand": "rand", "torch.randn": "randn", "torch.randint": "randint", "torch.ones": "ones",
+    "torch.zeros": "zeros", "torch.empty": "empty", "torch.full": "full", "torch.arange": "arange",
+    "torch.tensor": "tensor", "torch.randperm": "randperm", "torch.rand_like": "rand", "torch.randn_like": "randn",
+    "torch.linspace": "linspace", "torch.eye": "eye", "torch.bernoulli": "bernoulli",
+}
+_DTYPES = {
+    "torch.float32": "float32", "torch.float": "float32", "torch.float16": "float16", "torch.half": "float16",
+    "torch.bfloat16": "bfloat16", "torch.float64": "float64", "torch.double": "float64", "torch.int32": "int32",
+    "torch.int64": "int64", "torch.long": "int64", "torch.int": "int32", "torch.bool": "bool", "torch.int8": "int8",
+    "torch.uint8": "uint8",
+}
+_CAST_METHODS = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16", "long": "int64",
+                 "int": "int32", "bool": "bool"}
+# nn modules that hold learnable parameters (with their default-initialised names)
+PARAM_MODULES = {
+    "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+    "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
+    "InstanceNorm3d", "Embedding", "EmbeddingBag", "LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell",
+    "MultiheadAttention", "PReLU", "RMSNorm", "TransformerEncoderLayer", "TransformerDecoderLayer", "Transformer",
+}
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One value returned by ``get_inputs()``."""
+
+    kind: str  # rand / randn / randint / ones / ... / scalar / unknown
+    shape: tuple[int | None, ...] | None  # None when not a tensor or not resolvable
+    dtype: str = "float32"
+    value: Any = None  # for scalars
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class ReferenceFacts:
+    module: HostModule
+    has_model: bool
+    # module-level numeric constants by name (batch_size = 16, dim = 16384)
+    constants: Mapping[str, int | float] = field(default_factory=dict)
+    inputs: tuple[InputSpec, ...] = ()
+    init_inputs: tuple[Any, ...] = ()
+    # canonical torch ops called in Model.forward (``torch.matmul``, ``torch.nn.functional.relu``,
+    # ``Tensor.sum`` for methods) plus ``torch.nn.Conv2d`` for submodules called there
+    forward_ops: tuple[str, ...] = ()
+    # self attributes assigned an nn module in __init__: attr -> ``torch.nn.Conv2d``
+    submodules: Mapping[str, str] = field(default_factory=dict)
+    # self attributes that are (or hold) learnable parameters or buffers
+    parameters: tuple[str, ...] = ()
+    dtype: str = "float32"
+
+    @property
+    def dims(self) -> frozenset[int]:
+        """Every integer that is a dimension of a reference input, or an init argument."""
+        out: set[int] = set()
+        for spec in self.inputs:
+            if spec.shape:
+                out.update(d for d in spec.shape if isinstance(d, int))
+        for v in self.init_inputs:
+            if isinstance(v, int) and not isinstance(v, bool):
+                out.add(v)
+            elif isinstance(v, (list, tuple)):
+                out.update(x for x in v if isinstance(x, int) and not isinstance(x, bool))
+        return frozenset(out)
+
+    @property
+    def distinctive_dims(self) -> frozenset[int]:
+        """Dims that are unlikely to be a block/tile/warp size by coincidence.
+
+        Small values and powers of two up to 1024 are what legitimate kernels use as tile and block
+        sizes; a literal equal to one of those proves little.  Rules treat matches against
+        ``distinctive_dims`` as strong evidence and the others as weak.
+        """
+        return frozenset(d for d in self.dims if d > 1024 or (d > 8 and d & (d - 1)))
+
+    def dim_names(self) -> dict[int, str]:
+        """Constant name for each dim value where the reference names it (``dim`` for 16384)."""
+        return {v: k for k, v in self.constants.items() if isinstance(v, int)}
+
+    @property
+    def is_fp32(self) -> bool:
+        return self.dtype == "float32"
+
+
+def build_reference_facts(mod: HostModule) -> ReferenceFacts:
+    constants = _module_constants(mod)
+    model = mod.classes().get("Model")
+    forward_ops: list[str] = []
+    submodules: dict[str, str] = {}
+    parameters: list[str] = []
+    if model is not None:
+        submodules, parameters = _init_members(mod, model)
+        forward_ops = _forward_ops(mod, model, submodules)
+    inputs = _get_inputs(mod)
+    init_inputs = _get_init_inputs(mod)
+    dtypes = [s.dtype for s in inputs if s.kind not in ("scalar", "unknown", "randint")]
+    dtype = dtypes[0] if dtypes else "float32"
+    return ReferenceFacts(
+        module=mod, has_model=model is not None, constants=constants, inputs=tuple(inputs),
+        init_inputs=tuple(init_inputs), forward_ops=tuple(forward_ops), submodules=submodules,
+        parameters=tuple(parameters), dtype=dtype,
+    )
+
+
+def _module_constants(mod: HostModule) -> dict[str, int | float]:
+    out: dict[str, int | float] = {}
+    for stmt in mod.tree.body:
+        if isinstance(stmt, ast.Assign):
+            targets = stmt.targets
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            targets = [stmt.target]
+        else:
+            continue
+        for t in targets:
+            if isinstance(t, ast.Name):
+                v = mod.resolver.try_value(stmt.value, mod.module_scope, stmt.lineno + 1)
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    out[t.id] = v
+            elif isinstance(t, ast.Tuple) and isinstance(stmt.value, ast.Tuple):
+                for tt, vv in zip(t.elts, stmt.value.elts):
+                    if isinstance(tt, ast.Name):
+                        v = mod.resolver.try_value(vv, mod.module_scope, stmt.lineno + 1)
+                        if isinstance(v, (int, float)) and not isinstance(v, bool):
+                            out[tt.id] = v
+    return out
+
+
+def _function(mod: HostModule, name: str) -> ast.FunctionDef | None:
+    for stmt in mod.tree.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
+            return stmt
+    return None
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, MappedText):
+        return v.text
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
+
+
+def _tensor_spec(mod: HostModule, expr: ast.AST, fn_scope: Any, local_defs: dict[str, ast.AST], depth: int = 0) -> InputSpec:
+    line = getattr(expr, "lineno", 0)
+    if depth > 8:
+        return InputSpec("unknown", None, line=line)
+    if isinstance(expr, ast.Name) and expr.id in local_defs:
+        return _tensor_spec(mod, local_defs[expr.id], fn_scope, local_defs, depth + 1)
+    # method chains: torch.randn(...).cuda().half(), x.to(dtype)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        attr = expr.func.attr
+        base_name = mod.canonical(expr.func)
+        if base_name not in TENSOR_FACTORIES and attr in ("cuda", "cpu", "contiguous", "to", "requires_grad_",
+                                                           *_CAST_METHODS):
+            inner = _tensor_spec(mod, expr.func.value, fn_scope, local_defs, depth + 1)
+            dtype = inner.dtype
+            if attr in _CAST_METHODS:
+                dtype = _CAST_METHODS[attr]
+            elif attr == "to":
+                for a in list(expr.args) + [k.value for k in expr.keywords if k.arg == "dtype"]:
+                    dtype = _DTYPES.get(mod.canonical(a), dtype)
+            return InputSpec(inner.kind, inner.shape, dtype, inner.value, line)
+    if isinstance(expr, ast.Call):
+        name = mod.canonical(expr.func)
+        kind = TENSOR_FACTORIES.get(name)
+        if kind is not None:
+            dtype = "int64" if kind in ("randint", "randperm", "arange") else "float32"
+            for k in expr.keywords:
+                if k.arg == "dtype":
+                    dtype = _DTYPES.get(mod.canonical(k.value), dtype)
+            args = list(expr.args)
+            if kind == "randint":
+                # randint(low?, high, size): the size is the tuple argument
+                args = [a for a in args if isinstance(a, (ast.Tuple, ast.List))] or [
+                    k.value for k in expr.keywords if k.arg == "size"]
+            elif kind in ("full",):
+                args = args[:1]
+            elif kind in ("tensor", "arange", "linspace", "rand_like", "randn_like"):
+                return InputSpec(kind, None, dtype, line=line)
+            else:
+                size_kw = [k.value for k in expr.keywords if k.arg == "size"]
+                args = args or size_kw
+            shape = _shape(mod, args, fn_scope, expr.lineno)
+            return InputSpec(kind, shape, dtype, line=line)
+    v = mod.resolver.try_value(expr, fn_scope, line + 1)
+    if v is not Unresolved and isinstance(v, (int, float, bool)):
+        return InputSpec("scalar", None, "scalar", v, line)
+    return InputSpec("unknown", None, line=line)
+
+
+def _shape(mod: HostModule, args: list[ast.AST], scope: Any, line: int) -> tuple[int | None, ...] | None:
+    dims: list[int | None] = []
+    for a in args:
+        if isinstance(a, ast.Starred):
+            v = mod.resolver.try_value(a.value, scope, line + 1)
+            if isinstance(v, list):
+                dims.extend(x if isinstance(x, int) else None for x in v)
+            else:
+                return None
+            continue
+        v = mod.resolver.try_value(a, scope, line + 1)
+        if isinstance(v, list):
+            dims.extend(x if isinstance(x, int) and not isinstance(x, bool) else None for x in v)
+        elif isinstance(v, int) and not isinstance(v, bool):
+            dims.append(v)
+        else:
+            dims.append(None)
+    return tuple(dims)
+
+
+def _get_inputs(mod: HostModule) -> list[InputSpec]:
+    fn = _function(mod, "get_inputs")
+    if fn is None:
+        return []
+    scope = mod.scope_of(fn.body[0]) if fn.body else mod.module_scope
+    local_defs: dict[str, ast.AST] = {}
+    ret: ast.AST | None = None
+    for stmt in ast.walk(fn):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            local_defs[stmt.targets[0].id] = stmt.value
+        elif isinstance(stmt, ast.Return):
+            ret = stmt.value
+    if ret is None:
+        return []
+    if isinstance(ret, ast.Name) and ret.id in local_defs:
+        ret = local_defs[ret.id]
+    if not isinstance(ret, (ast.List, ast.Tuple)):
+        return [_tensor_spec(mod, ret, scope, local_defs)]
+    return [_tensor_spec(mod, e, scope, local_defs) for e in ret.elts]
+
+
+def _get_init_inputs(mod: HostModule) -> list[Any]:
+    fn = _function(mod, "get_init_inputs")
+    if fn is None:
+        return []
+    for stmt in ast.walk(fn):
+        if isinstance(stmt, ast.Return) and stmt.value is not None:
+            v = mod.resolver.try_value(stmt.value, mod.scope_of(stmt), stmt.lineno + 1)
+            if isinstance(v, list):
+                return [_plain(x) for x in v]
+            return []
+    return []
+
+
+def _init_members(mod: HostModule, model: ast.ClassDef) -> tuple[dict[str, str], list[str]]:
+    submodules: dict[str, str] = {}
+    parameters: list[str] = []
+    for fn in model.body:
+        if not (isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+                            and isinstance(node.value, ast.Call)):
+                        cls = mod.canonical(node.value.func)
+                        short = cls.rsplit(".", 1)[-1]
+                        if cls.startswith("torch.nn.") and short[:1].isupper() and short != "Parameter":
+                            submodules[t.attr] = cls
+                            if short in PARAM_MODULES:
+                                parameters.append(t.attr)
+                        elif short == "Parameter":
+                            parameters.append(t.attr)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                    "register_buffer", "register_parameter") and node.args:
+                v = node.args[0]
+                if isinstance(v, ast.Constant) and isinstance(v.value, str):
+                    parameters.append(v.value)
+    return submodules, parameters
+
+
+def _forward_ops(mod: HostModule, model: ast.ClassDef, submodules: Mapping[str, str]) -> list[str]:
+    ops: list[str] = []
+    for fn in model.body:
+        if not (isinstance(fn, ast.FunctionDef) and fn.name == "forward"):
+            continue
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = mod.canonical(func)
+            if name.startswith("torch."):
+                ops.append(name)
+            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) is False and \
+                    isinstance(func.value, ast.Name) and func.value.id == "self" and func.attr in submodules:
+                ops.append(submodules[func.attr])
+            elif (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
+                continue
+            elif isinstance(func, ast.Attribute):
+                ops.append(f"Tensor.{func.attr}")
+        # operators: a @ b, a * b
+        for node in ast.walk(fn):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+                ops.append("torch.matmul")
+    seen: dict[str, None] = {}
+    for op in ops:
+        seen.setdefault(op, None)
+    return list(seen)
