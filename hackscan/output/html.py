@@ -1,0 +1,195 @@
+"""The audit report as one self-contained HTML file: inline CSS and SVG, no script, no network.
+
+A Content-Security-Policy forbids every fetch and every script, so a report opened from a mail or a
+CI artifact cannot call out, and text from a candidate that slipped past escaping still could not
+run.  Everything from a candidate (paths, messages, code) goes through ``html.escape``.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any, Mapping, Sequence
+
+from .. import __version__
+from ..model import Report
+from .audit import VERDICT_ORDER, Audit, FindingView, SubmissionView, fmt_speedup, gather
+from .plots import SEVERITY_COLORS, VERDICT_COLORS, claimed_strip, hbar, speedup_scatter
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+
+_CSS = """
+:root { --fg:#1c1e21; --muted:#606770; --line:#dadde1; --bg:#fff; --code:#f6f8fa; }
+* { box-sizing: border-box; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: var(--bg);
+       margin: 0 auto; max-width: 1180px; padding: 16px 24px 48px; }
+h1 { font-size: 22px; margin: 8px 0 4px; } h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid var(--line); }
+.muted { color: var(--muted); }
+.cards { display: flex; gap: 12px; flex-wrap: wrap; margin: 12px 0; }
+.card { border: 1px solid var(--line); border-left: 6px solid #999; border-radius: 6px; padding: 8px 14px; min-width: 130px; }
+.card .n { font-size: 26px; font-weight: 700; } .card .k { color: var(--muted); }
+.charts { display: flex; gap: 24px; flex-wrap: wrap; align-items: flex-start; }
+.chart { border: 1px solid var(--line); border-radius: 6px; padding: 10px; background: #fff; }
+table { border-collapse: collapse; margin: 6px 0 12px; }
+th, td { border-bottom: 1px solid var(--line); padding: 4px 10px; text-align: left; vertical-align: top; }
+th { background: #f0f2f5; } td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+.badge { display: inline-block; border-radius: 10px; padding: 0 8px; color: #fff; font-size: 12px; font-weight: 600; }
+details.sub { border: 1px solid var(--line); border-radius: 6px; margin: 10px 0; padding: 4px 12px; }
+details.sub > summary { cursor: pointer; font-weight: 600; padding: 4px 0; }
+.finding { border-top: 1px dashed var(--line); padding: 8px 0; }
+.finding .head { font-weight: 600; } .finding .msg { margin: 2px 0 6px; }
+pre.code { background: var(--code); border: 1px solid var(--line); border-radius: 4px; padding: 6px 0; margin: 4px 0;
+           overflow-x: auto; font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
+pre.code span.ln { display: inline-block; width: 4.5em; padding-right: 8px; text-align: right; color: var(--muted);
+                   user-select: none; }
+pre.code span.row { display: block; padding-right: 8px; } pre.code span.hit { background: #fff3cd; }
+dl.ev { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; margin: 4px 0; font-size: 13px; }
+dl.ev dt { color: var(--muted); } dl.ev dd { margin: 0; font-family: ui-monospace, monospace; word-break: break-all; }
+.facts { margin: 4px 0 8px; padding-left: 18px; }
+"""
+
+
+def _e(text: Any) -> str:
+    return escape(str(text), quote=True)
+
+
+def _badge(verdict: str) -> str:
+    return f'<span class="badge v-{_e(verdict)}" style="background:{VERDICT_COLORS.get(verdict, "#555")}">{_e(verdict)}</span>'
+
+
+def _sev(sev: str) -> str:
+    return f'<span class="badge s-{_e(sev)}" style="background:{SEVERITY_COLORS.get(sev, "#555")}">{_e(sev)}</span>'
+
+
+def _excerpt(view: FindingView) -> str:
+    ex = view.excerpt
+    if ex is None:
+        return ""
+    rows = []
+    for n, text in ex.lines:
+        cls = "row hit" if n == ex.mark else "row"
+        rows.append(f'<span class="{cls}"><span class="ln">{n}</span>{_e(text.rstrip())}</span>')
+    return '<pre class="code">' + "".join(rows) + "</pre>"
+
+
+def _finding(view: FindingView) -> str:
+    f = view.finding
+    loc = f.location
+    where = f"line {loc.line}" + (f":{loc.column}" if loc.column else "")
+    if loc.unit:
+        where += f" in {_e(loc.unit)}"
+    parts = [f'<div class="finding" data-rule="{_e(f.rule)}">',
+             f'<div class="head">{_sev(f.severity.value)} {_e(f.rule)} <code>{_e(f.name)}</code> '
+             f'<span class="muted">{_e(f.confidence.value)} confidence · {_e(f.stage.value)} · {where}'
+             + (f" · suppressed: {_e(f.suppression_reason or '')}" if f.suppressed else "") + "</span></div>",
+             f'<div class="msg">{_e(f.message)}</div>', _excerpt(view)]
+    if view.dynamic:
+        parts.append('<dl class="ev">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in view.dynamic) + "</dl>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _submission(sv: SubmissionView) -> str:
+    r = sv.report
+    errors = sum(1 for f in r.active_findings if f.severity.value == "error")
+    warnings = sum(1 for f in r.active_findings if f.severity.value == "warning")
+    facts = []
+    if r.error:
+        facts.append(f"analysis: {_e(r.error)}")
+    if r.reference:
+        facts.append(f"reference: <code>{_e(r.reference)}</code>")
+    if sv.claimed is not None:
+        facts.append(f"claimed speedup: {fmt_speedup(sv.claimed)} <span class='muted'>({_e(sv.claimed_field)})</span>")
+    p = sv.performance
+    if p is not None:
+        if p.speedups:
+            facts.append("measured speedup: " + ", ".join(f"{_e(b)} <b>{fmt_speedup(x)}</b>" for b, x in p.speedups))
+        if p.memory_ratio is not None:
+            facts.append(f"peak memory vs reference: {p.memory_ratio:.2f}×")
+        if p.headline and not p.speedups:
+            facts.append(_e(p.headline))
+        facts.extend(_e(n) for n in p.notes)
+    if sv.dynamic_note:
+        facts.append(f"dynamic stage: {_e(sv.dynamic_note)}")
+    if r.skipped:
+        facts.append("rules skipped: " + ", ".join(f"{_e(s.rule)} ({_e(s.reason)})" for s in r.skipped))
+    head = (f'<summary>{_badge(r.verdict.value)} {_e(r.path)} <span class="muted">· {errors} error(s), '
+            f"{warnings} warning(s)</span></summary>")
+    body = ('<ul class="facts">' + "".join(f"<li>{x}</li>" for x in facts) + "</ul>" if facts else "")
+    body += "".join(_finding(v) for v in sv.findings)
+    return f'<details class="sub" id="{_e(sv.anchor)}" open>{head}{body}</details>'
+
+
+def _link(sv: SubmissionView) -> str:
+    if sv.findings or sv.report.error:
+        return f'<a href="#{_e(sv.anchor)}">{_e(sv.report.path)}</a>'
+    return _e(sv.report.path)
+
+
+def render_html(reports: Sequence[Report], *, code_field: str = "custom_code",
+                sources: Mapping[str, str] | None = None, title: str = "hackscan audit", **_: Any) -> str:
+    return render_audit_html(gather(reports, code_field=code_field, sources=sources, title=title))
+
+
+def render_audit_html(audit: Audit) -> str:
+    n = len(audit.submissions)
+    cards = "".join(
+        f'<div class="card" style="border-left-color:{VERDICT_COLORS[v.value]}"><div class="n">{audit.verdicts[v.value]}</div>'
+        f'<div class="k">{v.value}</div></div>' for v in VERDICT_ORDER)
+    charts = [hbar([(f"{rule} {name}", c, SEVERITY_COLORS.get(sev, "#555")) for rule, name, sev, c in audit.by_rule],
+                   title="Findings per rule", aria="findings per rule")]
+    charts.append(hbar([(v.value, audit.verdicts[v.value], VERDICT_COLORS[v.value]) for v in VERDICT_ORDER],
+                       title="Verdicts", width=360, label_width=90))
+    if audit.speed_points:
+        charts.append(speedup_scatter(audit.speed_points, title="Claimed versus verified speedup"))
+        speed_note = ""
+    else:
+        speed_note = ('<p class="muted">No submission has both a claimed and a measured speedup: the performance '
+                      "stage did not run here (it times candidates on a GPU) or measured nothing.</p>")
+    if any(audit.claimed_by_verdict.values()):
+        charts.append(claimed_strip(audit.claimed_by_verdict, title="Claimed speedup by verdict"))
+    rule_rows = "".join(f'<tr><td>{_e(rule)}</td><td><code>{_e(name)}</code></td><td>{_sev(sev)}</td>'
+                        f'<td class="num">{c}</td></tr>' for rule, name, sev, c in audit.by_rule)
+    sev_rows = "".join(f'<tr><td>{_sev(k)}</td><td class="num">{c}</td></tr>' for k, c in audit.by_severity.items())
+    sub_rows = []
+    for sv in audit.submissions:
+        r = sv.report
+        p = sv.performance
+        sub_rows.append(
+            f'<tr><td>{_link(sv)}</td><td>{_badge(r.verdict.value)}</td>'
+            f'<td class="num">{len(r.active_findings)}</td><td class="num">{fmt_speedup(sv.claimed)}</td>'
+            f'<td class="num">{fmt_speedup(p.headline_speedup if p else None)}</td>'
+            f'<td class="num">{"–" if p is None or p.memory_ratio is None else f"{p.memory_ratio:.2f}×"}</td></tr>')
+    details = "".join(_submission(sv) for sv in audit.submissions if sv.findings or sv.report.error)
+    summary_line = f"{n} submission{'s' * (n != 1)}: " + ", ".join(
+        f"{audit.verdicts[v.value]} {v.value}" for v in VERDICT_ORDER)
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{CSP}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="hackscan {_e(__version__)}">
+<title>{_e(audit.title)}</title>
+<style>{_CSS}</style>
+</head>
+<body>
+<h1>{_e(audit.title)}</h1>
+<p class="muted" id="summary-line">{_e(summary_line)} · hackscan {_e(__version__)}</p>
+<div class="cards" id="verdicts">{cards}</div>
+<h2>Summary</h2>
+<div class="charts" id="charts">{"".join(f'<div class="chart">{c}</div>' for c in charts)}</div>
+{speed_note}
+<div class="charts">
+<table id="by-severity"><thead><tr><th>severity</th><th class="num">findings</th></tr></thead><tbody>{sev_rows}</tbody></table>
+<table id="by-rule"><thead><tr><th>rule</th><th>name</th><th>severity</th><th class="num">findings</th></tr></thead>
+<tbody>{rule_rows or '<tr><td colspan="4" class="muted">no findings</td></tr>'}</tbody></table>
+</div>
+<h2>Findings</h2>
+<div id="findings">{details or '<p class="muted">No findings.</p>'}</div>
+<h2>All submissions</h2>
+<table id="submissions"><thead><tr><th>submission</th><th>verdict</th><th class="num">findings</th>
+<th class="num">claimed</th><th class="num">measured</th><th class="num">memory</th></tr></thead>
+<tbody>{"".join(sub_rows)}</tbody></table>
+</body>
+</html>
+"""
