@@ -106,7 +106,7 @@ def scan(
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for hidden inputs (replay a finding)."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds per candidate for the dynamic stage."),
     no_perf: bool = typer.Option(False, "--no-perf", help="Skip timing and memory measurement."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Scan in this many parallel processes."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=0, help="Scan in this many parallel processes (0: one per core)."),
     code_field: Optional[str] = typer.Option(None, "--code-field", help="JSONL field holding the candidate code."),
     ref_field: Optional[str] = typer.Option(None, "--ref-field", help="JSONL field holding the reference code."),
     config_path: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml with [tool.hackscan]."),
@@ -146,12 +146,17 @@ def scan(
     if all(not Path(p).exists() for p in paths):
         raise _fail("no such file or directory: " + ", ".join(str(p) for p in paths))
     inputs = InputOptions(reference=str(ref) if ref else None, code_field=config.code_field, ref_field=config.ref_field)
+    if jobs == 0:
+        from .parallel import default_jobs
+
+        jobs = default_jobs()
     options = RunOptions(static_only=static, device=device.value, seed=seed, timeout=timeout, perf=not no_perf, jobs=jobs)
-    show_progress = progress if progress is not None else (sys.stderr.isatty() and output is None or sys.stderr.isatty())
-    reporter = _progress_printer() if show_progress else None
+    # a bar on a terminal only: in CI logs and pipes it would be noise
+    show_progress = progress if progress is not None else sys.stderr.isatty()
+    reporter = ProgressBar(sys.stderr) if show_progress else None
     reports = run([str(p) for p in paths], config, inputs, options, reporter)
     if reporter is not None:
-        sys.stderr.write("\r\x1b[K")
+        reporter.close()
     from .output import render
 
     use_color = color if color is not None else (output is None and sys.stdout.isatty())
@@ -172,15 +177,43 @@ def scan(
     raise typer.Exit(1 if failing else 0)
 
 
-def _progress_printer():
-    def show(done: int, total: int, path: str) -> None:
-        width = 28
-        filled = int(width * done / max(total, 1))
-        name = path if len(path) < 50 else "…" + path[-49:]
-        sys.stderr.write(f"\r\x1b[K[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {name}")
-        sys.stderr.flush()
+class ProgressBar:
+    """``[#####.....] 120/250 12.3/s eta 10s path`` on one line of stderr, redrawn at most ten times a second."""
 
-    return show
+    def __init__(self, stream, width: int = 28, min_interval: float = 0.1):
+        import time
+
+        self.stream = stream
+        self.width = width
+        self.min_interval = min_interval
+        self._clock = time.monotonic
+        self._t0 = self._clock()
+        self._last = float("-inf")
+        self._label = ""
+        self.drawn = 0
+
+    def __call__(self, done: int, total: int, path: str) -> None:
+        label = "dynamic" if path.startswith("dynamic: ") else "static"
+        if label != self._label:  # a new stage restarts the rate
+            self._label, self._t0 = label, self._clock()
+        now = self._clock()
+        if done < total and now - self._last < self.min_interval:
+            return
+        self._last = now
+        filled = int(self.width * done / max(total, 1))
+        elapsed = max(now - self._t0, 1e-9)
+        rate = done / elapsed
+        eta = f" eta {int((total - done) / rate)}s" if rate > 0 and done < total else ""
+        name = path if len(path) < 50 else "…" + path[-49:]
+        self.stream.write(f"\r\x1b[K[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} "
+                          f"{rate:.1f}/s{eta} {name}")
+        self.stream.flush()
+        self.drawn += 1
+
+    def close(self) -> None:
+        if self.drawn:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
 
 
 @app.command("rules")

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from .config import Config
-from .engine import StaticScanner
 from .inputs import InputOptions, InputProblem, Submission, discover
 from .model import Report
 
@@ -50,7 +49,13 @@ def run(paths: Sequence[str], config: Config, inputs: InputOptions, options: Run
 
 def run_items(items: Sequence[Submission | InputProblem], config: Config, options: RunOptions,
               progress: Callable[[int, int, str], None] | None = None) -> list[Report]:
-    scanner = StaticScanner(config)
+    """Static stage over every item (in ``options.jobs`` processes), then the dynamic stage.
+
+    Reports come back in input order whatever the number of jobs.  ``progress(done, total, label)``
+    is called once per item and stage; dynamic-stage labels start with ``dynamic:``.
+    """
+    from .parallel import scan_items
+
     dynamic = None
     if not options.static_only:
         reason = dynamic_available()
@@ -58,15 +63,24 @@ def run_items(items: Sequence[Submission | InputProblem], config: Config, option
             from .dynamic import run_dynamic_stage as dynamic  # noqa: N813
         else:
             dynamic = _unavailable(reason)
-    reports: list[Report] = []
-    for i, item in enumerate(items):
-        report = scanner.scan(item)
-        if dynamic is not None and isinstance(item, Submission):
-            report = dynamic(item, report, options, config)
-        reports.append(report)
+    reports = scan_items(items, config, jobs=options.jobs, progress=progress)
+    if dynamic is None:
+        return reports
+    todo = [i for i, item in enumerate(items) if isinstance(item, Submission)]
+    for n, i in enumerate(todo):
+        reports[i] = _guarded(dynamic, items[i], reports[i], options, config)  # type: ignore[arg-type]
         if progress is not None:
-            progress(i + 1, len(items), report.path)
+            progress(n + 1, len(todo), f"dynamic: {reports[i].path}")
     return reports
+
+
+def _guarded(dynamic: Callable[[Submission, Report, RunOptions, Config], Report], sub: Submission, report: Report,
+             options: RunOptions, config: Config) -> Report:
+    """One candidate's dynamic-stage failure must not cost the other candidates their results."""
+    try:
+        return dynamic(sub, report, options, config)
+    except Exception as exc:  # a bug in the dynamic stage itself; candidate crashes are findings there
+        return report.with_(dynamic={"ran": False, "reason": f"dynamic stage failed: {type(exc).__name__}: {exc}"})
 
 
 def _unavailable(reason: str) -> Callable[[Submission, Report, RunOptions, Config], Report]:

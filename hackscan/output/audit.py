@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..model import Finding, Report, Severity, Verdict
 

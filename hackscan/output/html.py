@@ -7,8 +7,9 @@ run.  Everything from a candidate (paths, messages, code) goes through ``html.es
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from html import escape
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from .. import __version__
 from ..model import Report

@@ -8,7 +8,8 @@ backtick run inside them, so no candidate can break out of its excerpt.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..model import Report
 from .audit import VERDICT_ORDER, Audit, FindingView, SubmissionView, fmt_speedup, gather

@@ -7,8 +7,8 @@ pure function of the data, so two runs over the same reports give byte-identical
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from html import escape
-from typing import Mapping, Sequence
 
 VERDICT_COLORS = {"hack": "#c0392b", "suspicious": "#d68910", "clean": "#1e8449", "error": "#7d3c98"}
 SEVERITY_COLORS = {"error": "#c0392b", "warning": "#d68910", "info": "#2e86c1"}
