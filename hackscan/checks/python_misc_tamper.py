@@ -1,0 +1,219 @@
+"""Timer and harness tampering (TAXONOMY class 10).
+
+A harness times with ``torch.cuda.Event`` / ``torch.cuda.synchronize`` / ``time.perf_counter`` and
+compares with ``torch.allclose`` / ``torch.testing.assert_close``.  A candidate imported into the
+same process can replace any of them; nothing legitimate does.  These checks look for writes to
+attributes of those modules (directly, through aliases, ``setattr``, ``getattr`` with computed
+names, module ``__dict__``s) and for the interpreter-level back doors (``sys.modules``,
+``gc.get_objects``, ``ctypes`` memory writes, trace hooks).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from ..context import Hit, ScanContext
+from ..model import Severity
+from ..python.patterns import CONFIG_PREFIXES, misc_facts, object_names
+
+# roots whose attributes a harness relies on (``sys`` is handled by the interpreter-state rule)
+_PATCH_ROOTS = ("torch", "time", "timeit", "triton", "numpy", "builtins", "gc", "os", "random", "functools",
+                "importlib", "inspect", "threading", "cupy", "torch_xla", "jax")
+# names whose replacement fakes a timing or a comparison outright
+_TIMING = ("synchronize", "Event", "elapsed_time", "record", "perf_counter", "perf_counter_ns", "time", "time_ns",
+           "monotonic", "process_time", "default_timer", "do_bench", "Timer", "timeit", "wait", "query",
+           "current_stream", "Stream", "profile", "profiler", "benchmark")
+_COMPARE = ("allclose", "isclose", "equal", "eq", "assert_close", "assert_allclose", "testing", "all", "any",
+            "max", "abs", "sub", "norm", "__eq__", "__sub__", "__abs__", "ne")
+
+
+def _is_config(name: str) -> bool:
+    return name.startswith(CONFIG_PREFIXES)
+
+
+def _what(name: str) -> str:
+    last = name.rsplit(".", 1)[-1]
+    if last in _TIMING or any(f".{t}." in f".{name}." for t in ("cuda.Event", "profiler", "benchmark")):
+        return "a function a harness uses for timing"
+    if last in _COMPARE or ".testing." in f".{name}.":
+        return "a function a harness uses to compare outputs"
+    return _GENERIC
+
+
+_GENERIC = "an attribute of a module the harness shares with the candidate"
+
+
+def _targets(node: ast.AST) -> list[ast.AST]:
+    if isinstance(node, ast.Assign):
+        out: list[ast.AST] = []
+        for t in node.targets:
+            out.extend(t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])
+        return out
+    if isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        return [node.target]
+    if isinstance(node, ast.Delete):
+        return list(node.targets)
+    return []
+
+
+def _harness_name(name: str) -> bool:
+    root = name.split(".", 1)[0]
+    return root in _PATCH_ROOTS and "." in name and not _is_config(name)
+
+
+def harness_patch(ctx: ScanContext) -> Iterator[Hit]:
+    """HS150: assignments (and setattr) to attributes of torch, time, timing and testing modules."""
+    host = ctx.host
+    if host is None:
+        return
+    facts = misc_facts(host)
+    names = object_names(facts)
+    for node in host.of_type(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete):
+        owner = facts.owner(node)
+        for t in _targets(node):
+            target = ""
+            if isinstance(t, ast.Attribute):
+                target = names.resolve(t, owner)
+            elif isinstance(t, ast.Subscript):
+                # torch.cuda.__dict__["synchronize"] = f ; vars(time)["perf_counter"] = f
+                base = t.value
+                if isinstance(base, ast.Attribute) and base.attr == "__dict__":
+                    obj = names.resolve(base.value, owner)
+                elif isinstance(base, ast.Call) and host.canonical(base.func) == "vars" and base.args:
+                    obj = names.resolve(base.args[0], owner)
+                else:
+                    obj = ""
+                if obj:
+                    key = names.fold_text(t.slice, owner)
+                    target = f"{obj}.{key if key is not None else '<computed>'}"
+            if target and _harness_name(target):
+                verb = "deletes" if isinstance(node, ast.Delete) else "assigns"
+                yield ctx.hit(ctx.at(t), args={"verb": verb, "target": target, "what": _what(target)},
+                              evidence={"target": target})
+    for call in host.of_type(ast.Call):
+        fname = host.canonical(call.func)
+        obj_expr: ast.AST | None = None
+        attr_expr: ast.AST | None = None
+        if fname in ("setattr", "builtins.setattr", "delattr", "object.__setattr__", "type.__setattr__") and len(call.args) >= 2:
+            obj_expr, attr_expr = call.args[0], call.args[1]
+        elif isinstance(call.func, ast.Attribute) and call.func.attr in ("__setattr__", "__delattr__") and call.args:
+            obj_expr, attr_expr = call.func.value, call.args[0]
+        elif isinstance(call.func, ast.Attribute) and call.func.attr in ("update", "__setitem__", "setdefault"):
+            base = call.func.value
+            if isinstance(base, ast.Attribute) and base.attr == "__dict__":
+                obj_expr = base.value
+            elif isinstance(base, ast.Call) and host.canonical(base.func) == "vars" and base.args:
+                obj_expr = base.args[0]
+        if obj_expr is None:
+            continue
+        owner = facts.owner(call)
+        obj = names.resolve(obj_expr, owner)
+        if not obj:
+            continue
+        key = names.fold_text(attr_expr, owner) if attr_expr is not None else None
+        target = f"{obj}.{key if key is not None else '<computed>'}"
+        if _harness_name(target) or (key is None and obj.split(".", 1)[0] in _PATCH_ROOTS):
+            yield ctx.hit(ctx.at(call), args={"verb": "sets", "target": target, "what": _what(target)},
+                          evidence={"target": target, "via": fname or "__dict__"})
+
+
+_GC_WALKS = {"gc.get_objects", "gc.get_referrers", "gc.get_referents"}
+_TRACE_HOOKS = {"sys.settrace", "sys.setprofile", "threading.settrace", "threading.setprofile",
+                "sys.addaudithook", "sys.monitoring.register_callback", "sys.monitoring.use_tool_id",
+                "threading.settrace_all_threads", "threading.setprofile_all_threads"}
+_CTYPES_WRITES = {"ctypes.memmove", "ctypes.memset", "ctypes.pythonapi", "ctypes.py_object", "ctypes.string_at",
+                  "ctypes.cast"}
+_SYS_STATE = ("sys.modules", "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache")
+_FRAME_STATE = ("f_globals", "f_locals", "f_builtins")
+
+
+def interpreter_tampering(ctx: ScanContext) -> Iterator[Hit]:
+    """HS151: sys.modules / import hooks, gc heap walks, trace hooks, ctypes writes, builtins dicts."""
+    host = ctx.host
+    if host is None:
+        return
+    facts = misc_facts(host)
+    names = object_names(facts)
+
+    def state_of(expr: ast.AST, owner: ast.AST | None) -> str:
+        e = expr
+        while isinstance(e, (ast.Subscript, ast.Attribute)):
+            if isinstance(e, ast.Attribute) and e.attr in _FRAME_STATE:
+                return f"frame.{e.attr}"
+            if isinstance(e, ast.Name) and e.id == "__builtins__":
+                break
+            inner = host.canonical(e)
+            if inner in _SYS_STATE:
+                return inner
+            e = e.value
+        if isinstance(e, ast.Name) and e.id == "__builtins__":
+            return "__builtins__"
+        name = host.canonical(e)
+        return name if name in _SYS_STATE else ""
+
+    for node in host.of_type(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete):
+        owner = facts.owner(node)
+        for t in _targets(node):
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Subscript) and \
+                    host.canonical(t.value.value) == "sys.modules":
+                what = "sys.modules[...]." + t.attr
+            elif isinstance(t, ast.Attribute) and t.attr in ("__code__", "__globals__", "__closure__"):
+                what = f"a function's {t.attr} (rewriting another function's code)"
+            elif isinstance(t, (ast.Subscript, ast.Attribute)):
+                what = state_of(t, owner)
+            elif isinstance(t, ast.Name) and t.id == "__builtins__":
+                what = "__builtins__"
+            else:
+                what = ""
+            if what:
+                yield ctx.hit(ctx.at(t), args={"what": f"writes {what}"}, evidence={"state": what})
+    for call in host.of_type(ast.Call):
+        fname = host.canonical(call.func)
+        what = ""
+        if fname in _GC_WALKS:
+            what = f"walks the heap with {fname}() (how a candidate finds the harness's objects)"
+        elif fname in _TRACE_HOOKS:
+            what = f"installs an interpreter hook with {fname}()"
+        elif fname.startswith("ctypes.pythonapi") or fname in _CTYPES_WRITES and fname != "ctypes.cast" or (
+                fname == "ctypes.cast" and call.args and isinstance(call.args[0], ast.Call)
+                and host.canonical(call.args[0].func) == "id"):
+            what = f"reaches into interpreter memory with {fname}()"
+        elif isinstance(call.func, ast.Attribute) and call.func.attr in (
+                "update", "pop", "setdefault", "__setitem__", "__delitem__", "clear", "popitem", "insert", "append",
+                "extend", "remove"):
+            base = host.canonical(call.func.value)
+            if base in _SYS_STATE:
+                what = f"modifies {base} with .{call.func.attr}()"
+            elif isinstance(call.func.value, ast.Name) and call.func.value.id == "__builtins__":
+                what = f"modifies __builtins__ with .{call.func.attr}()"
+            elif isinstance(call.func.value, ast.Attribute) and call.func.value.attr in _FRAME_STATE:
+                what = f"modifies a frame's {call.func.value.attr}"
+        if what:
+            yield ctx.hit(ctx.at(call), args={"what": what}, evidence={"call": fname})
+
+
+def computed_harness_attribute(ctx: ScanContext) -> Iterator[Hit]:
+    """HS152: getattr on torch / time / testing modules with a name spelled at run time."""
+    host = ctx.host
+    if host is None:
+        return
+    facts = misc_facts(host)
+    names = object_names(facts)
+    for call in host.of_type(ast.Call):
+        fname = host.canonical(call.func)
+        if fname not in ("getattr", "builtins.getattr", "hasattr") or len(call.args) < 2:
+            continue
+        key = call.args[1]
+        if isinstance(key, ast.Constant):
+            continue  # a literal name is an ordinary (if roundabout) attribute access
+        owner = facts.owner(call)
+        obj = names.resolve(call.args[0], owner)
+        if not obj or obj.split(".", 1)[0] not in _PATCH_ROOTS:
+            continue
+        folded = names.fold_text(key, owner)
+        target = f"{obj}.{folded if folded is not None else '<computed>'}"
+        # spelling a timing or comparison function piecewise is hiding it, not configuring
+        sev = Severity.ERROR if folded is not None and _what(target) != _GENERIC else None
+        yield ctx.hit(ctx.at(call), args={"target": target, "shown": folded or "a name computed at run time"},
+                      evidence={"target": target}, severity=sev)

@@ -1,0 +1,667 @@
+"""Shared AST facts for the state, stream, tampering, harness, precision, replay and obfuscation rules.
+
+The rules in ``hackscan/checks/python_misc*.py`` ask the same few questions of a host file: which
+functions run when the model is called (forward and what it reaches), which local names carry the
+*values* of forward's inputs (as opposed to their shape or identity), which names are aliases of an
+input's storage, what state outlives a call (``self.x``, module globals), and what a statement path
+writes before it returns.  ``misc_facts(host)`` answers them once per file; every answer is built
+lazily from the node lists of ``HostModule`` (never a fresh walk of the whole tree) and cached on
+the host object, which lives exactly as long as one scan.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Iterable, Iterator
+
+from .module import HostModule
+from .resolve import dotted_name
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+# Tensor attributes and methods that read metadata or identity, not values: an expression that
+# touches an input only through these does not depend on the input's data.
+META_ATTRS = frozenset({
+    "shape", "dtype", "device", "is_cuda", "ndim", "layout", "requires_grad", "is_contiguous", "size", "dim",
+    "numel", "stride", "data_ptr", "element_size", "nelement", "storage_offset", "get_device",
+    "is_floating_point", "is_complex", "is_sparse", "is_quantized", "names", "grad_fn", "is_leaf", "_version",
+    "untyped_storage", "storage", "nbytes", "itemsize", "is_pinned", "is_meta",
+})
+META_FUNCS = frozenset({"len", "id", "isinstance", "type", "hash", "print"})
+# Allocation: the result holds no input values even when an input is passed (``empty_like(x)``).
+ALLOC_FUNCS = frozenset({
+    "torch.empty", "torch.empty_like", "torch.zeros", "torch.zeros_like", "torch.ones", "torch.ones_like",
+    "torch.full", "torch.full_like", "torch.empty_strided", "torch.rand_like", "torch.randn_like",
+    "torch.arange",
+})
+ALLOC_METHODS = frozenset({"new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided"})
+# Methods that return a view of (or the very same) storage: writes through them reach the input.
+VIEW_METHODS = frozenset({
+    "view", "view_as", "reshape", "reshape_as", "contiguous", "flatten", "ravel", "t", "T", "mT", "transpose",
+    "permute", "squeeze", "unsqueeze", "expand", "expand_as", "as_strided", "detach", "narrow", "select",
+    "unflatten", "movedim", "swapaxes", "data", "to", "cuda", "float", "type_as", "unbind", "split", "chunk",
+    "diagonal", "real", "imag", "view_as_real", "requires_grad_",
+})
+
+# Modules and objects a benchmark harness calls to time or compare; writes to them are tampering.
+HARNESS_ROOTS = ("torch", "time", "timeit", "triton", "numpy", "builtins", "gc", "sys", "os", "random",
+                 "functools", "importlib", "inspect", "threading", "cupy")
+# Settings written for performance or configuration, not functions a harness calls.
+CONFIG_PREFIXES = (
+    "torch.backends.", "torch._inductor.config.", "torch._dynamo.config.", "torch._functorch.config.",
+    "torch.jit._state.", "torch._C._jit", "torch.fx.experimental.", "torch._logging.",
+    "torch.set_num_threads", "os.environ", "triton.Config",
+)
+
+
+@dataclass
+class Flow:
+    """Flow-insensitive def-use facts of one function: what each local name may hold.
+
+    ``defs[name]`` lists the expressions assigned to ``name`` anywhere in the function (augmented
+    assignments contribute their right-hand side; loop targets their iterable; ``with ... as n``
+    the context expression).  That is coarse, but kernels' host code is short and straight-line,
+    and the rules use it only to ask "can this name hold something derived from an input?".
+    """
+
+    fn: ast.AST
+    params: tuple[str, ...]
+    defs: dict[str, list[ast.AST]] = field(default_factory=dict)
+    # local names bound by ``for`` / comprehension targets (their def is the iterable)
+    loop_names: set[str] = field(default_factory=set)
+
+
+def _assigned_names(target: ast.AST) -> Iterator[tuple[str, ast.AST | None]]:
+    """Names bound by an assignment target, with the element of a tuple target when unpacked."""
+    if isinstance(target, ast.Name):
+        yield target.id, None
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for elt in target.elts:
+            if isinstance(elt, ast.Starred):
+                elt = elt.value
+            yield from _assigned_names(elt)
+
+
+def _function_params(fn: ast.AST) -> tuple[str, ...]:
+    args = getattr(fn, "args", None)
+    if args is None:
+        return ()
+    names = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
+    if args.vararg:
+        names.append(args.vararg.arg)
+    if args.kwarg:
+        names.append(args.kwarg.arg)
+    return tuple(names)
+
+
+def value_refs(expr: ast.AST | None, names: set[str] | frozenset[str]) -> bool:
+    """Whether ``expr`` can carry the *values* held by any of ``names``.
+
+    A name reached only through metadata (``x.shape``, ``x.size(0)``, ``len(x)``, ``id(x)``,
+    ``x.data_ptr()``) or through an allocation (``torch.empty_like(x)``) does not count.
+    """
+    if expr is None or not names:
+        return False
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, ast.Name):
+            if e.id in names:
+                return True
+            continue
+        if isinstance(e, ast.Attribute):
+            if e.attr in META_ATTRS:
+                continue
+            stack.append(e.value)
+            continue
+        if isinstance(e, ast.Call):
+            f = e.func
+            if isinstance(f, ast.Name) and f.id in META_FUNCS:
+                continue
+            if isinstance(f, ast.Attribute):
+                if f.attr in META_ATTRS or f.attr in ALLOC_METHODS:
+                    continue
+                if f.attr in ("empty_like", "zeros_like", "ones_like", "full_like", "empty", "zeros", "ones",
+                              "full", "empty_strided") and isinstance(f.value, ast.Name) and f.value.id == "torch":
+                    continue
+            stack.append(f)
+            stack.extend(e.args)
+            stack.extend(k.value for k in e.keywords)
+            continue
+        if isinstance(e, (ast.Lambda, *_FUNCS)):
+            continue
+        stack.extend(ast.iter_child_nodes(e))
+    return False
+
+
+def any_refs(expr: ast.AST | None, names: set[str] | frozenset[str]) -> bool:
+    """Whether ``expr`` mentions any of ``names`` at all (values, metadata or identity)."""
+    if expr is None or not names:
+        return False
+    for e in ast.walk(expr):
+        if isinstance(e, ast.Name) and e.id in names:
+            return True
+    return False
+
+
+def is_alias_expr(expr: ast.AST, names: set[str]) -> bool:
+    """``expr`` is (a view of) one of ``names``: ``x``, ``x.view(-1)``, ``x[0]``, ``x.contiguous()``."""
+    e = expr
+    while True:
+        if isinstance(e, ast.Name):
+            return e.id in names
+        if isinstance(e, ast.Subscript):
+            e = e.value
+            continue
+        if isinstance(e, ast.Attribute) and e.attr in ("data", "T", "mT", "real", "imag"):
+            e = e.value
+            continue
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in VIEW_METHODS:
+            e = e.func.value
+            continue
+        if isinstance(e, ast.IfExp):
+            return is_alias_expr(e.body, names) or is_alias_expr(e.orelse, names)
+        return False
+
+
+def state_key(expr: ast.AST) -> str | None:
+    """The persistent state an expression reads: ``self.cache`` for ``self.cache[k]``, ``self.out``."""
+    e = expr
+    while isinstance(e, ast.Subscript):
+        e = e.value
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in ("get", "setdefault"):
+        e = e.func.value
+    name = dotted_name(e)
+    if name.startswith(("self.", "cls.")) and name.count(".") >= 1:
+        return "self." + name.split(".", 2)[1]
+    return None
+
+
+@dataclass
+class MiscFacts:
+    host: HostModule
+    _owner: dict[ast.AST, ast.AST | None] = field(default_factory=dict)
+    _flows: dict[ast.AST, Flow] = field(default_factory=dict)
+    _by_owner: dict[type, dict[ast.AST | None, list[ast.AST]]] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ structure
+    def owner(self, node: ast.AST) -> ast.AST | None:
+        """The innermost function containing ``node`` (None at module or class level)."""
+        cached = self._owner.get(node, 0)
+        if cached != 0:
+            return cached  # type: ignore[return-value]
+        parents = self.host.parents
+        chain = []
+        cur = parents.get(node)
+        found: ast.AST | None = None
+        while cur is not None:
+            if isinstance(cur, _FUNCS):
+                found = cur
+                break
+            hit = self._owner.get(cur, 0)
+            if hit != 0:
+                found = hit  # type: ignore[assignment]
+                break
+            chain.append(cur)
+            cur = parents.get(cur)
+        self._owner[node] = found
+        for c in chain:
+            self._owner[c] = found
+        return found
+
+    def nodes_by_owner(self, typ: type) -> dict[ast.AST | None, list[ast.AST]]:
+        """Every node of one type, grouped by the function that contains it."""
+        got = self._by_owner.get(typ)
+        if got is None:
+            got = {}
+            for n in self.host.of_type(typ):
+                got.setdefault(self.owner(n), []).append(n)
+            self._by_owner[typ] = got
+        return got
+
+    def in_functions(self, fns: Iterable[ast.AST | None], *types: type) -> list[ast.AST]:
+        out: list[ast.AST] = []
+        for t in types:
+            groups = self.nodes_by_owner(t)
+            for fn in fns:
+                out.extend(groups.get(fn, ()))
+        return out
+
+    @cached_property
+    def module_functions(self) -> dict[str, FunctionNode]:
+        return {n.name: n for n in self.host.tree.body if isinstance(n, _FUNCS)}
+
+    @cached_property
+    def module_classes(self) -> dict[str, ast.ClassDef]:
+        return {n.name: n for n in self.host.tree.body if isinstance(n, ast.ClassDef)}
+
+    @cached_property
+    def model(self) -> ast.ClassDef | None:
+        """``ModelNew``, else the last module-level class with a ``forward`` (not the reference ``Model``)."""
+        classes = self.module_classes
+        if "ModelNew" in classes:
+            return classes["ModelNew"]
+        cands = [c for name, c in classes.items() if name != "Model" and _method(c, "forward") is not None]
+        return cands[-1] if cands else None
+
+    @cached_property
+    def forward(self) -> FunctionNode | None:
+        return _method(self.model, "forward") if self.model is not None else None
+
+    def _closure(self, roots: list[FunctionNode]) -> tuple[FunctionNode, ...]:
+        """Functions reachable from ``roots``: self-methods, module functions, autograd
+        ``Function.apply``, local nn.Module classes' forward, and functions nested in those."""
+        klass_methods: dict[str, FunctionNode] = {}
+        if self.model is not None:
+            for cls in self._class_chain(self.model):
+                for stmt in cls.body:
+                    if isinstance(stmt, _FUNCS):
+                        klass_methods.setdefault(stmt.name, stmt)
+        calls_by_owner = self.nodes_by_owner(ast.Call)
+        defs_by_owner = self.nodes_by_owner(ast.FunctionDef)
+        seen: dict[ast.AST, None] = {}
+        todo = list(roots)
+        while todo:
+            fn = todo.pop()
+            if fn in seen:
+                continue
+            seen[fn] = None
+            todo.extend(defs_by_owner.get(fn, ()))  # closures defined inside run when called there
+            for call in calls_by_owner.get(fn, ()):
+                for target in self._call_targets(call, klass_methods):
+                    if target not in seen:
+                        todo.append(target)
+        return tuple(seen)
+
+    def _call_targets(self, call: ast.Call, klass_methods: dict[str, FunctionNode]) -> list[FunctionNode]:
+        f = call.func
+        out: list[FunctionNode] = []
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls"):
+            m = klass_methods.get(f.attr)
+            if m is not None:
+                out.append(m)
+            else:  # self.block(x) where self.block = LocalModule(...)
+                cls = self._attr_class(f.attr)
+                if cls is not None:
+                    out.extend(m for m in (_method(cls, "forward"), _method(cls, "__call__")) if m is not None)
+        elif isinstance(f, ast.Name):
+            fn = self.module_functions.get(f.id)
+            if fn is not None:
+                out.append(fn)
+            cls = self.module_classes.get(f.id)
+            if cls is not None:
+                init = _method(cls, "__init__")
+                if init is not None:
+                    out.append(init)
+        elif isinstance(f, ast.Attribute) and f.attr in ("apply", "forward") and isinstance(f.value, ast.Name):
+            cls = self.module_classes.get(f.value.id)
+            if cls is not None:
+                m = _method(cls, "forward")
+                if m is not None:
+                    out.append(m)
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in self.module_classes:
+            m = _method(self.module_classes[f.value.id], f.attr)
+            if m is not None and m not in out:
+                out.append(m)
+        return out
+
+    @cached_property
+    def _self_attr_classes(self) -> dict[str, ast.ClassDef]:
+        out: dict[str, ast.ClassDef] = {}
+        if self.model is None:
+            return out
+        for node in self.in_functions(self._model_methods, ast.Assign):
+            if isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name):
+                cls = self.module_classes.get(node.value.func.id)
+                if cls is None:
+                    continue
+                for t in node.targets:
+                    name = dotted_name(t)
+                    if name.startswith("self."):
+                        out[name[5:]] = cls
+        return out
+
+    def _attr_class(self, attr: str) -> ast.ClassDef | None:
+        return self._self_attr_classes.get(attr)
+
+    @cached_property
+    def _model_methods(self) -> tuple[FunctionNode, ...]:
+        if self.model is None:
+            return ()
+        return tuple(s for cls in self._class_chain(self.model) for s in cls.body if isinstance(s, _FUNCS))
+
+    def _class_chain(self, cls: ast.ClassDef) -> list[ast.ClassDef]:
+        """The class and its bases defined in this file (a ModelNew may inherit its helpers)."""
+        out = [cls]
+        for base in cls.bases:
+            if isinstance(base, ast.Name) and base.id in self.module_classes and base.id != cls.name:
+                b = self.module_classes[base.id]
+                if b not in out:
+                    out.append(b)
+        return out
+
+    @cached_property
+    def reachable(self) -> tuple[FunctionNode, ...]:
+        """forward and every function it can reach (see ``_closure``)."""
+        if self.forward is None:
+            return ()
+        roots = [self.forward]
+        call = _method(self.model, "__call__") if self.model is not None else None
+        if call is not None:
+            roots.append(call)
+        return self._closure(roots)
+
+    @cached_property
+    def reachable_set(self) -> frozenset[ast.AST]:
+        return frozenset(self.reachable)
+
+    @cached_property
+    def init_reachable(self) -> tuple[FunctionNode, ...]:
+        """``__init__`` of the model and what it reaches (runs once, before any timed call)."""
+        if self.model is None:
+            return ()
+        init = _method(self.model, "__init__")
+        return self._closure([init]) if init is not None else ()
+
+    @cached_property
+    def runs(self) -> frozenset[ast.AST | None]:
+        """Code that runs when the harness imports, builds and calls the model (None: module level)."""
+        return frozenset(self.reachable) | frozenset(self.init_reachable) | {None}
+
+    def is_main_guarded(self, node: ast.AST) -> bool:
+        """Inside ``if __name__ == "__main__":`` (never runs under a harness import)."""
+        for anc in self.host.ancestors(node):
+            if isinstance(anc, ast.If) and _is_main_test(anc.test):
+                return True
+        return False
+
+    # ------------------------------------------------------------------ data flow
+    def flow(self, fn: ast.AST) -> Flow:
+        got = self._flows.get(fn)
+        if got is not None:
+            return got
+        flow = Flow(fn=fn, params=_function_params(fn))
+        defs = flow.defs
+        for node in self.in_functions([fn], ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr, ast.For,
+                                      ast.withitem, ast.comprehension):
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    for name, _ in _assigned_names(t):
+                        defs.setdefault(name, []).append(node.value)
+            elif isinstance(node, ast.AugAssign):
+                if isinstance(node.target, ast.Name):
+                    defs.setdefault(node.target.id, []).append(node.value)
+            elif isinstance(node, ast.AnnAssign):
+                if isinstance(node.target, ast.Name) and node.value is not None:
+                    defs.setdefault(node.target.id, []).append(node.value)
+            elif isinstance(node, ast.NamedExpr):
+                defs.setdefault(node.target.id, []).append(node.value)
+            elif isinstance(node, (ast.For, ast.comprehension)):
+                for name, _ in _assigned_names(node.target):
+                    defs.setdefault(name, []).append(node.iter)
+                    flow.loop_names.add(name)
+            elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+                for name, _ in _assigned_names(node.optional_vars):
+                    defs.setdefault(name, []).append(node.context_expr)
+        self._flows[fn] = flow
+        return flow
+
+    def value_taint(self, fn: ast.AST, seeds: Iterable[str]) -> frozenset[str]:
+        """Local names of ``fn`` that may hold values computed from ``seeds``."""
+        flow = self.flow(fn)
+        tainted = set(seeds)
+        changed = True
+        while changed:
+            changed = False
+            for name, exprs in flow.defs.items():
+                if name in tainted:
+                    continue
+                if any(value_refs(e, tainted) for e in exprs):
+                    tainted.add(name)
+                    changed = True
+        return frozenset(tainted)
+
+    def alias_taint(self, fn: ast.AST, seeds: Iterable[str]) -> frozenset[str]:
+        """Local names of ``fn`` that may share storage with ``seeds`` (views, ``contiguous()``)."""
+        flow = self.flow(fn)
+        aliases = set(seeds)
+        changed = True
+        while changed:
+            changed = False
+            for name, exprs in flow.defs.items():
+                if name in aliases or name in flow.loop_names:
+                    continue
+                if any(is_alias_expr(e, aliases) for e in exprs):
+                    aliases.add(name)
+                    changed = True
+        return frozenset(aliases)
+
+    @cached_property
+    def input_params(self) -> dict[ast.AST, frozenset[str]]:
+        """For each reachable function, the parameters that may receive forward's inputs.
+
+        forward's own parameters are inputs; a helper's parameter is one when some call site in
+        reachable code passes an input-derived value in its position (one propagation pass in
+        reachability order is enough for the short helper chains kernels use).
+        """
+        out: dict[ast.AST, set[str]] = {}
+        if self.forward is None:
+            return {}
+        out[self.forward] = set(p for p in _function_params(self.forward) if p not in ("self", "cls"))
+        klass_methods = {s.name: s for cls in (self._class_chain(self.model) if self.model else [])
+                         for s in cls.body if isinstance(s, _FUNCS)}
+        calls_by_owner = self.nodes_by_owner(ast.Call)
+        for _ in range(2):
+            for fn in self.reachable:
+                seeds = out.get(fn)
+                if not seeds:
+                    continue
+                tainted = self.value_taint(fn, seeds) | self.alias_taint(fn, seeds)
+                for call in calls_by_owner.get(fn, ()):
+                    for target in self._call_targets(call, klass_methods):
+                        params = [p for p in _function_params(target)]
+                        bound = params[1:] if params and params[0] in ("self", "cls") and not (
+                            isinstance(call.func, ast.Attribute) and call.func.attr in ("apply",)) else params
+                        if params and params[0] == "ctx":  # autograd.Function.forward(ctx, ...)
+                            bound = params[1:]
+                        got = out.setdefault(target, set())
+                        for i, a in enumerate(call.args):
+                            if i < len(bound) and (value_refs(a, tainted) or is_alias_expr(a, set(tainted))):
+                                got.add(bound[i])
+                        for k in call.keywords:
+                            if k.arg in params and (value_refs(k.value, tainted) or is_alias_expr(k.value, set(tainted))):
+                                got.add(k.arg)
+                # nested closures see the enclosing function's input names
+                for inner in self.nodes_by_owner(ast.FunctionDef).get(fn, ()):
+                    out.setdefault(inner, set()).update(tainted)
+        return {k: frozenset(v) for k, v in out.items()}
+
+    def input_values(self, fn: ast.AST) -> frozenset[str]:
+        """Names in ``fn`` that may hold values of forward's inputs."""
+        seeds = self.input_params.get(fn, frozenset())
+        return self.value_taint(fn, seeds) if seeds else frozenset()
+
+    def input_aliases(self, fn: ast.AST) -> frozenset[str]:
+        """Names in ``fn`` that may share storage with forward's inputs."""
+        seeds = self.input_params.get(fn, frozenset())
+        return self.alias_taint(fn, seeds) if seeds else frozenset()
+
+    # ------------------------------------------------------------------ paths
+    def dominating_prefix(self, node: ast.AST, fn: ast.AST | None) -> list[ast.AST]:
+        """Statements and tests that always run before ``node`` within ``fn`` on the path to it.
+
+        For a node in an ``if`` arm that is the test plus everything above the ``if`` in its block,
+        recursively.  Everything before a ``try`` handler counts as run (conservative: more of the
+        code counts as having run, so fewer paths look like they skipped work).
+        """
+        out: list[ast.AST] = []
+        child = node
+        for anc in self.host.ancestors(node):
+            for fld in ("body", "orelse", "finalbody", "handlers"):
+                block = getattr(anc, fld, None)
+                if isinstance(block, list) and any(s is child for s in block):
+                    for s in block:
+                        if s is child:
+                            break
+                        out.append(s)
+                    if isinstance(anc, ast.Try) and fld in ("handlers", "orelse", "finalbody"):
+                        out.extend(anc.body)
+                    break
+            if isinstance(anc, (ast.If, ast.While)):
+                out.append(anc.test)
+            elif isinstance(anc, (ast.For, ast.AsyncFor)):
+                out.append(anc.iter)
+            elif isinstance(anc, (ast.With, ast.AsyncWith)):
+                out.extend(i.context_expr for i in anc.items)
+            if anc is fn:
+                break
+            child = anc
+        return out
+
+
+def _method(cls: ast.ClassDef | None, name: str) -> FunctionNode | None:
+    if cls is None:
+        return None
+    for stmt in cls.body:
+        if isinstance(stmt, _FUNCS) and stmt.name == name:
+            return stmt
+    return None
+
+
+def _is_main_test(test: ast.AST) -> bool:
+    if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__":
+        return any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    return False
+
+
+def misc_facts(host: HostModule) -> MiscFacts:
+    """The facts of one host file, built once and kept on the host for the rest of its scan."""
+    cached = host.__dict__.get("_misc_facts")
+    if cached is None:
+        cached = MiscFacts(host)
+        host.__dict__["_misc_facts"] = cached
+    return cached
+
+
+def call_name(host: HostModule, call: ast.Call) -> str:
+    """Canonical dotted name of a call's function, '' when it is not a name chain."""
+    return host.canonical(call.func)
+
+
+def keyword(call: ast.Call, name: str, pos: int | None = None) -> ast.AST | None:
+    for k in call.keywords:
+        if k.arg == name:
+            return k.value
+    if pos is not None and pos < len(call.args) and not isinstance(call.args[pos], ast.Starred):
+        return call.args[pos]
+    return None
+
+
+def literal(node: ast.AST | None) -> object:
+    """The value of a literal constant node, or ``...`` when it is not one."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    return ...
+
+
+def test_names(test: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+
+
+def branch_tests(facts: MiscFacts, fns: Iterable[ast.AST | None]) -> list[tuple[ast.AST, ast.AST]]:
+    """(branch node, its condition) for every if / while / ternary / assert in ``fns``."""
+    out: list[tuple[ast.AST, ast.AST]] = []
+    for node in facts.in_functions(fns, ast.If, ast.While, ast.IfExp, ast.Assert):
+        out.append((node, node.test))
+    return out
+
+
+# ---------------------------------------------------------------------- module objects through aliases
+_CONVENTIONAL_ROOTS = frozenset({"torch", "triton", "tl", "F", "nn", "np"})
+
+
+@dataclass
+class ObjectNames:
+    """Resolves expressions that denote module objects, through every way a file can alias them.
+
+    ``torch.cuda`` / ``import torch.cuda as tc`` (imports), ``cuda = torch.cuda`` (local aliases,
+    per function and module), ``getattr(torch.cuda, "Ev" + "ent")`` (folded where constant,
+    ``<computed>`` otherwise), ``importlib.import_module("time")``, ``__import__("time")`` and
+    ``sys.modules["time"]``.  The answer is a dotted name such as ``torch.cuda.Event``, or '' when
+    the expression is not (known to be) a module object.
+    """
+
+    facts: MiscFacts
+    _aliases: dict[ast.AST | None, dict[str, ast.AST]] = field(default_factory=dict)
+    _built: bool = False
+
+    def _build(self) -> None:
+        if self._built:
+            return
+        self._built = True
+        for node in self.facts.host.of_type(ast.Assign):
+            if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+                continue
+            v = node.value
+            if isinstance(v, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
+                self._aliases.setdefault(self.facts.owner(node), {})[node.targets[0].id] = v
+
+    def resolve(self, expr: ast.AST, owner: ast.AST | None, depth: int = 0) -> str:
+        if depth > 8:
+            return ""
+        host = self.facts.host
+        if isinstance(expr, ast.Name):
+            self._build()
+            for scope in (owner, None):
+                alias = self._aliases.get(scope, {}).get(expr.id)
+                if alias is not None and alias is not expr:
+                    got = self.resolve(alias, scope, depth + 1)
+                    if got:
+                        return got
+                    break
+            if expr.id in host.imports.aliases or expr.id in _CONVENTIONAL_ROOTS:
+                return host.imports.resolve_name(expr.id)
+            if expr.id in ("__builtins__",):
+                return "builtins"
+            return ""
+        if isinstance(expr, ast.Attribute):
+            base = self.resolve(expr.value, owner, depth + 1)
+            return f"{base}.{expr.attr}" if base else ""
+        if isinstance(expr, ast.Call):
+            fname = host.canonical(expr.func)
+            if fname in ("getattr", "builtins.getattr") and len(expr.args) >= 2:
+                base = self.resolve(expr.args[0], owner, depth + 1)
+                if not base:
+                    return ""
+                attr = self.fold_text(expr.args[1], owner)
+                return f"{base}.{attr if attr is not None else '<computed>'}"
+            if fname in ("importlib.import_module", "__import__", "builtins.__import__") and expr.args:
+                name = self.fold_text(expr.args[0], owner)
+                return name or ""
+            return ""
+        if isinstance(expr, ast.Subscript):
+            if host.canonical(expr.value) == "sys.modules":
+                name = self.fold_text(expr.slice, owner)
+                return name or ""
+        return ""
+
+    def fold_text(self, expr: ast.AST, owner: ast.AST | None) -> str | None:
+        """The string an expression evaluates to when it is constant, else None."""
+        if isinstance(expr, ast.Constant):
+            return expr.value if isinstance(expr.value, str) else None
+        host = self.facts.host
+        scope = host.scope_of(expr)
+        v = host.resolver.try_value(expr, scope, getattr(expr, "lineno", None))
+        text = getattr(v, "text", None)
+        return text if isinstance(text, str) else None
+
+
+def object_names(facts: MiscFacts) -> ObjectNames:
+    cached = facts.host.__dict__.get("_object_names")
+    if cached is None:
+        cached = ObjectNames(facts)
+        facts.host.__dict__["_object_names"] = cached
+    return cached
