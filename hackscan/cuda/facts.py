@@ -1,0 +1,870 @@
+"""Facts about the CUDA / C++ units of a submission, built once per submission (``ctx.cuda``).
+
+One tree-sitter parse and one walk per unit collect every function (kernel, device, host) with its
+parameters and the nodes of its body by type, the launches, the calls, file-scope variables and
+macros, and the exported entry points.  The analyses rules share (what a kernel stores to, where a
+launch argument comes from, which host values feed a branch) live in ``flow.py`` and read these
+facts; they run only when a rule asks for them.
+
+Units that share ``unit.extension`` belong to one extension: the exported declarations are
+usually in the ``cpp_sources`` unit and the definitions in the ``cuda_sources`` unit, so functions
+are looked up per extension, never per unit.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+import tree_sitter as ts
+
+from ..context import Pos
+from ..units import Unit
+from . import names
+from .consts import fold, fold_text
+from .parser import (call_args, callee_name, compact, declarator_name, first_error, kernel_config, language,
+                     method_receiver, parse, text)
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+# top-level nodes that only wrap other top-level nodes
+_CONTAINERS = frozenset({"translation_unit", "linkage_specification", "declaration_list", "namespace_definition",
+                         "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "preproc_elifdef",
+                         "template_declaration", "export_declaration"})
+_MODULE_MACROS = frozenset({"PYBIND11_MODULE", "TORCH_LIBRARY", "TORCH_LIBRARY_IMPL", "TORCH_LIBRARY_FRAGMENT"})
+_TENSOR_TYPE = re.compile(r"^(const)?(torch::|at::)?Tensor&?$")
+_ACCESSOR_TYPE = re.compile(r"(Packed)?TensorAccessor|GenericPackedTensorAccessor")
+
+
+def pos_of(unit: Unit, node: ts.Node) -> Pos:
+    line, col = unit.byte_position(node.start_byte)
+    return Pos(line, col + 1, unit.id, unit.attrs.get("file"))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    index: int
+    type: str  # the declared type, whitespace removed, without the name
+    pointer: bool  # a raw pointer or a tensor accessor: something a kernel can store through
+    const: bool
+    tensor: bool  # torch::Tensor / at::Tensor, by value or reference
+
+
+@dataclass(eq=False)
+class Function:
+    """One function definition (``__global__`` kernel, ``__device__`` function or host function)."""
+
+    name: str
+    kind: str  # kernel | device | host
+    ext: str
+    unit: Unit
+    node: ts.Node
+    body: ts.Node | None
+    params: tuple[Param, ...]
+    static: bool = False
+    template: bool = False
+    # named nodes of the body by type, from the one walk (lambdas inside count as this function's)
+    nodes: dict[str, list[ts.Node]] = field(default_factory=dict)
+    calls: list["Call"] = field(default_factory=list)
+    launches: list["Launch"] = field(default_factory=list)
+    # local name -> the expressions assigned to it (initialiser and plain ``=``), in source order
+    assigned: dict[str, list[ts.Node]] = field(default_factory=dict)
+    local_types: dict[str, str] = field(default_factory=dict)
+    static_locals: list["Variable"] = field(default_factory=list)
+    # a PYBIND11 lambda export: the Python name it is bound to
+    lambda_export: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.ext}:{self.name}"
+
+    @cached_property
+    def pos(self) -> Pos:
+        decl = self.node.child_by_field_name("declarator")
+        return pos_of(self.unit, decl if decl is not None else self.node)
+
+    def param(self, name: str) -> Param | None:
+        for p in self.params:
+            if p.name == name:
+                return p
+        return None
+
+    def of_type(self, *types: str) -> list[ts.Node]:
+        if len(types) == 1:
+            return self.nodes.get(types[0], [])
+        out: list[ts.Node] = []
+        for t in types:
+            out.extend(self.nodes.get(t, []))
+        return out
+
+    def __repr__(self) -> str:  # keep test failure output short
+        return f"Function({self.kind} {self.key})"
+
+
+@dataclass(eq=False)
+class Call:
+    """A call in a function body (launches are ``Launch``; method calls have names like ``.mm``)."""
+
+    name: str
+    node: ts.Node
+    function: Function
+    receiver: ts.Node | None = None
+
+    @property
+    def unit(self) -> Unit:
+        return self.function.unit
+
+    @cached_property
+    def pos(self) -> Pos:
+        return pos_of(self.function.unit, self.node)
+
+    @property
+    def is_method(self) -> bool:
+        return self.name.startswith(".")
+
+    @property
+    def base(self) -> str:
+        """The last name segment: ``at::cuda::getCurrentCUDAStream`` -> ``getCurrentCUDAStream``."""
+        return self.name.rsplit("::", 1)[-1].lstrip(".")
+
+    @property
+    def namespace(self) -> str:
+        return self.name.rsplit("::", 1)[0] if "::" in self.name else ""
+
+    @cached_property
+    def args(self) -> list[ts.Node]:
+        return call_args(self.node)
+
+    def __repr__(self) -> str:
+        return f"Call({self.name} @{self.pos.line})"
+
+
+@dataclass(eq=False)
+class Launch:
+    """A kernel launch: ``k<<<grid, block, smem, stream>>>(args)`` or ``cudaLaunchKernel(k, ...)``."""
+
+    kernel: str
+    node: ts.Node
+    function: Function  # the host function the launch sits in
+    grid: ts.Node | None
+    block: ts.Node | None
+    smem: ts.Node | None
+    stream: ts.Node | None
+    args: list[ts.Node]
+    api: str = "<<<>>>"
+
+    @cached_property
+    def pos(self) -> Pos:
+        return pos_of(self.function.unit, self.node)
+
+    @property
+    def ext(self) -> str:
+        return self.function.ext
+
+    def __repr__(self) -> str:
+        return f"Launch({self.kernel} @{self.pos.line})"
+
+
+@dataclass(eq=False)
+class Variable:
+    """A file-scope variable or a ``static`` local."""
+
+    name: str
+    type: str
+    ext: str
+    unit: Unit
+    node: ts.Node  # the declaration
+    function: Function | None = None  # None at file scope
+    static: bool = False
+    const: bool = False
+    device: bool = False  # __device__ / __constant__ / __shared__: lives on the GPU
+    init: ts.Node | None = None
+
+    @cached_property
+    def pos(self) -> Pos:
+        return pos_of(self.unit, self.node)
+
+    @property
+    def tensor_like(self) -> bool:
+        return bool(re.search(r"(^|::|<|,)Tensor\b", self.type))
+
+    @property
+    def container(self) -> bool:
+        return bool(re.search(r"(map|unordered_map|set|vector|list|deque|array)<", self.type))
+
+    @property
+    def pointer(self) -> bool:
+        return "*" in self.type or "uintptr_t" in self.type or "intptr_t" in self.type
+
+
+@dataclass(frozen=True)
+class Constant:
+    """A named compile-time number: ``#define N 1024``, ``constexpr int N = 1024``, ``const int N``."""
+
+    name: str
+    value: int | float
+    kind: str  # define | constexpr | const
+    ext: str
+    unit_id: str
+    pos: Pos
+    function: str | None = None  # the function a local constant sits in
+
+
+@dataclass(frozen=True)
+class Macro:
+    name: str
+    params: tuple[str, ...] | None  # None for an object-like macro
+    body: str
+    ext: str
+    unit_id: str
+    pos: Pos
+
+    @property
+    def pastes(self) -> bool:
+        return "##" in self.body
+
+
+@dataclass(frozen=True)
+class Export:
+    """A function Python can call: a ``functions=`` entry, a PYBIND11 ``m.def`` or a cupy kernel."""
+
+    name: str  # the Python-visible name
+    target: str  # the C++ function it binds
+    ext: str
+    via: str  # functions | pybind | cupy | file
+    pos: Pos | None = None
+
+    @property
+    def node_name(self) -> str:
+        return f"export:{self.ext}.{self.name}"
+
+
+@dataclass(frozen=True)
+class ParseError:
+    unit_id: str
+    pos: Pos
+    snippet: str
+
+
+@dataclass(eq=False)
+class ExtensionFacts:
+    """The units of one extension, looked up together."""
+
+    name: str
+    units: list[Unit] = field(default_factory=list)
+    functions: dict[str, list[Function]] = field(default_factory=dict)
+    exports: list[Export] = field(default_factory=list)
+    constants: dict[str, Constant] = field(default_factory=dict)
+    # constants declared inside a function body, by function name then constant name
+    local_constants: dict[str, dict[str, Constant]] = field(default_factory=dict)
+    macros: dict[str, Macro] = field(default_factory=dict)
+    globals: list[Variable] = field(default_factory=list)
+    flags: dict[str, list[str]] = field(default_factory=dict)
+    # names declared (not defined) with ``__global__`` etc., for launches of kernels defined elsewhere
+    declared_kernels: set[str] = field(default_factory=set)
+    # constants whose value is folded once every unit of the extension is read
+    pending_constants: list[tuple] = field(default_factory=list, repr=False)
+
+    def lookup(self, name: str, *kinds: str) -> list[Function]:
+        fns = self.functions.get(name.rsplit("::", 1)[-1], [])
+        return [f for f in fns if not kinds or f.kind in kinds]
+
+    def kernel(self, name: str) -> Function | None:
+        found = self.lookup(name, "kernel")
+        return found[0] if found else None
+
+    @property
+    def all_functions(self) -> Iterator[Function]:
+        for fns in self.functions.values():
+            yield from fns
+
+    @cached_property
+    def const_env(self) -> dict[str, int | float]:
+        return {name: c.value for name, c in self.constants.items()}
+
+    def env_for(self, fn: "Function | str | None") -> dict[str, int | float]:
+        """Named constants visible in a function: file scope, then the function's own."""
+        name = fn.name if isinstance(fn, Function) else fn
+        local = self.local_constants.get(name or "")
+        if not local:
+            return self.const_env
+        return {**self.const_env, **{k: c.value for k, c in local.items()}}
+
+
+class CudaFacts:
+    """Everything the C++ rules read about one submission's CUDA / C++ units."""
+
+    def __init__(self, units: list[Unit]):
+        self.units = units
+        self.extensions: dict[str, ExtensionFacts] = {}
+        self.functions: list[Function] = []
+        self.parse_errors: list[ParseError] = []
+        self.trees: dict[str, ts.Tree] = {}
+
+    # --------------------------------------------------------------- lookups
+    def ext(self, name: str) -> ExtensionFacts:
+        return self.extensions[name]
+
+    @property
+    def kernels(self) -> list[Function]:
+        return [f for f in self.functions if f.kind == "kernel"]
+
+    @property
+    def host_functions(self) -> list[Function]:
+        return [f for f in self.functions if f.kind == "host"]
+
+    @property
+    def launches(self) -> list[Launch]:
+        return [lc for f in self.functions for lc in f.launches]
+
+    @property
+    def calls(self) -> list[Call]:
+        return [c for f in self.functions for c in f.calls]
+
+    @property
+    def exports(self) -> list[Export]:
+        return [e for x in self.extensions.values() for e in x.exports]
+
+    @property
+    def globals(self) -> list[Variable]:
+        return [g for x in self.extensions.values() for g in x.globals]
+
+    @property
+    def static_locals(self) -> list[Variable]:
+        return [v for f in self.functions for v in f.static_locals]
+
+    @property
+    def constants(self) -> list[Constant]:
+        """File-scope and function-local named constants of every extension."""
+        out = [c for x in self.extensions.values() for c in x.constants.values()]
+        out += [c for x in self.extensions.values() for t in x.local_constants.values() for c in t.values()]
+        return out
+
+    @property
+    def macros(self) -> list[Macro]:
+        return [m for x in self.extensions.values() for m in x.macros.values()]
+
+    def unit(self, unit_id: str) -> Unit | None:
+        for u in self.units:
+            if u.id == unit_id:
+                return u
+        return None
+
+    def kernel_for(self, launch: Launch) -> Function | None:
+        return self.extensions[launch.ext].kernel(launch.kernel)
+
+    def export_targets(self, ext: ExtensionFacts) -> list[Function]:
+        out: list[Function] = []
+        for e in ext.exports:
+            out.extend(ext.lookup(e.target, "host", "kernel"))
+        return out
+
+    def exported_functions(self) -> list[tuple[Export, Function]]:
+        out = []
+        for x in self.extensions.values():
+            for e in x.exports:
+                for fn in x.lookup(e.target, "host", "kernel"):
+                    out.append((e, fn))
+        return out
+
+    def callees(self, fn: Function) -> list[Function]:
+        """Functions of the same extension that ``fn`` calls or launches (by name)."""
+        x = self.extensions[fn.ext]
+        out: list[Function] = []
+        seen: set[int] = set()
+        for c in fn.calls:
+            if c.is_method:
+                continue
+            for g in x.lookup(c.name):
+                if id(g) not in seen and g is not fn:
+                    seen.add(id(g))
+                    out.append(g)
+        for lc in fn.launches:
+            k = x.kernel(lc.kernel)
+            if k is not None and id(k) not in seen:
+                seen.add(id(k))
+                out.append(k)
+        return out
+
+    @cached_property
+    def reachable(self) -> set[Function]:
+        """Functions reachable from an exported entry point.
+
+        An extension whose entry points are unknown (a ``.cu`` file with neither ``functions=`` nor a
+        PYBIND11 module) counts every host function as an entry point.
+        """
+        roots: list[Function] = []
+        for x in self.extensions.values():
+            targets = self.export_targets(x)
+            if targets:
+                roots.extend(targets)
+            else:
+                roots.extend(f for f in x.all_functions if f.kind in ("host", "kernel"))
+        seen: set[Function] = set()
+        stack = list(roots)
+        while stack:
+            f = stack.pop()
+            if f in seen:
+                continue
+            seen.add(f)
+            stack.extend(self.callees(f))
+        return seen
+
+    def callers(self, fn: Function) -> list[tuple[Function, Call]]:
+        """Host call sites of ``fn`` within its extension."""
+        out = []
+        for g in self.extensions[fn.ext].all_functions:
+            for c in g.calls:
+                if not c.is_method and c.base == fn.name:
+                    out.append((g, c))
+        return out
+
+    def is_exported(self, fn: Function) -> bool:
+        return any(fn.name == e.target for e in self.extensions[fn.ext].exports)
+
+    def exports_of(self, fn: Function) -> list[Export]:
+        return [e for e in self.extensions[fn.ext].exports if e.target == fn.name]
+
+    @cached_property
+    def graph(self) -> "nx.DiGraph":
+        from .graph import cuda_graph
+
+        return cuda_graph(self)
+
+    @cached_property
+    def flow(self):  # -> flow.Flow; imported lazily so building facts does not pay for it
+        from .flow import Flow
+
+        return Flow(self)
+
+
+# -------------------------------------------------------------------------------------------------
+# building
+# -------------------------------------------------------------------------------------------------
+
+def build_cuda_facts(units: list[Unit]) -> CudaFacts:
+    facts = CudaFacts(units)
+    for unit in units:
+        ext_name = unit.extension or unit.id
+        x = facts.extensions.get(ext_name)
+        if x is None:
+            x = facts.extensions[ext_name] = ExtensionFacts(ext_name)
+        x.units.append(unit)
+        flags = unit.attrs.get("flags")
+        if isinstance(flags, dict):
+            for k, v in flags.items():
+                x.flags.setdefault(k, list(v))
+        _UnitBuilder(facts, x, unit).build()
+    for x in facts.extensions.values():
+        _finish_constants(x)
+        _exports_from_attrs(x)
+    return facts
+
+
+def _finish_constants(x: ExtensionFacts) -> None:
+    """Fold constants that refer to other constants (``#define N (B * D)``) now that all are known."""
+    pending = x.pending_constants
+    for _ in range(4):
+        progress = False
+        rest = []
+        for name, kind, value_node, body, unit, pos, fn in pending:
+            table = x.local_constants.setdefault(fn, {}) if fn else x.constants
+            if name in table:
+                continue
+            env = x.env_for(fn)
+            v = fold(value_node, env) if value_node is not None else fold_text(body, env)
+            if v is None:
+                rest.append((name, kind, value_node, body, unit, pos, fn))
+                continue
+            if not isinstance(pos, Pos):
+                pos = pos_of(unit, pos)
+            table[name] = Constant(name, v, kind, x.name, unit.id, pos, fn)
+            x.__dict__.pop("const_env", None)
+            progress = True
+        pending = rest
+        if not progress:
+            break
+    x.pending_constants = []
+
+
+def _exports_from_attrs(x: ExtensionFacts) -> None:
+    known = {e.name for e in x.exports}
+    for unit in x.units:
+        fns = unit.attrs.get("functions")
+        if not fns:
+            continue
+        for name in fns:  # type: ignore[union-attr]
+            if name in known:
+                continue
+            known.add(name)
+            defs = x.lookup(str(name))
+            x.exports.append(Export(str(name), str(name), x.name, "functions", defs[0].pos if defs else None))
+    if not x.exports and any(u.role == "code" for u in x.units):
+        # cupy RawKernel / RawModule: Python launches the __global__ kernels directly
+        for fn in x.all_functions:
+            if fn.kind == "kernel":
+                x.exports.append(Export(fn.name, fn.name, x.name, "cupy", fn.pos))
+
+
+class _UnitBuilder:
+    def __init__(self, facts: CudaFacts, x: ExtensionFacts, unit: Unit):
+        self.facts = facts
+        self.x = x
+        self.unit = unit
+        self.pending = x.pending_constants
+
+    def build(self) -> None:
+        tree = parse(self.unit.text)
+        self.facts.trees[self.unit.id] = tree
+        root = tree.root_node
+        err = first_error(root)
+        if err is not None:
+            snippet = text(err)[:60] or err.type
+            self.facts.parse_errors.append(ParseError(self.unit.id, pos_of(self.unit, err), snippet))
+        self._top(root, template=False)
+
+    # ----------------------------------------------------------------- top level
+    def _top(self, node: ts.Node, template: bool) -> None:
+        for child in node.named_children:
+            t = child.type
+            if t == "function_definition":
+                self._function(child, template)
+            elif t in _CONTAINERS:
+                self._top(child, template or t == "template_declaration")
+            elif t == "declaration":
+                self._global_declaration(child)
+            elif t == "preproc_def":
+                self._define(child)
+            elif t == "preproc_function_def":
+                self._macro_function(child)
+            elif t == "ERROR":
+                # a macro tree-sitter does not understand can swallow a function: look inside
+                self._top(child, template)
+
+    def _define(self, node: ts.Node) -> None:
+        name_node = node.child_by_field_name("name")
+        value = node.child_by_field_name("value")
+        if name_node is None:
+            return
+        name = text(name_node)
+        body = text(value).strip() if value is not None else ""
+        self.x.macros[name] = Macro(name, None, body, self.x.name, self.unit.id, pos_of(self.unit, node))
+        if body:
+            self.pending.append((name, "define", None, body, self.unit, node, None))
+
+    def _macro_function(self, node: ts.Node) -> None:
+        name_node = node.child_by_field_name("name")
+        params = node.child_by_field_name("parameters")
+        value = node.child_by_field_name("value")
+        if name_node is None:
+            return
+        plist = tuple(text(p) for p in params.named_children) if params is not None else ()
+        self.x.macros[text(name_node)] = Macro(text(name_node), plist, text(value).strip() if value else "",
+                                               self.x.name, self.unit.id, pos_of(self.unit, node))
+
+    def _global_declaration(self, node: ts.Node) -> None:
+        specs = _specifiers(node)
+        type_node = node.child_by_field_name("type")
+        type_text = compact(type_node)
+        for decl in node.children_by_field_name("declarator"):
+            if decl.type == "function_declarator" or _is_function_declarator(decl):
+                name = declarator_name(decl)
+                if name is not None and ("__global__" in specs):
+                    self.x.declared_kernels.add(text(name))
+                continue
+            init = decl.child_by_field_name("value") if decl.type == "init_declarator" else None
+            target = decl.child_by_field_name("declarator") if decl.type == "init_declarator" else decl
+            name_node = declarator_name(target)
+            if name_node is None:
+                continue
+            name = text(name_node)
+            vtype = type_text + _pointer_suffix(target)
+            const = "const" in specs or "constexpr" in specs
+            var = Variable(name, vtype, self.x.name, self.unit, node, None, static="static" in specs, const=const,
+                           device=bool(specs & {"__device__", "__constant__", "__shared__", "__managed__"}),
+                           init=init)
+            self.x.globals.append(var)
+            if const and init is not None and init.type not in ("initializer_list", "argument_list"):
+                self.pending.append((name, "constexpr" if "constexpr" in specs else "const", init, "",
+                                     self.unit, node, None))
+
+    # ----------------------------------------------------------------- functions
+    def _function(self, node: ts.Node, template: bool, lambda_export: str | None = None) -> None:
+        decl = node.child_by_field_name("declarator")
+        fdecl = _function_declarator(decl)
+        if fdecl is None:
+            return
+        name_node = fdecl.child_by_field_name("declarator")
+        name = callee_name(name_node) if name_node is not None else ""
+        if name in _MODULE_MACROS:
+            self._module(node)
+            return
+        specs = _specifiers(node)
+        kind = "kernel" if "__global__" in specs else "device" if "__device__" in specs else "host"
+        params = _params(fdecl.child_by_field_name("parameters"))
+        body = node.child_by_field_name("body")
+        fn = Function(name=name.rsplit("::", 1)[-1], kind=kind, ext=self.x.name, unit=self.unit, node=node,
+                      body=body, params=params, static="static" in specs, template=template,
+                      lambda_export=lambda_export)
+        if body is not None:
+            self._walk_body(fn, body)
+        self.x.functions.setdefault(fn.name, []).append(fn)
+        self.facts.functions.append(fn)
+
+    def _module(self, node: ts.Node) -> None:
+        """PYBIND11_MODULE / TORCH_LIBRARY: ``m.def("name", &fn)`` binds a C++ function."""
+        body = node.child_by_field_name("body")
+        if body is None:
+            return
+        stack = [body]
+        while stack:
+            n = stack.pop()
+            if n.type == "call_expression":
+                func = n.child_by_field_name("function")
+                if func is not None and func.type == "field_expression" and callee_name(func) in (".def", ".impl"):
+                    self._module_def(n)
+            stack.extend(n.named_children)
+
+    def _module_def(self, call: ts.Node) -> None:
+        args = call_args(call)
+        if len(args) < 2 or args[0].type not in ("string_literal", "raw_string_literal"):
+            return
+        py_name = text(args[0]).strip('"').split("(")[0].split("::")[-1]
+        target = args[1]
+        while target.type in ("pointer_expression", "parenthesized_expression", "cast_expression"):
+            inner = target.child_by_field_name("argument") or target.child_by_field_name("value")
+            if inner is None and target.named_child_count:
+                inner = target.named_children[-1]
+            if inner is None:
+                break
+            target = inner
+        pos = pos_of(self.unit, call)
+        if target.type == "lambda_expression":
+            self._lambda_function(target, py_name)
+            self.x.exports.append(Export(py_name, f"<lambda {py_name}>", self.x.name, "pybind", pos))
+            return
+        if target.type == "call_expression":  # torch::wrap_pybind_function(fn), py::overload_cast<...>(&fn)
+            inner_args = call_args(target)
+            if inner_args:
+                target = inner_args[0]
+                while target.type == "pointer_expression":
+                    target = target.child_by_field_name("argument") or target
+                    if target.type != "pointer_expression":
+                        break
+        name = callee_name(target) if target.type in ("identifier", "qualified_identifier", "template_function") else ""
+        if name:
+            self.x.exports.append(Export(py_name, name.rsplit("::", 1)[-1], self.x.name, "pybind", pos))
+
+    def _lambda_function(self, lam: ts.Node, py_name: str) -> None:
+        decl = lam.child_by_field_name("declarator")
+        params = _params(decl.child_by_field_name("parameters")) if decl is not None else ()
+        body = lam.child_by_field_name("body")
+        fn = Function(name=f"<lambda {py_name}>", kind="host", ext=self.x.name, unit=self.unit, node=lam, body=body,
+                      params=params, lambda_export=py_name)
+        if body is not None:
+            self._walk_body(fn, body)
+        self.x.functions.setdefault(fn.name, []).append(fn)
+        self.facts.functions.append(fn)
+
+    def _walk_body(self, fn: Function, body: ts.Node) -> None:
+        """Collect the body's nodes of the types rules read, with one query over the body."""
+        caps = _body_query_cursor().captures(body)
+        nodes = fn.nodes
+        for t, found in caps.items():
+            if len(found) > 1:
+                found.sort(key=_start)
+            nodes[t] = found
+        for call in nodes.get("call_expression", ()):
+            self._call(fn, call)
+        for decl in nodes.get("declaration", ()):
+            self._local_declaration(fn, decl)
+        for asg in nodes.get("assignment_expression", ()):
+            left = asg.child_by_field_name("left")
+            if left is not None and left.type == "identifier":
+                op = asg.child_by_field_name("operator")
+                if op is not None and op.type == "=":
+                    right = asg.child_by_field_name("right")
+                    if right is not None:
+                        fn.assigned.setdefault(text(left), []).append(right)
+        for c in nodes.get("preproc_def", ()):
+            self._define(c)
+
+    def _call(self, fn: Function, call: ts.Node) -> None:
+        func = call.child_by_field_name("function")
+        if func is None:
+            return
+        config = kernel_config(call)
+        if config is not None:
+            cfg = config + [None] * (4 - len(config))
+            fn.launches.append(Launch(callee_name(func), call, fn, cfg[0], cfg[1], cfg[2], cfg[3], call_args(call)))
+            return
+        name = callee_name(func)
+        fn.calls.append(Call(name, call, fn, method_receiver(func)))
+        base = name.rsplit("::", 1)[-1]
+        if base in ("cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaLaunchKernelEx", "cuLaunchKernel"):
+            args = call_args(call)
+            if args:
+                kname = _launched_symbol(args[0])
+                if kname:
+                    cfg = args[1:3] + [None, None]
+                    stream = args[5] if len(args) > 5 else None
+                    smem = args[4] if len(args) > 4 else None
+                    fn.launches.append(Launch(kname, call, fn, cfg[0], cfg[1], smem, stream, [], api=base))
+
+    def _local_declaration(self, fn: Function, node: ts.Node) -> None:
+        static = const = constexpr = False
+        type_node = None
+        for c in node.children:
+            t = c.type
+            if t == "storage_class_specifier":
+                static = static or c.text == b"static"
+            elif t == "type_qualifier":
+                raw = c.text
+                const = const or raw == b"const"
+                constexpr = constexpr or raw == b"constexpr"
+            elif t != "comment":
+                type_node = node.child_by_field_name("type")
+                break
+        type_text = compact(type_node)
+        for decl in node.children_by_field_name("declarator"):
+            if decl.type == "init_declarator":
+                target = decl.child_by_field_name("declarator")
+                value = decl.child_by_field_name("value")
+            else:
+                target, value = decl, None
+            if target is not None and target.type == "identifier":
+                name_node: ts.Node | None = target
+                suffix = ""
+            else:
+                name_node = declarator_name(target)
+                suffix = _pointer_suffix(target)
+            if name_node is None:
+                continue
+            name = text(name_node)
+            fn.local_types[name] = type_text + suffix
+            if value is not None:
+                fn.assigned.setdefault(name, []).append(value)
+            if static:
+                fn.static_locals.append(Variable(name, fn.local_types[name], self.x.name, self.unit, node, fn,
+                                                 static=True, const=const or constexpr, init=value))
+            if value is not None and (constexpr or (const and type_text in _INT_TYPES)):
+                if value.type not in ("initializer_list", "argument_list"):
+                    self.pending.append((name, "constexpr" if constexpr else "const", value, "",
+                                         self.unit, node, fn.name))
+
+
+# node types of function bodies that facts and rules read; one query captures them all (cheaper
+# than walking every node from Python: the walk would visit ten times as many)
+BODY_TYPES = ("call_expression", "declaration", "assignment_expression", "update_expression", "if_statement",
+              "for_statement", "while_statement", "do_statement", "return_statement", "try_statement",
+              "lambda_expression", "conditional_expression", "gnu_asm_expression", "preproc_def", "switch_statement")
+_local_cursor = threading.local()
+
+
+@functools.lru_cache(maxsize=1)
+def _body_query() -> ts.Query:
+    return ts.Query(language(), " ".join(f"({t}) @{t}" for t in BODY_TYPES))
+
+
+def _body_query_cursor() -> ts.QueryCursor:
+    cur = getattr(_local_cursor, "cursor", None)
+    if cur is None:
+        cur = _local_cursor.cursor = ts.QueryCursor(_body_query())
+    return cur
+
+
+def _start(node: ts.Node) -> int:
+    return node.start_byte
+
+
+_INT_TYPES = frozenset({"int", "unsigned", "unsignedint", "int64_t", "int32_t", "size_t", "long", "uint32_t",
+                        "uint64_t", "short", "longlong", "float", "double"})
+
+
+def _launched_symbol(arg: ts.Node) -> str:
+    """The kernel named by ``(void*)k``, ``(const void*)&k<float>``, ``reinterpret_cast<void*>(k)``."""
+    stack = [arg]
+    while stack:
+        n = stack.pop()
+        if n.type in ("identifier", "template_function", "qualified_identifier"):
+            name = callee_name(n)
+            if name not in ("void", "reinterpret_cast", "static_cast"):
+                return name
+        if n.type in ("cast_expression", "pointer_expression", "parenthesized_expression"):
+            stack.extend(reversed(n.named_children))
+        elif n.type == "call_expression":
+            stack.extend(reversed(call_args(n)))
+    return ""
+
+
+def _specifiers(node: ts.Node) -> set[str]:
+    """Storage classes, qualifiers and CUDA execution-space tokens of a declaration or definition."""
+    out: set[str] = set()
+    for c in node.children:
+        t = c.type
+        if t in ("storage_class_specifier", "type_qualifier", "virtual_specifier"):
+            out.add(compact(c))
+        elif t.startswith("__") or t in ("static", "inline", "extern", "constexpr"):
+            out.add(t)
+        elif t == "attribute_declaration" or t == "launch_bounds":
+            continue
+    return out
+
+
+def _function_declarator(decl: ts.Node | None) -> ts.Node | None:
+    while decl is not None and decl.type != "function_declarator":
+        decl = decl.child_by_field_name("declarator")
+    return decl
+
+
+def _is_function_declarator(decl: ts.Node) -> bool:
+    return _function_declarator(decl) is not None
+
+
+def _pointer_suffix(decl: ts.Node | None) -> str:
+    out = ""
+    while decl is not None:
+        if decl.type == "pointer_declarator":
+            out += "*"
+        elif decl.type == "reference_declarator":
+            out += "&"
+        elif decl.type == "array_declarator":
+            out += "[]"
+        decl = decl.child_by_field_name("declarator")
+    return out
+
+
+def _params(plist: ts.Node | None) -> tuple[Param, ...]:
+    if plist is None:
+        return ()
+    out: list[Param] = []
+    for p in plist.named_children:
+        if p.type not in ("parameter_declaration", "optional_parameter_declaration"):
+            continue
+        decl = p.child_by_field_name("declarator")
+        name_node = declarator_name(decl)
+        name = text(name_node) if name_node is not None else ""
+        ptype = compact(p.child_by_field_name("type"))
+        quals = {compact(c) for c in p.children if c.type == "type_qualifier"}
+        suffix = _pointer_suffix(decl)
+        is_tensor = bool(_TENSOR_TYPE.match(ptype)) or ptype in ("torch::Tensor", "at::Tensor", "Tensor")
+        pointer = "*" in suffix or "[]" in suffix or bool(_ACCESSOR_TYPE.search(ptype))
+        # ``const float* x`` is a pointer to const; ``float* const x`` is a const pointer (storable)
+        const = "const" in quals and ("*" in suffix or not pointer)
+        out.append(Param(name, len(out), ptype + suffix, pointer, const, is_tensor))
+    return tuple(out)
+
+
+def functions_named(facts: CudaFacts, names_: Iterable[str]) -> list[Function]:
+    wanted = set(names_)
+    return [f for f in facts.functions if f.name in wanted]
+
+
+__all__ = ["CudaFacts", "ExtensionFacts", "Function", "Call", "Launch", "Variable", "Constant", "Macro", "Export",
+           "Param", "ParseError", "build_cuda_facts", "pos_of", "names"]
