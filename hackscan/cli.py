@@ -216,6 +216,64 @@ class ProgressBar:
             self.stream.flush()
 
 
+@app.command("measure")
+def measure_cmd(
+    paths: List[Path] = typer.Argument(None, help="Annotated corpus: files and folders (default: fixtures/)."),
+    fmt: str = typer.Option("text", "--format", "-f", help="text, markdown or json"),
+    dynamic: bool = typer.Option(False, "--dynamic", help="Run the dynamic stage too (where torch is installed)."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=0, help="Parallel processes for the static stage (0: one per core)."),
+    show_misses: bool = typer.Option(False, "--show-misses", help="List every missed site and false alarm."),
+    select: Optional[List[str]] = typer.Option(None, "--select", help="Only these rules (ids, names or prefixes)."),
+) -> None:
+    """Recall and false-positive rate per rule and per hack class against an annotated corpus."""
+    from .config import Config
+    from .measure.annotated import measure, render_measurement
+    from .parallel import default_jobs
+
+    targets = [str(p) for p in paths] if paths else ["fixtures"]
+    missing = [t for t in targets if not Path(t).exists()]
+    if missing:
+        raise _fail("no such file or directory: " + ", ".join(missing))
+    if fmt not in ("text", "markdown", "json"):
+        raise _fail(f"unknown format {fmt!r}; expected text, markdown or json")
+    config = Config(select=_split(select))
+    m = measure(targets, config=config, jobs=jobs or default_jobs(), dynamic=dynamic)
+    sys.stdout.write(render_measurement(m, fmt, show_misses=show_misses))
+
+
+@app.command("mutate")
+def mutate_cmd(
+    seeds: List[Path] = typer.Argument(None, help="Clean seed candidates or folders (default: the bundled seeds, "
+                                                  "fixtures/**/ok_*.py and kernels/**/clean_*.py)."),
+    dynamic: bool = typer.Option(False, "--dynamic", help="Also run CPU-runnable mutants in the dynamic stage."),
+    dynamic_limit: int = typer.Option(60, "--dynamic-limit", help="Run at most this many mutants dynamically."),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds per mutant for the dynamic stage."),
+    classes: Optional[List[str]] = typer.Option(None, "--class", help="Only these hack classes (numbers, TAXONOMY.md)."),
+    fmt: str = typer.Option("text", "--format", "-f", help="text, markdown or json"),
+    write: Optional[Path] = typer.Option(None, "--write", help="Write every mutant to this folder for inspection."),
+    show_missed: bool = typer.Option(False, "--show-missed", help="List the mutants no stage detected."),
+    readme: Optional[Path] = typer.Option(None, "--readme", help="Write the table between the adequacy markers of this file."),
+) -> None:
+    """Mutation adequacy: inject each hack class into clean kernels and report the fraction detected."""
+    from .measure.adequacy import AdequacyOptions, render_adequacy, run_adequacy, write_readme_section
+    from .measure.seeds import default_seed_paths
+
+    targets = [str(p) for p in seeds] if seeds else default_seed_paths()
+    if fmt not in ("text", "markdown", "json"):
+        raise _fail(f"unknown format {fmt!r}; expected text, markdown or json")
+    try:
+        wanted = tuple(int(c) for c in _split(classes))
+    except ValueError:
+        raise _fail("--class takes hack class numbers (1-20, see TAXONOMY.md)")
+    opts = AdequacyOptions(dynamic=dynamic, dynamic_limit=dynamic_limit, timeout=timeout, classes=wanted,
+                           write_dir=str(write) if write else None)
+    result = run_adequacy(targets, opts, progress=ProgressBar(sys.stderr) if sys.stderr.isatty() else None)
+    sys.stdout.write(render_adequacy(result, fmt, show_missed=show_missed))
+    if readme is not None:
+        write_readme_section(readme, result)
+        typer.echo(f"hackscan: wrote the adequacy table into {readme}", err=True)
+
+
 @app.command("rules")
 def rules_cmd(
     fmt: str = typer.Option("text", "--format", "-f", help="text or json"),

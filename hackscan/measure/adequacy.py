@@ -1,0 +1,332 @@
+"""Mutation adequacy: inject every hack class into clean kernels and count what each stage detects.
+
+For each seed (a clean candidate with its reference) every applicable variant of every class in
+``mutators.MUTATORS`` is produced and scanned.  A mutant is *detected* by a stage when that stage
+reports, at warning or error severity, a rule (other than the meta rules) more often than on the
+clean seed; it is *attributed* when one of those new findings comes from a rule whose ``taxonomy``
+names the injected class.  The dynamic stage runs only mutants that can run on this machine (no
+CUDA, no Triton: pure PyTorch and C++ CPU extensions), at most ``dynamic_limit`` of them, chosen
+round-robin over classes so each class gets its share; mutants whose C++ source changed need a
+compile (tens of seconds here), so at most ``compile_limit`` of those run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import Config
+from ..inputs import Submission
+from ..model import Report, Severity, Stage
+from ..registry import load_registry
+from .mutators import MUTATORS, Mutant, mutants_of
+from .seeds import Seed, load_seeds
+
+START, END = "<!-- adequacy:start -->", "<!-- adequacy:end -->"
+COMMAND = "hackscan mutate --dynamic --readme README.md"
+
+
+@dataclass(frozen=True)
+class AdequacyOptions:
+    dynamic: bool = False
+    dynamic_limit: int = 60
+    compile_limit: int = 6
+    timeout: float = 60.0
+    classes: tuple[int, ...] = ()
+    write_dir: str | None = None
+    perf: bool = False  # timing on the CPU adds seconds per mutant and little evidence here
+
+
+@dataclass
+class MutantResult:
+    mutant: Mutant
+    static_new: list[str] = field(default_factory=list)
+    static_attributed: bool = False
+    dynamic_ran: bool = False
+    dynamic_note: str | None = None
+    dynamic_new: list[str] = field(default_factory=list)
+    dynamic_attributed: bool = False
+
+    @property
+    def static(self) -> bool:
+        return bool(self.static_new)
+
+    @property
+    def dynamic(self) -> bool:
+        return bool(self.dynamic_new)
+
+    def to_dict(self) -> dict[str, Any]:
+        m = self.mutant
+        return {"id": m.id, "seed": m.seed, "class": m.klass, "variant": m.variant, "needs_cuda": m.needs_cuda,
+                "static_new": self.static_new, "static_attributed": self.static_attributed,
+                "dynamic_ran": self.dynamic_ran, "dynamic_note": self.dynamic_note,
+                "dynamic_new": self.dynamic_new, "dynamic_attributed": self.dynamic_attributed}
+
+
+@dataclass
+class AdequacyResult:
+    seeds: list[str]
+    results: list[MutantResult]
+    options: AdequacyOptions
+    dynamic_available: str | None = None  # None when it ran, else why not
+    seed_notes: dict[str, str] = field(default_factory=dict)
+
+    def by_class(self) -> list[dict[str, Any]]:
+        groups: dict[int, list[MutantResult]] = defaultdict(list)
+        for r in self.results:
+            groups[r.mutant.klass].append(r)
+        rows = []
+        for klass in sorted(groups):
+            rs = groups[klass]
+            ran = [r for r in rs if r.dynamic_ran]
+            rows.append({
+                "class": klass, "name": MUTATORS[klass][0], "mutants": len(rs),
+                "variants": len({r.mutant.variant for r in rs}),
+                "static": sum(r.static for r in rs), "static_attributed": sum(r.static_attributed for r in rs),
+                "dynamic_ran": len(ran), "dynamic": sum(r.dynamic for r in ran),
+                "either_on_ran": sum(r.static or r.dynamic for r in ran),
+                "either": sum(r.static or r.dynamic for r in rs),
+            })
+        return rows
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seeds": self.seeds, "dynamic_unavailable": self.dynamic_available, "seed_notes": self.seed_notes,
+                "classes": self.by_class(), "mutants": [r.to_dict() for r in self.results]}
+
+
+def _counted(report: Report, stages: set[Stage], taxonomy: dict[str, tuple[int, ...]]) -> Counter[str]:
+    """Findings that count as detection: warning or error, not suppressed, not a meta rule."""
+    out: Counter[str] = Counter()
+    for f in report.findings:
+        if f.suppressed or f.stage not in stages or f.severity.rank < Severity.WARNING.rank:
+            continue
+        if set(taxonomy.get(f.rule, (0,))) <= {0}:
+            continue
+        out[f.rule] += 1
+    return out
+
+
+def _new(mutant: Counter[str], seed: Counter[str]) -> list[str]:
+    return sorted(r for r, n in mutant.items() if n > seed.get(r, 0))
+
+
+def _build_inputs(code: str) -> str:
+    """What a compile depends on: the source literals and the build calls (flags included)."""
+    return "\n".join(re.findall(r'"""(.*?)"""', code, re.S) + re.findall(r"load_inline\((.*?)\)\n", code, re.S))
+
+
+def _write(dir_: Path, seed: Seed, m: Mutant | None) -> Submission:
+    """Mutants are real files beside a copy of their reference, as the dynamic stage expects."""
+    folder = dir_ / re.sub(r"[^\w.-]+", "_", seed.name)
+    folder.mkdir(parents=True, exist_ok=True)
+    ref = folder / "reference.py"
+    if not ref.exists():
+        ref.write_text(seed.reference, encoding="utf-8")
+    name = "seed.py" if m is None else re.sub(r"[^\w.-]+", "_", f"c{m.klass:02d}_{m.variant}") + ".py"
+    path = folder / name
+    code = seed.code if m is None else m.code
+    path.write_text(code, encoding="utf-8")
+    return Submission(path=str(path), code=code, file=str(path), reference=seed.reference, reference_path=str(ref))
+
+
+def _pick_dynamic(candidates: list[tuple[MutantResult, bool]], limit: int, compile_limit: int) -> list[MutantResult]:
+    """Round-robin over classes so that the cap spreads over every class; compiles capped separately."""
+    queues: dict[int, list[tuple[MutantResult, bool]]] = defaultdict(list)
+    for r, compiles in candidates:
+        queues[r.mutant.klass].append((r, compiles))
+    picked: list[MutantResult] = []
+    compiles_used = 0
+    while len(picked) < limit and any(queues.values()):
+        for klass in sorted(queues):
+            q = queues[klass]
+            while q:
+                r, compiles = q.pop(0)
+                if compiles and compiles_used >= compile_limit:
+                    continue
+                compiles_used += compiles
+                picked.append(r)
+                break
+            if len(picked) >= limit:
+                break
+    return picked
+
+
+def run_adequacy(seed_paths: Sequence[str], opts: AdequacyOptions = AdequacyOptions(),
+                 progress: Callable[[int, int, str], None] | None = None) -> AdequacyResult:
+    from ..engine import StaticScanner
+
+    registry = load_registry()
+    taxonomy = {r.id: r.taxonomy for r in registry}
+    scanner = StaticScanner(Config(mode="gate"))
+    seeds = load_seeds(list(seed_paths))
+    tmp = Path(opts.write_dir) if opts.write_dir else Path(tempfile.mkdtemp(prefix="hackscan-mutants-"))
+    results: list[MutantResult] = []
+    dyn_candidates: list[tuple[MutantResult, bool]] = []
+    seed_subs: dict[str, Submission] = {}
+    seed_static: dict[str, Counter[str]] = {}
+    static_reports: dict[str, Report] = {}
+    notes: dict[str, str] = {}
+    work = [(s, m) for s in seeds for m in mutants_of(s, opts.classes)]
+    try:
+        for seed in seeds:
+            sub = _write(tmp, seed, None)
+            seed_subs[seed.name] = sub
+            rep = scanner.scan(sub)
+            static_reports[seed.name] = rep
+            seed_static[seed.name] = _counted(rep, {Stage.STATIC}, taxonomy)
+            if seed_static[seed.name]:
+                notes[seed.name] = "seed already flagged: " + ", ".join(sorted(seed_static[seed.name]))
+        for i, (seed, m) in enumerate(work):
+            sub = _write(tmp, seed, m)
+            rep = scanner.scan(sub)
+            static_reports[m.id] = rep
+            r = MutantResult(m, _new(_counted(rep, {Stage.STATIC}, taxonomy), seed_static[seed.name]))
+            r.static_attributed = any(m.klass in taxonomy.get(rule, ()) for rule in r.static_new)
+            results.append(r)
+            if not m.needs_cuda:
+                compiles = _build_inputs(m.code) != _build_inputs(seed.code)
+                dyn_candidates.append((r, compiles))
+            if progress is not None:
+                progress(i + 1, len(work), m.id)
+        reason = None
+        if opts.dynamic:
+            reason = _run_dynamic(tmp, seeds, seed_subs, static_reports, dyn_candidates, opts, taxonomy, notes,
+                                      progress)
+        else:
+            reason = "not asked for (--dynamic)"
+        return AdequacyResult([s.name for s in seeds], results, opts, reason, notes)
+    finally:
+        if not opts.write_dir:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run_dynamic(tmp: Path, seeds: list[Seed], seed_subs: dict[str, Submission], static_reports: dict[str, Report],
+                 candidates: list[tuple[MutantResult, bool]], opts: AdequacyOptions,
+                 taxonomy: dict[str, tuple[int, ...]], notes: dict[str, str],
+                 progress: Callable[[int, int, str], None] | None) -> str | None:
+    from ..pipeline import RunOptions, dynamic_available
+
+    reason = dynamic_available()
+    if reason is not None:
+        return reason
+    from ..dynamic import run_dynamic_stage
+
+    config = Config(mode="gate")
+    run_opts = RunOptions(device="cpu", timeout=opts.timeout, perf=opts.perf)
+    dyn_stages = {Stage.DYNAMIC, Stage.PERFORMANCE}
+    picked = _pick_dynamic(candidates, opts.dynamic_limit, opts.compile_limit)
+    by_seed = {s.name: s for s in seeds}
+    baseline: dict[str, Counter[str] | None] = {}
+    for n, r in enumerate(picked):
+        seed_name = r.mutant.seed
+        if seed_name not in baseline:
+            sub = seed_subs[seed_name]
+            rep = run_dynamic_stage(sub, static_reports[seed_name], run_opts, config)
+            ran = isinstance(rep.dynamic, dict) and rep.dynamic.get("ran", True) is not False
+            baseline[seed_name] = _counted(rep, dyn_stages, taxonomy) if ran else None
+            if baseline[seed_name]:
+                notes[seed_name] = (notes.get(seed_name, "") + "; dynamic stage flags the clean seed: "
+                                    + ", ".join(sorted(baseline[seed_name]))).lstrip("; ")
+            if not ran:
+                notes[seed_name] = f"dynamic stage did not run the seed: {(rep.dynamic or {}).get('reason')}"
+        base = baseline[seed_name]
+        if base is None:
+            r.dynamic_note = "seed could not run"
+            continue
+        sub = _write(tmp, by_seed[seed_name], r.mutant)
+        rep = run_dynamic_stage(sub, static_reports[r.mutant.id], run_opts, config)
+        dyn = rep.dynamic if isinstance(rep.dynamic, dict) else {}
+        if dyn.get("ran") is False:
+            r.dynamic_note = str(dyn.get("reason"))
+            continue
+        r.dynamic_ran = True
+        r.dynamic_new = _new(_counted(rep, dyn_stages, taxonomy), base)
+        r.dynamic_attributed = any(r.mutant.klass in taxonomy.get(rule, ()) for rule in r.dynamic_new)
+        if progress is not None:
+            progress(n + 1, len(picked), f"dynamic: {r.mutant.id}")
+    return None
+
+
+# ------------------------------------------------------------------------------------------ rendering
+def _pct(a: int, b: int) -> str:
+    return "–" if not b else f"{a}/{b} ({100 * a / b:.0f}%)"
+
+
+def table(result: AdequacyResult, markdown: bool = False) -> list[str]:
+    rows = result.by_class()
+    header = ["class", "hack", "mutants (variants)", "static", "static, right class", "dynamic (ran)", "either (ran)",
+              "either (all)"]
+    body = []
+    tot = Counter()
+    for row in rows:
+        body.append([str(row["class"]), row["name"], f"{row['mutants']} ({row['variants']})",
+                     _pct(row["static"], row["mutants"]), _pct(row["static_attributed"], row["mutants"]),
+                     _pct(row["dynamic"], row["dynamic_ran"]), _pct(row["either_on_ran"], row["dynamic_ran"]),
+                     _pct(row["either"], row["mutants"])])
+        for k in ("mutants", "static", "static_attributed", "dynamic", "dynamic_ran", "either_on_ran", "either"):
+            tot[k] += row[k]
+    body.append(["all", "", str(tot["mutants"]), _pct(tot["static"], tot["mutants"]),
+                 _pct(tot["static_attributed"], tot["mutants"]), _pct(tot["dynamic"], tot["dynamic_ran"]),
+                 _pct(tot["either_on_ran"], tot["dynamic_ran"]), _pct(tot["either"], tot["mutants"])])
+    if markdown:
+        return ["| " + " | ".join(header) + " |", "|---|---|" + "---:|" * (len(header) - 2)] + \
+               ["| " + " | ".join(r) + " |" for r in body]
+    widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(header)]
+    return ["  ".join(h.ljust(w) for h, w in zip(header, widths)), "  ".join("-" * w for w in widths)] + \
+           ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body]
+
+
+def _legend(result: AdequacyResult) -> list[str]:
+    dyn = ("dynamic stage: " + result.dynamic_available) if result.dynamic_available else \
+        (f"dynamic stage: ran the CPU-runnable mutants, at most {result.options.dynamic_limit} "
+         f"({result.options.compile_limit} needing a compile), round-robin over classes")
+    return [
+        f"seeds: {', '.join(result.seeds)}",
+        "detected = a new warning or error finding (a rule firing more often than on the clean seed; meta rules excluded)",
+        "right class = a new finding from a rule whose taxonomy names the injected class",
+        "either (ran) = detected by either stage, among the mutants the dynamic stage ran; "
+        "either (all) = over all mutants (static alone where the dynamic stage did not run)",
+        dyn,
+    ] + [f"note: {k}: {v}" for k, v in sorted(result.seed_notes.items())]
+
+
+def render_adequacy(result: AdequacyResult, fmt: str = "text", show_missed: bool = False) -> str:
+    if fmt == "json":
+        return json.dumps(result.to_dict(), indent=2) + "\n"
+    md = fmt == "markdown"
+    lines = table(result, markdown=md) + [""]
+    lines += [("- " if md else "") + x for x in _legend(result)]
+    if show_missed:
+        lines.append("")
+        for r in result.results:
+            if not (r.static or r.dynamic):
+                extra = "" if r.dynamic_ran else f" (dynamic: {r.dynamic_note or 'not run'})"
+                lines.append(("- " if md else "") + f"missed {r.mutant.id}{extra}")
+    return "\n".join(lines) + "\n"
+
+
+def readme_section(result: AdequacyResult) -> str:
+    body = [START, "", f"Reproduce with `{COMMAND}` (add `--show-missed` for the mutants no stage caught).", ""]
+    body += table(result, markdown=True) + [""]
+    body += ["- " + x for x in _legend(result)] + ["", END]
+    return "\n".join(body)
+
+
+def write_readme_section(path: Path, result: AdequacyResult) -> None:
+    """Replace the text between the adequacy markers (append the section when they are absent)."""
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    section = readme_section(result)
+    if START in text and END in text:
+        a = text.index(START)
+        b = text.index(END, a) + len(END)
+        text = text[:a] + section + text[b:]
+    else:
+        text = text.rstrip("\n") + "\n\n## Mutation adequacy\n\n" + section + "\n"
+    path.write_text(text, encoding="utf-8")
