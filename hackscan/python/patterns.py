@@ -186,6 +186,8 @@ class MiscFacts:
     _owner: dict[ast.AST, ast.AST | None] = field(default_factory=dict)
     _flows: dict[ast.AST, Flow] = field(default_factory=dict)
     _by_owner: dict[type, dict[ast.AST | None, list[ast.AST]]] = field(default_factory=dict)
+    _methods: dict[ast.AST, dict[str, FunctionNode]] = field(default_factory=dict)
+    _sub_classes: dict[ast.AST, dict[str, ast.ClassDef]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ structure
     def owner(self, node: ast.AST) -> ast.AST | None:
@@ -254,12 +256,6 @@ class MiscFacts:
     def _closure(self, roots: list[FunctionNode]) -> tuple[FunctionNode, ...]:
         """Functions reachable from ``roots``: self-methods, module functions, autograd
         ``Function.apply``, local nn.Module classes' forward, and functions nested in those."""
-        klass_methods: dict[str, FunctionNode] = {}
-        if self.model is not None:
-            for cls in self._class_chain(self.model):
-                for stmt in cls.body:
-                    if isinstance(stmt, _FUNCS):
-                        klass_methods.setdefault(stmt.name, stmt)
         calls_by_owner = self.nodes_by_owner(ast.Call)
         defs_by_owner = self.nodes_by_owner(ast.FunctionDef)
         seen: dict[ast.AST, None] = {}
@@ -271,22 +267,44 @@ class MiscFacts:
             seen[fn] = None
             todo.extend(defs_by_owner.get(fn, ()))  # closures defined inside run when called there
             for call in calls_by_owner.get(fn, ()):
-                for target in self._call_targets(call, klass_methods):
+                for target in self.call_targets(call):
                     if target not in seen:
                         todo.append(target)
         return tuple(seen)
 
-    def _call_targets(self, call: ast.Call, klass_methods: dict[str, FunctionNode]) -> list[FunctionNode]:
+    def class_of(self, fn: ast.AST | None) -> ast.ClassDef | None:
+        """The class whose method (or method's closure) ``fn`` is."""
+        if fn is None:
+            return None
+        cls = self.host.enclosing(fn, ast.ClassDef)
+        return cls if isinstance(cls, ast.ClassDef) else None
+
+    def methods_of(self, cls: ast.ClassDef | None) -> dict[str, FunctionNode]:
+        if cls is None:
+            return {}
+        got = self._methods.get(cls)
+        if got is None:
+            got = {}
+            for c in self._class_chain(cls):
+                for stmt in c.body:
+                    if isinstance(stmt, _FUNCS):
+                        got.setdefault(stmt.name, stmt)
+            self._methods[cls] = got
+        return got
+
+    def call_targets(self, call: ast.Call) -> list[FunctionNode]:
+        """Functions of this file that ``call`` may invoke."""
         f = call.func
         out: list[FunctionNode] = []
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls"):
-            m = klass_methods.get(f.attr)
+            cls = self.class_of(self.owner(call))
+            m = self.methods_of(cls).get(f.attr)
             if m is not None:
                 out.append(m)
             else:  # self.block(x) where self.block = LocalModule(...)
-                cls = self._attr_class(f.attr)
-                if cls is not None:
-                    out.extend(m for m in (_method(cls, "forward"), _method(cls, "__call__")) if m is not None)
+                sub = self._attr_classes(cls).get(f.attr)
+                if sub is not None:
+                    out.extend(m for m in (_method(sub, "forward"), _method(sub, "__call__")) if m is not None)
         elif isinstance(f, ast.Name):
             fn = self.module_functions.get(f.id)
             if fn is not None:
@@ -308,24 +326,25 @@ class MiscFacts:
                 out.append(m)
         return out
 
-    @cached_property
-    def _self_attr_classes(self) -> dict[str, ast.ClassDef]:
-        out: dict[str, ast.ClassDef] = {}
-        if self.model is None:
-            return out
-        for node in self.in_functions(self._model_methods, ast.Assign):
+    def _attr_classes(self, cls: ast.ClassDef | None) -> dict[str, ast.ClassDef]:
+        """``self.<attr> = LocalClass(...)`` assignments in the methods of ``cls``."""
+        if cls is None:
+            return {}
+        got = self._sub_classes.get(cls)
+        if got is not None:
+            return got
+        got = {}
+        for node in self.in_functions(list(self.methods_of(cls).values()), ast.Assign):
             if isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name):
-                cls = self.module_classes.get(node.value.func.id)
-                if cls is None:
+                sub = self.module_classes.get(node.value.func.id)
+                if sub is None:
                     continue
                 for t in node.targets:
                     name = dotted_name(t)
                     if name.startswith("self."):
-                        out[name[5:]] = cls
-        return out
-
-    def _attr_class(self, attr: str) -> ast.ClassDef | None:
-        return self._self_attr_classes.get(attr)
+                        got[name[5:]] = sub
+        self._sub_classes[cls] = got
+        return got
 
     @cached_property
     def _model_methods(self) -> tuple[FunctionNode, ...]:
@@ -370,6 +389,15 @@ class MiscFacts:
     def runs(self) -> frozenset[ast.AST | None]:
         """Code that runs when the harness imports, builds and calls the model (None: module level)."""
         return frozenset(self.reachable) | frozenset(self.init_reachable) | {None}
+
+    def in_input_factory(self, node: ast.AST) -> bool:
+        """Inside the file's own ``get_inputs`` / ``get_init_inputs`` (the harness uses the reference's)."""
+        fn = self.owner(node)
+        while fn is not None:
+            if getattr(fn, "name", "") in ("get_inputs", "get_init_inputs") and fn in self.module_functions.values():
+                return True
+            fn = self.owner(fn)
+        return False
 
     def is_main_guarded(self, node: ast.AST) -> bool:
         """Inside ``if __name__ == "__main__":`` (never runs under a harness import)."""
@@ -451,8 +479,6 @@ class MiscFacts:
         if self.forward is None:
             return {}
         out[self.forward] = set(p for p in _function_params(self.forward) if p not in ("self", "cls"))
-        klass_methods = {s.name: s for cls in (self._class_chain(self.model) if self.model else [])
-                         for s in cls.body if isinstance(s, _FUNCS)}
         calls_by_owner = self.nodes_by_owner(ast.Call)
         for _ in range(2):
             for fn in self.reachable:
@@ -461,7 +487,7 @@ class MiscFacts:
                     continue
                 tainted = self.value_taint(fn, seeds) | self.alias_taint(fn, seeds)
                 for call in calls_by_owner.get(fn, ()):
-                    for target in self._call_targets(call, klass_methods):
+                    for target in self.call_targets(call):
                         params = [p for p in _function_params(target)]
                         bound = params[1:] if params and params[0] in ("self", "cls") and not (
                             isinstance(call.func, ast.Attribute) and call.func.attr in ("apply",)) else params

@@ -1,0 +1,296 @@
+"""Precision downgrade on the Python side (TAXONOMY class 14).
+
+When the reference computes in float32, a candidate that casts to float16 / bfloat16, runs under
+autocast, or flips the TF32 switches computes something less precise and gets speed for it.  On
+``torch.rand`` inputs the error usually stays under the harness's tolerance, so the only honest
+place to catch it is here (and in the dynamic stage's fp64 error budget).  When the reference
+itself is half precision (or uses the same switches), none of this is a downgrade.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from ..context import Hit, ScanContext
+from ..model import Confidence, Severity
+from ..python.patterns import misc_facts
+
+HALF_DTYPES = {
+    "torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16",
+    "torch.float8_e4m3fn": "float8", "torch.float8_e5m2": "float8", "torch.float8_e4m3fnuz": "float8",
+    "torch.float8_e5m2fnuz": "float8", "torch.cuda.HalfTensor": "float16", "torch.HalfTensor": "float16",
+    "torch.cuda.BFloat16Tensor": "bfloat16", "torch.BFloat16Tensor": "bfloat16",
+}
+_HALF_STRINGS = {"float16": "float16", "torch.float16": "float16", "half": "float16", "bfloat16": "bfloat16",
+                 "torch.bfloat16": "bfloat16", "torch.cuda.HalfTensor": "float16", "torch.HalfTensor": "float16"}
+HALF_METHODS = {"half": "float16", "bfloat16": "bfloat16"}
+AUTOCAST = {
+    "torch.autocast", "torch.cuda.amp.autocast", "torch.amp.autocast", "torch.cpu.amp.autocast",
+    "torch.amp.autocast_mode.autocast", "torch.cuda.amp.autocast_mode.autocast", "torch.set_autocast_enabled",
+    "torch.set_autocast_gpu_dtype", "torch.set_autocast_dtype",
+}
+# ops whose float32 math TF32 changes, by flag
+TF32_MATMUL_OPS = (
+    "torch.matmul", "torch.mm", "torch.bmm", "torch.addmm", "torch.baddbmm", "torch.addbmm", "torch.einsum",
+    "torch.tensordot", "torch.chain_matmul", "torch.linalg.multi_dot", "torch.cdist", "torch.nn.functional.linear",
+    "torch.nn.functional.bilinear", "torch.nn.functional.scaled_dot_product_attention", "torch.nn.Linear",
+    "torch.nn.Bilinear", "torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN", "torch.nn.LSTMCell", "torch.nn.GRUCell",
+    "torch.nn.RNNCell", "torch.nn.MultiheadAttention", "torch.nn.Transformer", "torch.nn.TransformerEncoderLayer",
+    "torch.nn.TransformerDecoderLayer", "Tensor.matmul", "Tensor.mm", "Tensor.bmm", "Tensor.addmm",
+    "torch.nn.functional.multi_head_attention_forward", "torch.linalg.matmul", "torch.inner", "torch.outer",
+    "torch.mv", "torch.dot", "torch.vdot", "torch.addmv", "Tensor.mv",
+)
+TF32_CONV_OPS = (
+    "torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Conv3d", "torch.nn.ConvTranspose1d", "torch.nn.ConvTranspose2d",
+    "torch.nn.ConvTranspose3d", "torch.nn.functional.conv1d", "torch.nn.functional.conv2d",
+    "torch.nn.functional.conv3d", "torch.nn.functional.conv_transpose1d", "torch.nn.functional.conv_transpose2d",
+    "torch.nn.functional.conv_transpose3d", "torch.conv1d", "torch.conv2d", "torch.conv3d", "torch.nn.LSTM",
+    "torch.nn.GRU", "torch.nn.RNN",
+)
+# flag -> (kind, PyTorch's default for it)
+TF32_FLAGS = {
+    "torch.backends.cuda.matmul.allow_tf32": ("matmul", False),
+    "torch.backends.cudnn.allow_tf32": ("conv", True),
+    "torch.backends.cuda.matmul.fp32_precision": ("matmul", "ieee"),
+    "torch.backends.cudnn.conv.fp32_precision": ("conv", "ieee"),
+    "torch.backends.cudnn.rnn.fp32_precision": ("conv", "ieee"),
+    "torch.backends.cudnn.fp32_precision": ("conv", "ieee"),
+    "torch.backends.fp32_precision": ("matmul", "ieee"),
+}
+MATMUL_PRECISION = "torch.set_float32_matmul_precision"
+
+
+def reference_uses_low_precision(ctx: ScanContext) -> bool:
+    """The reference computes in half / bfloat16 itself, or casts or autocasts to them."""
+    ref = ctx.reference
+    if ref is None:
+        return False
+    if ref.dtype in ("float16", "bfloat16"):
+        return True
+    mod = ctx.reference_module
+    if mod is None:
+        return False
+    if mod is ctx.host:
+        # a self-contained file: only the reference's own class counts
+        model = mod.classes().get("Model")
+        nodes = list(ast.walk(model)) if model is not None else []
+        return _uses_half(mod, [n for n in nodes if isinstance(n, ast.Attribute)],
+                          [n for n in nodes if isinstance(n, ast.Call)])
+    return _uses_half(mod, mod.of_type(ast.Attribute), mod.of_type(ast.Call))
+
+
+def _uses_half(mod, attributes: list, calls: list) -> bool:
+    if any(mod.canonical(node) in HALF_DTYPES for node in attributes):
+        return True
+    for call in calls:
+        f = call.func
+        if isinstance(f, ast.Attribute) and f.attr in HALF_METHODS and not call.args:
+            return True
+        if mod.canonical(f) in AUTOCAST:
+            return True
+    return False
+
+
+def _half_expr(host, expr: ast.AST | None, dtype_vars: dict[str, str]) -> str | None:
+    """The half-precision dtype an expression denotes, or None."""
+    if expr is None:
+        return None
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return _HALF_STRINGS.get(expr.value)
+    if isinstance(expr, ast.IfExp):
+        a, b = _half_expr(host, expr.body, dtype_vars), _half_expr(host, expr.orelse, dtype_vars)
+        return a if a and b else None
+    name = host.canonical(expr) if isinstance(expr, (ast.Name, ast.Attribute)) else ""
+    if name in HALF_DTYPES:
+        return HALF_DTYPES[name]
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in HALF_METHODS:
+        return None
+    from ..python.resolve import dotted_name
+
+    return dtype_vars.get(dotted_name(expr)) if isinstance(expr, (ast.Name, ast.Attribute)) else None
+
+
+def _dtype_vars(host) -> dict[str, str]:
+    """Names and ``self.`` attributes that are assigned a half dtype (``self.compute_dtype = torch.half``)."""
+    from ..python.resolve import dotted_name
+
+    out: dict[str, str] = {}
+    for node in host.of_type(ast.Assign):
+        got = _half_expr(host, node.value, {})
+        if got:
+            for t in node.targets:
+                name = dotted_name(t)
+                if name:
+                    out[name] = got
+    return out
+
+
+def _cast_of(host, call: ast.Call, dtype_vars: dict[str, str]) -> str | None:
+    f = call.func
+    if isinstance(f, ast.Attribute) and f.attr in HALF_METHODS and not call.args and not call.keywords:
+        return HALF_METHODS[f.attr]
+    name = host.canonical(f)
+    if name in AUTOCAST:
+        return None
+    if isinstance(f, ast.Attribute) and f.attr in ("to", "type"):
+        for a in call.args:
+            got = _half_expr(host, a, dtype_vars)
+            if got:
+                return got
+    for k in call.keywords:
+        if k.arg == "dtype":
+            return _half_expr(host, k.value, dtype_vars)
+    return None
+
+
+def _dtype_dispatch(host, node: ast.AST, dtype_vars: dict[str, str]) -> bool:
+    """Inside a branch that tests for a half dtype: the cast only runs on half inputs."""
+    for anc in host.ancestors(node):
+        if isinstance(anc, (ast.If, ast.IfExp)):
+            for sub in ast.walk(anc.test):
+                if isinstance(sub, (ast.Attribute, ast.Name, ast.Constant)) and _half_expr(host, sub, dtype_vars):
+                    return True
+        if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+    return False
+
+
+def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
+    """HS170: float16 / bfloat16 casts and allocations when the reference computes in float32."""
+    host = ctx.host
+    if host is None or ctx.reference is None or not ctx.reference.is_fp32 or reference_uses_low_precision(ctx):
+        return
+    facts = misc_facts(host)
+    dtype_vars = _dtype_vars(host)
+    runs = facts.runs
+    by_owner: dict[ast.AST | None, list[tuple[ast.Call, str]]] = {}
+    for call in host.of_type(ast.Call):
+        got = _cast_of(host, call, dtype_vars)
+        if not got or _dtype_dispatch(host, call, dtype_vars) or facts.is_main_guarded(call) or facts.in_input_factory(call):
+            continue
+        by_owner.setdefault(facts.owner(call), []).append((call, got))
+    for owner, sites in by_owner.items():
+        sites.sort(key=lambda s: (s[0].lineno, s[0].col_offset))
+        call, dtype = sites[0]
+        where = f"in {owner.name}()" if owner is not None else "at module level"
+        more = f" (and {len(sites) - 1} more in the same function)" if len(sites) > 1 else ""
+        live = owner in runs
+        yield ctx.hit(ctx.at(call), args={"dtype": dtype, "where": where, "more": more,
+                                          "ref": ctx.reference.dtype},
+                      severity=None if live else Severity.WARNING,
+                      confidence=None if live else Confidence.LOW,
+                      evidence={"dtype": dtype, "lines": [c.lineno for c, _ in sites], "reachable": live})
+
+
+def _enabled(call: ast.Call) -> bool:
+    for k in call.keywords:
+        if k.arg == "enabled" and isinstance(k.value, ast.Constant) and k.value.value is False:
+            return False
+    if call.args and isinstance(call.args[-1], ast.Constant) and call.args[-1].value is False:
+        return False
+    return True
+
+
+def autocast_region(ctx: ScanContext) -> Iterator[Hit]:
+    """HS171: autocast (float16 / bfloat16) around the candidate's compute when the reference is float32."""
+    host = ctx.host
+    if host is None or ctx.reference is None or not ctx.reference.is_fp32 or reference_uses_low_precision(ctx):
+        return
+    facts = misc_facts(host)
+    dtype_vars = _dtype_vars(host)
+    for call in host.of_type(ast.Call):
+        name = host.canonical(call.func)
+        if name not in AUTOCAST or not _enabled(call) or facts.is_main_guarded(call) or facts.in_input_factory(call):
+            continue
+        dtype_node = next((k.value for k in call.keywords if k.arg == "dtype"), None)
+        if dtype_node is None and name in ("torch.set_autocast_gpu_dtype", "torch.set_autocast_dtype") and call.args:
+            dtype_node = call.args[-1]
+        if dtype_node is not None and host.canonical(dtype_node) in ("torch.float32", "torch.float", "torch.float64"):
+            continue
+        dtype = _half_expr(host, dtype_node, dtype_vars) if dtype_node is not None else None
+        device = next((k.value for k in call.keywords if k.arg == "device_type"), call.args[0] if call.args else None)
+        cpu = name.startswith("torch.cpu.") or (isinstance(device, ast.Constant) and device.value == "cpu")
+        if dtype is None:
+            dtype = "bfloat16" if cpu else "float16"
+        owner = facts.owner(call)
+        live = owner in facts.runs
+        where = f"{owner.name}()" if owner is not None else "module-level code"
+        yield ctx.hit(ctx.at(call), args={"dtype": dtype, "where": where},
+                      severity=Severity.WARNING if (cpu or not live) else None,
+                      confidence=Confidence.LOW if not live else None,
+                      evidence={"dtype": dtype, "device": "cpu" if cpu else "cuda", "reachable": live})
+
+
+def _flag_value(host, node: ast.AST) -> object:
+    if isinstance(node, ast.Constant):
+        return node.value
+    return ...
+
+
+def _reference_sets(ctx: ScanContext, flag: str) -> bool:
+    mod = ctx.reference_module
+    if mod is None or mod is ctx.host:
+        return False
+    for node in mod.of_type(ast.Assign):
+        if any(mod.canonical(t) == flag for t in node.targets):
+            return True
+    if flag == MATMUL_PRECISION:
+        return any(mod.canonical(c.func) == MATMUL_PRECISION for c in mod.of_type(ast.Call))
+    return False
+
+
+def _reference_affected(ctx: ScanContext, kind: str) -> bool:
+    ops = ctx.reference.forward_ops if ctx.reference is not None else ()
+    wanted = TF32_MATMUL_OPS if kind == "matmul" else TF32_CONV_OPS
+    return any(op in wanted for op in ops)
+
+
+def tf32_enabled(ctx: ScanContext) -> Iterator[Hit]:
+    """HS172: TF32 switches (allow_tf32, fp32_precision, set_float32_matmul_precision) turned on."""
+    host = ctx.host
+    if host is None:
+        return
+    ref = ctx.reference
+    if ref is not None and (not ref.is_fp32 or reference_uses_low_precision(ctx)):
+        return
+    facts = misc_facts(host)
+    events: list[tuple[ast.AST, str, str, object]] = []  # node, flag, kind, value
+    for node in host.of_type(ast.Assign, ast.AnnAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for t in targets:
+            flag = host.canonical(t)
+            if flag in TF32_FLAGS:
+                events.append((t, flag, TF32_FLAGS[flag][0], _flag_value(host, node.value)))
+    for call in host.of_type(ast.Call):
+        if host.canonical(call.func) == MATMUL_PRECISION and call.args:
+            events.append((call, MATMUL_PRECISION, "matmul", _flag_value(host, call.args[0])))
+    for node, flag, kind, value in events:
+        if facts.is_main_guarded(node):
+            continue
+        if value is False or value in ("ieee", "highest"):
+            continue  # strictness is never a downgrade
+        if _reference_sets(ctx, flag):
+            continue
+        default = TF32_FLAGS.get(flag, ("matmul", "highest"))[1]
+        shown = f"{flag}({value!r})" if flag == MATMUL_PRECISION else f"{flag} = {value!r}"
+        if value is ...:
+            shown = f"{flag} to a value computed at run time"
+        op_word = "matmuls" if kind == "matmul" else "convolutions and RNNs"
+        if ref is None:
+            sev, conf, why = Severity.WARNING, Confidence.MEDIUM, "no reference was given to tell whether it matters"
+        elif value == default:
+            sev, conf = Severity.WARNING, Confidence.MEDIUM
+            why = (f"this is PyTorch's default, so the reference may already run {op_word} in TF32, but it overrides "
+                   "a harness that asks for strict float32")
+        elif value is ...:
+            sev, conf, why = Severity.WARNING, Confidence.LOW, "the value is not known statically"
+        elif _reference_affected(ctx, kind):
+            sev, conf = Severity.ERROR, Confidence.HIGH
+            why = (f"the reference's float32 {op_word} then run in TF32 (10-bit mantissa) for the candidate; the write "
+                   "also changes the baseline the harness measures against")
+        else:
+            sev, conf = Severity.WARNING, Confidence.MEDIUM
+            why = f"the reference has no {op_word}, but the write changes global state the harness shares"
+        yield ctx.hit(ctx.at(node), args={"shown": shown, "why": why}, severity=sev, confidence=conf,
+                      evidence={"flag": flag, "value": None if value is ... else value, "kind": kind})
