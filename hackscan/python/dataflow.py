@@ -1,0 +1,1450 @@
+"""The host data-flow analysis: one abstract interpretation of forward, helpers inlined.
+
+Statements are visited once in order (loop bodies twice, so loop-carried values settle); each
+expression gets a ``Flow``.  Calls are classified by ``catalog``: a custom kernel launch adds a
+kernel id, torch compute adds an op id, an allocation an alloc id, a view keeps the input's alias,
+metadata keeps only the shape dependency.  A call to a helper defined in the file (a method, a
+module function, ``Function.apply``, a submodule class's ``forward``) is analysed in place with
+its parameters bound to the argument flows, so facts in helpers are expressed in terms of
+forward's own arguments.  Kernels write their outputs through pointer arguments, so a launch also
+flows into the fresh buffers passed to it (``out = empty_like(x); k[grid](x, out)``).
+
+Branches, ``try`` blocks and arms are recorded as events in one log; an arm is a slice of that log,
+which is how an arm "sees" the ops and kernels of the helpers it calls.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .catalog import (
+    BROADCASTS, CONSTANT_FILL, INPLACE_FUNCS, META_ATTRS, REDUCTIONS, UNINITIALISED, VIEW_ATTRS, classify_method,
+    classify_torch, is_inplace_method, module_kind,
+)
+from .facts import (
+    Alloc, Arm, Branch, CallEdge, Condition, FunctionInfo, Handler, Holder, KernelCall, Mutation, PartialUse,
+    PythonFacts, ReferenceUse, Return, Slice, TorchOp, TryBlock,
+)
+from .flow import EMPTY, Flow
+from .imports import CONVENTIONAL
+from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain
+from .module import HostModule
+from .resolve import Unresolved, dotted_name
+
+MAX_DEPTH = 6
+# statements visited per file; beyond it the analysis stops inlining (a pathological file must not
+# cost more than a normal one by orders of magnitude)
+BUDGET = 6000
+
+_OPERATOR_NAMES = {
+    ast.Add: "torch.add", ast.Sub: "torch.sub", ast.Mult: "torch.mul", ast.Div: "torch.div",
+    ast.FloorDiv: "torch.floor_divide", ast.Mod: "torch.remainder", ast.Pow: "torch.pow",
+    ast.MatMult: "torch.matmul", ast.BitAnd: "torch.bitwise_and", ast.BitOr: "torch.bitwise_or",
+    ast.BitXor: "torch.bitwise_xor", ast.LShift: "torch.bitwise_left_shift", ast.RShift: "torch.bitwise_right_shift",
+}
+_COMPARE_NAMES = {ast.Gt: "torch.gt", ast.GtE: "torch.ge", ast.Lt: "torch.lt", ast.LtE: "torch.le",
+                  ast.Eq: "torch.eq", ast.NotEq: "torch.ne"}
+_BROAD_EXCEPTIONS = frozenset({"", "Exception", "BaseException", "RuntimeError", "builtins.Exception",
+                               "builtins.BaseException", "torch.cuda.OutOfMemoryError", "OSError", "ImportError",
+                               "subprocess.CalledProcessError", "AssertionError", "ValueError", "TypeError"})
+_META_BUILTINS = frozenset({"len", "isinstance", "hasattr", "callable", "type", "id", "range", "issubclass"})
+_UNION_BUILTINS = frozenset({"max", "min", "abs", "round", "sum", "tuple", "list", "zip", "enumerate", "sorted",
+                             "reversed", "divmod", "pow", "iter", "next", "map", "filter", "dict", "set", "any", "all",
+                             "str", "repr", "format", "complex"})
+_HOST_BUILTINS = frozenset({"float", "int", "bool"})
+_QUIET_BUILTINS = frozenset({"print", "setattr", "delattr", "globals", "locals", "vars", "open", "super", "object",
+                             "NotImplementedError", "RuntimeError", "ValueError", "TypeError", "Exception",
+                             "AssertionError", "warnings.warn", "logging.warning", "logging.info", "logging.debug"})
+_ARITH_MODULES = ("math.", "triton.cdiv", "triton.next_power_of_2", "operator.", "functools.reduce", "numpy.prod",
+                  "numpy.ceil", "numpy.floor", "numpy.log2", "builtins.")
+_PY_METHODS = frozenset({"get", "items", "keys", "values", "pop", "format", "join", "split", "startswith", "endswith",
+                         "strip", "lower", "upper", "copy", "index", "count", "popitem", "clear", "replace",
+                         "encode", "decode", "setdefault", "update", "append", "extend", "insert"})
+_LIST_MUTATORS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
+_ALIAS_VIEWS = frozenset({
+    "view", "view_as", "reshape", "reshape_as", "contiguous", "permute", "transpose", "t", "expand", "expand_as",
+    "broadcast_to", "flatten", "unflatten", "squeeze", "unsqueeze", "narrow", "select", "detach", "movedim",
+    "moveaxis", "swapaxes", "swapdims", "as_strided", "unfold", "split", "chunk", "unbind", "tensor_split", "diagonal",
+    "real", "view_as_real", "view_as_complex", "requires_grad_", "squeeze_", "unsqueeze_", "t_", "transpose_",
+    "as_strided_", "detach_",
+})
+_DYNAMIC_SELF = frozenset({"parameters", "named_parameters", "state_dict", "modules", "named_modules", "children",
+                           "named_children", "buffers", "named_buffers", "__dict__", "_modules", "_parameters",
+                           "_buffers", "load_state_dict", "apply"})
+REFERENCE_MODULES = frozenset({"reference", "ref", "problem", "model", "task", "baseline", "original"})
+
+
+@dataclass
+class _Frame:
+    qualname: str
+    cls: str | None
+    prefix: str  # self attribute prefix for a submodule instance ("block.")
+    depth: int
+    self_name: str | None
+    state: dict[str, Flow] = field(default_factory=dict)
+    # locals bound to something callable: a module held by self, a kernel, a torch function
+    callables: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # locals that are views of other locals: a write through one reaches the base
+    views: dict[str, str] = field(default_factory=dict)
+    returns: list[Flow] = field(default_factory=list)
+    # names bound so far, in order (an arm's bindings are a slice of it)
+    bound: list[str] = field(default_factory=list)
+
+
+class _Analyser:
+    def __init__(self, host: HostModule, facts: PythonFacts):
+        self.host = host
+        self.facts = facts
+        self.classes = {c.name: c for c in host.tree.body if isinstance(c, ast.ClassDef)}
+        self.functions = {f.name: f for f in host.tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                          and f.name not in host.triton_kernels}
+        self.local_bases: dict[str, list[str]] = {}
+        self.autograd: set[str] = set()
+        for c in self.classes.values():
+            chain: list[str] = []
+            for b in c.bases:
+                bn = host.canonical(b)
+                if bn in ("torch.autograd.Function", "torch.autograd.function.Function", "Function"):
+                    self.autograd.add(c.name)
+                if isinstance(b, ast.Name) and b.id in self.classes and b.id != c.name:
+                    chain.append(b.id)
+            self.local_bases[c.name] = chain
+        self.module_names = self._module_bindings()
+        self.index = FunctionIndex(host)
+        self.stack: list[_Frame] = []
+        self.log: list[tuple[str, object, int]] = []
+        self.op_ids: dict[ast.AST, int] = {}
+        self.kernel_ids: dict[ast.AST, int] = {}
+        self.alloc_ids: dict[ast.AST, int] = {}
+        self.slice_ids: dict[ast.AST, int] = {}
+        self.partial_ids: dict[tuple[int, ast.AST], int] = {}
+        self.returns: dict[ast.AST, Return] = {}
+        self.branch_nodes: set[ast.AST] = set()
+        self.try_nodes: set[ast.AST] = set()
+        self.mutation_keys: set[tuple[ast.AST, str]] = set()
+        self.self_state: dict[str, Flow] = {}
+        self.budget = BUDGET
+        self.global_flows: dict[str, Flow] = {}
+        self.ext_by_bound: dict[str, object] = {}
+        for ext in host.extensions:
+            for b in ext.bound_to:
+                self.ext_by_bound[b] = ext
+
+    # ================================================================== module-level knowledge
+    def _module_bindings(self) -> dict[str, str]:
+        """What each module-level name is: const, extension, function, class, triton, other."""
+        out: dict[str, str] = {}
+        for stmt in self.host.tree.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out[stmt.name] = "triton" if stmt.name in self.host.triton_kernels else "function"
+            elif isinstance(stmt, ast.ClassDef):
+                out[stmt.name] = "class"
+        for ext in self.host.extensions:
+            for b in ext.bound_to:
+                if "." not in b and not b.endswith("()"):
+                    out[b] = "extension"
+        return out
+
+    # ================================================================== entry
+    def run(self, class_name: str | None) -> PythonFacts:
+        facts = self.facts
+        model = self._find_model(class_name)
+        facts.fallback_flags = fallback_flags(self.host)
+        self._reference_imports()
+        if model is None:
+            return facts
+        facts.model = model
+        facts.model_name = model.name
+        facts.bases = tuple(self.host.canonical(b) for b in model.bases)
+        members = MemberScanner(self.host, self.classes, self.local_bases, self.index)
+        members.scan(model.name)
+        facts.holders = members.holders
+        facts.derived = members.derived
+        self._reference_inheritance(model)
+        methods = self._methods(model.name)
+        init = methods.get("__init__")
+        if init is not None:
+            facts.init = FunctionInfo(f"{init[1]}.__init__", init[0], init[1], "method")
+            self._init_reference_uses(init[0])
+        fwd = methods.get("forward")
+        if fwd is None:
+            return facts
+        node, owner = fwd
+        info = FunctionInfo(f"{owner}.forward", node, owner, "forward")
+        facts.forward = info
+        facts.functions[info.qualname] = info
+        params = self._params(node, skip_self=True)
+        facts.args = tuple(p.arg for p in params)
+        facts.arg_annotations = {p.arg: ast.unparse(p.annotation) for p in params if p.annotation is not None}
+        frame = _Frame(info.qualname, owner, "", 0, node.args.args[0].arg if node.args.args else None)
+        for p in params:
+            frame.state[p.arg] = Flow(inputs=frozenset([p.arg]), alias=frozenset([p.arg]))
+        self.stack.append(frame)
+        self._block(node.body)
+        self.stack.pop()
+        self._finish()
+        return facts
+
+    def _find_model(self, class_name: str | None) -> ast.ClassDef | None:
+        if class_name is not None:
+            return self.classes.get(class_name)
+        if "ModelNew" in self.classes:
+            return self.classes["ModelNew"]
+        candidates = []
+        for c in self.classes.values():
+            if c.name == "Model" or c.name in self.autograd:
+                continue
+            if any(isinstance(f, ast.FunctionDef) and f.name == "forward" for f in c.body):
+                bases = {self.host.canonical(b) for b in c.bases}
+                if any(b.startswith("torch.nn.") or b in self.classes for b in bases):
+                    candidates.append(c)
+        if not candidates:
+            return None
+        # the last such class: helper blocks come first, the model that uses them last
+        return max(candidates, key=lambda c: c.lineno)
+
+    def _methods(self, cls_name: str) -> dict[str, tuple[ast.FunctionDef, str]]:
+        out: dict[str, tuple[ast.FunctionDef, str]] = {}
+        for name in reversed([cls_name, *self._all_bases(cls_name)]):
+            cls = self.classes.get(name)
+            if cls is None:
+                continue
+            for f in cls.body:
+                if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    out[f.name] = (f, name)
+        return out
+
+    def _all_bases(self, cls_name: str, seen: set[str] | None = None) -> list[str]:
+        seen = seen or {cls_name}
+        out: list[str] = []
+        for b in self.local_bases.get(cls_name, []):
+            if b not in seen:
+                seen.add(b)
+                out.append(b)
+                out.extend(self._all_bases(b, seen))
+        return out
+
+    @staticmethod
+    def _params(fn: ast.FunctionDef, skip_self: bool) -> list[ast.arg]:
+        a = fn.args
+        params = list(a.posonlyargs) + list(a.args)
+        if skip_self and params:
+            params = params[1:]
+        params += list(a.kwonlyargs)
+        if a.vararg is not None:
+            params.append(a.vararg)
+        return params
+
+    # ================================================================== reference reuse (class 12)
+    def _reference_imports(self) -> None:
+        for node in self.host.of_type(ast.ImportFrom):
+            mod = (node.module or "").split(".")[-1]
+            names = {a.name for a in node.names}
+            if mod in REFERENCE_MODULES or ("Model" in names and mod not in ("torch", "nn")):
+                self.facts.reference_uses.append(ReferenceUse(node, "import", f"from {'.' * node.level}{node.module or ''} import {', '.join(sorted(names))}", False))
+        for node in self.host.of_type(ast.Import):
+            for a in node.names:
+                if a.name.split(".")[-1] in REFERENCE_MODULES:
+                    self.facts.reference_uses.append(ReferenceUse(node, "import", f"import {a.name}", False))
+
+    def _reference_inheritance(self, model: ast.ClassDef) -> None:
+        for b in model.bases:
+            name = self.host.canonical(b)
+            if name == "Model" or name.endswith(".Model"):
+                self.facts.reference_uses.append(ReferenceUse(b, "inherits", f"class {model.name}({name})", True))
+
+    def _init_reference_uses(self, init: ast.FunctionDef) -> None:
+        for node in self.index.calls(init):
+            if isinstance(node.func, (ast.Name, ast.Attribute)):
+                name = self.host.canonical(node.func)
+                if name == "Model" or name.endswith(".Model") and name.split(".")[0] in REFERENCE_MODULES:
+                    self.facts.reference_uses.append(ReferenceUse(node, "instantiate", f"{name}(...)", False))
+
+    # ================================================================== statements
+    def _block(self, stmts: list[ast.stmt]) -> bool:
+        """Visit a block; True when it always ends in return / raise (its state does not flow on)."""
+        for stmt in stmts:
+            if self._stmt(stmt):
+                return True
+        return False
+
+    def _stmt(self, s: ast.stmt) -> bool:
+        self.budget -= 1
+        if self.budget < 0:
+            self.facts.truncated = True
+        frame = self.stack[-1]
+        if isinstance(s, ast.Assign):
+            value = self._ev(s.value)
+            for t in s.targets:
+                self._bind(t, value, s.value)
+        elif isinstance(s, ast.AnnAssign):
+            if s.value is not None:
+                self._bind(s.target, self._ev(s.value), s.value)
+        elif isinstance(s, ast.AugAssign):
+            self._augassign(s)
+        elif isinstance(s, ast.Expr):
+            self._ev(s.value, discarded=True)
+        elif isinstance(s, ast.Return):
+            flow = self._ev(s.value) if s.value is not None else EMPTY
+            frame.returns.append(flow)
+            ret = self.returns.get(s)
+            if ret is None:
+                ret = Return(s, frame.qualname, frame.depth, flow)
+                self.returns[s] = ret
+            else:
+                ret.flow = ret.flow.join(flow)
+            self.log.append(("return", ret, frame.depth))
+            return True
+        elif isinstance(s, ast.If):
+            return self._if(s)
+        elif isinstance(s, (ast.For, ast.AsyncFor)):
+            self._for(s)
+        elif isinstance(s, ast.While):
+            self._while(s)
+        elif isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
+            return self._try(s)  # type: ignore[arg-type]
+        elif isinstance(s, (ast.With, ast.AsyncWith)):
+            for item in s.items:
+                f = self._ev(item.context_expr)
+                if item.optional_vars is not None:
+                    self._bind(item.optional_vars, f, item.context_expr)
+            return self._block(s.body)
+        elif isinstance(s, ast.Raise):
+            if s.exc is not None:
+                self._ev(s.exc)
+            self.log.append(("raise", s, frame.depth))
+            return True
+        elif isinstance(s, ast.Assert):
+            self._branch_expr(s, s.test, None, None, "assert")
+        elif isinstance(s, ast.Match):
+            self._ev(s.subject)
+            before = dict(frame.state)
+            states = []
+            for case in s.cases:
+                frame.state = dict(before)
+                if not self._block(case.body):
+                    states.append(frame.state)
+            frame.state = self._join_states(states or [before])
+        elif isinstance(s, ast.Delete):
+            for t in s.targets:
+                if isinstance(t, ast.Name):
+                    frame.state.pop(t.id, None)
+        # FunctionDef / ClassDef / Import / Global / Pass / Break / Continue: nothing flows
+        return False
+
+    # ------------------------------------------------------------------ binding
+    def _bind(self, target: ast.AST, value: Flow, value_node: ast.AST | None) -> None:
+        frame = self.stack[-1]
+        if isinstance(target, ast.Name):
+            frame.state[target.id] = value
+            frame.bound.append(target.id)
+            frame.views.pop(target.id, None)
+            frame.callables.pop(target.id, None)
+            if value_node is not None:
+                self._note_callable(target.id, value_node)
+                base = self._view_base(value_node)
+                if base is not None and base != target.id:
+                    frame.views[target.id] = base
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            elts = value_node.elts if isinstance(value_node, (ast.Tuple, ast.List)) and \
+                len(value_node.elts) == len(target.elts) else None
+            for i, t in enumerate(target.elts):
+                if isinstance(t, ast.Starred):
+                    t = t.value
+                if elts is not None:
+                    self._bind(t, self._ev(elts[i]), elts[i])
+                else:
+                    self._bind(t, value, None)
+        elif isinstance(target, ast.Attribute):
+            chain = self._chain(target)
+            if chain is not None:
+                if chain.endswith(".data") or chain == "data":
+                    pass
+                self.self_state[chain] = self.self_state.get(chain, EMPTY).join(value)
+            else:
+                base = self._ev(target.value)
+                if target.attr == "data" and base.alias:
+                    self._mutate(target.value, value, target, "data", lambda: f"{_src(target.value)}.data =")
+        elif isinstance(target, ast.Subscript):
+            self._ev(target.slice)
+            self._mutate(target.value, value, target, "setitem", lambda: f"{_src(target.value)}[...] =")
+        elif isinstance(target, ast.Starred):
+            self._bind(target.value, value, value_node)
+
+    def _note_callable(self, name: str, node: ast.AST) -> None:
+        """``fn = ext.relu`` / ``k = self.kernel`` / ``act = torch.relu``: remember what ``fn(...)`` calls."""
+        frame = self.stack[-1]
+        if isinstance(node, ast.Attribute):
+            chain = self._chain(node)
+            if chain is not None:
+                holder = self.facts.holders.get(chain)
+                if holder is not None and holder.kind in ("module", "stateless", "container", "local", "callable"):
+                    frame.callables[name] = ("holder", chain)
+                return
+            owner = dotted_name(node.value)
+            ext = self.ext_by_bound.get(owner) if owner else None
+            if ext is not None:
+                frame.callables[name] = ("ext", f"{owner}.{node.attr}")
+                return
+            canon = self.host.canonical(node)
+            if canon.startswith("torch."):
+                frame.callables[name] = ("torch", canon)
+        elif isinstance(node, ast.Name) and node.id in self.host.triton_kernels:
+            frame.callables[name] = ("triton", node.id)
+
+    def _view_base(self, node: ast.AST) -> str | None:
+        """The local a view expression is taken of: ``y = x.view(-1)`` -> ``x``."""
+        e = node
+        while True:
+            if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in _ALIAS_VIEWS:
+                e = e.func.value
+            elif isinstance(e, ast.Subscript):
+                e = e.value
+            elif isinstance(e, ast.Attribute) and e.attr in ("T", "mT", "data"):
+                e = e.value
+            else:
+                break
+        if e is node:
+            return None
+        return e.id if isinstance(e, ast.Name) else None
+
+    def _mutate(self, target: ast.AST, value: Flow, node: ast.AST, kind: str, how: "Callable[[], str]") -> None:
+        """An in-place write into ``target``: its flow absorbs ``value``; record writes into inputs."""
+        frame = self.stack[-1]
+        current = self._ev(target)
+        if current.alias:
+            for arg in sorted(current.alias):
+                key = (node, arg)
+                if key not in self.mutation_keys:
+                    self.mutation_keys.add(key)
+                    self.facts.mutations.append(Mutation(node, frame.qualname, arg, how(), kind))
+        updated = current.join(value)
+        if isinstance(target, ast.Name):
+            name = target.id
+            frame.state[name] = updated
+            base = frame.views.get(name)
+            seen = {name}
+            while base is not None and base not in seen:
+                seen.add(base)
+                frame.state[base] = frame.state.get(base, EMPTY).join(value)
+                base = frame.views.get(base)
+            for other, b in list(frame.views.items()):
+                if b == name and other not in seen:
+                    frame.state[other] = frame.state.get(other, EMPTY).join(value)
+        else:
+            chain = self._chain(target)
+            if chain is not None:
+                self.self_state[chain] = self.self_state.get(chain, EMPTY).join(value)
+            elif isinstance(target, (ast.Subscript, ast.Attribute)):
+                inner = target.value
+                while isinstance(inner, (ast.Subscript, ast.Attribute)) and self._chain(inner) is None:
+                    inner = inner.value
+                if isinstance(inner, ast.Name) and inner.id in frame.state:
+                    frame.state[inner.id] = frame.state[inner.id].join(value)
+
+    def _augassign(self, s: ast.AugAssign) -> None:
+        value = self._ev(s.value)
+        current = self._ev(s.target)
+        if current.tensorish and (value.tensorish or current.alias or current.allocs or current.ops or current.kernels):
+            op = self._op(s, _OPERATOR_NAMES.get(type(s.op), "torch.add"), "operator")
+            result = current.join(value).with_(ops=frozenset([op]))
+            if isinstance(s.target, (ast.Name, ast.Subscript, ast.Attribute)) and current.alias:
+                self._mutate(s.target if not isinstance(s.target, ast.Subscript) else s.target.value, result, s,
+                             "augassign", lambda: f"{_src(s.target)} {_AUG.get(type(s.op), '+')}=")
+                return
+            if isinstance(s.target, ast.Subscript):
+                self._mutate(s.target.value, result, s, "setitem", lambda: f"{_src(s.target)} {_AUG.get(type(s.op), '+')}=")
+                return
+            self._bind(s.target, result, None)
+        else:
+            self._bind(s.target, current.join(value), None)
+
+    # ------------------------------------------------------------------ control flow
+    def _arm(self, label: str, stmts: list[ast.stmt], start: int, depth: int, terminates: bool,
+             bindings: dict[str, Flow] | None = None, value: Flow | None = None) -> Arm:
+        events = self.log[start:]
+        kernels, ops, allocs, returns = [], [], [], []
+        raises = False
+        for kind, obj, d in events:
+            if kind == "kernel":
+                kernels.append(obj)
+            elif kind == "op":
+                ops.append(obj)
+            elif kind == "alloc":
+                allocs.append(obj)
+            elif kind == "return" and d == depth:
+                returns.append(obj)
+            elif kind == "raise" and d == depth:
+                raises = True
+        first = stmts[0].lineno if stmts else 0
+        last = (stmts[-1].end_lineno or stmts[-1].lineno) if stmts else 0
+        return Arm(label, first, last, tuple(_uniq(kernels)), tuple(_uniq(ops)), tuple(_uniq(allocs)),
+                   tuple(_uniq(returns)), raises, bindings or {}, value, terminates)
+
+    @staticmethod
+    def _bound_since(frame: _Frame, mark: int) -> set[str]:
+        return set(frame.bound[mark:])
+
+    def _if(self, s: ast.If) -> bool:
+        frame = self.stack[-1]
+        self._ev(s.test)
+        cond = self._condition(s.test)
+        before = dict(frame.state)
+        start, mark = len(self.log), len(frame.bound)
+        body_term = self._block(s.body)
+        body_state = frame.state
+        body_names = self._bound_since(frame, mark)
+        body = self._arm("body", s.body, start, frame.depth, body_term,
+                         {n: body_state[n] for n in body_names if n in body_state})
+        frame.state = dict(before)
+        start, mark = len(self.log), len(frame.bound)
+        else_term = self._block(s.orelse) if s.orelse else False
+        else_state = frame.state
+        else_names = self._bound_since(frame, mark)
+        orelse = self._arm("orelse", s.orelse, start, frame.depth, else_term,
+                           {n: else_state[n] for n in else_names if n in else_state})
+        if s not in self.branch_nodes:
+            self.branch_nodes.add(s)
+            self.facts.branches.append(Branch(s, "if", frame.qualname, frame.depth, cond, body, orelse))
+        live = [st for st, term in ((body_state, body_term), (else_state, else_term)) if not term]
+        frame.state = self._join_states(live) if live else else_state
+        return body_term and else_term
+
+    def _join_states(self, states: list[dict[str, Flow]]) -> dict[str, Flow]:
+        if len(states) == 1:
+            return dict(states[0])
+        out: dict[str, Flow] = {}
+        for st in states:
+            for k, v in st.items():
+                out[k] = out[k].join(v) if k in out else v
+        return out
+
+    def _for(self, s: ast.For) -> None:
+        frame = self.stack[-1]
+        self._bind(s.target, self._ev(s.iter), None)
+        if isinstance(s.target, ast.Name) and isinstance(s.iter, ast.Attribute):
+            chain = self._chain(s.iter)
+            if chain is not None and self.facts.holders.get(chain) is not None:
+                frame.callables[s.target.id] = ("holder", chain)
+        before = dict(frame.state)
+        for _ in range(2):
+            self._block(s.body)
+            frame.state = self._join_states([before, frame.state])
+            if self.budget < 0:
+                break
+        if s.orelse:
+            self._block(s.orelse)
+
+    def _while(self, s: ast.While) -> None:
+        frame = self.stack[-1]
+        before = dict(frame.state)
+        self._ev(s.test)
+        cond = self._condition(s.test)
+        for i in range(2):
+            start = len(self.log)
+            term = self._block(s.body)
+            if i == 0 and s not in self.branch_nodes:
+                self.branch_nodes.add(s)
+                body = self._arm("body", s.body, start, frame.depth, term)
+                self.facts.branches.append(Branch(s, "while", frame.qualname, frame.depth, cond, body,
+                                                  Arm("orelse", 0, 0)))
+            frame.state = self._join_states([before, frame.state])
+            if self.budget < 0:
+                break
+        if s.orelse:
+            self._block(s.orelse)
+
+    def _branch_expr(self, node: ast.AST, test: ast.expr, a: ast.expr | None, b: ast.expr | None,
+                     kind: str) -> Flow:
+        frame = self.stack[-1]
+        self._ev(test)
+        cond = self._condition(test)
+        start = len(self.log)
+        fa = self._ev(a) if a is not None else EMPTY
+        arm_a = self._arm("body", [], start, frame.depth, False, value=fa)
+        arm_a = _with_lines(arm_a, a)
+        start = len(self.log)
+        fb = self._ev(b) if b is not None else EMPTY
+        arm_b = _with_lines(self._arm("orelse", [], start, frame.depth, False, value=fb), b)
+        if node not in self.branch_nodes:
+            self.branch_nodes.add(node)
+            self.facts.branches.append(Branch(node, kind, frame.qualname, frame.depth, cond, arm_a, arm_b))
+        return fa.join(fb)
+
+    def _try(self, s: ast.Try) -> bool:
+        frame = self.stack[-1]
+        before = dict(frame.state)
+        start = len(self.log)
+        body_term = self._block(s.body)
+        else_term = False
+        if s.orelse and not body_term:
+            else_term = self._block(s.orelse)
+        after_body = frame.state
+        body = self._arm("try", s.body, start, frame.depth, body_term or else_term)
+        handlers = []
+        states = [] if (body_term or else_term) else [after_body]
+        all_term = body_term or else_term
+        for h in s.handlers:
+            frame.state = self._join_states([before, after_body])
+            if h.name:
+                frame.state[h.name] = EMPTY
+            start, mark = len(self.log), len(frame.bound)
+            term = self._block(h.body)
+            names = self._bound_since(frame, mark)
+            arm = self._arm("handler", h.body, start, frame.depth, term,
+                            {n: frame.state[n] for n in names if n in frame.state})
+            types = self._exception_types(h.type)
+            broad = not types or any(t.rsplit(".", 1)[-1] in _BROAD_EXCEPTIONS for t in types)
+            handlers.append(Handler(h, types, broad, arm))
+            if not term:
+                states.append(frame.state)
+            all_term = all_term and term
+        frame.state = self._join_states(states) if states else self._join_states([before, after_body])
+        if s not in self.try_nodes:
+            self.try_nodes.add(s)
+            self.facts.tries.append(TryBlock(s, frame.qualname, frame.depth, body, tuple(handlers)))
+        if s.finalbody:
+            if self._block(s.finalbody):
+                return True
+        return all_term and bool(s.handlers)
+
+    def _exception_types(self, node: ast.AST | None) -> tuple[str, ...]:
+        if node is None:
+            return ()
+        elts = node.elts if isinstance(node, ast.Tuple) else [node]
+        return tuple(self.host.canonical(e) or dotted_name(e) for e in elts)
+
+    # ------------------------------------------------------------------ conditions
+    def _condition(self, test: ast.expr) -> Condition:
+        flow = self.facts._flows.get(test, EMPTY)
+        value_reads: list[tuple[str, ast.AST]] = []
+        shape_lits: list[tuple[int, ast.AST]] = []
+        state: set[str] = set()
+        frame = self.stack[-1]
+        flows = self.facts._flows
+        if flow.inputs:
+            stack = [test]
+            while stack:
+                n = stack.pop()
+                f = flows.get(n)
+                if isinstance(n, (ast.Call, ast.Subscript)) and f is not None and f.inputs:
+                    value_reads.append((_src(n, 60), n))
+                    continue
+                if isinstance(n, ast.Name) and f is not None and f.inputs and n.id in frame.state:
+                    value_reads.append((n.id, n))
+                    continue
+                stack.extend(ast.iter_child_nodes(n))
+        for n in ast.walk(test):
+            if isinstance(n, ast.Compare):
+                sides = [n.left, *n.comparators]
+                if any(flows.get(x, EMPTY).meta for x in sides):
+                    for x in sides:
+                        shape_lits.extend(self._int_literals(x))
+            elif isinstance(n, ast.Attribute):
+                chain = self._chain(n)
+                if chain is not None:
+                    state.add("self." + chain)
+            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in frame.state:
+                state.add(n.id)
+        return Condition(test, flow, frozenset(flow.inputs), tuple(value_reads), frozenset(flow.meta),
+                         tuple(shape_lits), frozenset(state))
+
+    def _int_literals(self, node: ast.AST) -> list[tuple[int, ast.AST]]:
+        out: list[tuple[int, ast.AST]] = []
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+            out.append((node.value, node))
+        elif isinstance(node, (ast.Tuple, ast.List)):
+            for e in node.elts:
+                out.extend(self._int_literals(e))
+        elif isinstance(node, ast.Name) and node.id not in self.stack[-1].state:
+            v = self.host.resolver.try_value(node, self.host.module_scope, 10**9)
+            if isinstance(v, int) and not isinstance(v, bool):
+                out.append((v, node))
+        return out
+
+    # ================================================================== expressions
+    def _chain(self, node: ast.AST) -> str | None:
+        frame = self.stack[-1]
+        if frame.self_name is None:
+            return None
+        c = self_chain(node, frame.self_name)
+        return None if c is None else frame.prefix + c
+
+    def _ev(self, e: ast.AST, discarded: bool = False) -> Flow:
+        t = type(e)
+        if t is ast.Constant:
+            return EMPTY
+        if t is ast.Name:
+            flow = self.stack[-1].state.get(e.id)  # type: ignore[attr-defined]
+            if flow is None:
+                flow = self._global(e)  # type: ignore[arg-type]
+        else:
+            handler = _EVAL.get(t)
+            flow = handler(self, e, discarded) if handler is not None else EMPTY
+        flows = self.facts._flows
+        old = flows.get(e)
+        flows[e] = flow if old is None or old is flow else old.join(flow)
+        return flow
+
+    def _ev_binop(self, e: ast.BinOp, discarded: bool) -> Flow:
+        left, right = self._ev(e.left), self._ev(e.right)
+        if left.tensorish or right.tensorish:
+            op = self._op(e, _OPERATOR_NAMES.get(type(e.op), "torch.add"), "operator")
+            return left.join(right).fresh().with_(ops=frozenset([op]))
+        return left.join(right)
+
+    def _ev_unary(self, e: ast.UnaryOp, discarded: bool) -> Flow:
+        inner = self._ev(e.operand)
+        if isinstance(e.op, ast.USub) and inner.tensorish:
+            op = self._op(e, "torch.neg", "operator")
+            return inner.fresh().with_(ops=frozenset([op]))
+        return inner.fresh()
+
+    def _ev_compare(self, e: ast.Compare, discarded: bool) -> Flow:
+        flows = [self._ev(e.left)] + [self._ev(c) for c in e.comparators]
+        out = Flow.join_all(flows).fresh()
+        if any(f.tensorish for f in flows) and not all(isinstance(o, (ast.Is, ast.IsNot, ast.In, ast.NotIn))
+                                                       for o in e.ops):
+            op = self._op(e, _COMPARE_NAMES.get(type(e.ops[0]), "torch.eq"), "operator")
+            out = out.with_(ops=frozenset([op]))
+        return out
+
+    def _ev_boolop(self, e: ast.BoolOp, discarded: bool) -> Flow:
+        return Flow.join_all([self._ev(v) for v in e.values])
+
+    def _ev_ifexp(self, e: ast.IfExp, discarded: bool) -> Flow:
+        return self._branch_expr(e, e.test, e.body, e.orelse, "ifexp")
+
+    def _ev_seq(self, e: ast.Tuple, discarded: bool) -> Flow:
+        return Flow.join_all([self._ev(x) for x in e.elts])
+
+    def _ev_dict(self, e: ast.Dict, discarded: bool) -> Flow:
+        return Flow.join_all([self._ev(v) for v in e.values if v is not None] +
+                             [self._ev(k) for k in e.keys if k is not None])
+
+    def _ev_starred(self, e: ast.Starred, discarded: bool) -> Flow:
+        return self._ev(e.value)
+
+    def _ev_named(self, e: ast.NamedExpr, discarded: bool) -> Flow:
+        f = self._ev(e.value)
+        self._bind(e.target, f, e.value)
+        return f
+
+    def _ev_comp(self, e: ast.ListComp, discarded: bool) -> Flow:
+        for g in e.generators:
+            self._bind(g.target, self._ev(g.iter), None)
+            for cond in g.ifs:
+                self._ev(cond)
+        if isinstance(e, ast.DictComp):
+            return self._ev(e.key).join(self._ev(e.value))
+        return self._ev(e.elt)
+
+    def _ev_value(self, e: ast.Await, discarded: bool) -> Flow:
+        return self._ev(e.value) if e.value is not None else EMPTY
+
+    def _ev_joined(self, e: ast.JoinedStr, discarded: bool) -> Flow:
+        for v in e.values:
+            self._ev(v)
+        return EMPTY
+
+    def _ev_slice(self, e: ast.Slice, discarded: bool) -> Flow:
+        return Flow.join_all([self._ev(x) for x in (e.lower, e.upper, e.step) if x is not None])
+
+    def _ev_attribute(self, e: ast.Attribute, discarded: bool) -> Flow:
+        return self._attribute(e)
+
+    def _ev_call(self, e: ast.Call, discarded: bool) -> Flow:
+        return self._call(e, discarded)
+
+    def _ev_subscript(self, e: ast.Subscript, discarded: bool) -> Flow:
+        return self._subscript(e)
+
+    def _global(self, e: ast.Name) -> Flow:
+        """A name not bound in the function: a constant, an import, a def, or module state."""
+        name = e.id
+        if name in self.module_names or name in _BUILTIN_NAMES or name in self.host.imports.aliases \
+                or name in CONVENTIONAL:
+            return EMPTY
+        cached = self.global_flows.get(name)
+        if cached is None:
+            v = self.host.resolver.try_value(e, self.host.module_scope, 10**9)
+            cached = Flow(state=frozenset([f"global:{name}"])) if v is Unresolved else EMPTY
+            self.global_flows[name] = cached
+        return cached
+
+    def _attribute(self, e: ast.Attribute) -> Flow:
+        chain = self._chain(e)
+        if chain is not None:
+            return self._self_read(chain, e)
+        base = self._ev(e.value)
+        if e.attr in META_ATTRS:
+            return base.metadata()
+        if e.attr in VIEW_ATTRS:
+            return base
+        if isinstance(e.value, ast.Name) and self.module_names.get(e.value.id) is None and \
+                e.value.id not in self.stack[-1].state:
+            return base  # a module attribute (torch.float32, math.pi) or unknown global
+        return base
+
+    def _self_read(self, chain: str, node: ast.AST) -> Flow:
+        reads = self.facts.attr_reads.setdefault(chain, [])
+        if not reads or reads[-1] is not node:
+            reads.append(node)
+        last = chain.rsplit(".", 1)[-1]
+        if last in _DYNAMIC_SELF:
+            self.facts.dynamic_self_access.append(node)
+        if last in ("training",):
+            return EMPTY
+        assigned = self.self_state.get(chain)
+        holder = self.facts.holders.get(chain)
+        if holder is not None and holder.kind == "config":
+            return assigned or EMPTY
+        base = Flow(state=frozenset([f"self.{chain}"]))
+        return base.join(assigned) if assigned is not None else base
+
+    # ------------------------------------------------------------------ subscripts and slices
+    def _subscript(self, e: ast.Subscript) -> Flow:
+        base = self._ev(e.value)
+        index = self._ev(e.slice)
+        if not base.tensorish:
+            return base.join(index)
+        out = base.join(index.fresh()) if index.tensorish else base
+        sl = self._partial_slice(e)
+        if sl is not None:
+            out = out.with_(slices=frozenset([sl]))
+        return out
+
+    def _partial_slice(self, e: ast.Subscript) -> int | None:
+        idx = e.slice
+        elts = list(idx.elts) if isinstance(idx, ast.Tuple) else [idx]
+        kind, step, start, axis = None, 1, 0, 0
+        for i, el in enumerate(elts):
+            if isinstance(el, ast.Slice):
+                st = self._const_int(el.step) if el.step is not None else 1
+                lo = self._const_int(el.lower) if el.lower is not None else 0
+                hi = self._const_int(el.upper) if el.upper is not None else None
+                if st is not None and st > 1:
+                    kind, step, start, axis = "strided", st, lo or 0, i
+                    break
+                if lo == 0 and hi == 1 and kind is None:
+                    kind, axis = "first", i
+            elif isinstance(el, ast.Constant) and el.value == 0 and kind is None and len(elts) == 1:
+                kind, axis = "first", i
+        if kind is None:
+            return None
+        sid = self.slice_ids.get(e)
+        if sid is None:
+            sid = len(self.facts.slices)
+            self.slice_ids[e] = sid
+            self.facts.slices.append(Slice(sid, e, self.stack[-1].qualname, kind, _src(e.value, 80), step, start, axis))
+        return sid
+
+    def _const_int(self, node: ast.AST | None) -> int | None:
+        if node is None:
+            return None
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            v = self._const_int(node.operand)
+            return -v if v is not None else None
+        if isinstance(node, ast.Name) and node.id not in self.stack[-1].state:
+            v = self.host.resolver.try_value(node, self.host.module_scope, 10**9)
+            if isinstance(v, int) and not isinstance(v, bool):
+                return v
+        return None
+
+    def _consume_slices(self, flow: Flow, consumer: ast.AST, op: str, want: str) -> Flow:
+        """A reduction (``want='strided'``) or broadcast (``'first'``) consumes pending slices."""
+        if not flow.slices:
+            return flow
+        new: set[int] = set()
+        for sid in flow.slices:
+            sl = self.facts.slices[sid]
+            if sl.kind != want:
+                continue
+            key = (sid, consumer)
+            pid = self.partial_ids.get(key)
+            if pid is None:
+                pid = len(self.facts.partials)
+                self.partial_ids[key] = pid
+                kind = "strided-reduction" if want == "strided" else "first-broadcast"
+                self.facts.partials.append(PartialUse(pid, sl, consumer, op, kind))
+            new.add(pid)
+        return flow.with_(partial=frozenset(new)) if new else flow
+
+    # ------------------------------------------------------------------ records
+    def _op(self, node: ast.AST, name: str, kind: str, members: tuple[str, ...] = ()) -> int:
+        oid = self.op_ids.get(node)
+        if oid is None:
+            oid = len(self.facts.ops)
+            self.op_ids[node] = oid
+            self.facts.ops.append(TorchOp(oid, name, node, self.stack[-1].qualname, kind, members))
+        self.log.append(("op", self.facts.ops[oid], self.stack[-1].depth))
+        return oid
+
+    def _kernel(self, node: ast.Call, kind: str, name: str, target: str, ext: str | None, args: Flow,
+                used: bool) -> int:
+        kid = self.kernel_ids.get(node)
+        if kid is None:
+            kid = len(self.facts.kernels)
+            self.kernel_ids[node] = kid
+            self.facts.kernels.append(KernelCall(kid, kind, name, target, node, self.stack[-1].qualname, ext,
+                                                 frozenset(args.inputs), used))
+        self.log.append(("kernel", self.facts.kernels[kid], self.stack[-1].depth))
+        return kid
+
+    def _alloc(self, node: ast.Call, name: str) -> int:
+        aid = self.alloc_ids.get(node)
+        if aid is None:
+            aid = len(self.facts.allocs)
+            self.alloc_ids[node] = aid
+            short = name.rsplit(".", 1)[-1]
+            if short in UNINITIALISED:
+                fill = "uninitialised"
+            elif short in CONSTANT_FILL:
+                fill = "constant"
+            elif short in ("tensor", "as_tensor", "from_numpy", "new_tensor", "frombuffer"):
+                fill = "data"
+            else:
+                fill = "random"
+            value = None
+            if short in ("full", "new_full") and len(node.args) >= 2:
+                value = _literal(node.args[1])
+            elif short == "full_like" and len(node.args) >= 2:
+                value = _literal(node.args[1])
+            for k in node.keywords:
+                if k.arg == "fill_value":
+                    value = _literal(k.value)
+            self.facts.allocs.append(Alloc(aid, name, node, self.stack[-1].qualname, fill, value))
+        self.log.append(("alloc", self.facts.allocs[aid], self.stack[-1].depth))
+        return aid
+
+    # ================================================================== calls
+    def _call(self, e: ast.Call, discarded: bool) -> Flow:
+        func = e.func
+        frame = self.stack[-1]
+        # --- Triton launch: kernel[grid](...)
+        if isinstance(func, ast.Subscript):
+            tname = self._triton_name(func.value)
+            if tname is not None:
+                self._ev(func.slice)
+                return self._launch(e, "triton", f"triton:{tname}", tname, None, discarded=True)
+            holder = self._holder_of(func.value)
+            callee = self._ev(func.value)
+            if holder is not None:
+                return self._module_call(e, holder)
+            return callee.join(self._args(e)).fresh().with_(opaque=frozenset([e.lineno]))
+        # --- extension function (not a method of a local tensor that happens to share its name)
+        receiver = frame.state.get(func.value.id) if isinstance(func, ast.Attribute) and \
+            isinstance(func.value, ast.Name) else None
+        found = self.host.extension_for_call(e) if receiver is None or not receiver.tensorish else None
+        if found is not None:
+            ext, fn = found
+            return self._launch(e, "extension", f"export:{ext.name}.{fn}", fn, ext.name, discarded)
+        dotted = dotted_name(func)
+        if dotted:
+            for ext in self.host.extensions:
+                if ext.kind == "cupy" and dotted in ext.bound_to:
+                    return self._launch(e, "cupy", f"cupy:{ext.name}", ext.name, ext.name, discarded=True)
+        canon = self.host.canonical(func)
+        # --- torch.ops.<ns>.<op>
+        if canon.startswith("torch.ops."):
+            parts = canon.split(".")
+            if len(parts) >= 4 and parts[2] not in ("aten", "prims", "prim", "quantized", "_c10d_functional"):
+                ns_op = ".".join(parts[2:4])
+                return self._launch(e, "torch_ops", f"op:{ns_op}", ns_op, None, discarded)
+            args = self._args(e)
+            op = self._op(e, canon, "call")
+            return args.fresh().with_(ops=frozenset([op]))
+        # --- local callables (fn = ext.relu; layer in self.layers)
+        if isinstance(func, ast.Name) and func.id in frame.callables:
+            kind, target = frame.callables[func.id]
+            if kind == "holder":
+                return self._module_call(e, self.facts.holders[target])
+            if kind == "triton":
+                return self._launch(e, "triton", f"triton:{target}", target, None, discarded=True)
+            if kind == "ext":
+                owner, _, fn = target.rpartition(".")
+                ext = self.ext_by_bound.get(owner)
+                return self._launch(e, "extension", f"export:{ext.name}.{fn}", fn, ext.name, discarded)  # type: ignore[union-attr]
+            if kind == "torch":
+                return self._torch_call(e, target, discarded)
+        # --- self.something(...)
+        if isinstance(func, ast.Attribute) and frame.self_name is not None and isinstance(func.value, ast.Name) \
+                and func.value.id == frame.self_name and frame.cls is not None:
+            methods = self._methods(frame.cls)
+            if func.attr in methods:
+                node, owner = methods[func.attr]
+                if _is_static(node):
+                    return self._invoke(node, f"{owner}.{func.attr}", owner, frame.prefix, e, bind_self=False,
+                                        kind="method")
+                return self._invoke(node, f"{owner}.{func.attr}", owner, frame.prefix, e, bind_self=True,
+                                    kind="method")
+            chain = frame.prefix + func.attr
+            holder = self.facts.holders.get(chain)
+            self._self_read(chain, func)
+            if holder is not None:
+                return self._module_call(e, holder)
+            args = self._args(e)
+            if func.attr in _DYNAMIC_SELF:
+                return args.join(Flow(state=frozenset(["self.*"])))
+            assigned = self.self_state.get(chain)
+            return args.fresh().join(assigned or EMPTY).with_(opaque=frozenset([e.lineno]))
+        # --- super().method(...)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and \
+                isinstance(func.value.func, ast.Name) and func.value.func.id == "super":
+            return self._super_call(e, func.attr)
+        # --- LocalClass.apply(...) / Model.forward(self, ...) / LocalClass.method(...)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.classes \
+                and func.value.id not in frame.state:
+            cls = func.value.id
+            methods = self._methods(cls)
+            if func.attr == "apply" and cls in self.autograd and "forward" in methods:
+                node, owner = methods["forward"]
+                return self._invoke(node, f"{owner}.forward", owner, "", e, bind_self=False, kind="autograd",
+                                    leading=EMPTY)
+            if func.attr in methods:
+                node, owner = methods[func.attr]
+                if cls == "Model":
+                    self._reference_call(e, "model-forward", f"Model.{func.attr}(...)")
+                return self._invoke(node, f"{owner}.{func.attr}", owner, "", e, bind_self=not _is_static(node),
+                                    kind="method", explicit_self=not _is_static(node))
+        if isinstance(func, ast.Attribute) and canon in ("Model.forward",) and "Model" not in self.classes:
+            self._reference_call(e, "model-forward", "Model.forward(...)")
+            return self._args(e).fresh().with_(opaque=frozenset([e.lineno]))
+        # --- module-level function / class instantiation
+        if isinstance(func, ast.Name) and func.id not in frame.state:
+            if func.id in self.functions:
+                return self._invoke(self.functions[func.id], func.id, None, "", e, bind_self=False, kind="function")
+            if func.id in self.classes:
+                args = self._args(e)
+                if func.id == "Model":
+                    self._reference_call(e, "instantiate", "Model(...)")
+                return args.fresh().with_(opaque=frozenset([e.lineno]))
+            if func.id == "Model" or canon.endswith(".Model"):
+                self._reference_call(e, "instantiate", "Model(...)")
+                return self._args(e).fresh().with_(opaque=frozenset([e.lineno]))
+        # --- torch.*
+        if canon.startswith("torch."):
+            return self._torch_call(e, canon, discarded)
+        # --- builtins and arithmetic helpers
+        if isinstance(func, ast.Name) and func.id not in frame.state:
+            name = func.id
+            if name in _META_BUILTINS:
+                if name == "getattr" and e.args and isinstance(e.args[0], ast.Name) and \
+                        e.args[0].id == frame.self_name:
+                    if len(e.args) > 1 and isinstance(e.args[1], ast.Constant) and isinstance(e.args[1].value, str):
+                        return self._self_read(frame.prefix + e.args[1].value, e)
+                    self.facts.dynamic_self_access.append(e)
+                return self._args(e).metadata()
+            if name == "getattr" and e.args and isinstance(e.args[0], ast.Name) and e.args[0].id == frame.self_name:
+                if len(e.args) > 1 and isinstance(e.args[1], ast.Constant) and isinstance(e.args[1].value, str):
+                    return self._self_read(frame.prefix + e.args[1].value, e)
+                self.facts.dynamic_self_access.append(e)
+                return self._args(e).with_(state=frozenset(["self.*"]))
+            if name == "vars" and e.args and isinstance(e.args[0], ast.Name) and e.args[0].id == frame.self_name:
+                self.facts.dynamic_self_access.append(e)
+            if name in _HOST_BUILTINS:
+                return self._args(e).fresh()
+            if name in _UNION_BUILTINS:
+                return self._args(e)
+            if name in _QUIET_BUILTINS:
+                self._args(e)
+                return EMPTY
+        if canon.startswith(_ARITH_MODULES) or canon in ("triton.cdiv", "triton.next_power_of_2"):
+            return self._args(e)
+        # --- a method on a value
+        if isinstance(func, ast.Attribute):
+            return self._method(e, func, discarded)
+        # --- anything else: an unknown callable
+        callee = self._ev(func)
+        return callee.join(self._args(e)).fresh().with_(opaque=frozenset([e.lineno]))
+
+    def _triton_name(self, node: ast.AST) -> str | None:
+        if isinstance(node, ast.Name) and node.id in self.host.triton_kernels and node.id not in self.stack[-1].state:
+            return node.id
+        if isinstance(node, ast.Name) and self.stack[-1].callables.get(node.id, ("", ""))[0] == "triton":
+            return self.stack[-1].callables[node.id][1]
+        chain = self._chain(node)
+        if chain is not None:
+            holder = self.facts.holders.get(chain)
+            if holder is not None and holder.target in self.host.triton_kernels:
+                return holder.target
+        if isinstance(node, ast.Attribute) and node.attr in self.host.triton_kernels:
+            return node.attr
+        return None
+
+    def _holder_of(self, node: ast.AST) -> Holder | None:
+        """``self.layers[i]`` -> the ModuleList holder; ``self.conv`` -> its holder."""
+        while isinstance(node, ast.Subscript):
+            node = node.value
+        chain = self._chain(node)
+        if chain is None:
+            return None
+        return self.facts.holders.get(chain)
+
+    def _args(self, e: ast.Call) -> Flow:
+        flows = [self._ev(a) for a in e.args] + [self._ev(k.value) for k in e.keywords]
+        return Flow.join_all(flows)
+
+    def _launch(self, e: ast.Call, kind: str, name: str, target: str, ext: str | None, discarded: bool) -> Flow:
+        arg_nodes = [a.value if isinstance(a, ast.Starred) else a for a in e.args] + [k.value for k in e.keywords]
+        arg_flows = [self._ev(a) for a in arg_nodes]
+        joined = Flow.join_all(arg_flows)
+        kid = self._kernel(e, kind, name, target, ext, joined, not discarded)
+        result = joined.fresh().with_(kernels=frozenset([kid]))
+        result = Flow(result.inputs, result.meta, frozenset(), result.kernels, result.ops, result.allocs, result.state,
+                      result.opaque, frozenset(), result.partial)
+        # the kernel writes through pointer arguments: fresh buffers passed to it carry its result.
+        # Inputs passed to it are written only when nothing else could be the output.
+        buffers = [(n, f) for n, f in zip(arg_nodes, arg_flows)
+                   if not f.alias and isinstance(n, (ast.Name, ast.Attribute, ast.Subscript))
+                   and (f.allocs or (discarded and f.tensorish))]
+        if buffers:
+            for n, _f in buffers:
+                self._write_through(n, result)
+        elif discarded:
+            for n, f in zip(arg_nodes, arg_flows):
+                if f.alias and isinstance(n, (ast.Name, ast.Attribute, ast.Subscript)):
+                    self._mutate(n, result, e, "kernel", lambda: f"{name.split(':', 1)[-1]} writes {_src(n, 40)}")
+        return result
+
+    def _write_through(self, node: ast.AST, value: Flow) -> None:
+        frame = self.stack[-1]
+        while isinstance(node, ast.Subscript):
+            node = node.value
+        if isinstance(node, ast.Name):
+            if node.id in frame.state:
+                frame.state[node.id] = frame.state[node.id].join(value)
+                base = frame.views.get(node.id)
+                if base is not None and base in frame.state:
+                    frame.state[base] = frame.state[base].join(value)
+                for other, b in frame.views.items():
+                    if b == node.id and other in frame.state:
+                        frame.state[other] = frame.state[other].join(value)
+            return
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            self._write_through(node.func.value, value)
+            return
+        chain = self._chain(node)
+        if chain is not None:
+            self.self_state[chain] = self.self_state.get(chain, EMPTY).join(value)
+        elif isinstance(node, ast.Attribute):
+            self._write_through(node.value, value)
+
+    def _module_call(self, e: ast.Call, holder: Holder) -> Flow:
+        if holder.kind == "local":
+            cls = holder.cls
+            methods = self._methods(cls)
+            if "forward" in methods:
+                node, owner = methods["forward"]
+                return self._invoke(node, f"{owner}.forward", owner, holder.attr + ".", e, bind_self=True,
+                                    kind="submodule")
+            return self._args(e).fresh().with_(opaque=frozenset([e.lineno]))
+        if holder.kind == "callable":
+            target = holder.target
+            if target in self.host.triton_kernels:
+                return self._launch(e, "triton", f"triton:{target}", target, None, discarded=True)
+            owner, _, fn = target.rpartition(".")
+            ext = self.ext_by_bound.get(owner)
+            if ext is not None:
+                return self._launch(e, "extension", f"export:{ext.name}.{fn}", fn, ext.name, False)  # type: ignore[attr-defined]
+            if target.startswith("torch."):
+                return self._torch_call(e, target, False)
+            if fn == "apply" and owner in self.autograd:
+                methods = self._methods(owner)
+                if "forward" in methods:
+                    node, own = methods["forward"]
+                    return self._invoke(node, f"{own}.forward", own, "", e, bind_self=False, kind="autograd",
+                                        leading=EMPTY)
+            return self._args(e).fresh().with_(opaque=frozenset([e.lineno]))
+        args = self._args(e)
+        if holder.kind in ("module", "stateless", "container"):
+            mk = module_kind(holder.cls)
+            state = Flow(state=frozenset([f"self.{holder.attr}"])) if holder.kind != "stateless" else EMPTY
+            if mk == "passthrough":
+                return args
+            members = tuple(m for m in holder.target.split(",") if m) if holder.kind == "container" else ()
+            op = self._op(e, holder.cls, "module", members)
+            return args.fresh().join(state).with_(ops=frozenset([op]))
+        return args.fresh().with_(opaque=frozenset([e.lineno]), state=frozenset([f"self.{holder.attr}"]))
+
+    def _super_call(self, e: ast.Call, method: str) -> Flow:
+        frame = self.stack[-1]
+        if frame.cls is not None:
+            bases = self._all_bases(frame.cls)
+            for b in bases:
+                methods = {f.name: f for f in self.classes[b].body if isinstance(f, (ast.FunctionDef,
+                                                                                      ast.AsyncFunctionDef))}
+                if method in methods:
+                    return self._invoke(methods[method], f"{b}.{method}", b, frame.prefix, e, bind_self=True,
+                                        kind="method")
+        if method == "forward":
+            self._reference_call(e, "super-forward", "super().forward(...)")
+        args = self._args(e)
+        if method == "__init__":
+            return EMPTY
+        return args.fresh().with_(opaque=frozenset([e.lineno]))
+
+    def _reference_call(self, node: ast.AST, kind: str, detail: str) -> None:
+        if not any(u.node is node for u in self.facts.reference_uses):
+            self.facts.reference_uses.append(ReferenceUse(node, kind, detail, True))
+
+    # ------------------------------------------------------------------ torch functions
+    def _torch_call(self, e: ast.Call, canon: str, discarded: bool) -> Flow:
+        kind = classify_torch(canon)
+        short = canon.rsplit(".", 1)[-1]
+        arg_flows = [self._ev(a) for a in e.args]
+        kw_flows = {k.arg: self._ev(k.value) for k in e.keywords}
+        joined = Flow.join_all(arg_flows + list(kw_flows.values()))
+        first = arg_flows[0] if arg_flows else EMPTY
+        if kind == "misc":
+            return EMPTY if not joined.tensorish else joined.fresh()
+        if kind == "meta":
+            return joined.metadata()
+        if kind == "alloc":
+            aid = self._alloc(e, canon)
+            if short in ("tensor", "as_tensor", "from_numpy", "frombuffer"):
+                return Flow(inputs=joined.inputs, meta=joined.meta, allocs=frozenset([aid]), state=joined.state,
+                            opaque=joined.opaque)
+            return Flow(meta=joined.meta | joined.inputs | joined.alias, allocs=frozenset([aid]), state=joined.state,
+                        opaque=joined.opaque)
+        if kind == "view":
+            out = joined if short in _ALIAS_VIEWS else joined.fresh()
+            if short in ("narrow", "select") and len(e.args) >= 3:
+                out = self._narrow_slice(e, out)
+            if short in BROADCASTS:
+                out = self._consume_slices(out, e, canon, "first")
+            return out
+        # compute
+        out_target = next((k.value for k in e.keywords if k.arg == "out"), None)
+        inplace = short in INPLACE_FUNCS or any(k.arg == "inplace" and isinstance(k.value, ast.Constant)
+                                                and k.value.value is True for k in e.keywords)
+        op = self._op(e, canon, "call")
+        result = joined.fresh().with_(ops=frozenset([op]))
+        if short in REDUCTIONS and not (short in ("max", "min") and len(e.args) >= 2 and arg_flows[1].tensorish):
+            result = self._consume_slices(result, e, canon, "strided")
+        if out_target is not None:
+            self._mutate(out_target, result, e, "out", lambda: f"{canon}(..., out={_src(out_target, 30)})")
+        if inplace and e.args:
+            def how() -> str:
+                return f"{canon}(..., inplace=True)" if not short.endswith("_") else f"{canon}({_src(e.args[0], 30)})"
+            if first.alias or isinstance(e.args[0], ast.Name):
+                self._mutate(e.args[0], result, e, "inplace" if not short.endswith("_") else "function", how)
+        return result
+
+    def _narrow_slice(self, e: ast.Call, out: Flow) -> Flow:
+        # x.narrow(0, 0, 1) / torch.narrow(x, 0, 0, 1): a first-row slice
+        args = e.args[1:] if not isinstance(e.func, ast.Attribute) or self.host.canonical(e.func).startswith(
+            "torch.") else e.args
+        vals = [self._const_int(a) for a in args[:3]]
+        if len(vals) == 3 and vals[1] == 0 and vals[2] == 1:
+            sid = self.slice_ids.get(e)
+            if sid is None:
+                sid = len(self.facts.slices)
+                self.slice_ids[e] = sid
+                base = e.func.value if isinstance(e.func, ast.Attribute) else e.args[0]
+                self.facts.slices.append(Slice(sid, e, self.stack[-1].qualname, "first", _src(base, 80), 1, 0,
+                                               vals[0] or 0))
+            return out.with_(slices=frozenset([sid]))
+        return out
+
+    # ------------------------------------------------------------------ methods on values
+    def _method(self, e: ast.Call, func: ast.Attribute, discarded: bool) -> Flow:
+        frame = self.stack[-1]
+        name = func.attr
+        if name in ("forward", "__call__"):
+            holder = self._holder_of(func.value)
+            if holder is not None:
+                return self._module_call(e, holder)
+        base = self._ev(func.value)
+        arg_flows = [self._ev(a) for a in e.args] + [self._ev(k.value) for k in e.keywords]
+        args = Flow.join_all(arg_flows)
+        kind = classify_method(name)
+        # a tensor for sure: an input, a computation, a kernel result or an allocation (``state`` alone
+        # may be a dict, a flag or a cache as well as a parameter)
+        tensor = bool(base.inputs or base.alias or base.ops or base.kernels or base.allocs)
+        if name in _LIST_MUTATORS and not tensor:
+            if isinstance(func.value, ast.Name) and func.value.id in frame.state:
+                frame.state[func.value.id] = base.join(args)
+            else:
+                chain = self._chain(func.value)
+                if chain is not None:
+                    self.self_state[chain] = self.self_state.get(chain, EMPTY).join(args)
+            return EMPTY
+        if name in _PY_METHODS and not tensor:
+            return base.join(args)
+        if kind is None and not tensor:
+            return base.join(args).with_(opaque=frozenset([e.lineno])) if (args.tensorish or base.state) \
+                else base.join(args)
+        if not base.tensorish and kind in ("compute", "view", "cast", "alloc"):
+            return base.join(args)
+        if kind == "meta":
+            return base.metadata()
+        if kind == "host":
+            return base.fresh()
+        if kind == "cast":
+            return base.join(args.metadata())
+        if kind == "alloc":
+            aid = self._alloc(e, f"Tensor.{name}")
+            return Flow(meta=base.meta | base.inputs | base.alias | args.meta | args.inputs, allocs=frozenset([aid]))
+        if kind == "view":
+            out = base.join(args) if name in _ALIAS_VIEWS else base.join(args).fresh()
+            if name == "narrow":
+                out = self._narrow_slice(e, out)
+            if name in BROADCASTS:
+                out = self._consume_slices(out, e, f"Tensor.{name}", "first")
+            if is_inplace_method(name) and base.alias:
+                pass  # squeeze_/t_ change metadata only
+            return out
+        # compute, known or not
+        oname = f"Tensor.{name}"
+        if is_inplace_method(name):
+            op = self._op(e, oname, "method")
+            result = base.join(args).with_(ops=frozenset([op]))
+            self._mutate(func.value, result, e, "method", lambda: f"{_src(func.value, 30)}.{name}(...)")
+            return result
+        op = self._op(e, oname, "method")
+        result = base.join(args).fresh().with_(ops=frozenset([op]))
+        if name in REDUCTIONS and not (name in ("max", "min") and e.args and arg_flows[0].tensorish):
+            result = self._consume_slices(result, e, oname, "strided")
+        for k in e.keywords:
+            if k.arg == "out":
+                self._mutate(k.value, result, e, "out", lambda: f"{oname}(..., out={_src(k.value, 30)})")
+        return result
+
+    # ------------------------------------------------------------------ inlining
+    def _invoke(self, fn: ast.FunctionDef, qualname: str, cls: str | None, prefix: str, call: ast.Call,
+                bind_self: bool, kind: str, leading: Flow | None = None, explicit_self: bool = False) -> Flow:
+        caller = self.stack[-1]
+        pos = list(call.args)
+        arg_flows = [self._ev(a.value if isinstance(a, ast.Starred) else a) for a in pos]
+        kw_flows = {k.arg: self._ev(k.value) for k in call.keywords if k.arg}
+        self.facts.calls.append(CallEdge(caller.qualname, qualname, call))
+        if qualname not in self.facts.functions:
+            self.facts.functions[qualname] = FunctionInfo(qualname, fn, cls, kind)
+        if any(f.qualname == qualname for f in self.stack) or len(self.stack) > MAX_DEPTH or self.budget < 0:
+            self.facts.truncated = True
+            joined = Flow.join_all(arg_flows + list(kw_flows.values()))
+            return joined.fresh().with_(opaque=frozenset([call.lineno]))
+        a = fn.args
+        params = list(a.posonlyargs) + list(a.args)
+        self_name = None
+        if bind_self and params:
+            self_name = params[0].arg
+            params = params[1:]
+            if explicit_self and arg_flows:
+                arg_flows = arg_flows[1:]
+        frame = _Frame(qualname, cls, prefix, caller.depth + 1, self_name)
+        if leading is not None and not bind_self and params:  # Function.forward(ctx, ...)
+            frame.state[params[0].arg] = leading
+            params = params[1:]
+        defaults = list(a.defaults)
+        for i, p in enumerate(params):
+            if i < len(arg_flows) and not any(isinstance(x, ast.Starred) for x in pos[:i + 1]):
+                frame.state[p.arg] = arg_flows[i]
+            elif p.arg in kw_flows:
+                frame.state[p.arg] = kw_flows[p.arg]
+            elif any(isinstance(x, ast.Starred) for x in pos):
+                frame.state[p.arg] = Flow.join_all(arg_flows)
+            else:
+                d_index = i - (len(params) - len(defaults))
+                frame.state[p.arg] = self._ev(defaults[d_index]) if 0 <= d_index < len(defaults) else EMPTY
+        for p, d in zip(a.kwonlyargs, a.kw_defaults):
+            frame.state[p.arg] = kw_flows.get(p.arg, EMPTY if d is None else EMPTY)
+        if a.vararg is not None:
+            frame.state[a.vararg.arg] = Flow.join_all(arg_flows[len(params):])
+        if a.kwarg is not None:
+            frame.state[a.kwarg.arg] = Flow.join_all(list(kw_flows.values()))
+        self.stack.append(frame)
+        self._block(fn.body)
+        self.stack.pop()
+        return Flow.join_all(frame.returns)
+
+    def _finish(self) -> None:
+        facts = self.facts
+        facts.returns = sorted(self.returns.values(), key=lambda r: (r.depth, r.line))
+        # ``if c: return a`` with no else: the else arm is the rest of the function
+        for i, br in enumerate(facts.branches):
+            if br.kind == "if" and not br.node.orelse and br.body.terminates and br.orelse.empty:
+                after = [r for r in facts.returns if r.function == br.function and r.line > (br.node.end_lineno or 0)]
+                if after:
+                    arm = self._after_arm(br, after)
+                    facts.branches[i] = Branch(br.node, br.kind, br.function, br.depth, br.condition, br.body, arm)
+
+    def _after_arm(self, br: Branch, after: list[Return]) -> Arm:
+        """The rest of the function after ``if c: return ...``: its ops, kernels and returns."""
+        first, last = after[0].line, max(r.line for r in after)
+        start_line = (br.node.end_lineno or br.line) + 1
+        kernels = tuple(k for k in self.facts.kernels if k.function == br.function and k.line >= start_line)
+        ops = tuple(o for o in self.facts.ops if o.function == br.function and o.line >= start_line)
+        allocs = tuple(a for a in self.facts.allocs if a.function == br.function and a.line >= start_line)
+        # helpers called after the branch contribute their kernels and ops
+        for edge in self.facts.calls:
+            if edge.caller == br.function and edge.node.lineno >= start_line:
+                kernels += tuple(k for k in self.facts.kernels if k.function == edge.callee)
+                ops += tuple(o for o in self.facts.ops if o.function == edge.callee)
+        return Arm("after", min(first, start_line), last, tuple(_uniq(list(kernels))), tuple(_uniq(list(ops))),
+                   allocs, tuple(after), False, {}, None, True)
+
+
+_EVAL = {
+    ast.Attribute: _Analyser._ev_attribute, ast.Call: _Analyser._ev_call, ast.BinOp: _Analyser._ev_binop,
+    ast.UnaryOp: _Analyser._ev_unary, ast.Compare: _Analyser._ev_compare, ast.BoolOp: _Analyser._ev_boolop,
+    ast.IfExp: _Analyser._ev_ifexp, ast.Subscript: _Analyser._ev_subscript, ast.Tuple: _Analyser._ev_seq,
+    ast.List: _Analyser._ev_seq, ast.Set: _Analyser._ev_seq, ast.Dict: _Analyser._ev_dict,
+    ast.Starred: _Analyser._ev_starred, ast.NamedExpr: _Analyser._ev_named, ast.ListComp: _Analyser._ev_comp,
+    ast.GeneratorExp: _Analyser._ev_comp, ast.SetComp: _Analyser._ev_comp, ast.DictComp: _Analyser._ev_comp,
+    ast.Await: _Analyser._ev_value, ast.Yield: _Analyser._ev_value, ast.YieldFrom: _Analyser._ev_value,
+    ast.FormattedValue: _Analyser._ev_value, ast.JoinedStr: _Analyser._ev_joined, ast.Slice: _Analyser._ev_slice,
+}
+_AUG = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.MatMult: "@", ast.Pow: "**",
+        ast.FloorDiv: "//", ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|"}
+_BUILTIN_NAMES = frozenset(dir(builtins))
+
+
+def _uniq(items: list) -> list:
+    seen: set[int] = set()
+    out = []
+    for it in items:
+        if id(it) not in seen:
+            seen.add(id(it))
+            out.append(it)
+    return out
+
+
+def _with_lines(arm: Arm, node: ast.AST | None) -> Arm:
+    if node is None:
+        return arm
+    return Arm(arm.label, node.lineno, node.end_lineno or node.lineno, arm.kernels, arm.ops, arm.allocs, arm.returns,
+               arm.raises, arm.bindings, arm.value, arm.terminates)
+
+
+def _is_static(fn: ast.FunctionDef) -> bool:
+    return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
+
+
+def _literal(node: ast.AST) -> float | int | bool | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
+            and isinstance(node.operand.value, (int, float)):
+        return -node.operand.value
+    return None
+
+
+def _src(node: ast.AST, limit: int = 60) -> str:
+    try:
+        text = ast.unparse(node)
+    except Exception:  # pragma: no cover - unparse of odd nodes
+        return "<expr>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def analyse(host: HostModule, class_name: str | None = None) -> PythonFacts:
+    facts = PythonFacts(host=host)
+    _Analyser(host, facts).run(class_name)
+    return facts

@@ -1,0 +1,412 @@
+"""Facts about the candidate's Python host code: the model, what forward reaches, and data flow.
+
+``build_python_facts(host)`` (lazy as ``ctx.python``) finds ``ModelNew`` (or the ``nn.Module``
+subclass with a ``forward``), analyses its ``forward`` once with every helper it reaches inlined
+(``self.helper(...)``, module functions, ``Function.apply`` -> its ``forward``, submodule classes
+defined in the file) and records, in one pass over the statements:
+
+* every torch compute op, custom kernel launch and allocation, each with its line and function;
+* for every ``return``: a ``Flow`` saying what the returned value depends on;
+* every ``if`` / ``while`` / ternary / ``assert``: whether the condition reads tensor *values* or
+  only metadata, the shape literals it compares against, the state it reads, and what each arm does;
+* every ``try``: what the body and each handler compute and return;
+* in-place writes into forward arguments, strided / first-row slices feeding reductions or
+  broadcasts, ``self`` attributes read, and the parameter holders of ``__init__``.
+
+Rules read these lists; none of them walks the tree again.  ``PythonFacts`` is public: the
+attributes below are documented and stable for the other rule families (HS13x-HS19x, HS3xx).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Iterator, Mapping
+
+from .catalog import op_family
+from .flow import EMPTY, Flow
+from .module import Extension, HostModule
+
+
+# ---------------------------------------------------------------------------------------- records
+@dataclass(frozen=True)
+class FunctionInfo:
+    """A Python function reachable from forward (forward itself included)."""
+
+    qualname: str  # ``ModelNew.forward``, ``helper``, ``ReluFn.forward``, ``Block.forward``
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+    cls: str | None  # the class it is defined in
+    kind: str  # forward | method | function | autograd | submodule
+
+
+@dataclass(frozen=True)
+class CallEdge:
+    caller: str
+    callee: str
+    node: ast.Call
+
+
+@dataclass(frozen=True)
+class TorchOp:
+    """A torch computation: ``torch.matmul``, ``Tensor.sum``, ``torch.nn.Conv2d`` (a module call), ``+``."""
+
+    id: int
+    name: str  # canonical: torch.matmul, torch.nn.functional.relu, Tensor.sum, torch.nn.Conv2d, torch.add
+    node: ast.AST
+    function: str
+    kind: str  # call | method | module | operator
+    # the modules inside an nn.Sequential / ModuleList call
+    members: tuple[str, ...] = ()
+
+    @property
+    def line(self) -> int:
+        return getattr(self.node, "lineno", 0)
+
+    @property
+    def family(self) -> str:
+        return op_family(self.name)
+
+    @property
+    def families(self) -> frozenset[str]:
+        return frozenset([self.family, *(op_family(m) for m in self.members)])
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """A custom kernel launch: an extension function, a Triton launch, ``torch.ops.<ns>.<op>``, cupy."""
+
+    id: int
+    kind: str  # extension | triton | torch_ops | cupy
+    name: str  # graph node name: export:<ext>.<fn>, triton:<kernel>, op:<ns>.<op>, cupy:<name>
+    target: str  # the function / kernel name
+    node: ast.Call
+    function: str
+    extension: str | None = None
+    # forward arguments whose values reach the kernel's arguments
+    input_args: frozenset[str] = frozenset()
+    # whether the call's result is used (False: an expression statement, e.g. a Triton launch)
+    result_used: bool = True
+
+    @property
+    def line(self) -> int:
+        return self.node.lineno
+
+
+@dataclass(frozen=True)
+class Alloc:
+    id: int
+    name: str  # torch.empty_like, torch.full, Tensor.new_zeros
+    node: ast.Call
+    function: str
+    fill: str  # uninitialised | constant | random | data
+    # the fill value of full / full_like / new_full when it is a literal
+    value: float | int | bool | None = None
+
+    @property
+    def line(self) -> int:
+        return self.node.lineno
+
+
+@dataclass
+class Return:
+    """One ``return`` in reachable code; ``flow`` joins every context it was reached in."""
+
+    node: ast.Return
+    function: str
+    depth: int  # 0 for forward's own returns, 1 for a helper called from forward, ...
+    flow: Flow
+
+    @property
+    def line(self) -> int:
+        return self.node.lineno
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """An in-place write into a forward argument (or a view of one)."""
+
+    node: ast.AST
+    function: str
+    arg: str
+    how: str  # ``x.relu_()``, ``x[...] =``, ``out=x``, ``inplace=True``, ``x +=``, ``kernel writes x``
+    kind: str  # method | setitem | augassign | out | inplace | kernel | data | function
+
+    @property
+    def line(self) -> int:
+        return getattr(self.node, "lineno", 0)
+
+
+@dataclass(frozen=True)
+class Slice:
+    """A strided (``x[:, ::16]``) or first-row (``x[0:1]``, ``x[:, :1]``) slice of a tensor."""
+
+    id: int
+    node: ast.AST
+    function: str
+    kind: str  # strided | first
+    base: str  # source text of the sliced expression
+    step: int = 1
+    start: int = 0
+    axis: int = 0
+
+
+@dataclass(frozen=True)
+class PartialUse:
+    """A slice consumed so that only part of the input decides the output (class 15)."""
+
+    id: int
+    slice: Slice
+    consumer: ast.AST
+    op: str  # the reduction or broadcast: torch.sum, Tensor.expand, ...
+    kind: str  # strided-reduction | first-broadcast
+
+    @property
+    def line(self) -> int:
+        return getattr(self.consumer, "lineno", 0)
+
+
+@dataclass(frozen=True)
+class Condition:
+    node: ast.expr
+    flow: Flow
+    # forward arguments whose *values* the condition reads (empty for shape / dtype checks)
+    value_args: frozenset[str]
+    # the constructs that read values: (source text, node), e.g. ("x.min().item()", <Call>)
+    value_reads: tuple[tuple[str, ast.AST], ...]
+    # forward arguments whose metadata (shape, dtype, numel, contiguity, device) it reads
+    meta_args: frozenset[str]
+    # integer literals compared with metadata: (value, node), including names folded to ints
+    shape_literals: tuple[tuple[int, ast.AST], ...]
+    # state read: ``self.flag``, ``cuda_available`` (module globals), ``ext`` (an extension name)
+    state: frozenset[str]
+
+    @property
+    def value_dependent(self) -> bool:
+        return bool(self.value_args)
+
+    @property
+    def metadata_only(self) -> bool:
+        return not self.value_args and bool(self.meta_args)
+
+    @property
+    def line(self) -> int:
+        return self.node.lineno
+
+
+@dataclass(frozen=True)
+class Arm:
+    """What one arm of a branch (or a try body / handler) does, inlined helpers included."""
+
+    label: str  # body | orelse | after | try | handler | else
+    first_line: int
+    last_line: int
+    kernels: tuple[KernelCall, ...] = ()
+    ops: tuple[TorchOp, ...] = ()
+    allocs: tuple[Alloc, ...] = ()
+    returns: tuple[Return, ...] = ()  # returns of the branch's own function reached in this arm
+    raises: bool = False
+    # flows of names bound in this arm, as they stand at its end (``out = x`` / ``out = ext.f(x)``)
+    bindings: Mapping[str, Flow] = field(default_factory=dict)
+    # for a ternary: the flow of the arm's expression
+    value: Flow | None = None
+    terminates: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return self.first_line == 0
+
+
+@dataclass(frozen=True)
+class Branch:
+    node: ast.AST
+    kind: str  # if | while | ifexp | assert
+    function: str
+    depth: int
+    condition: Condition
+    body: Arm
+    # the else arm; for ``if c: return ...`` with no else, the rest of the function (label "after")
+    orelse: Arm
+
+    @property
+    def line(self) -> int:
+        return self.node.lineno
+
+    @property
+    def arms(self) -> tuple[Arm, Arm]:
+        return (self.body, self.orelse)
+
+
+@dataclass(frozen=True)
+class Handler:
+    node: ast.ExceptHandler
+    types: tuple[str, ...]  # canonical exception names; () for a bare except
+    broad: bool  # bare, Exception, BaseException, RuntimeError-style catch-alls
+    arm: Arm
+
+    @property
+    def line(self) -> int:
+        return self.node.lineno
+
+
+@dataclass(frozen=True)
+class TryBlock:
+    node: ast.Try
+    function: str
+    depth: int
+    body: Arm
+    handlers: tuple[Handler, ...]
+
+    @property
+    def line(self) -> int:
+        return self.node.lineno
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A ``self`` attribute assigned in ``__init__`` that holds parameters, modules or tensors."""
+
+    attr: str  # dotted from the model: ``fc``, ``block.conv`` (inside a submodule defined in the file)
+    kind: str  # module | parameter | buffer | tensor | local | container | stateless | callable | extension | unknown | config
+    cls: str  # canonical class or factory: torch.nn.Linear, torch.nn.Parameter, Block, torch.randn
+    node: ast.AST
+    # learnable tensors that decide the output: ("weight", "bias") for Linear(bias=True)
+    params: tuple[str, ...] = ()
+    # default initialisation is the identity (BatchNorm, LayerNorm, Parameter(torch.ones(...)))
+    identity_init: bool = False
+    # for callables: what the attribute refers to (``ext.relu``, ``torch.relu``, ``Fn.apply``)
+    target: str = ""
+
+    @property
+    def line(self) -> int:
+        return getattr(self.node, "lineno", 0)
+
+    @property
+    def holds_parameters(self) -> bool:
+        return self.kind in ("module", "parameter", "buffer", "tensor", "local", "container")
+
+
+@dataclass(frozen=True)
+class ReferenceUse:
+    """Where the candidate reuses the reference model (class 12)."""
+
+    node: ast.AST
+    kind: str  # inherits | super-forward | model-forward | instantiate | import | calls-instance
+    detail: str
+    reachable: bool  # inside forward-reachable code
+
+    @property
+    def line(self) -> int:
+        return getattr(self.node, "lineno", 0)
+
+
+# ---------------------------------------------------------------------------------------- the facts
+@dataclass
+class PythonFacts:
+    host: HostModule
+    # the model class analysed (``ModelNew``, or the nn.Module subclass with a forward), if any
+    model: ast.ClassDef | None = None
+    model_name: str | None = None
+    # canonical names of the model's bases (``torch.nn.Module``, ``Model``)
+    bases: tuple[str, ...] = ()
+    forward: FunctionInfo | None = None
+    init: FunctionInfo | None = None
+    # forward's parameters after self, in order (``*args`` as ``args``)
+    args: tuple[str, ...] = ()
+    # annotation text per forward parameter (``torch.Tensor``, ``float``)
+    arg_annotations: Mapping[str, str] = field(default_factory=dict)
+    # every function analysed from forward, forward first
+    functions: dict[str, FunctionInfo] = field(default_factory=dict)
+    calls: list[CallEdge] = field(default_factory=list)
+    ops: list[TorchOp] = field(default_factory=list)
+    kernels: list[KernelCall] = field(default_factory=list)
+    allocs: list[Alloc] = field(default_factory=list)
+    returns: list[Return] = field(default_factory=list)
+    branches: list[Branch] = field(default_factory=list)
+    tries: list[TryBlock] = field(default_factory=list)
+    mutations: list[Mutation] = field(default_factory=list)
+    slices: list[Slice] = field(default_factory=list)
+    partials: list[PartialUse] = field(default_factory=list)
+    # ``self`` attribute chains read in reachable code (``fc``, ``fc.weight``, ``block.conv.bias``)
+    attr_reads: dict[str, list[ast.AST]] = field(default_factory=dict)
+    # ``self.parameters()``, ``getattr(self, name)``, ``self.__dict__``: reads the analysis cannot name
+    dynamic_self_access: list[ast.AST] = field(default_factory=list)
+    # parameter holders and other members assigned in __init__ (and submodule classes' __init__)
+    holders: dict[str, Holder] = field(default_factory=dict)
+    # attributes computed in __init__ from other attributes: ``w_t`` -> {``fc.weight``}
+    derived: dict[str, frozenset[str]] = field(default_factory=dict)
+    # names recording whether a kernel compiled or ran: ``cuda_available``, ``self.use_custom`` -> why
+    fallback_flags: dict[str, str] = field(default_factory=dict)
+    reference_uses: list[ReferenceUse] = field(default_factory=list)
+    # the analysis gave up somewhere (depth, budget): absence of evidence is weaker
+    truncated: bool = False
+    _flows: dict[ast.AST, Flow] = field(default_factory=dict, repr=False)
+
+    # ------------------------------------------------------------------ queries
+    def flow_of(self, node: ast.AST) -> Flow | None:
+        """The flow computed for an expression node in reachable code (joined over contexts)."""
+        return self._flows.get(node)
+
+    @property
+    def forward_returns(self) -> list[Return]:
+        """forward's own ``return`` statements (depth 0)."""
+        return [r for r in self.returns if r.depth == 0]
+
+    @cached_property
+    def output(self) -> Flow:
+        """The join of every value forward returns."""
+        return Flow.join_all([r.flow for r in self.forward_returns])
+
+    @property
+    def defines_kernel(self) -> bool:
+        """The file compiles an extension, defines a Triton kernel, or calls a custom ``torch.ops`` op."""
+        return bool(self.host.extensions or self.host.triton_kernels or any(k.kind == "torch_ops" for k in self.kernels))
+
+    @property
+    def kernel_reached(self) -> bool:
+        return bool(self.kernels)
+
+    def op(self, op_id: int) -> TorchOp:
+        return self.ops[op_id]
+
+    def kernel(self, kernel_id: int) -> KernelCall:
+        return self.kernels[kernel_id]
+
+    def ops_of(self, flow: Flow) -> list[TorchOp]:
+        return sorted((self.ops[i] for i in flow.ops), key=lambda o: (o.line, o.name))
+
+    def kernels_of(self, flow: Flow) -> list[KernelCall]:
+        return sorted((self.kernels[i] for i in flow.kernels), key=lambda k: k.line)
+
+    def allocs_of(self, flow: Flow) -> list[Alloc]:
+        return sorted((self.allocs[i] for i in flow.allocs), key=lambda a: a.line)
+
+    def partials_of(self, flow: Flow) -> list[PartialUse]:
+        return sorted((self.partials[i] for i in flow.partial), key=lambda p: p.line)
+
+    def reads(self, chain: str) -> bool:
+        """Whether reachable code reads ``self.<chain>`` or something inside it."""
+        if chain in self.attr_reads:
+            return True
+        prefix = chain + "."
+        return any(k.startswith(prefix) for k in self.attr_reads)
+
+    def extension_calls(self) -> Iterator[tuple[KernelCall, Extension | None]]:
+        by_name = {e.name: e for e in self.host.extensions}
+        for k in self.kernels:
+            if k.kind == "extension":
+                yield k, by_name.get(k.extension or "")
+
+
+def build_python_facts(host: HostModule, class_name: str | None = None) -> PythonFacts:
+    """Facts for the candidate model (``ModelNew``), or for ``class_name`` (``Model`` in a reference)."""
+    from .dataflow import analyse
+
+    return analyse(host, class_name)
+
+
+__all__ = [
+    "Alloc", "Arm", "Branch", "CallEdge", "Condition", "FunctionInfo", "Handler", "Holder", "KernelCall",
+    "Mutation", "PartialUse", "PythonFacts", "ReferenceUse", "Return", "Slice", "TorchOp", "TryBlock",
+    "build_python_facts", "Flow", "EMPTY",
+]

@@ -1,0 +1,107 @@
+"""The abstract value of the host data-flow analysis: what a Python value depends on.
+
+A ``Flow`` is a may-analysis summary of one value in ``forward`` (or a function reachable from it):
+which forward arguments' *values* reach it, which only reach it through metadata (shape, dtype),
+which it may alias (same storage), and which custom kernel launches, torch compute ops and
+allocations lie on its path.  Joins are unions, so a value produced on two paths carries the
+union of both: rules that care about one path (a fallback arm) look at the arm, not the join.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_E: frozenset = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Flow:
+    # forward arguments whose values reach this value (``x``, ``x.sum()``, ``x.item()``)
+    inputs: frozenset[str] = _E
+    # forward arguments whose metadata only reaches it (``x.shape[0]``, ``torch.empty_like(x)``)
+    meta: frozenset[str] = _E
+    # forward arguments this value may share storage with (``x``, ``x.view(-1)``, ``x.contiguous()``)
+    alias: frozenset[str] = _E
+    # ids of ``KernelCall`` records on its path (custom CUDA / C++ / Triton / torch.ops launches)
+    kernels: frozenset[int] = _E
+    # ids of ``TorchOp`` records on its path (torch compute: matmul, relu, nn modules, operators)
+    ops: frozenset[int] = _E
+    # ids of ``Alloc`` records on its path (empty, zeros, full, rand ...)
+    allocs: frozenset[int] = _E
+    # state read into it: ``self.fc.weight`` (as ``self.fc.weight``), module globals (``global:cache``)
+    state: frozenset[str] = _E
+    # lines of calls the analysis could not classify (a library call, an unknown object's method)
+    opaque: frozenset[int] = _E
+    # ids of ``Slice`` records (strided or first-row slices) not yet consumed
+    slices: frozenset[int] = _E
+    # ids of ``PartialUse`` records: a strided slice reduced, or a first row broadcast
+    partial: frozenset[int] = _E
+
+    # ------------------------------------------------------------------ combination
+    def join(self, other: "Flow") -> "Flow":
+        if other is self or other is EMPTY:
+            return self
+        if self is EMPTY:
+            return other
+        return Flow(
+            self.inputs | other.inputs, self.meta | other.meta, self.alias | other.alias,
+            self.kernels | other.kernels, self.ops | other.ops, self.allocs | other.allocs,
+            self.state | other.state, self.opaque | other.opaque, self.slices | other.slices,
+            self.partial | other.partial,
+        )
+
+    @staticmethod
+    def join_all(flows: "list[Flow] | tuple[Flow, ...]") -> "Flow":
+        out = EMPTY
+        for f in flows:
+            out = out.join(f)
+        return out
+
+    def fresh(self) -> "Flow":
+        """The same dependencies in new storage (the result of a computation)."""
+        if not self.alias:
+            return self
+        return Flow(self.inputs, self.meta, _E, self.kernels, self.ops, self.allocs, self.state, self.opaque,
+                    self.slices, self.partial)
+
+    def metadata(self) -> "Flow":
+        """Only the shape/dtype of this value: its value dependencies become metadata dependencies."""
+        return Flow(meta=self.meta | self.inputs | self.alias)
+
+    def with_(self, **kw: frozenset) -> "Flow":
+        d = {f: getattr(self, f) for f in self.__slots__}
+        for k, v in kw.items():
+            d[k] = d[k] | v
+        return Flow(**d)
+
+    # ------------------------------------------------------------------ predicates used by rules
+    @property
+    def tensorish(self) -> bool:
+        """Holds (or may hold) a tensor rather than a shape, a flag or a constant."""
+        return bool(self.inputs or self.alias or self.kernels or self.ops or self.allocs or self.state)
+
+    @property
+    def through_kernel(self) -> bool:
+        return bool(self.kernels)
+
+    @property
+    def computed(self) -> bool:
+        return bool(self.ops)
+
+    @property
+    def understood(self) -> bool:
+        """No unknown call and no external state on the path: the other predicates are trustworthy."""
+        return not self.opaque and not self.state
+
+    @property
+    def passthrough(self) -> bool:
+        """Only an input (or a view / cast / copy of one): no kernel, no compute, nothing unknown."""
+        return bool(self.inputs) and not self.kernels and not self.ops and self.understood
+
+    @property
+    def constant(self) -> bool:
+        """Independent of input values: a literal or an allocation shaped like an input, nothing else."""
+        return not self.inputs and not self.kernels and not self.ops and self.understood
+
+
+EMPTY = Flow()
