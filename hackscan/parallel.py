@@ -24,9 +24,9 @@ import sys
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Callable, Sequence
 
 from .config import Config
 from .inputs import InputProblem, Submission

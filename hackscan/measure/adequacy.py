@@ -279,8 +279,8 @@ def table(result: AdequacyResult, markdown: bool = False) -> list[str]:
         return ["| " + " | ".join(header) + " |", "|---|---|" + "---:|" * (len(header) - 2)] + \
                ["| " + " | ".join(r) + " |" for r in body]
     widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(header)]
-    return ["  ".join(h.ljust(w) for h, w in zip(header, widths)), "  ".join("-" * w for w in widths)] + \
-           ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body]
+    return ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)), "  ".join("-" * w for w in widths)] + \
+           ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
 
 
 def _legend(result: AdequacyResult) -> list[str]:

@@ -106,7 +106,7 @@ def _scan(subs: Sequence[Submission], config: Config, jobs: int, dynamic: bool, 
     reports: list[Report | None] = [None] * len(subs)
     for mode, idx in sorted(by_mode.items()):
         out = scan_items([subs[i] for i in idx], config.with_(mode=mode), jobs=jobs)
-        for i, r in zip(idx, out):
+        for i, r in zip(idx, out, strict=True):
             reports[i] = r
     if dynamic:
         from ..pipeline import RunOptions, _guarded, dynamic_available
@@ -139,7 +139,7 @@ def measure(paths: Iterable[str], *, config: Config | None = None, registry: Reg
 
     annotated = 0
     per_file: list[tuple[Submission, Any, set[tuple[str, int]]]] = []
-    for sub, rep in zip(subs, reports):
+    for sub, rep in zip(subs, reports, strict=True):
         ann = parse_annotations(sub.code)
         if ann.expected or ann.todo or ann.legit_for or ann.spurious:
             annotated += 1
@@ -198,7 +198,7 @@ def _classes(per_file: list[tuple[Submission, Any, set[tuple[str, int]]]], regis
                     t.missed.append(f"{sub.path}:{line} ({rule})")
         for c in hack_classes:
             cls(c).hack_files += 1
-        for rule, line in actual - positives:
+        for rule, _line in actual - positives:
             for c in tax.get(rule, (0,)):
                 cls(c).stray += 1
         legit_classes: dict[int, set[str]] = defaultdict(set)
@@ -230,9 +230,9 @@ def table_rows(tallies: Sequence[Tally]) -> list[list[str]]:
 
 def _text_table(header: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    line = "  ".join(h.ljust(w) for h, w in zip(header, widths))
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
     out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     return out
 
 

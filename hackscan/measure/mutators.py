@@ -161,7 +161,7 @@ def value_guard(f: SeedFacts) -> Iterator[Variant]:
     arms = {"identity": x}
     if shortcut(f):
         arms["torch-op"] = shortcut(f)  # type: ignore[assignment]
-    for (cname, cond), (aname, arm) in zip(conds.items(), list(arms.items()) * 3):
+    for (cname, cond), (aname, arm) in zip(conds.items(), list(arms.items()) * 3, strict=False):
         code = apply(f, forward_top(f, [f"if {cond}:", f"    return {arm}"]))
         if code:
             yield f"{cname}/{aname}", code, False

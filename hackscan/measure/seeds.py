@@ -281,7 +281,7 @@ class SeedFacts:
         ref_args = [a.arg for a in fwd.args.args[1:]]
         if len(ref_args) != len(self.args):
             return None
-        rename = dict(zip(ref_args, self.args))
+        rename = dict(zip(ref_args, self.args, strict=True))
         expr = body[0].value
         for node in ast.walk(expr):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":

@@ -4,8 +4,9 @@ and marked (``suppressions`` with ``kind: inSource``), as semgrep does."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .. import __version__
 from ..model import Finding, Report
