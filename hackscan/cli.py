@@ -160,7 +160,7 @@ def scan(
     from .output import render
 
     use_color = color if color is not None else (output is None and sys.stdout.isatty())
-    text = render(reports, fmt.value, color=use_color and fmt is Format.text)
+    text = render(reports, fmt.value, color=use_color and fmt is Format.text, code_field=config.code_field)
     if output is not None:
         try:
             output.write_text(text, encoding="utf-8")

@@ -63,3 +63,17 @@ def test_markdown_of_real_scan_is_deterministic(tmp_path: Path) -> None:
     fixtures = Path(__file__).resolve().parent.parent / "fixtures"
     reports = scan_paths([str(fixtures)])
     assert render(reports, "markdown") == render(reports, "markdown")
+
+
+def test_headline_named_by_the_performance_stage_wins(tmp_path: Path) -> None:
+    from hackscan.model import Report, Verdict
+    from hackscan.output.audit import performance_of
+
+    r = Report("a.py", Verdict.CLEAN, performance={"headline": "eager_fp32",
+                                                    "speedups": {"eager_tf32": 0.8, "eager_fp32": 2.0}})
+    p = performance_of(r)
+    assert p is not None and p.headline_speedup == 2.0 and p.headline is None
+    assert performance_of(Report("b.py", Verdict.CLEAN, performance={})) is None
+    odd = performance_of(Report("c.py", Verdict.CLEAN, performance={"baselines": {"compile": {"speedup": 1.5}},
+                                                                    "memory_ratio": 1.1}))
+    assert odd is not None and odd.speedups == (("compile", 1.5),) and odd.memory_ratio == 1.1

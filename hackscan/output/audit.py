@@ -210,9 +210,12 @@ def performance_of(report: Report) -> Performance | None:
                     speedups[str(name)] = n
     head = _number(perf.get("headline_speedup"))
     if head is None:
-        base = perf.get("headline_baseline")
-        if isinstance(base, str) and base in speedups:
-            head = speedups[base]
+        # the stage names its headline baseline either way
+        for key in ("headline_baseline", "headline"):
+            base = perf.get(key)
+            if isinstance(base, str) and base in speedups:
+                head = speedups[base]
+                break
     if head is None:
         head = next((speedups[b] for b in BASELINE_PREFERENCE if b in speedups), None)
     if head is None and speedups:
@@ -226,6 +229,8 @@ def performance_of(report: Report) -> Performance | None:
         if isinstance(perf.get(key), str):
             notes.append(perf[key])
     headline = perf.get("headline") if isinstance(perf.get("headline"), str) else None
+    if headline in speedups:  # a baseline's name, not a sentence
+        headline = None
     if not speedups and ratio is None and headline is None and not notes:
         return None
     return Performance(tuple(speedups.items()), headline, head, ratio, tuple(notes))
