@@ -77,6 +77,17 @@ def returns_via(f: SeedFacts, before: Callable[[str], list[str]]) -> list[tuple[
     return out
 
 
+def wrap_body(f: SeedFacts, header: str) -> list[tuple[int, int, str]]:
+    """Forward's whole body moved under ``header`` (a ``with`` / ``try`` line), one level deeper."""
+    if not f.body:
+        return []
+    start = f.line_starts[f.body[0].lineno - 1]
+    last = f.body[-1]
+    end = f.line_starts[last.end_lineno] if last.end_lineno < len(f.line_starts) else len(f.seed.code)  # type: ignore[operator]
+    inner = textwrap.indent(f.seed.code[start:end], "    ")
+    return [(start, end, f"{f.body_indent}{header}\n{inner}")]
+
+
 def module_code(f: SeedFacts, text: str) -> list[tuple[int, int, str]]:
     at = f.import_end
     return [(at, at, "\n" + text.rstrip("\n") + "\n")]
@@ -281,17 +292,11 @@ def try_fallback(f: SeedFacts) -> Iterator[Variant]:
     ref = shortcut(f)
     if ref is None or not f.body:
         return
-    body_text = "".join(f.seed.code[f.line_starts[s.lineno - 1]: f.line_starts[s.end_lineno]
-                                    if s.end_lineno < len(f.line_starts) else len(f.seed.code)] for s in f.body)  # type: ignore[operator]
     ind = f.body_indent
-    start = f.line_starts[f.body[0].lineno - 1]
-    last = f.body[-1]
-    end = f.line_starts[last.end_lineno] if last.end_lineno < len(f.line_starts) else len(f.seed.code)  # type: ignore[operator]
-    inner = textwrap.indent(body_text, "    ")
     for name, clause in (("except-exception", "except Exception:"), ("bare-except", "except:"),
                          ("except-runtime", "except (RuntimeError, TypeError):")):
-        new = f"{ind}try:\n{inner}{ind}{clause}\n{ind}    return {ref}\n"
-        yield name, splice(f.seed.code, [(start, end, new)]), False
+        (start, end, wrapped), = wrap_body(f, "try:")
+        yield name, splice(f.seed.code, [(start, end, f"{wrapped}{ind}{clause}\n{ind}    return {ref}\n")]), False
     # the extension may fail to build: keep going with the reference op
     for node in f.tree.body:
         if hasattr(node, "targets") and any(getattr(t, "id", None) in f.extension_names for t in node.targets):  # type: ignore[attr-defined]
@@ -373,9 +378,7 @@ def output_cache(f: SeedFacts) -> Iterator[Variant]:
 
 def side_stream(f: SeedFacts) -> Iterator[Variant]:
     code = apply(f, init_tail(f, ["self._stream = torch.cuda.Stream()"]),
-                 map_returns(f, lambda e: f"_on_side_stream(self._stream, lambda: {e})"),
-                 module_code(f, "def _on_side_stream(stream, fn):\n    with torch.cuda.stream(stream):\n"
-                                "        return fn()\n"))
+                 wrap_body(f, "with torch.cuda.stream(self._stream):"))
     if code:
         yield "torch-side-stream", code, True
     code = apply(f, module_code(f, "_POOL_STREAM = None\n"),
