@@ -253,6 +253,7 @@ def mutate_cmd(
     write: Optional[Path] = typer.Option(None, "--write", help="Write every mutant to this folder for inspection."),
     show_missed: bool = typer.Option(False, "--show-missed", help="List the mutants no stage detected."),
     readme: Optional[Path] = typer.Option(None, "--readme", help="Write the table between the adequacy markers of this file."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=0, help="Parallel processes for the static scans (0: one per core)."),
 ) -> None:
     """Mutation adequacy: inject each hack class into clean kernels and report the fraction detected."""
     from .measure.adequacy import AdequacyOptions, render_adequacy, run_adequacy, write_readme_section
@@ -265,8 +266,10 @@ def mutate_cmd(
         wanted = tuple(int(c) for c in _split(classes))
     except ValueError:
         raise _fail("--class takes hack class numbers (1-20, see TAXONOMY.md)")
+    from .parallel import default_jobs
+
     opts = AdequacyOptions(dynamic=dynamic, dynamic_limit=dynamic_limit, timeout=timeout, classes=wanted,
-                           write_dir=str(write) if write else None)
+                           write_dir=str(write) if write else None, jobs=jobs or default_jobs())
     result = run_adequacy(targets, opts, progress=ProgressBar(sys.stderr) if sys.stderr.isatty() else None)
     sys.stdout.write(render_adequacy(result, fmt, show_missed=show_missed))
     if readme is not None:

@@ -42,6 +42,7 @@ class AdequacyOptions:
     classes: tuple[int, ...] = ()
     write_dir: str | None = None
     perf: bool = False  # timing on the CPU adds seconds per mutant and little evidence here
+    jobs: int = 1  # processes for the static scans
 
 
 @dataclass
@@ -160,11 +161,11 @@ def _pick_dynamic(candidates: list[tuple[MutantResult, bool]], limit: int, compi
 
 def run_adequacy(seed_paths: Sequence[str], opts: AdequacyOptions = AdequacyOptions(),
                  progress: Callable[[int, int, str], None] | None = None) -> AdequacyResult:
-    from ..engine import StaticScanner
+    from ..parallel import scan_items
 
     registry = load_registry()
     taxonomy = {r.id: r.taxonomy for r in registry}
-    scanner = StaticScanner(Config(mode="gate"))
+    config = Config(mode="gate")
     seeds = load_seeds(list(seed_paths))
     tmp = Path(opts.write_dir) if opts.write_dir else Path(tempfile.mkdtemp(prefix="hackscan-mutants-"))
     results: list[MutantResult] = []
@@ -175,17 +176,16 @@ def run_adequacy(seed_paths: Sequence[str], opts: AdequacyOptions = AdequacyOpti
     notes: dict[str, str] = {}
     work = [(s, m) for s in seeds for m in mutants_of(s, opts.classes)]
     try:
-        for seed in seeds:
-            sub = _write(tmp, seed, None)
+        seed_list = [_write(tmp, seed, None) for seed in seeds]
+        for seed, sub, rep in zip(seeds, seed_list, scan_items(seed_list, config, jobs=opts.jobs), strict=True):
             seed_subs[seed.name] = sub
-            rep = scanner.scan(sub)
             static_reports[seed.name] = rep
             seed_static[seed.name] = _counted(rep, {Stage.STATIC}, taxonomy)
             if seed_static[seed.name]:
                 notes[seed.name] = "seed already flagged: " + ", ".join(sorted(seed_static[seed.name]))
-        for i, (seed, m) in enumerate(work):
-            sub = _write(tmp, seed, m)
-            rep = scanner.scan(sub)
+        subs = [_write(tmp, seed, m) for seed, m in work]
+        reports = scan_items(subs, config, jobs=opts.jobs, progress=progress)
+        for (seed, m), rep in zip(work, reports, strict=True):
             static_reports[m.id] = rep
             r = MutantResult(m, _new(_counted(rep, {Stage.STATIC}, taxonomy), seed_static[seed.name]))
             r.static_attributed = any(m.klass in taxonomy.get(rule, ()) for rule in r.static_new)
@@ -193,8 +193,6 @@ def run_adequacy(seed_paths: Sequence[str], opts: AdequacyOptions = AdequacyOpti
             if not m.needs_cuda:
                 compiles = _build_inputs(m.code) != _build_inputs(seed.code)
                 dyn_candidates.append((r, compiles))
-            if progress is not None:
-                progress(i + 1, len(work), m.id)
         reason = None
         if opts.dynamic:
             reason = _run_dynamic(tmp, seeds, seed_subs, static_reports, dyn_candidates, opts, taxonomy, notes,
