@@ -126,9 +126,13 @@ class SourceLoader:
         return code.splitlines() if isinstance(code, str) else None
 
 
+# findings about hackscan itself (a crashed rule) point at line 1 only to have a location
+NO_EXCERPT = frozenset({"HS005"})
+
+
 def excerpt_for(f: Finding, loader: SourceLoader, context: int = EXCERPT_CONTEXT) -> Excerpt | None:
     loc = f.location
-    if loc.line <= 0:
+    if loc.line <= 0 or f.rule in NO_EXCERPT:
         return None
     lines = loader.lines_for(loc.path, loc.record)
     if lines is None or loc.line > len(lines):
