@@ -151,6 +151,16 @@ class ScanContext:
         return build_reference_facts(module)
 
     @cached_property
+    def reference_python(self) -> "PythonFacts | None":
+        """The reference's ``Model`` analysed like a candidate: its ops, holders and in-place writes."""
+        module = self.reference_module
+        if module is None:
+            return None
+        from .python.facts import build_python_facts
+
+        return build_python_facts(module, "Model")
+
+    @cached_property
     def graph(self) -> "nx.DiGraph":
         from .graph import build_graph
 
