@@ -65,6 +65,12 @@ def render_text(reports: Sequence[Report], color: bool = False) -> str:
             if headline:
                 line += f"; {headline}"
         out.append(line)
+        if r.performance:
+            from ..perf.render import table  # torch-free; imported only when a report has timings
+
+            block = table(r.performance)
+            if block:
+                out.append(block)
         out.append("")
     total = len(reports)
     out.append(

@@ -1,0 +1,252 @@
+"""Peak and retained memory of a model, counted by the caching allocator *and* by the device.
+
+The caching allocator sees only torch tensors.  A candidate can ``cudaMalloc`` its own buffers or
+make a library allocate workspaces outside it, so the device's free memory (``cudaMemGetInfo``) is
+read too: whatever the device lost that the allocator did not reserve is memory held outside
+torch.  The baseline is taken in the child *before* the candidate is imported, so buffers the
+candidate allocated at import or on its first call (during correctness) still count.
+
+Numbers, in bytes (GPU):
+
+* ``resident``: tensors alive before a call, above the baseline, minus the harness's own input pool
+  (parameters, buffers, caches in Python or in C++ ``static`` tensors);
+* ``call_peak``: the allocator's peak during one call above what was allocated before it
+  (temporaries, workspaces, the output);
+* ``outside``: device memory held outside the allocator since the baseline (raw ``cudaMalloc``,
+  library handles, loaded module code);
+* ``peak`` = resident + call_peak + outside: what the model needs to run once;
+* ``growth_per_call``: bytes that stay allocated after each further call on new inputs (allocator
+  and outside together): a cache that grows with every input.
+
+On the CPU the same names are filled from the process's RSS and its reset-able high-water mark
+(``/proc/self/clear_refs``); ``outside`` is 0 there because RSS already counts everything.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from .plan import InputPlan
+
+
+def _proc_status() -> dict[str, int]:
+    try:
+        text = open("/proc/self/status").read()
+    except OSError:
+        return {}
+    out = {}
+    for key in ("VmRSS", "VmHWM"):
+        m = re.search(key + r":\s+(\d+)\s+kB", text)
+        if m:
+            out[key] = int(m.group(1)) * 1024
+    return out
+
+
+def _reset_peak_rss() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True)
+class MemoryBaseline:
+    device: str
+    allocated: int = 0
+    reserved: int = 0
+    free: int = 0
+    total: int = 0
+    rss: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def baseline(device: torch.device) -> MemoryBaseline:
+    """Memory in use before the candidate exists.  CUDA is initialised here (its context is not
+    the candidate's cost)."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.init()
+        torch.empty(1, device=device)  # creates the context and the allocator's first segment
+        torch.cuda.synchronize(device)
+        free, total = torch.cuda.mem_get_info(device)
+        return MemoryBaseline(str(device), torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device),
+                              free, total, _proc_status().get("VmRSS", 0))
+    return MemoryBaseline(str(device), rss=_proc_status().get("VmRSS", 0))
+
+
+def _outside(device: torch.device, base: MemoryBaseline) -> int:
+    free, _ = torch.cuda.mem_get_info(device)
+    lost = base.free - free
+    grown = torch.cuda.memory_reserved(device) - base.reserved
+    return max(0, lost - grown)
+
+
+def process_device_bytes(device: torch.device) -> int | None:
+    """Device memory this process holds (context included), from NVML; None where it cannot be read
+    (no pynvml, or a PID namespace that hides the process from the driver)."""
+    try:
+        import pynvml  # type: ignore[import-not-found]
+
+        pynvml.nvmlInit()
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        pid = os.getpid()
+        for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+            if proc.pid == pid and proc.usedGpuMemory is not None:
+                return int(proc.usedGpuMemory)
+    except Exception:
+        return None
+    return None
+
+
+def model_tensor_bytes(model: Any, depth: int = 3) -> int:
+    """Bytes of the distinct tensors a model holds: parameters, buffers, and tensors kept in
+    attributes, lists and dicts of its modules (a Python-side output cache counts)."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+
+    def add(t: torch.Tensor) -> None:
+        nonlocal total
+        try:
+            st = t.untyped_storage()
+            key = (st.data_ptr(), st.nbytes())
+        except (RuntimeError, NotImplementedError):
+            return
+        if key[1] and key not in seen:
+            seen.add(key)
+            total += key[1]
+
+    def walk(obj: Any, d: int) -> None:
+        if isinstance(obj, torch.Tensor):
+            add(obj)
+        elif d > 0 and isinstance(obj, (list, tuple, set)):
+            for x in list(obj)[:10_000]:
+                walk(x, d - 1)
+        elif d > 0 and isinstance(obj, dict):
+            for x in list(obj.values())[:10_000]:
+                walk(x, d - 1)
+
+    modules = list(model.modules()) if isinstance(model, torch.nn.Module) else [model]
+    for m in modules:
+        if isinstance(m, torch.nn.Module):
+            for p in m.parameters(recurse=False):
+                add(p)
+            for b in m.buffers(recurse=False):
+                add(b)
+        for value in getattr(m, "__dict__", {}).values():
+            if not isinstance(value, torch.nn.Module):
+                walk(value, depth)
+    return total
+
+
+def measure(call: Callable[[list[Any]], Any], model: Any, plan: InputPlan, device: torch.device,
+            base: MemoryBaseline | None, start: int, repeats: int, sync: Callable[[], None],
+            harness_bytes: int = 0) -> dict[str, Any]:
+    """Measure one call on inputs ``start`` and ``repeats`` more calls for growth (see module doc).
+
+    ``harness_bytes`` are the measuring harness's own allocations made after the baseline (the
+    input pool, the cache-flush buffer); they are not the model's.
+    """
+    gc.collect()  # once: tensors in reference cycles must not count as the model's
+    if device.type == "cuda":
+        return _measure_cuda(call, model, plan, device, base, start, repeats, sync, harness_bytes)
+    return _measure_cpu(call, model, plan, base, start, repeats, harness_bytes)
+
+
+def _growth(held: list[int]) -> float:
+    return (held[-1] - held[0]) / (len(held) - 1) if len(held) >= 2 else 0.0
+
+
+def _measure_cuda(call: Callable[[list[Any]], Any], model: Any, plan: InputPlan, device: torch.device,
+                  base: MemoryBaseline | None, start: int, repeats: int, sync: Callable[[], None],
+                  harness_bytes: int) -> dict[str, Any]:
+    base = base or MemoryBaseline(str(device))
+    known = bool(base.free)
+    inputs = plan.inputs_for(start)
+    sync()
+    torch.cuda.empty_cache()
+    alloc0 = torch.cuda.memory_allocated(device)
+    reserved0 = torch.cuda.memory_reserved(device)
+    free0, _ = torch.cuda.mem_get_info(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    out = call(inputs)
+    sync()
+    call_peak = max(0, torch.cuda.max_memory_allocated(device) - alloc0)
+    del out
+    sync()
+    free1, _ = torch.cuda.mem_get_info(device)
+    reserved1 = torch.cuda.memory_reserved(device)
+    outside_during_call = max(0, (free0 - free1) - (reserved1 - reserved0))
+    outside = _outside(device, base) if known else outside_during_call
+    resident = max(0, alloc0 - base.allocated - harness_bytes) if known else model_tensor_bytes(model)
+    held: list[int] = []
+    for r in range(repeats):
+        out = call(plan.inputs_for(start + 1 + r))
+        sync()
+        del out
+        sync()
+        free_r, _ = torch.cuda.mem_get_info(device)
+        # allocator bytes plus whatever the device lost outside the allocator since the first call
+        held.append(torch.cuda.memory_allocated(device)
+                    + max(0, (free1 - free_r) - (torch.cuda.memory_reserved(device) - reserved1)))
+    process = process_device_bytes(device)
+    return {
+        "kind": "cuda",
+        "resident": resident,
+        "state": model_tensor_bytes(model),
+        "call_peak": call_peak,
+        "outside": outside,
+        "outside_during_call": outside_during_call,
+        "peak": resident + call_peak + outside,
+        "held_after_calls": held,
+        "growth_per_call": _growth(held),
+        "baseline_known": known,
+        "process_bytes": process,
+        "process_outside": None if process is None else max(0, process - torch.cuda.memory_reserved(device)),
+        "harness_bytes": harness_bytes,
+    }
+
+
+def _measure_cpu(call: Callable[[list[Any]], Any], model: Any, plan: InputPlan, base: MemoryBaseline | None,
+                 start: int, repeats: int, harness_bytes: int) -> dict[str, Any]:
+    inputs = plan.inputs_for(start)
+    rss0 = _proc_status().get("VmRSS", 0)
+    peak_known = _reset_peak_rss()
+    out = call(inputs)
+    hwm = _proc_status().get("VmHWM", 0)
+    call_peak = max(0, hwm - rss0) if peak_known else 0
+    del out
+    # RSS also grows with every module imported after the baseline (a compiled extension pulls in
+    # setuptools), so on the CPU the model's resident memory is the tensors it holds
+    resident = model_tensor_bytes(model)
+    rss_growth = max(0, rss0 - base.rss - harness_bytes) if base and base.rss else 0
+    held: list[int] = []
+    for r in range(repeats):
+        out = call(plan.inputs_for(start + 1 + r))
+        del out
+        held.append(_proc_status().get("VmRSS", 0))
+    return {
+        "kind": "rss",
+        "resident": resident,
+        "state": resident,
+        "call_peak": call_peak,
+        "outside": 0,
+        "outside_during_call": 0,
+        "peak": resident + call_peak,
+        "held_after_calls": held,
+        "growth_per_call": _growth(held),
+        "baseline_known": bool(base and base.rss),
+        "peak_known": peak_known,
+        "rss_growth_since_baseline": rss_growth,
+        "harness_bytes": harness_bytes,
+    }

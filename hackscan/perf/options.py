@@ -1,0 +1,96 @@
+"""How a measurement is taken: iteration counts, budgets, input rotation, hidden distributions.
+
+Plain data shared by both halves (the parent sends it to the children as JSON).  GPU defaults are
+fixed counts, as a benchmark should be; CPU defaults are adaptive within a time budget because CPU
+timing exists here for CI and for CPU-only candidates, and a scan of a folder must stay fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Mapping
+
+# Hidden input distributions derived from the original inputs (floating tensors only):
+#   mixed:   (x - 0.5) * 4  -> rand's [0, 1) becomes [-2, 2): breaks min >= 0 / max < 1 guards
+#   negated: -x             -> sign-flipped, same magnitudes
+HIDDEN_DISTRIBUTIONS = ("mixed", "negated")
+
+
+@dataclass(frozen=True)
+class PerfOptions:
+    warmup: int = 5
+    iterations: int = 30
+    # the series is cut short (never below min_iterations) when it would take longer than this
+    time_budget_s: float = 10.0
+    min_iterations: int = 5
+    # adaptive counts (CPU): iterations = clamp(budget / estimate, min_iterations, iterations)
+    adaptive: bool = False
+    # fresh input sets rotated across iterations; each reuse of a set gets new values (a roll)
+    input_sets: int = 4
+    # cap on the bytes the input pool may hold (the pool keeps an original and a working copy)
+    input_pool_bytes: int = 2 << 30
+    # bytes written between iterations to evict the last-level cache; None = 2x the cache size
+    flush_bytes: int | None = None
+    hidden: tuple[str, ...] = HIDDEN_DISTRIBUTIONS
+    hidden_iterations: int = 10
+    hidden_budget_s: float = 3.0
+    fingerprint_samples: int = 256
+    memory_repeats: int = 4
+    # torch.compile baseline: "auto" = on CUDA only, "always", "never"
+    compile: str = "auto"
+    compile_mode: str = "default"
+    # calls to reference outputs for validation: indices 0 .. validate_upto-1 (None = warmup + iterations)
+    validate_upto: int | None = None
+    # the calls of the outside-clock check (back-to-back, one synchronisation at the end)
+    spin_budget_s: float = 1.0
+    seed: int = 20240917
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def for_device(cls, device: str, **overrides: Any) -> PerfOptions:
+        """Defaults for ``cuda`` (fixed counts) or ``cpu`` (adaptive, about a second per series)."""
+        if device.startswith("cuda"):
+            base = cls()
+        else:
+            base = cls(warmup=1, iterations=20, min_iterations=3, time_budget_s=1.0, adaptive=True,
+                       input_sets=3, input_pool_bytes=512 << 20, hidden_iterations=5, hidden_budget_s=0.5,
+                       memory_repeats=3, spin_budget_s=0.5)
+        return base.with_(**overrides) if overrides else base
+
+    def with_(self, **changes: Any) -> PerfOptions:
+        known = {f.name for f in fields(self)}
+        unknown = set(changes) - known
+        if unknown:
+            raise ValueError(f"unknown perf options: {', '.join(sorted(unknown))}")
+        if "hidden" in changes and changes["hidden"] is not None:
+            changes["hidden"] = tuple(changes["hidden"])
+        return replace(self, **changes)
+
+    @property
+    def calls(self) -> int:
+        """Calls of one full series (warm-up included): the indices the reference must validate."""
+        return self.validate_upto if self.validate_upto is not None else max(self.warmup, 1) + self.iterations
+
+    def compile_enabled(self, device: str) -> bool:
+        if self.compile == "always":
+            return True
+        if self.compile == "never":
+            return False
+        return device.startswith("cuda")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["hidden"] = list(self.hidden)
+        out["extra"] = dict(self.extra)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PerfOptions:
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        if "hidden" in kwargs:
+            kwargs["hidden"] = tuple(kwargs["hidden"])
+        unknown = [h for h in kwargs.get("hidden", ()) if h not in HIDDEN_DISTRIBUTIONS]
+        if unknown:
+            raise ValueError(f"unknown hidden distributions: {unknown}")
+        return cls(**kwargs)

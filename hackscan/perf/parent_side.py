@@ -1,0 +1,501 @@
+"""The parent's half: turn the two workers' raw measurements into ``Report.performance`` and HS6xx
+findings.  Pure Python: no torch, no numpy, nothing unpickled.
+
+Both raw dicts come from processes that ran untrusted code (the reference may be the candidate's
+own file), so every field is read defensively: a malformed or forged dict yields "not measured"
+or a finding, never an exception.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..config import Config
+from ..model import Confidence, Finding, Location, Severity, Stage
+from ..registry import Registry, load_registry
+from . import SCHEMA
+from .compare import Agreement, compare_outputs
+from .stats import median_of, ratio, summarize
+
+MIB = float(1 << 20)
+LABELS = {"eager_fp32": "eager fp32", "eager_tf32": "eager TF32", "compile": "torch.compile"}
+
+
+# ----------------------------------------------------------------------------- defensive reading
+def _d(x: Any) -> dict[str, Any]:
+    return x if isinstance(x, dict) else {}
+
+
+def _f(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _floats(x: Any) -> list[float]:
+    if not isinstance(x, list):
+        return []
+    return [v for v in (_f(e) for e in x[:100_000]) if v is not None]
+
+
+def _s(x: Any, limit: int = 500) -> str:
+    return str(x)[:limit] if x is not None else ""
+
+
+@dataclass
+class _Series:
+    event: dict[str, Any]
+    wall: dict[str, Any]
+    indices: list[int]
+    warmup: list[int]
+    fingerprints: dict[str, Any]
+    error: str | None
+    new_threads: list[str]
+
+    @classmethod
+    def read(cls, raw: Any) -> _Series:
+        raw = _d(raw)
+        fps = raw.get("fingerprints")
+        return cls(
+            event=summarize(_floats(raw.get("event_ms"))),
+            wall=summarize(_floats(raw.get("wall_ms"))),
+            indices=[i for i in raw.get("indices", []) if isinstance(i, int)] if isinstance(raw.get("indices"), list) else [],
+            warmup=[i for i in raw.get("warmup", []) if isinstance(i, int)] if isinstance(raw.get("warmup"), list) else [],
+            fingerprints=fps if isinstance(fps, dict) else {},
+            error=_s(raw.get("error"), 2000) or None,
+            new_threads=[_s(t, 100) for t in raw.get("new_threads", [])][:20] if isinstance(raw.get("new_threads"), list) else [],
+        )
+
+    def claimed(self, cuda: bool) -> float | None:
+        return median_of(self.event if cuda else self.wall)
+
+
+def anchor_line(code: str) -> int:
+    """The line of ``ModelNew.forward`` (where performance findings are reported), else of
+    ``class ModelNew``, else 1.  Parses the candidate; never runs it."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return 1
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "forward":
+                    return item.lineno
+            return node.lineno
+    return 1
+
+
+# ----------------------------------------------------------------------------- findings
+@dataclass
+class _Emitter:
+    registry: Registry
+    location: Location
+    config: Config | None
+    ctx: Any
+    findings: list[Finding] = field(default_factory=list)
+
+    def options(self, rule_id: str) -> dict[str, Any]:
+        rule = self.registry.get(rule_id)
+        merged = dict(rule.options)
+        if self.config is not None:
+            merged = self.config.options_for(rule_id, merged)
+        ctx_opts = _d(_d(getattr(self.ctx, "options", None)).get("rules")).get(rule_id)
+        if isinstance(ctx_opts, dict):
+            merged.update(ctx_opts)
+        return merged
+
+    def emit(self, rule_id: str, args: Mapping[str, Any], evidence: Mapping[str, Any],
+             severity: Severity | None = None, confidence: Confidence | None = None) -> None:
+        rule = self.registry.get(rule_id)
+        try:
+            message = rule.message.format(**args)
+        except (KeyError, ValueError, IndexError):
+            message = rule.summary
+        if self.config is not None and rule_id in self.config.severity:
+            severity = self.config.severity[rule_id]
+        if self.ctx is not None and hasattr(self.ctx, "finding"):
+            self.findings.append(self.ctx.finding(rule_id, message, evidence=dict(evidence), severity=severity,
+                                                  confidence=confidence))
+            return
+        self.findings.append(Finding(rule=rule.id, name=rule.name, severity=severity or rule.severity,
+                                     confidence=confidence or rule.confidence, message=message,
+                                     location=self.location, stage=Stage.PERFORMANCE, evidence=dict(evidence)))
+
+
+# ----------------------------------------------------------------------------- evaluation
+def evaluate(candidate_raw: Mapping[str, Any] | None, reference_raw: Mapping[str, Any] | None, ctx: Any = None, *,
+             location: Location | None = None, config: Config | None = None,
+             outside: Mapping[str, Any] | None = None,
+             registry: Registry | None = None) -> tuple[dict[str, Any], list[Finding]]:
+    """``(Report.performance, findings)`` from the candidate's and the reference's raw measurements.
+
+    ``ctx`` is the dynamic stage's ``PerfContext`` (findings are then built by ``ctx.finding``);
+    without it, findings are located at ``location``.  ``outside`` is the parent's own timing of
+    back-to-back calls: ``{"calls": n, "parent_s": seconds, "rtt_s": seconds}`` (optional).
+    """
+    em = _Emitter(registry or load_registry(), location or Location("<candidate>"), config, ctx)
+    if outside is None and ctx is not None:
+        outside = getattr(ctx, "outside", None)
+    errors = _d(getattr(ctx, "errors", None))
+    cand, ref = _d(candidate_raw), _d(reference_raw)
+    why = _not_measured(cand, ref, errors)
+    if why:
+        return {"measured": False, "reason": why}, []
+    try:
+        perf = _evaluate(cand, ref, em, _d(outside) if outside else None)
+    except Exception as exc:  # a forged dict that slipped past the readers: report, do not crash the scan
+        return {"measured": False, "reason": f"malformed measurement ({type(exc).__name__}: {_s(exc, 200)})"}, []
+    return perf, em.findings
+
+
+def _not_measured(cand: dict[str, Any], ref: dict[str, Any], errors: Mapping[str, Any]) -> str | None:
+    for role, raw in (("reference", ref), ("candidate", cand)):
+        if not raw:
+            return f"the {role} worker returned no measurement" + (f": {_s(errors.get(role), 300)}" if errors.get(role) else "")
+        if raw.get("error"):
+            return f"the {role} measurement failed: {_s(raw.get('error'), 300)}"
+        if raw.get("schema") != SCHEMA:
+            return f"the {role} measurement has an unknown schema {_s(raw.get('schema'), 50)!r}"
+    return None
+
+
+def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: dict[str, Any] | None) -> dict[str, Any]:
+    device = _d(ref.get("device"))
+    cuda = device.get("type") == "cuda"
+    perf: dict[str, Any] = {"measured": True, "device": device, "method": _d(cand.get("method"))}
+    invalid: list[str] = []
+
+    # -- timers (HS602): a replaced clock voids everything measured on that side
+    for side, raw in (("candidate", cand), ("reference", ref)):
+        changed = [c for c in _d(raw.get("timers")).get("changed", []) if isinstance(c, dict)][:50]
+        if changed:
+            names = ", ".join(sorted({_s(c.get("name"), 80) + f" ({_s(c.get('change'), 20)})" for c in changed}))
+            em.emit("HS602", {"side": side, "names": names}, {"side": side, "changed": changed})
+            invalid.append(f"{side} timers changed")
+            perf.setdefault("timers", {})[side] = changed
+
+    # -- the candidate's main series
+    c_main = _Series.read(_d(cand.get("series")).get("main"))
+    c_cal = _f(_d(cand.get("calibration")).get("gap_ms")) or 0.0
+    r_cal = _f(_d(ref.get("calibration")).get("gap_ms")) or 0.0
+    if c_main.error:
+        call = (c_main.indices[-1] + 1) if c_main.indices else (c_main.warmup[-1] + 1 if c_main.warmup else 0)
+        first_line = c_main.error.strip().splitlines()[0] if c_main.error.strip() else "error"
+        em.emit("HS610", {"call": call, "error": first_line[:300]}, {"call": call, "error": c_main.error[:1500]})
+        invalid.append("failed while timed")
+    claimed = c_main.claimed(cuda)
+    perf["candidate"] = {"event_ms": c_main.event, "wall_ms": c_main.wall, "host_overhead_ms": c_cal,
+                         "claimed_ms": claimed}
+    if c_main.new_threads:
+        perf["candidate"]["new_threads"] = c_main.new_threads
+
+    # -- baselines, as the reference worker measured them
+    headline = _s(ref.get("headline"), 40) or ("eager_tf32" if cuda else "eager_fp32")
+    base_times: dict[str, float] = {}
+    base_out: dict[str, Any] = {}
+    ref_gap = 0.0
+    for name, entry in _d(ref.get("baselines")).items():
+        entry = _d(entry)
+        name = _s(name, 40)
+        if entry.get("skipped"):
+            base_out[name] = {"skipped": _s(entry.get("skipped"), 300)}
+            continue
+        s = _Series.read(_d(entry.get("series")).get("main"))
+        t = s.claimed(cuda)
+        row: dict[str, Any] = {"time_ms": s.event if cuda else s.wall, "tf32": bool(entry.get("tf32"))}
+        if _f(entry.get("compile_s")) is not None:
+            row["compile_s"] = _f(entry.get("compile_s"))
+        if s.error:
+            row["error"] = s.error[:300]
+        base_out[name] = row
+        if t is not None and not s.error:
+            base_times[name] = t
+            if name == headline and cuda:
+                w = median_of(s.wall)
+                if w is not None:
+                    ref_gap = max(0.0, w - t - r_cal)
+    perf["baselines"] = base_out
+
+    # -- timing escape (HS601): events against the synchronised wall clock
+    honest = claimed
+    if cuda and claimed is not None and median_of(c_main.wall) is not None:
+        wall = median_of(c_main.wall) - c_cal  # type: ignore[operator]
+        gap = wall - claimed - ref_gap
+        o = em.options("HS601")
+        perf["candidate"]["escaped_ms"] = max(0.0, gap)
+        if gap >= float(o["min_gap_ms"]) and wall >= float(o["min_ratio"]) * claimed:
+            strong = wall >= float(o["error_ratio"]) * claimed and gap >= float(o["error_min_ms"])
+            threads = f"; new threads: {', '.join(c_main.new_threads)}" if c_main.new_threads else ""
+            em.emit("HS601", {"event_ms": claimed, "wall_ms": wall, "gap_ms": gap, "threads": threads},
+                    {"event_ms": claimed, "wall_ms": wall, "gap_ms": gap, "host_overhead_ms": c_cal,
+                     "reference_gap_ms": ref_gap, "new_threads": c_main.new_threads},
+                    severity=None if strong else Severity.WARNING, confidence=None if strong else Confidence.MEDIUM)
+            honest = wall
+            invalid.append("work escaped the events")
+    perf["candidate"]["time_ms"] = honest
+
+    # -- timed outputs against the reference (HS603)
+    perf["validation"] = _validate(cand, ref, c_main, em)
+    if perf["validation"].get("mismatched"):
+        invalid.append("timed outputs do not match")
+
+    # -- speedups
+    speedup = {n: ratio(t, honest) for n, t in base_times.items()}
+    perf["speedup"] = {n: v for n, v in speedup.items() if v is not None}
+    if honest is not None and claimed is not None and honest != claimed:
+        perf["claimed_speedup"] = {n: v for n, v in ((n, ratio(t, claimed)) for n, t in base_times.items()) if v}
+    if "eager_fp32" in base_times and "eager_tf32" in base_times:
+        perf["reference_tf32_speedup"] = ratio(base_times["eager_fp32"], base_times["eager_tf32"])
+    if headline not in base_times and base_times:
+        headline = "eager_fp32" if "eager_fp32" in base_times else next(iter(base_times))
+    perf["headline_baseline"] = headline
+    perf["headline_speedup"] = perf["speedup"].get(headline)
+    claimed_headline = ratio(base_times.get(headline), claimed)
+    if claimed_headline is not None:
+        o = em.options("HS605")
+        if claimed_headline > float(o["ceiling"]):
+            em.emit("HS605", {"speedup": claimed_headline, "baseline": LABELS.get(headline, headline),
+                              "ceiling": float(o["ceiling"])},
+                    {"speedup": claimed_headline, "baseline": headline, "ceiling": float(o["ceiling"])})
+
+    perf["bound"] = _bound(ref, claimed, base_times, em)
+    perf["hidden"] = _hidden(cand, ref, c_main, headline, cuda, em)
+    perf["memory"] = _memory(cand, ref, em)
+    if outside:
+        perf["outside_clock"] = _outside(outside, c_main, em)
+        if perf["outside_clock"].get("contradicts"):
+            invalid.append("contradicted by the parent's clock")
+
+    flags = _d(cand.get("precision_flags"))
+    before, after = _d(flags.get("before")), _d(flags.get("after"))
+    changed_flags = {k: {"before": before.get(k), "after": after.get(k)} for k in after if before and before.get(k) != after.get(k)}
+    if changed_flags:
+        perf["precision_flags_changed"] = changed_flags
+    perf["valid"] = not invalid
+    if invalid:
+        perf["invalid_reasons"] = invalid
+    perf["headline"] = _headline(perf, headline)
+    return perf
+
+
+def _validate(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, em: _Emitter) -> dict[str, Any]:
+    ref_fp = _d(_d(ref.get("fingerprints")).get("main"))
+    if not _same_inputs(cand.get("inputs_digest"), ref.get("inputs_digest")):
+        return {"checked": 0, "skipped": "the two workers were not given the same input sets"}
+    o = em.options("HS603")
+    atol, rtol = float(o["atol"]), float(o["rtol"])
+    checked, bad = 0, []
+    worst: Agreement | None = None
+    first: int | None = None
+    for key in sorted(c_main.fingerprints, key=lambda k: int(k) if str(k).isdigit() else 1 << 30)[:1000]:
+        r = ref_fp.get(key)
+        c = c_main.fingerprints.get(key)
+        if not isinstance(r, list) or not isinstance(c, list):
+            continue
+        checked += 1
+        a = compare_outputs(c, r, atol, rtol)
+        if not a.ok:
+            bad.append(key)
+            if first is None:
+                first = int(key) if str(key).isdigit() else -1
+                worst = a
+            elif worst is not None and a.gross and not worst.gross:
+                worst = a
+    out: dict[str, Any] = {"checked": checked, "mismatched": len(bad)}
+    if bad and worst is not None:
+        out["first"] = first
+        out["calls"] = [int(k) for k in bad[:50] if str(k).isdigit()]
+        reason = {"values": f"{worst.bad_fraction:.0%} of sampled values outside tolerance (worst {worst.worst_excess:.3g}x)",
+                  "shape": "wrong shape", "count": "wrong number of outputs", "sum": "sums differ",
+                  "nonfinite": "non-finite values differ"}.get(worst.reason, worst.reason)
+        gross = any(compare_outputs(c_main.fingerprints[k], ref_fp[k], atol, rtol).gross for k in bad[:20])
+        em.emit("HS603", {"bad": len(bad), "checked": checked, "first": first, "reason": reason},
+                {"calls": out["calls"], "checked": checked, "first_mismatch": first, "reason": worst.reason,
+                 "worst_excess": worst.worst_excess, "details": worst.details, "atol": atol, "rtol": rtol},
+                severity=None if gross else Severity.WARNING, confidence=None if gross else Confidence.MEDIUM)
+    return out
+
+
+def _same_inputs(a: Any, b: Any) -> bool:
+    if not isinstance(a, list) or not isinstance(b, list) or len(a) != len(b):
+        return False
+    for ra, rb in zip(a, b, strict=False):
+        fa, fb = _floats(ra), _floats(rb)
+        if len(fa) != len(fb) or any(abs(x - y) > 1e-6 * max(1.0, abs(y)) for x, y in zip(fa, fb, strict=False)):
+            return False
+    return True
+
+
+def _bound(ref: dict[str, Any], claimed: float | None, base_times: Mapping[str, float], em: _Emitter) -> dict[str, Any]:
+    work, ceil = _d(ref.get("work")), _d(ref.get("ceilings"))
+    read, written, flops = _f(work.get("bytes_read")), _f(work.get("bytes_written")), _f(work.get("flops"))
+    bw, peak = _f(ceil.get("bandwidth_Bps")), _f(ceil.get("peak_flops"))
+    if work.get("error") or ceil.get("error") or read is None or written is None or not bw:
+        return {"reliable": False, "why": _s(work.get("error") or ceil.get("error") or "no work or ceilings measured", 300)}
+    memory_ms = (read + written) / bw * 1e3
+    compute_ms = (flops or 0.0) / peak * 1e3 if peak else 0.0
+    bound_ms = max(memory_ms, compute_ms)
+    floor_ms = written / bw * 1e3
+    o = em.options("HS604")
+    out: dict[str, Any] = {
+        "bytes_read": int(read), "bytes_written": int(written), "flops": int(flops or 0),
+        "bandwidth_GBps": bw / 1e9, "peak_tflops": (peak or 0.0) / 1e12, "ceilings_source": _s(ceil.get("source"), 20),
+        "memory_ms": memory_ms, "compute_ms": compute_ms, "bound_ms": bound_ms, "write_floor_ms": floor_ms,
+        "limited_by": "compute" if compute_ms > memory_ms else "memory",
+    }
+    if claimed is not None and bound_ms > 0:
+        out["candidate_over_bound"] = claimed / bound_ms
+    why = None
+    if bound_ms < float(o["min_bound_ms"]):
+        why = f"bound below {o['min_bound_ms']} ms: launch overhead and timer resolution dominate"
+    else:
+        fast = {n: t for n, t in base_times.items() if t < float(o["reference_slack"]) * bound_ms}
+        if fast:
+            why = "the reference itself runs below the bound (" + ", ".join(f"{LABELS.get(n, n)} {t:.4g} ms" for n, t in fast.items()) + "): the task needs less than its inputs suggest"
+    out["reliable"] = why is None
+    if why:
+        out["why"] = why
+        return out
+    if claimed is not None and claimed < float(o["slack"]) * bound_ms:
+        # an error only when the time could not even have written the output; below the full bound a
+        # legitimate kernel may exploit input structure (triangular, sparse) or a degenerate task
+        strong = claimed < float(o["error_fraction"]) * floor_ms
+        what = ("move its bytes" if out["limited_by"] == "memory" else "do its FLOPs")
+        detail = (f"{(read + written) / 1e6:.4g} MB at {bw / 1e9:.4g} GB/s" if out["limited_by"] == "memory"
+                  else f"{(flops or 0) / 1e9:.4g} GFLOP at {(peak or 0) / 1e12:.4g} TFLOP/s")
+        em.emit("HS604", {"time_ms": claimed, "bound_ms": bound_ms, "limited_by": what, "detail": detail},
+                {"time_ms": claimed, "bound_ms": bound_ms, "write_floor_ms": floor_ms, "memory_ms": memory_ms,
+                 "compute_ms": compute_ms, "bytes_read": int(read), "bytes_written": int(written),
+                 "flops": int(flops or 0), "bandwidth_GBps": bw / 1e9, "peak_tflops": (peak or 0) / 1e12},
+                severity=None if strong else Severity.WARNING, confidence=None if strong else Confidence.LOW)
+    return out
+
+
+def _hidden(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, headline: str, cuda: bool,
+            em: _Emitter) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    c_series = _d(cand.get("series"))
+    r_series = _d(_d(_d(ref.get("baselines")).get(headline)).get("series"))
+    r_main = _Series.read(r_series.get("main"))
+    ref_fp = _d(ref.get("fingerprints"))
+    o = em.options("HS606")
+    c_m, r_m = c_main.claimed(cuda), r_main.claimed(cuda)
+    # the quartiles, not the extremes: a shared machine produces outliers in both directions
+    c_m75 = (c_main.event if cuda else c_main.wall).get("p75")
+    for key in sorted(k for k in c_series if isinstance(k, str) and k.startswith("hidden:"))[:8]:
+        name = key.split(":", 1)[1]
+        cs, rs = _Series.read(c_series.get(key)), _Series.read(r_series.get(key))
+        c_h, r_h = cs.claimed(cuda), rs.claimed(cuda)
+        row: dict[str, Any] = {"candidate_ms": c_h, "reference_ms": r_h}
+        if cs.error:
+            row["error"] = cs.error.splitlines()[0][:300] if cs.error.strip() else "error"
+        fp_r = _d(ref_fp.get(key))
+        if cs.fingerprints and fp_r:
+            match = [compare_outputs(cs.fingerprints[k], fp_r[k], 1e-2, 1e-2).ok
+                     for k in cs.fingerprints if k in fp_r and isinstance(fp_r[k], list) and isinstance(cs.fingerprints[k], list)]
+            row["outputs_checked"] = len(match)
+            row["outputs_match"] = all(match) if match else None
+        c_slow, r_slow = ratio(c_h, c_m), ratio(r_h, r_m)
+        row["candidate_slowdown"], row["reference_slowdown"] = c_slow, r_slow
+        row["speedup"] = ratio(r_h, c_h)
+        out[name] = row
+        if None in (c_slow, r_slow, c_m, r_m, c_h, r_h) or cs.error or rs.error:
+            continue
+        rel = c_slow / r_slow  # type: ignore[operator]
+        expected = c_m * r_slow  # type: ignore[operator]
+        p25 = (cs.event if cuda else cs.wall).get("p25")
+        consistent = isinstance(p25, (int, float)) and isinstance(c_m75, (int, float)) and p25 > c_m75 * r_slow  # type: ignore[operator]
+        row["relative_slowdown"] = rel
+        if rel >= float(o["ratio"]) and c_h - expected >= float(o["min_ms"]) and consistent:  # type: ignore[operator]
+            sp_main, sp_hidden = r_m / c_m, r_h / c_h  # type: ignore[operator]
+            em.emit("HS606", {"baseline": LABELS.get(headline, headline), "speedup_main": sp_main,
+                              "speedup_hidden": sp_hidden, "distribution": name},
+                    {"distribution": name, "candidate_main_ms": c_m, "candidate_hidden_ms": c_h,
+                     "reference_main_ms": r_m, "reference_hidden_ms": r_h, "relative_slowdown": rel})
+    return out
+
+
+def _memory_total(m: dict[str, Any], with_baseline: bool) -> float | None:
+    parts = [_f(m.get("resident")), _f(m.get("call_peak"))]
+    if any(p is None for p in parts):
+        return None
+    outside = _f(m.get("outside")) if with_baseline else _f(m.get("outside_during_call"))
+    return sum(parts) + (outside or 0.0)  # type: ignore[arg-type]
+
+
+def _memory(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter) -> dict[str, Any]:
+    cm, rm = _d(cand.get("memory")), _d(ref.get("memory"))
+    keep = ("resident", "state", "call_peak", "outside", "outside_during_call", "peak", "growth_per_call",
+            "baseline_known", "kind", "process_outside")
+    out: dict[str, Any] = {"candidate": {k: cm[k] for k in keep if k in cm}, "reference": {k: rm[k] for k in keep if k in rm}}
+    if cm.get("error") or rm.get("error") or not cm or not rm:
+        out["error"] = _s(cm.get("error") or rm.get("error") or "not measured", 300)
+        return out
+    both = bool(cm.get("baseline_known")) and bool(rm.get("baseline_known"))
+    ct, rt = _memory_total(cm, both), _memory_total(rm, both)
+    out["basis"] = "since before import (device baseline)" if both else "per call (no device baseline)"
+    out["candidate_bytes"], out["reference_bytes"] = ct, rt
+    if ct is None or rt is None:
+        return out
+    r = ct / rt if rt > 0 else (math.inf if ct > 0 else 1.0)
+    out["ratio"] = r if math.isfinite(r) else None
+    o = em.options("HS607")
+    if r >= float(o["ratio"]) and ct - rt >= float(o["min_excess_mib"]) * MIB:
+        parts = {"tensors held": _f(cm.get("resident")) or 0.0, "call peak": _f(cm.get("call_peak")) or 0.0,
+                 "outside the allocator": (_f(cm.get("outside")) if both else _f(cm.get("outside_during_call"))) or 0.0}
+        largest = max(parts, key=lambda k: parts[k])
+        em.emit("HS607", {"candidate_mib": ct / MIB, "reference_mib": rt / MIB, "ratio": r, "largest": largest,
+                          "largest_mib": parts[largest] / MIB},
+                {"candidate_bytes": ct, "reference_bytes": rt, "ratio": r if math.isfinite(r) else "inf",
+                 "candidate": out["candidate"], "reference": out["reference"]})
+    cg = _f(cm.get("growth_per_call")) or 0.0
+    rg = max(0.0, _f(rm.get("growth_per_call")) or 0.0)
+    held = _floats(cm.get("held_after_calls"))
+    monotone = len(held) >= 2 and all(b >= a for a, b in zip(held, held[1:], strict=False)) and held[-1] > held[0]
+    o = em.options("HS608")
+    if monotone and cg - rg >= float(o["min_mib"]) * MIB:
+        em.emit("HS608", {"growth_mib": cg / MIB, "reference_mib": rg / MIB},
+                {"growth_per_call": cg, "reference_growth_per_call": rg, "held_after_calls": held})
+    return out
+
+
+def _outside(outside: dict[str, Any], c_main: _Series, em: _Emitter) -> dict[str, Any]:
+    calls = outside.get("calls")
+    parent_s, rtt_s = _f(outside.get("parent_s")), _f(outside.get("rtt_s")) or 0.0
+    claimed_wall = median_of(c_main.wall)
+    if not isinstance(calls, int) or calls <= 0 or parent_s is None or claimed_wall is None:
+        return {"checked": False}
+    total_ms = max(0.0, parent_s - rtt_s) * 1e3
+    per_call = total_ms / calls
+    out = {"checked": True, "calls": calls, "parent_ms_per_call": per_call, "claimed_wall_ms": claimed_wall,
+           "contradicts": False}
+    o = em.options("HS609")
+    if per_call > float(o["ratio"]) * claimed_wall and total_ms - calls * claimed_wall >= float(o["min_excess_ms"]):
+        out["contradicts"] = True
+        em.emit("HS609", {"claimed_ms": claimed_wall, "calls": calls, "outside_ms": per_call},
+                {"claimed_wall_ms": claimed_wall, "calls": calls, "parent_ms_per_call": per_call,
+                 "parent_s": parent_s, "rtt_s": rtt_s})
+    return out
+
+
+def _headline(perf: dict[str, Any], headline: str) -> str:
+    sp = perf.get("speedup", {}).get(headline)
+    label = LABELS.get(headline, headline)
+    if sp is None:
+        return "not timed"
+    text = f"{sp:.2f}x vs {label}"
+    others = [f"{v:.2f}x vs {LABELS.get(n, n)}" for n, v in perf.get("speedup", {}).items() if n != headline]
+    if others:
+        text += " (" + ", ".join(others) + ")"
+    mem = perf.get("memory", {}).get("ratio")
+    if isinstance(mem, float):
+        text += f"; memory {mem:.2f}x"
+    if not perf.get("valid", True):
+        text += "; NOT CREDITED: " + "; ".join(perf.get("invalid_reasons", []))
+    return text
+

@@ -1,0 +1,169 @@
+"""Which inputs each call sees: a pool of fresh sets, rotated, with new values on every call.
+
+A timed call must not be able to return a remembered answer.  The pool holds ``N`` distinct input
+sets (from ``get_inputs()`` with fresh seeds) and ``N`` working slots the model is called with.
+Call ``j`` uses slot ``j % N`` (so consecutive calls see different pointers) and fills it with
+values nobody has seen before:
+
+* the first ``N`` calls get the fresh sets themselves;
+* later calls get a convex mix ``a * set_p + (1 - a) * set_q`` of two different fresh sets, with
+  ``a`` and the pair chosen by ``j``.  A mix keeps what a task's inputs are made of: the support
+  (``rand``'s [0, 1), signs), zeros and linear structure (triangular, symmetric, banded), so a
+  legitimate kernel that relies on the task's input structure stays correct, while a cache keyed
+  by pointer, shape or content returns a stale answer that the output check sees;
+* non-floating tensors (indices, labels, masks) take the values of one of the two sets.
+
+Both children build the same plan from the same sets, so call ``j`` sees bitwise the same inputs
+in the candidate and the reference, and the parent can compare their outputs call by call.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+_GOLDEN = 0.6180339887498949
+
+
+def _tensors(obj: Any) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [t for item in obj for t in _tensors(item)]
+    if isinstance(obj, dict):
+        return [t for item in obj.values() for t in _tensors(item)]
+    return []
+
+
+def nbytes(obj: Any) -> int:
+    """Bytes of the distinct storages of every tensor in ``obj``."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for t in _tensors(obj):
+        try:
+            storage = t.untyped_storage()
+            key = (storage.data_ptr(), storage.nbytes())
+        except (RuntimeError, NotImplementedError):
+            key = (id(t), t.numel() * t.element_size())
+        if key not in seen:
+            seen.add(key)
+            total += key[1]
+    return total
+
+
+def _clone(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, list):
+        return [_clone(x) for x in obj]
+    if isinstance(obj, tuple):
+        return tuple(_clone(x) for x in obj)
+    if isinstance(obj, dict):
+        return {k: _clone(v) for k, v in obj.items()}
+    return obj
+
+
+def _zip_fill(dst: Any, srcs: list[Any], fill: Any) -> None:
+    if isinstance(dst, torch.Tensor):
+        fill(dst, [s for s in srcs])
+    elif isinstance(dst, (list, tuple)):
+        for i, d in enumerate(dst):
+            _zip_fill(d, [s[i] for s in srcs], fill)
+    elif isinstance(dst, dict):
+        for k, d in dst.items():
+            _zip_fill(d, [s[k] for s in srcs], fill)
+
+
+def _mix_weight(j: int) -> float:
+    # deterministic, never near 0 or 1, so the mix is far from either parent set
+    return 0.25 + 0.5 * ((j * _GOLDEN) % 1.0)
+
+
+def apply_hidden(obj: Any, name: str) -> None:
+    """Move the floating tensors of ``obj`` to a hidden distribution, in place."""
+    for t in _tensors(obj):
+        if not t.is_floating_point() and not t.is_complex():
+            continue
+        if name == "mixed":
+            t.sub_(0.5).mul_(4.0)
+        elif name == "negated":
+            t.neg_()
+        else:
+            raise ValueError(f"unknown hidden distribution {name!r}")
+
+
+class InputPlan:
+    """The pool and the rule that says which values call ``j`` sees."""
+
+    def __init__(self, sets: Sequence[Sequence[Any]], max_pool_bytes: int | None = None, max_sets: int | None = None):
+        if not sets:
+            raise ValueError("the input plan needs at least one input set")
+        per_set = max(1, nbytes(list(sets[0])))
+        keep = len(sets)
+        if max_sets is not None:
+            keep = min(keep, max(1, max_sets))
+        if max_pool_bytes is not None:
+            # originals + working slots: two copies of every set
+            keep = min(keep, max(1, max_pool_bytes // (2 * per_set)))
+        self.originals: list[list[Any]] = [list(s) for s in sets[:keep]]
+        self.slots: list[list[Any]] = [_clone(list(s)) for s in self.originals]
+        self.set_bytes = per_set
+        self.refresh = "mix" if keep >= 2 else "roll"
+
+    @property
+    def size(self) -> int:
+        return len(self.originals)
+
+    @property
+    def pool_bytes(self) -> int:
+        return 2 * self.size * self.set_bytes
+
+    def harness_tensors(self) -> list[Any]:
+        return [self.originals, self.slots]
+
+    def inputs_for(self, j: int, hidden: str | None = None) -> list[Any]:
+        """Fill the slot of call ``j`` with its values (see the module doc) and return it."""
+        n = self.size
+        k = j % n
+        slot = self.slots[k]
+        rnd = j // n
+        if rnd == 0:
+            _zip_fill(slot, [self.originals[k]], lambda d, s: d.copy_(s[0]))
+        elif n >= 2:
+            p = k
+            q = (k + 1 + (rnd - 1) % (n - 1)) % n
+            a = _mix_weight(j)
+            pick = self.originals[p] if rnd % 2 else self.originals[q]
+
+            def fill(d: torch.Tensor, s: list[torch.Tensor]) -> None:
+                if (d.is_floating_point() or d.is_complex()) and s[0].shape == s[1].shape:
+                    d.copy_(s[0]).mul_(a).add_(s[1], alpha=1.0 - a)
+                else:
+                    d.copy_(s[2])
+
+            _zip_fill(slot, [self.originals[p], self.originals[q], pick], fill)
+        else:
+            # one set only: a roll of the flattened values is the one cheap source of new values
+            def roll(d: torch.Tensor, s: list[torch.Tensor]) -> None:
+                numel = d.numel()
+                if numel <= 1:
+                    d.copy_(s[0])
+                    return
+                shift = max(1, int(rnd * _GOLDEN * numel) % numel)
+                d.copy_(s[0].reshape(-1).roll(shift).reshape(d.shape))
+
+            _zip_fill(slot, [self.originals[0]], roll)
+        if hidden is not None:
+            apply_hidden(slot, hidden)
+        return slot
+
+    def digest(self) -> list[list[float]]:
+        """A cheap fingerprint of the pool, so the parent can check both children saw the same sets."""
+        out: list[list[float]] = []
+        for s in self.originals:
+            row: list[float] = []
+            for t in _tensors(s):
+                row.append(float(torch.sum(t.detach(), dtype=torch.float64).item()) if t.numel() else 0.0)
+            out.append(row)
+        return out

@@ -1,0 +1,73 @@
+"""A compact text table of ``Report.performance`` for the text report."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .parent_side import LABELS
+
+
+def _ms(stats: Any) -> str:
+    if isinstance(stats, Mapping):
+        med, p10, p90 = stats.get("median"), stats.get("p10"), stats.get("p90")
+        if isinstance(med, (int, float)):
+            spread = f" [{p10:.4g}-{p90:.4g}]" if isinstance(p10, (int, float)) and isinstance(p90, (int, float)) else ""
+            return f"{med:.4g} ms{spread} n={stats.get('n', '?')}"
+    if isinstance(stats, (int, float)):
+        return f"{stats:.4g} ms"
+    return "-"
+
+
+def _mib(v: Any) -> str:
+    return f"{v / (1 << 20):.1f} MiB" if isinstance(v, (int, float)) else "-"
+
+
+def table(perf: Mapping[str, Any] | None) -> str:
+    """The timings per baseline with spread, speedups, memory and the bound, one row each."""
+    if not perf:
+        return ""
+    if not perf.get("measured", False):
+        return f"  performance: not measured ({perf.get('reason', 'unknown reason')})"
+    rows: list[tuple[str, str, str]] = []
+    cand = perf.get("candidate", {}) or {}
+    cuda = (perf.get("device", {}) or {}).get("type") == "cuda"
+    main_stats = cand.get("event_ms") if cuda else cand.get("wall_ms")
+    note = ""
+    if cand.get("time_ms") != cand.get("claimed_ms") and isinstance(cand.get("time_ms"), (int, float)):
+        note = f"honest {cand['time_ms']:.4g} ms (wall)"
+    rows.append(("candidate", _ms(main_stats), note))
+    speedups = perf.get("speedup", {}) or {}
+    for name, entry in (perf.get("baselines", {}) or {}).items():
+        label = LABELS.get(name, name)
+        if not isinstance(entry, Mapping):
+            continue
+        if entry.get("skipped"):
+            rows.append((label, "skipped", str(entry["skipped"])[:60]))
+            continue
+        sp = speedups.get(name)
+        extra = f"speedup {sp:.2f}x" if isinstance(sp, (int, float)) else ""
+        if isinstance(entry.get("compile_s"), (int, float)):
+            extra += f" (compile {entry['compile_s']:.1f} s)"
+        rows.append((label, _ms(entry.get("time_ms")), extra.strip()))
+    width = max(len(r[0]) for r in rows)
+    lines = ["  performance" + ("" if perf.get("valid", True) else "  [NOT CREDITED: " + "; ".join(perf.get("invalid_reasons", [])) + "]")]
+    for label, t, extra in rows:
+        lines.append(f"    {label:<{width}}  {t:<36} {extra}".rstrip())
+    tf32 = perf.get("reference_tf32_speedup")
+    if isinstance(tf32, (int, float)):
+        lines.append(f"    reference: TF32 is {tf32:.2f}x faster than strict fp32")
+    for name, row in (perf.get("hidden", {}) or {}).items():
+        if isinstance(row, Mapping) and isinstance(row.get("speedup"), (int, float)):
+            lines.append(f"    hidden {name}: candidate {_ms(row.get('candidate_ms'))}, speedup {row['speedup']:.2f}x")
+    mem = perf.get("memory", {}) or {}
+    if "candidate_bytes" in mem:
+        r = mem.get("ratio")
+        lines.append(f"    memory: candidate {_mib(mem.get('candidate_bytes'))}, reference {_mib(mem.get('reference_bytes'))}"
+                     + (f" ({r:.2f}x)" if isinstance(r, (int, float)) else ""))
+    bound = perf.get("bound", {}) or {}
+    if isinstance(bound.get("bound_ms"), (int, float)):
+        rel = bound.get("candidate_over_bound")
+        lines.append(f"    bound: {bound['bound_ms']:.4g} ms ({bound.get('limited_by')}-bound"
+                     + (f", candidate at {rel:.2f}x of it" if isinstance(rel, (int, float)) else "")
+                     + ("" if bound.get("reliable") else f"; not trusted: {bound.get('why', '')}") + ")")
+    return "\n".join(lines)

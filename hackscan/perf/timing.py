@@ -1,0 +1,177 @@
+"""One timed series: warm-up, then timed calls, each on fresh inputs with a cold cache.
+
+Every call is measured twice, the way the two kinds of harness do it:
+
+* ``event_ms``: CUDA events recorded on the current stream around the call (what most harnesses
+  report);
+* ``wall_ms``: the host clock from before the call until a *device-wide* synchronisation returns.
+
+The two agree for honest code (up to a constant host overhead that ``calibrate`` measures on an
+empty region).  Work pushed to a side stream, a background thread or deferred to later shows up in
+the wall clock but not in the events; the parent turns a gap into a finding (HS601).
+
+On the CPU there are no events: both numbers are the wall clock.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from .clock import Clock
+from .fingerprint import fingerprint
+from .plan import InputPlan
+
+
+@dataclass
+class Series:
+    name: str
+    warmup: list[int] = field(default_factory=list)
+    indices: list[int] = field(default_factory=list)
+    event_ms: list[float] = field(default_factory=list)
+    wall_ms: list[float] = field(default_factory=list)
+    fingerprints: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    error: str | None = None
+    off_default_stream: bool = False
+    threads_before: int = 0
+    threads_after: int = 0
+    new_threads: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "warmup": self.warmup,
+            "indices": self.indices,
+            "event_ms": self.event_ms,
+            "wall_ms": self.wall_ms,
+            "fingerprints": {str(k): v for k, v in self.fingerprints.items()},
+            "error": self.error,
+            "off_default_stream": self.off_default_stream,
+            "threads_before": self.threads_before,
+            "threads_after": self.threads_after,
+            "new_threads": self.new_threads,
+        }
+
+
+class Flusher:
+    """Evicts the last-level cache between calls by writing a buffer twice its size."""
+
+    def __init__(self, device: torch.device, nbytes: int | None):
+        if nbytes is None:
+            nbytes = default_flush_bytes(device)
+        self.nbytes = int(nbytes)
+        self.buf = torch.empty(self.nbytes, dtype=torch.uint8, device=device) if self.nbytes > 0 else None
+
+    def __call__(self) -> None:
+        if self.buf is not None:
+            self.buf.zero_()
+
+
+def default_flush_bytes(device: torch.device) -> int:
+    if device.type == "cuda":
+        l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+        return max(2 * l2, 64 << 20)
+    llc = 0
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in sorted(os.listdir(base)):
+            size = open(os.path.join(base, entry, "size")).read().strip()
+            mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
+            llc = max(llc, int(size.rstrip("KMG")) * mult)
+    except (OSError, ValueError):
+        llc = 32 << 20
+    # one pass over the last-level cache evicts most of it; more costs more time than it buys
+    # accuracy on a shared CPU
+    return min(max(llc, 8 << 20), 32 << 20)
+
+
+def _one_call(call: Callable[[list[Any]], Any], inputs: list[Any], clock: Clock,
+              events: tuple[Any, Any] | None) -> tuple[Any, float, float, bool]:
+    off_default = False
+    if events is not None:
+        stream = clock.current_stream()
+        off_default = stream != clock.default_stream()
+        clock.sync()
+        t0 = clock.now()
+        clock.record(events[0], stream)
+        out = call(inputs)
+        clock.record(events[1], stream)
+        clock.sync()
+        t1 = clock.now()
+        event_ms = float(clock.elapsed(events[0], events[1]))
+    else:
+        t0 = clock.now()
+        out = call(inputs)
+        t1 = clock.now()
+        event_ms = (t1 - t0) * 1e3
+    return out, event_ms, (t1 - t0) * 1e3, off_default
+
+
+def calibrate(clock: Clock, flush: Flusher, calls: int = 10) -> dict[str, Any]:
+    """The wall-minus-event gap of an empty region: the host overhead every measurement carries."""
+    events = (clock.new_event(), clock.new_event()) if clock.cuda else None
+    gaps: list[float] = []
+    walls: list[float] = []
+    for _ in range(calls):
+        flush()
+        _, ev, wall, _ = _one_call(lambda _inputs: None, [], clock, events)
+        gaps.append(wall - ev)
+        walls.append(wall)
+    gaps.sort()
+    walls.sort()
+    return {"gap_ms": gaps[len(gaps) // 2], "wall_ms": walls[len(walls) // 2], "calls": calls}
+
+
+def time_series(name: str, call: Callable[[list[Any]], Any], plan: InputPlan, clock: Clock, flush: Flusher, *,
+                start: int, warmup: int, iterations: int, min_iterations: int, budget_s: float, adaptive: bool,
+                hidden: str | None = None, samples: int = 256, keep_fingerprints: bool = True) -> Series:
+    """Run ``warmup`` + up to ``iterations`` calls on inputs ``start, start+1, ...`` of ``plan``.
+
+    The count is fixed (``iterations``) unless the estimate from the warm-up says the series would
+    exceed ``budget_s``; with ``adaptive`` it is sized to the budget.  It never drops below
+    ``min_iterations``.  Every output (warm-up included) is fingerprinted after the clock stops.
+    """
+    series = Series(name)
+    series.threads_before = threading.active_count()
+    before_names = {t.name for t in threading.enumerate()}
+    events = (clock.new_event(), clock.new_event()) if clock.cuda else None
+    j = start
+    try:
+        est: list[float] = []
+        for _ in range(max(warmup, 1 if adaptive or budget_s > 0 else 0)):
+            inputs = plan.inputs_for(j, hidden)
+            flush()
+            out, _ev, wall, _ = _one_call(call, inputs, clock, events)
+            if keep_fingerprints:
+                series.fingerprints[j] = fingerprint(out, samples)
+            del out
+            series.warmup.append(j)
+            est.append(wall)
+            j += 1
+        per_call_s = (sorted(est)[len(est) // 2] / 1e3) if est else 0.0
+        n = iterations
+        if per_call_s > 0:
+            fits = int(budget_s / per_call_s)
+            n = min(iterations, fits) if (adaptive or fits < iterations) else iterations
+        n = max(n, min_iterations)
+        for _ in range(n):
+            inputs = plan.inputs_for(j, hidden)
+            flush()
+            out, ev, wall, off_default = _one_call(call, inputs, clock, events)
+            series.off_default_stream |= off_default
+            if keep_fingerprints:
+                series.fingerprints[j] = fingerprint(out, samples)
+            del out
+            series.indices.append(j)
+            series.event_ms.append(ev)
+            series.wall_ms.append(wall)
+            j += 1
+    except Exception as exc:  # a candidate that fails while timed: report it, keep what was measured
+        series.error = f"{type(exc).__name__}: {exc}"[:500] + "\n" + "".join(traceback.format_exc(limit=4))[-1500:]
+    series.threads_after = threading.active_count()
+    series.new_threads = sorted({t.name for t in threading.enumerate()} - before_names)
+    return series
