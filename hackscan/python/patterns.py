@@ -520,8 +520,10 @@ class MiscFacts:
         """Statements and tests that always run before ``node`` within ``fn`` on the path to it.
 
         For a node in an ``if`` arm that is the test plus everything above the ``if`` in its block,
-        recursively.  Everything before a ``try`` handler counts as run (conservative: more of the
-        code counts as having run, so fewer paths look like they skipped work).
+        recursively.  A preceding ``if`` without ``else`` contributes only its test (its arm may not
+        have run: ``if key not in cache: cache[key] = f(x)`` does not refresh on a hit); an
+        ``if``/``else`` contributes both arms, a loop its body, a ``try`` its body before a handler
+        (conservative: more code counts as having run, so fewer paths look like they skipped work).
         """
         out: list[ast.AST] = []
         child = node
@@ -532,7 +534,12 @@ class MiscFacts:
                     for s in block:
                         if s is child:
                             break
-                        out.append(s)
+                        if isinstance(s, ast.If) and not s.orelse:
+                            out.append(s.test)  # its arm may not have run
+                        elif isinstance(s, ast.While):
+                            out.append(s.test)
+                        else:
+                            out.append(s)
                     if isinstance(anc, ast.Try) and fld in ("handlers", "orelse", "finalbody"):
                         out.extend(anc.body)
                     break

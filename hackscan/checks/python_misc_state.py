@@ -1,0 +1,427 @@
+"""Output caching and memoization (TAXONOMY class 8): state that outlives a call and stands in for work.
+
+A harness calls ``forward`` many times, often with the very same input tensors.  A candidate that
+keeps the previous output (in ``self``, a module-level dict, an ``lru_cache``, a captured CUDA
+graph) and hands it back instead of computing is fast and, on those inputs, right.  What separates
+it from a legitimate cache is *what* is cached: compiled modules, workspaces, autotune choices and
+weight transforms do not depend on forward's input values; an output does.  The checks below use
+the input-value taint of ``patterns.MiscFacts``: state counts as an output cache only when some
+call writes it with values computed from forward's inputs.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Iterator
+
+from ..context import Hit, ScanContext
+from ..model import Confidence, Severity
+from ..python.patterns import VIEW_METHODS, MiscFacts, is_alias_expr, misc_facts, state_key, value_refs
+from ..python.resolve import dotted_name
+
+_HARMLESS_CALLS = {"len", "isinstance", "id", "hash", "print", "type", "getattr", "hasattr", "str", "repr", "bool",
+                   "torch.equal", "torch.allclose", "torch.is_tensor", "logging.debug", "logging.info"}
+_MUTATORS = ("copy_", "fill_", "zero_", "add_", "mul_", "sub_", "div_", "clamp_", "relu_", "index_copy_", "scatter_",
+             "masked_fill_", "set_", "resize_", "normal_", "uniform_")
+_CLONES = frozenset(VIEW_METHODS | {"clone", "detach", "float", "to", "cpu", "cuda", "contiguous"})
+
+
+def _global_containers(facts: MiscFacts) -> set[str]:
+    """Module-level state functions may fill: containers bound at module level (``_CACHE = {}``,
+    read through a subscript) and names that some function declares ``global``."""
+    out: set[str] = set()
+    for stmt in facts.host.tree.body:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, (ast.Dict, ast.List, ast.Call)):
+            for t in stmt.targets:
+                if isinstance(t, ast.Name):
+                    out.add(t.id)
+    for g in facts.host.of_type(ast.Global):
+        out.update("global:" + n for n in g.names)
+    return out
+
+
+def _state_of(expr: ast.AST, globals_: set[str]) -> str | None:
+    """``self.cache`` / ``_CACHE`` for an expression that reads or writes persistent state."""
+    key = state_key(expr)
+    if key is not None:
+        return key
+    if isinstance(expr, ast.Name):
+        return expr.id if "global:" + expr.id in globals_ else None
+    e, through = expr, False
+    while isinstance(e, ast.Subscript):
+        e, through = e.value, True
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in ("get", "setdefault"):
+        e, through = e.func.value, True
+    if through and isinstance(e, ast.Name) and (e.id in globals_ or "global:" + e.id in globals_):
+        return e.id
+    return None
+
+
+def _unwrap(expr: ast.AST) -> ast.AST:
+    """``self.out.clone()`` -> ``self.out``: a copy of stale state is stale."""
+    e = expr
+    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in _CLONES:
+        e = e.func.value
+    return e
+
+
+@dataclass
+class _Writes:
+    """Writes of persistent state in code reachable from forward, keyed by state name."""
+
+    tainted: dict[str, ast.AST]  # state -> first write with input-derived values
+
+
+def _state_writes(facts: MiscFacts, globals_: set[str]) -> _Writes:
+    tainted: dict[str, ast.AST] = {}
+    for fn in facts.reachable:
+        inputs = facts.input_values(fn)
+        if not inputs:
+            continue
+        for node in facts.in_functions([fn], ast.Assign, ast.AugAssign):
+            value = node.value
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for tt in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+                    key = _state_of(tt, globals_) if isinstance(tt, (ast.Attribute, ast.Subscript, ast.Name)) else None
+                    if key and value_refs(value, inputs):
+                        tainted.setdefault(key, node)
+        for call in facts.in_functions([fn], ast.Call):
+            f = call.func
+            if not isinstance(f, ast.Attribute):
+                continue
+            key = _state_of(f.value, globals_)
+            if key is None:
+                continue
+            args = list(call.args) + [k.value for k in call.keywords]
+            if f.attr in _MUTATORS + ("update", "setdefault", "__setitem__", "append", "extend", "insert") and any(
+                    value_refs(a, inputs) for a in args):
+                tainted.setdefault(key, call)
+    return _Writes(tainted)
+
+
+def _refreshes(facts: MiscFacts, nodes: list[ast.AST], key: str | None, local: str | None, inputs: frozenset[str],
+               globals_: set[str], depth: int = 0) -> bool:
+    """Whether any of ``nodes`` (re)writes the state ``key`` or the storage of ``local`` this call."""
+    host = facts.host
+    for root in nodes:
+        for n in ast.walk(root):
+            if isinstance(n, ast.Call):
+                f = n.func
+                if isinstance(f, ast.Attribute) and f.attr == "replay":
+                    return True
+                if isinstance(f, ast.Attribute) and f.attr in _MUTATORS:
+                    recv = _unwrap(f.value)
+                    if (key and _state_of(recv, globals_) == key) or (
+                            local and isinstance(recv, ast.Name) and recv.id == local):
+                        return True
+                name = host.canonical(f)
+                if name in _HARMLESS_CALLS:
+                    continue
+                args = list(n.args) + [k.value for k in n.keywords]
+                for a in args:
+                    a = _unwrap(a)
+                    if (key and _state_of(a, globals_) == key) or (local and isinstance(a, ast.Name) and a.id == local):
+                        return True
+                if depth < 2 and key:
+                    for target in facts.call_targets(n):
+                        body = list(target.body)
+                        if _refreshes(facts, body, key, None, facts.input_values(target), globals_, depth + 1):
+                            return True
+            elif isinstance(n, (ast.Assign, ast.AugAssign)) and key:
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                for t in targets:
+                    if isinstance(t, (ast.Attribute, ast.Subscript, ast.Name)) and _state_of(t, globals_) == key:
+                        if depth > 0 or value_refs(n.value, inputs) or isinstance(n.value, ast.Call):
+                            return True
+            elif isinstance(n, ast.Assign) and local:
+                for t in n.targets:
+                    if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == local:
+                        return True
+    return False
+
+
+def _key_kind(facts: MiscFacts, point: ast.AST, fn: ast.AST) -> str:
+    """How the path to ``point`` is keyed: pointer, identity, content, shape, flag or nothing."""
+    tests: list[ast.AST] = []
+    for anc in facts.host.ancestors(point):
+        if isinstance(anc, (ast.If, ast.While, ast.IfExp)):
+            tests.append(anc.test)
+        if anc is fn:
+            break
+    flow = facts.flow(fn)
+    names = {n.id for t in tests for n in ast.walk(t) if isinstance(n, ast.Name)}
+    exprs = tests + [e for nm in names for e in flow.defs.get(nm, [])]
+    text = " ".join(ast.unparse(e) for e in exprs)
+    if "data_ptr" in text:
+        return "keyed by the input's data_ptr()"
+    if "id(" in text:
+        return "keyed by the input's id()"
+    if any(w in text for w in ("tobytes", "tolist", "hash", "equal(", "allclose", ".item()")):
+        return "keyed by the input's contents"
+    if any(w in text for w in ("shape", "size(", "numel")):
+        return "keyed by the input's shape only"
+    if tests:
+        return "guarded by a flag"
+    return "unconditionally"
+
+
+def stale_cached_output(ctx: ScanContext) -> Iterator[Hit]:
+    """HS130: forward returns state computed from an earlier call's inputs without recomputing it."""
+    host = ctx.host
+    if host is None:
+        return
+    facts = misc_facts(host)
+    if not facts.reachable:
+        return
+    globals_ = _global_containers(facts)
+    writes = _state_writes(facts, globals_)
+    if not writes.tainted:
+        return
+    for fn in facts.reachable:
+        inputs = facts.input_values(fn)
+        flow = facts.flow(fn)
+        for ret in facts.in_functions([fn], ast.Return):
+            if ret.value is None:
+                continue
+            values = ret.value.elts if isinstance(ret.value, ast.Tuple) else [ret.value]
+            for v in values:
+                v = _unwrap(v)
+                candidates: list[tuple[ast.AST, str, str | None]] = []
+                key = _state_of(v, globals_) if isinstance(v, (ast.Attribute, ast.Subscript, ast.Call, ast.Name)) \
+                    else None
+                if key in writes.tainted:
+                    candidates.append((ret, key, None))
+                elif isinstance(v, ast.Name) and key is None:
+                    for d in flow.defs.get(v.id, []):
+                        dk = _state_of(_unwrap(d), globals_)
+                        if dk in writes.tainted:
+                            stmt = host.parents.get(d)
+                            if isinstance(stmt, ast.Assign):
+                                candidates.append((stmt, dk, v.id))
+                for point, k, local in candidates:
+                    prefix = facts.dominating_prefix(point, fn)
+                    between: list[ast.AST] = []
+                    if local is not None:
+                        between = [s for s in facts.in_functions([fn], ast.Expr, ast.Assign, ast.AugAssign)
+                                   if point.lineno < s.lineno <= ret.lineno]
+                        if _refreshes(facts, between, None, local, inputs, globals_):
+                            continue
+                    if _refreshes(facts, prefix, k, local, inputs, globals_):
+                        continue
+                    stored = writes.tainted[k]
+                    yield ctx.hit(ctx.at(point), args={"state": k, "line": stored.lineno,
+                                                      "how": _key_kind(facts, point, fn)},
+                                  evidence={"state": k, "stored_at": stored.lineno, "function": getattr(fn, "name", "")})
+                    break
+
+
+_IDENTITY_METHODS = ("data_ptr", "_version")
+_CONTENT_CALLS = ("tobytes", "tolist", "numpy")
+
+
+def _identity_keys(facts: MiscFacts, fn: ast.AST) -> tuple[dict[ast.AST, str], set[str]]:
+    """Expressions keyed on an input's identity or contents in ``fn``, and local names that hold them."""
+    host = facts.host
+    aliases = facts.input_aliases(fn) | facts.input_values(fn)
+    if not aliases:
+        return {}, set()
+    found: dict[ast.AST, str] = {}
+    for call in facts.in_functions([fn], ast.Call):
+        f = call.func
+        if isinstance(f, ast.Attribute) and f.attr == "data_ptr" and _roots_in(f.value, aliases):
+            found[call] = "data_ptr()"
+        elif isinstance(f, ast.Name) and f.id in ("id", "hash") and call.args and _roots_in(call.args[0], aliases) \
+                and f.id not in host.imports.aliases:
+            found[call] = f"{f.id}()"
+        elif isinstance(f, ast.Attribute) and f.attr in _CONTENT_CALLS and _roots_in(f.value, aliases):
+            found[call] = "contents"
+        elif isinstance(f, ast.Attribute) and f.attr == "item" and _roots_in(f.value, aliases) and any(
+                isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr in ("sum", "mean", "norm")
+                for c in ast.walk(f.value)):
+            found[call] = "contents"
+    names: set[str] = set()
+    flow = facts.flow(fn)
+    changed = True
+    while changed:
+        changed = False
+        for name, exprs in flow.defs.items():
+            if name in names:
+                continue
+            if any(any(n in found for n in ast.walk(e)) or any(isinstance(n, ast.Name) and n.id in names
+                                                              for n in ast.walk(e)) for e in exprs):
+                names.add(name)
+                changed = True
+    return found, names
+
+
+def _roots_in(expr: ast.AST, names: frozenset[str] | set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(expr))
+
+
+def _miss_arm(test: ast.AST) -> str | None:
+    """Which arm runs when the key differs from what is stored: 'body', 'orelse' or None."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op = test.ops[0]
+        if isinstance(op, (ast.NotEq, ast.IsNot, ast.NotIn)):
+            return "body"
+        if isinstance(op, (ast.Eq, ast.Is, ast.In)):
+            return "orelse"
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _miss_arm(test.operand)
+        return {"body": "orelse", "orelse": "body"}.get(inner or "")
+    return None
+
+
+def identity_keyed_state(ctx: ScanContext) -> Iterator[Hit]:
+    """HS131: state compared with or keyed by an input's data_ptr / id / contents."""
+    host = ctx.host
+    if host is None:
+        return
+    facts = misc_facts(host)
+    globals_ = _global_containers(facts)
+    for fn in facts.reachable:
+        found, names = _identity_keys(facts, fn)
+        if not found:
+            continue
+        inputs = facts.input_values(fn)
+        for node in facts.in_functions([fn], ast.If):
+            test = node.test
+            uses_key = any((n in found) or (isinstance(n, ast.Name) and n.id in names) for n in ast.walk(test))
+            uses_state = any(_state_of(n, globals_) for n in ast.walk(test)
+                             if isinstance(n, (ast.Attribute, ast.Subscript, ast.Call)))
+            if not (uses_key and uses_state):
+                continue
+            kinds = sorted({found[n] for n in ast.walk(test) if n in found} or
+                           {found[c] for nm in names for e in facts.flow(fn).defs.get(nm, []) for c in ast.walk(e)
+                            if c in found})
+            kind = ", ".join(kinds) or "identity"
+            returns_state = any(isinstance(r, ast.Return) and r.value is not None and _state_of(
+                _unwrap(r.value), globals_) for arm in (node.body, node.orelse) for s in arm for r in ast.walk(s))
+            if returns_state:
+                continue  # HS130 reports the stale return itself
+            refresh = {arm: _arm_refreshes_input_copy(facts, getattr(node, arm), inputs, globals_)
+                       for arm in ("body", "orelse")}
+            miss = _miss_arm(test)
+            stale = (miss is not None and refresh[miss] and not refresh[{"body": "orelse", "orelse": "body"}[miss]]) or (
+                miss is None and refresh["body"] != refresh["orelse"])
+            if stale:
+                yield ctx.hit(ctx.at(test), args={
+                    "kind": kind, "what": "refreshes its copy of the input only when the key changes: new values "
+                                          "written into the same tensor are never seen"},
+                              evidence={"key": kind, "refresh_arm": miss})
+            else:
+                yield ctx.hit(ctx.at(test), args={"kind": kind, "what": "behaviour depends on which tensor object "
+                                                                       "is passed, not on its values"},
+                              severity=Severity.WARNING, confidence=Confidence.MEDIUM, evidence={"key": kind})
+
+
+def _arm_refreshes_input_copy(facts: MiscFacts, stmts: list[ast.stmt], inputs: frozenset[str],
+                              globals_: set[str]) -> bool:
+    """The arm copies input values into persistent state (or computes state from them)."""
+    for s in stmts:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _MUTATORS and \
+                    _state_of(_unwrap(n.func.value), globals_) and any(value_refs(a, inputs) for a in n.args):
+                return True
+            if isinstance(n, ast.Assign) and any(isinstance(t, (ast.Attribute, ast.Subscript)) and _state_of(t, globals_)
+                                                 for t in n.targets) and value_refs(n.value, inputs):
+                return True
+    return False
+
+
+_CACHE_DECORATORS = {"functools.lru_cache", "functools.cache", "lru_cache", "cache", "functools.cached_property"}
+
+
+def lru_cache_on_tensors(ctx: ScanContext) -> Iterator[Hit]:
+    """HS132: functools.lru_cache / cache on a function that forward calls with its input tensors."""
+    host = ctx.host
+    if host is None:
+        return
+    facts = misc_facts(host)
+    decorated: dict[ast.AST, ast.AST] = {}
+    for fn in host.of_type(ast.FunctionDef, ast.AsyncFunctionDef):
+        for dec in fn.decorator_list:
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            name = host.canonical(target)
+            if name in _CACHE_DECORATORS and name != "functools.cached_property":
+                decorated[fn] = dec
+    if not decorated:
+        return
+    reported: set[ast.AST] = set()
+    for caller in facts.reachable:
+        tainted = facts.input_values(caller) | facts.input_aliases(caller)
+        if not tainted:
+            continue
+        for call in facts.in_functions([caller], ast.Call):
+            targets = [t for t in facts.call_targets(call) if t in decorated]
+            if not targets:
+                continue
+            args = list(call.args) + [k.value for k in call.keywords]
+            passed = [a for a in args if is_alias_expr(a, set(tainted)) or value_refs(a, tainted)]
+            # a shape, dtype or device is a fine cache key; a tensor is keyed by its id
+            passed = [a for a in passed if not _metadata_only(a)]
+            for target in targets:
+                if not passed or target in reported:
+                    continue
+                reported.add(target)
+                yield ctx.hit(ctx.at(decorated[target]), args={"fn": target.name, "line": call.lineno,
+                                                               "arg": ast.unparse(passed[0])[:60]},
+                              evidence={"function": target.name, "call_line": call.lineno})
+
+
+def _metadata_only(expr: ast.AST) -> bool:
+    return isinstance(expr, ast.Attribute) and expr.attr in ("shape", "dtype", "device") or (
+        isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("size", "dim",
+                                                                                                 "numel", "stride"))
+
+
+def graph_replay_stale_inputs(ctx: ScanContext) -> Iterator[Hit]:
+    """HS133: a CUDA graph replayed on a path that copies none of the current inputs into its buffers."""
+    host = ctx.host
+    if host is None:
+        return
+    facts = misc_facts(host)
+    for fn in facts.reachable:
+        for call in facts.in_functions([fn], ast.Call):
+            f = call.func
+            if not (isinstance(f, ast.Attribute) and f.attr == "replay" and not call.args):
+                continue
+            if _inputs_copied_before(facts, call, fn, 0):
+                continue
+            keyed = any(isinstance(c.func, ast.Attribute) and c.func.attr == "data_ptr"
+                        for c in facts.in_functions([fn], ast.Call))
+            if keyed:
+                yield ctx.hit(ctx.at(call), args={"graph": dotted_name(f.value) or "graph",
+                                                  "why": "the graph is keyed by data_ptr(), so it reads the live input "
+                                                         "only while the harness reuses the same buffer"},
+                              severity=Severity.WARNING, confidence=Confidence.MEDIUM, evidence={"keyed": "data_ptr"})
+            else:
+                yield ctx.hit(ctx.at(call), args={"graph": dotted_name(f.value) or "graph",
+                                                  "why": "it recomputes the inputs it was captured with, so every "
+                                                         "call returns the output of an earlier input"},
+                              evidence={"keyed": None})
+
+
+def _inputs_copied_before(facts: MiscFacts, node: ast.AST, fn: ast.AST, depth: int) -> bool:
+    inputs = facts.input_values(fn) | facts.input_aliases(fn)
+    prefix = facts.dominating_prefix(node, fn)
+    host = facts.host
+    for root in prefix:
+        for n in ast.walk(root):
+            if isinstance(n, ast.Call):
+                name = host.canonical(n.func)
+                if name in _HARMLESS_CALLS:
+                    continue
+                args = list(n.args) + [k.value for k in n.keywords]
+                if any(value_refs(a, inputs) or is_alias_expr(a, set(inputs)) for a in args):
+                    return True
+            elif isinstance(n, ast.Assign) and any(isinstance(t, ast.Subscript) for t in n.targets) and \
+                    value_refs(n.value, inputs):
+                return True
+    if depth >= 2 or fn is facts.forward:
+        return False
+    # the replay sits in a helper: look at what the callers did before calling it
+    sites = [c for g in facts.reachable for c in facts.in_functions([g], ast.Call) if fn in facts.call_targets(c)]
+    return bool(sites) and all(_inputs_copied_before(facts, c, facts.owner(c), depth + 1) for c in sites)
