@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     html_file = args.html or Path(tempfile.mkdtemp(prefix="hackscan-render-")) / "report.html"
     html_file.write_text(render(reports, "html"), encoding="utf-8")
     dom = dump_dom(html_file, browser)
-    flagged = sum(1 for r in reports if r.findings or r.error)
+    flagged = sum(1 for r in reports if r.findings or r.error or r.performance)
     rules = sorted({f.rule for r in reports for f in r.findings})
     problems = check_dom(dom, submissions=len(reports), flagged=flagged, rules=rules)
     png = screenshot(html_file, args.screenshot, browser)

@@ -77,3 +77,20 @@ def test_headline_named_by_the_performance_stage_wins(tmp_path: Path) -> None:
     odd = performance_of(Report("c.py", Verdict.CLEAN, performance={"baselines": {"compile": {"speedup": 1.5}},
                                                                     "memory_ratio": 1.1}))
     assert odd is not None and odd.speedups == (("compile", 1.5),) and odd.memory_ratio == 1.1
+
+
+def test_performance_dict_of_the_perf_stage(tmp_path: Path) -> None:
+    """The shape hackscan/perf/parent_side.evaluate returns (PROTOCOL.md, "performance keys")."""
+    from hackscan.model import Report, Verdict
+
+    perf = {"measured": True, "valid": False, "invalid_reasons": ["timer patched: time.perf_counter"],
+            "device": "cuda", "baselines": {"eager_fp32": {"time_ms": {"median": 2.0}}},
+            "speedup": {"eager_fp32": 3.1, "eager_tf32": 0.9, "compile": 0.7}, "headline_baseline": "eager_tf32",
+            "headline_speedup": 0.9, "headline": "0.90x vs eager TF32", "memory": {"ratio": 2.5}}
+    md = render([Report("k.py", Verdict.SUSPICIOUS, performance=perf, meta={"claimed": {"score_default": 4.0}})],
+                "markdown")
+    assert "eager\\_fp32 3.10×, eager\\_tf32 0.90×, compile 0.70×" in md
+    assert "peak memory vs reference: 2.50×" in md and "timing not trusted: timer patched" in md
+    assert "| 4.00× | 0.90× | 0.23 |" in md
+    not_run = render([Report("k.py", Verdict.CLEAN, performance={"measured": False, "reason": "no GPU"})], "markdown")
+    assert "no GPU" in not_run

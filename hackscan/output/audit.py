@@ -232,6 +232,10 @@ def performance_of(report: Report) -> Performance | None:
     for key in ("skipped", "reason", "note"):
         if isinstance(perf.get(key), str):
             notes.append(perf[key])
+    if perf.get("valid") is False:
+        reasons = perf.get("invalid_reasons")
+        why = "; ".join(str(r) for r in reasons) if isinstance(reasons, (list, tuple)) else ""
+        notes.append("timing not trusted" + (f": {why}" if why else ""))
     headline = perf.get("headline") if isinstance(perf.get("headline"), str) else None
     if headline in speedups:  # a baseline's name, not a sentence
         headline = None

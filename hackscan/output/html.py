@@ -121,7 +121,7 @@ def _submission(sv: SubmissionView) -> str:
 
 
 def _link(sv: SubmissionView) -> str:
-    if sv.findings or sv.report.error:
+    if sv.findings or sv.report.error or sv.performance:
         return f'<a href="#{_e(sv.anchor)}">{_e(sv.report.path)}</a>'
     return _e(sv.report.path)
 
@@ -160,7 +160,7 @@ def render_audit_html(audit: Audit) -> str:
             f'<td class="num">{len(r.active_findings)}</td><td class="num">{fmt_speedup(sv.claimed)}</td>'
             f'<td class="num">{fmt_speedup(p.headline_speedup if p else None)}</td>'
             f'<td class="num">{"–" if p is None or p.memory_ratio is None else f"{p.memory_ratio:.2f}×"}</td></tr>')
-    details = "".join(_submission(sv) for sv in audit.submissions if sv.findings or sv.report.error)
+    details = "".join(_submission(sv) for sv in audit.submissions if sv.findings or sv.report.error or sv.performance)
     summary_line = f"{n} submission{'s' * (n != 1)}: " + ", ".join(
         f"{audit.verdicts[v.value]} {v.value}" for v in VERDICT_ORDER)
     return f"""<!DOCTYPE html>

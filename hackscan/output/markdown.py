@@ -148,8 +148,8 @@ def render_audit_markdown(audit: Audit) -> str:
                 s = sorted(vals)
                 out.append(f"| {verdict} | {len(s)} | {s[len(s) // 2]:.2f}× | {s[-1]:.2f}× |")
     out += ["", "## Submissions", ""]
-    flagged = [sv for sv in audit.submissions if sv.findings or sv.report.error]
-    quiet = [sv for sv in audit.submissions if not (sv.findings or sv.report.error)]
+    flagged = [sv for sv in audit.submissions if sv.findings or sv.report.error or sv.performance]
+    quiet = [sv for sv in audit.submissions if not (sv.findings or sv.report.error or sv.performance)]
     for sv in flagged:
         out.extend(_submission(sv))
     if quiet:
