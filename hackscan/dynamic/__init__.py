@@ -1,0 +1,23 @@
+"""The dynamic stage: run each candidate in isolation on hidden inputs (see PROTOCOL.md).
+
+Importing this package costs nothing: torch is imported only by the worker processes, and the
+parent side (``stage``) needs numpy alone.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..inputs import Submission
+    from ..model import Report
+
+__all__ = ["run_dynamic_stage"]
+
+
+def run_dynamic_stage(sub: "Submission", report: "Report", options: Any, config: "Config", **kw: Any) -> "Report":
+    """Run ``sub`` on hidden inputs in isolated workers; the report gains the dynamic findings."""
+    from .stage import run_dynamic_stage as run
+
+    return run(sub, report, options, config, **kw)

@@ -1,0 +1,284 @@
+"""Candidate worker: imports ModelNew, runs it on the probes, and watches what it does.
+
+It never holds a reference output.  Its replies are raw observations (outputs, input hashes,
+storage overlaps, global-state changes, op census); the parent judges them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .census import census
+from .extcache import ExtensionCache, default_cache_dir
+from .hidden import strided_view
+from .values import clone_all, flatten, to_device, unpack
+from .worker import Worker, construct, describe_error, import_source, overlaps, storages
+
+DECOY = 1234.5
+
+
+class CandidateWorker(Worker):
+    def __init__(self, spec: dict[str, Any]):
+        super().__init__(spec)
+        self.path = spec.get("path", "<candidate>")
+        self.cache = ExtensionCache(Path(spec.get("cache_dir") or default_cache_dir()))
+        self.module: Any = None
+        self.cls: Any = None
+        self.setups: dict[str, dict[str, Any]] = {}
+        self.models: dict[tuple[str, str], Any] = {}
+        self.matches: dict[tuple[str, str], dict[str, Any]] = {}
+        self.inputs: dict[str, list[Any]] = {}
+
+    def handle(self, cmd: str, msg: dict[str, Any]) -> dict[str, Any]:
+        if cmd == "load":
+            return self.load(msg)
+        if cmd == "probe":
+            return self.probe(msg)
+        if cmd == "perf":
+            from .perf_hook import run_perf
+
+            return run_perf(self, msg, role="candidate")
+        raise ValueError(f"unknown command {cmd!r}")
+
+    # ------------------------------------------------------------------------------- load
+    def load(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self.cache.install()
+        start = self.timers.perf_counter()
+        phase = "import"
+        try:
+            self.module = import_source(msg["code"], self.path, "hackscan_candidate")
+            self.note_changes("import")
+            self.cls = self.module.__dict__.get("ModelNew")
+            if self.cls is None:
+                raise LookupError("the candidate defines no ModelNew")
+            phase = "init"
+            matches = {}
+            for setup in msg["setups"]:
+                self.setups[setup["name"]] = setup
+                init_inputs = list(unpack(setup["init_inputs"]))
+                model = self._model(setup["name"], init_inputs, setup.get("state") or {})
+                del model
+                matches[setup["name"]] = self.matches[(setup["name"], repr(init_inputs))]
+            self.note_changes("init")
+        except BaseException as exc:  # noqa: BLE001
+            return {"failed": phase, "error": describe_error(exc, self.path), "changes": self.changes,
+                    "compile_s": self.cache.compile_seconds, "builds": self.cache.builds}
+        return {
+            "matches": matches,
+            "changes": self.changes,
+            "compile_s": self.cache.compile_seconds,
+            "builds": self.cache.builds,
+            "load_s": self.timers.perf_counter() - start - self.cache.compile_seconds,
+        }
+
+    def _model(self, setup_name: str, init_inputs: list[Any], ref_state: dict[str, Any]) -> Any:
+        key = (setup_name, repr(init_inputs))
+        if key not in self.models:
+            setup = self.setups[setup_name]
+            model = construct(self.cls, init_inputs, int(setup["seed"]), bool(setup.get("perturb")), self.device)
+            self.matches[key] = match_state(model, ref_state, self.device)
+            self.models[key] = model
+        return self.models[key]
+
+    # ------------------------------------------------------------------------------- probes
+    def probe(self, msg: dict[str, Any]) -> dict[str, Any]:
+        results = []
+        for p in msg["probes"]:
+            inputs = to_device(list(unpack(p["inputs"])), self.device)
+            self.inputs[p["id"]] = inputs
+            if p.get("store_only"):
+                results.append({"id": p["id"], "stored": True})
+                continue
+            results.append(self._run_probe(p, inputs))
+        integrity = []
+        for item in msg.get("plan", []):
+            try:
+                integrity.append(self._integrity(item))
+            except BaseException as exc:  # noqa: BLE001
+                integrity.append({"kind": item["kind"], "id": item.get("id"), "error": describe_error(exc, self.path)})
+        return {"probes": results, "integrity": integrity, "changes": self.changes,
+                "compile_s": self.cache.compile_seconds}
+
+    def _probe_model(self, p: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+        setup = self.setups[p["setup"]]
+        init = p.get("init_inputs")
+        if init is None:
+            init_inputs = list(unpack(setup["init_inputs"]))
+            return self._model(p["setup"], init_inputs, setup.get("state") or {}), None
+        init_inputs = list(unpack(init))
+        model = self._model(p["setup"], init_inputs, p.get("state") or {})
+        return model, self.matches[(p["setup"], repr(init_inputs))]
+
+    def _args(self, inputs: list[Any], layout: str) -> list[Any]:
+        args = clone_all(inputs)
+        if layout == "strided":
+            args = [strided_view(a) for a in args]
+        return args
+
+    def _run_probe(self, p: dict[str, Any], inputs: list[Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": p["id"]}
+        try:
+            model, match = self._probe_model(p)
+            if match is not None:
+                out["match"] = match
+        except BaseException as exc:  # noqa: BLE001
+            out["error"] = describe_error(exc, self.path)
+            out["phase"] = "init"
+            return out
+        args = self._args(inputs, p.get("layout", "contiguous"))
+        before = [self.hasher.digest(a) for a in args]
+        try:
+            result, seconds = self.timed_call(model, args)
+        except BaseException as exc:  # noqa: BLE001
+            out["error"] = describe_error(exc, self.path)
+            out["phase"] = "call"
+            out["changes"] = self.note_changes(f"call on {p['id']}")
+            return out
+        leaves, structure = flatten(result)
+        out.update({
+            "structure": structure,
+            "out": [_cpu(x) for x in leaves],
+            "t": seconds,
+            "mutated": [i for i, a in enumerate(args) if self.hasher.digest(a) != before[i]],
+            "aliases_input": overlaps(storages(leaves), storages(args)),
+            "changes": self.note_changes(f"call on {p['id']}"),
+        })
+        return out
+
+    # ------------------------------------------------------------------------------- integrity
+    def _integrity(self, item: dict[str, Any]) -> dict[str, Any]:
+        kind = item["kind"]
+        pid = item["probe"]
+        inputs = self.inputs[pid]
+        model, _ = self._probe_model(item.get("spec") or {"setup": item.get("setup", "harness")})
+        res: dict[str, Any] = {"kind": kind, "id": item.get("id", kind), "probe": pid, "other": item.get("other")}
+        if kind == "repeat":
+            args = clone_all(inputs)
+            y1, _ = self.timed_call(model, args)
+            l1 = flatten(y1)[0]
+            kept = [_cpu(x, copy=True) for x in l1]
+            y2, _ = self.timed_call(model, args)
+            l2 = flatten(y2)[0]
+            res["clobbered"] = any(torch.is_tensor(a) and not torch.equal(_cpu(a), b) for a, b in zip(l1, kept))
+            res["reuses_output"] = overlaps(storages(l2), storages(l1))
+            y3, _ = self.timed_call(model, clone_all(inputs))
+            res["outs"] = [kept, [_cpu(x) for x in l2], [_cpu(x) for x in flatten(y3)[0]]]
+        elif kind == "follow":
+            other = self.inputs[item["other"]]
+            args = clone_all(inputs)
+            outs = []
+            order = []
+            for k in range(int(item.get("cycles", 2))):
+                src_id, src = (pid, inputs) if k % 2 == 0 else (item["other"], other)
+                if k:
+                    with torch.no_grad():
+                        for a, s in zip(args, src):
+                            if torch.is_tensor(a):
+                                a.copy_(s)
+                y, _ = self.timed_call(model, args)
+                outs.append([_cpu(x, copy=True) for x in flatten(y)[0]])
+                order.append(src_id)
+            res["outs"], res["order"] = outs, order
+        elif kind in ("poison", "decoy"):
+            res.update(self._stale(model, inputs, item))
+        elif kind == "census":
+            args = clone_all(inputs)
+            self.timed_call(model, clone_all(inputs))  # warm: lazy init and compilation are not the work
+            res["census"] = census(model, args, self.device, self.timers.perf_counter, self.sync)
+        else:
+            raise ValueError(f"unknown integrity probe {kind}")
+        res["changes"] = self.note_changes(f"{kind} probe")
+        return res
+
+    def _stale(self, model: Any, inputs: list[Any], item: dict[str, Any]) -> dict[str, Any]:
+        """Run once with freed memory poisoned (NaN) or planted with a decoy value."""
+        shapes = [tuple(s) for s in item.get("out_shapes", [])]
+        dtypes = [getattr(torch, d) for d in item.get("out_dtypes", [])]
+        value = float("nan") if item["kind"] == "poison" else DECOY
+        det = torch.are_deterministic_algorithms_enabled()
+        det_warn = torch.is_deterministic_algorithms_warn_only_enabled()
+        import torch.utils.deterministic as tud
+
+        fill = tud.fill_uninitialized_memory
+        # the private setter: the public one imports torch._dynamo (1.5 s) on first use
+        set_det = getattr(torch._C, "_set_deterministic_algorithms", None) or torch.use_deterministic_algorithms
+        args = clone_all(inputs)
+        try:
+            if item["kind"] == "poison":
+                set_det(True, warn_only=True)
+                tud.fill_uninitialized_memory = True
+            blocks = []
+            for shape, dtype in zip(shapes, dtypes):
+                if dtype.is_floating_point:
+                    for _ in range(3):
+                        blocks.append(torch.full(shape, value, dtype=dtype, device=self.device))
+            del blocks
+            y, _ = self.timed_call(model, args)
+        finally:
+            set_det(det, warn_only=det_warn)
+            tud.fill_uninitialized_memory = fill
+        return {"out": [_cpu(x) for x in flatten(y)[0]], "value": value}
+
+    def perf_model(self) -> Any:
+        name = next(iter(self.setups))
+        return self._model(name, list(unpack(self.setups[name]["init_inputs"])), {})
+
+
+def _cpu(x: Any, copy: bool = False) -> Any:
+    if torch.is_tensor(x):
+        x = x.detach()
+        if x.device.type != "cpu":
+            return x.to("cpu")
+        return x.clone() if copy else x
+    return x
+
+
+def match_state(model: Any, ref_state: dict[str, Any], device: str) -> dict[str, Any]:
+    """Give the candidate the reference's parameters and buffers; say how well that went.
+
+    ``constructed-equal``: built under the same seed, every floating entry already holds the
+    reference's value (the strongest setting: folding at init saw the same values).  ``loaded``:
+    values were copied in after construction, matched by name and shape, then by a shape that is
+    unique on both sides.  ``partial``: some reference entries found no home.
+    """
+    if not isinstance(model, torch.nn.Module):
+        return {"method": "none", "reason": "ModelNew is not an nn.Module"}
+    ref = {k: v for k, v in ref_state.items() if torch.is_tensor(v) and v.is_floating_point()}
+    own: dict[str, torch.Tensor] = {}
+    for k, v in list(model.named_parameters()) + list(model.named_buffers()):
+        if torch.is_tensor(v) and v.is_floating_point():
+            own.setdefault(k, v)
+    if not ref:
+        return {"method": "constructed-equal", "matched": 0, "unmatched_reference": [], "unmatched_candidate": sorted(own)}
+    pairs: dict[str, str] = {}
+    for k, v in ref.items():
+        if k in own and tuple(own[k].shape) == tuple(v.shape):
+            pairs[k] = k
+    left_ref = [k for k in ref if k not in pairs]
+    left_own = [k for k in own if k not in pairs.values()]
+    for k in list(left_ref):
+        shape = tuple(ref[k].shape)
+        same_ref = [r for r in left_ref if tuple(ref[r].shape) == shape]
+        same_own = [o for o in left_own if tuple(own[o].shape) == shape]
+        if len(same_ref) == 1 and len(same_own) == 1:
+            pairs[k] = same_own[0]
+            left_ref.remove(k)
+            left_own.remove(same_own[0])
+    equal = all(torch.equal(own[o].detach().to("cpu"), ref[k].to("cpu").to(own[o].dtype)) for k, o in pairs.items())
+    if equal and not left_ref:
+        method = "constructed-equal"
+    else:
+        with torch.no_grad():
+            for k, o in pairs.items():
+                own[o].copy_(ref[k].to(device=own[o].device, dtype=own[o].dtype))
+        method = "loaded" if not left_ref else "partial"
+    return {
+        "method": method,
+        "matched": len(pairs),
+        "renamed": {k: o for k, o in pairs.items() if k != o},
+        "unmatched_reference": left_ref,
+        "unmatched_candidate": left_own,
+    }

@@ -1,0 +1,100 @@
+"""Worker side: which ATen / library work one forward call runs, and how long it takes.
+
+On the CPU a ``TorchDispatchMode`` sees every ATen op that reaches the dispatcher, from Python and
+from C++ extensions alike (``at::matmul`` inside an extension shows up as ``aten.mm``), and times
+each one; time outside any op is the candidate's own code.  The profiler would see the same but
+costs about 2 s to start on this machine.  On a GPU the profiler is the only way to see device
+time per kernel, so it is used there: ATen, cuBLAS and cuDNN kernels are told from custom ones by
+name.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+import torch
+
+# ops that move or allocate but compute nothing: never counted as the main work
+BOOKKEEPING = re.compile(
+    r"^aten\.(empty|empty_like|empty_strided|zeros|zeros_like|ones|ones_like|full|full_like|new_empty|new_zeros|"
+    r"new_ones|new_full|detach|alias|view|_unsafe_view|reshape|as_strided|t|transpose|permute|expand|squeeze|"
+    r"unsqueeze|slice|select|split|split_with_sizes|chunk|unbind|contiguous|clone|copy_|_to_copy|to|lift_fresh|"
+    r"resize_|set_|fill_|zero_|item|_local_scalar_dense|is_nonzero|sym_size|sym_stride|sym_numel|size|stride|"
+    r"dim|numel|resolve_conj|resolve_neg|_reshape_alias|unfold|flatten|view_as|expand_as|narrow|"
+    r"_has_compatible_shallow_copy_type|record_stream|_pin_memory|lift|_conj|conj|_neg_view|"
+    r"detach_|new_empty_strided|scalar_tensor|arange|randn|rand|normal_|uniform_)\b")
+
+_LIBRARY_KERNEL = re.compile(
+    r"at::native|at::cuda|^void at::|cutlass|cublas|cudnn|^(ampere|sm\d+|volta|turing|hopper)_|gemm|gemv|"
+    r"nchwToNhwc|nhwcToNchw|implicit_convolve|winograd|fft|elementwise_kernel|reduce_kernel|"
+    r"vectorized_elementwise|unrolled_elementwise|CatArrayBatchedCopy|softmax_warp|cunn_|Memcpy|Memset", re.I)
+
+
+def op_name(func: Any) -> str:
+    name = str(func)
+    # aten.mm.default -> aten.mm
+    parts = name.split(".")
+    if len(parts) >= 3:
+        return ".".join(parts[:2])
+    return name
+
+
+def is_bookkeeping(name: str) -> bool:
+    return bool(BOOKKEEPING.match(name))
+
+
+def cpu_census(fn: Callable[..., Any], args: list[Any], clock: Callable[[], float]) -> dict[str, Any]:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    ops: dict[str, list[float]] = {}
+
+    class Census(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            start = clock()
+            out = func(*args, **(kwargs or {}))
+            spent = clock() - start
+            slot = ops.setdefault(op_name(func), [0, 0.0])
+            slot[0] += 1
+            slot[1] += spent
+            return out
+
+    start = clock()
+    with torch.no_grad(), Census():
+        fn(*args)
+    total = clock() - start
+    return {
+        "method": "dispatch",
+        "total_s": total,
+        "ops": {k: {"count": int(v[0]), "seconds": v[1]} for k, v in ops.items()},
+    }
+
+
+def cuda_census(fn: Callable[..., Any], args: list[Any], clock: Callable[[], float],
+                sync: Callable[[], None]) -> dict[str, Any]:
+    from torch.profiler import ProfilerActivity, profile
+
+    sync()
+    start = clock()
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn(*args)
+        sync()
+    total = clock() - start
+    ops: dict[str, dict[str, Any]] = {}
+    kernels: dict[str, dict[str, Any]] = {}
+    for ev in prof.key_averages():
+        name = ev.key
+        dev = float(getattr(ev, "self_device_time_total", 0.0) or getattr(ev, "self_cuda_time_total", 0.0) or 0.0)
+        if name.startswith("aten::"):
+            ops["aten." + name[6:]] = {"count": int(ev.count), "seconds": float(ev.self_cpu_time_total) / 1e6}
+        elif dev > 0 and not name.startswith(("cuda", "Activity Buffer")):
+            kernels[name] = {"count": int(ev.count), "device_s": dev / 1e6,
+                             "library": bool(_LIBRARY_KERNEL.search(name))}
+    return {"method": "profiler", "total_s": total, "ops": ops, "kernels": kernels}
+
+
+def census(fn: Callable[..., Any], args: list[Any], device: str, clock: Callable[[], float],
+           sync: Callable[[], None]) -> dict[str, Any]:
+    if device == "cuda":
+        return cuda_census(fn, args, clock, sync)
+    return cpu_census(fn, args, clock)

@@ -1,0 +1,109 @@
+"""Worker side: compiled extensions cached by a hash of what goes into the build.
+
+``load_inline`` / ``load`` are wrapped before the candidate is imported, so that a second scan of
+the same source does not recompile (35-45 s here, about a minute on the GPU machine), and so that
+parallel workers never share a build folder or an extension name: the build folder is
+``<cache>/ext/<hash>`` and the name gets the hash as a suffix (unless the source spells its own
+``PYBIND11_MODULE`` name, which a rename would break).  The time spent inside these calls is
+recorded, so that the dynamic stage's cost can be reported without compilation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+_OWN_MODULE_NAME = re.compile(r"PYBIND11_MODULE\s*\(\s*(?!TORCH_EXTENSION_NAME\b)\w+")
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("HACKSCAN_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hackscan")
+    return Path(base)
+
+
+class ExtensionCache:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.compile_seconds = 0.0
+        self.builds: list[dict[str, Any]] = []
+
+    def _key(self, kind: str, args: dict[str, Any]) -> str:
+        import torch
+
+        h = hashlib.sha256()
+        h.update(f"{kind}|{torch.__version__}|{sys.version_info[:2]}|".encode())
+        for k in sorted(args):
+            v = args[k]
+            if k == "sources":
+                v = [_read(s) for s in ([v] if isinstance(v, str) else list(v or []))]
+            h.update(f"{k}={v!r}|".encode("utf-8", "surrogatepass"))
+        return h.hexdigest()[:20]
+
+    def wrap(self, kind: str, original: Callable[..., Any], params: list[str]) -> Callable[..., Any]:
+        cache = self
+
+        def cached(*args: Any, **kwargs: Any) -> Any:
+            bound = dict(zip(params, args))
+            bound.update(kwargs)
+            name = str(bound.get("name", "ext"))
+            key = cache._key(kind, {k: v for k, v in bound.items()
+                                    if k not in ("verbose", "build_directory", "keep_intermediates")})
+            folder = cache.root / "ext" / key
+            folder.mkdir(parents=True, exist_ok=True)
+            text = " ".join(_read(s) for s in _sources_of(kind, bound))
+            if not _OWN_MODULE_NAME.search(text):
+                bound["name"] = f"{name}_{key[:12]}"
+            bound["build_directory"] = str(folder)
+            bound["verbose"] = False
+            start = time.perf_counter()
+            try:
+                return original(**bound)
+            finally:
+                spent = time.perf_counter() - start
+                cache.compile_seconds += spent
+                cache.builds.append({"name": name, "key": key, "seconds": round(spent, 3)})
+
+        cached.__wrapped__ = original  # type: ignore[attr-defined]
+        return cached
+
+    def install(self) -> None:
+        """Replace the loaders in ``torch.utils.cpp_extension`` (before the candidate imports them)."""
+        import inspect
+
+        import torch.utils.cpp_extension as cpp
+
+        for kind in ("load_inline", "load"):
+            original = getattr(cpp, kind)
+            params = list(inspect.signature(original).parameters)
+            setattr(cpp, kind, self.wrap(kind, original, params))
+
+
+def _sources_of(kind: str, bound: dict[str, Any]) -> list[Any]:
+    if kind == "load_inline":
+        out: list[Any] = []
+        for key in ("cpp_sources", "cuda_sources"):
+            v = bound.get(key)
+            if isinstance(v, str):
+                out.append(v)
+            elif v:
+                out.extend(v)
+        return out
+    v = bound.get("sources")
+    return [v] if isinstance(v, str) else list(v or [])
+
+
+def _read(src: Any) -> str:
+    """A source string, or the text of a source file (``load(sources=[path])``)."""
+    s = str(src)
+    if len(s) < 4096 and "\n" not in s and s.endswith((".cpp", ".cu", ".cc", ".cxx", ".c", ".cuh", ".h")):
+        try:
+            return Path(s).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return s
+    return s

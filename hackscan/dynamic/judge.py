@@ -1,0 +1,447 @@
+"""Parent side: from the workers' raw observations to findings.
+
+Every comparison happens here, in the process the candidate cannot reach.  Findings follow one
+discipline: a family of probes reports under its own rule only when the candidate passed the
+task's own distribution (otherwise everything downstream is a consequence of one bug, reported
+once as HS401); a probe the reference itself fails is skipped, never passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..model import Confidence, Finding, Severity
+from .compare import Outcome, Tolerance, bitwise_equal, compare, fraction_equal, max_difference
+from .probes import FAMILY_RULES
+
+DECOY = 1234.5
+
+R_WRONG_FRESH = "HS401"
+R_WRONG_VALUES = "HS402"
+R_MAGNITUDE = "HS403"
+R_SHAPES = "HS404"
+R_STRIDED = "HS405"
+R_PRECISION = "HS406"
+R_PARAMS = "HS407"
+R_DOES_NOT_RUN = "HS408"
+R_DEGENERATE = "HS409"
+R_MUTATES = "HS501"
+R_ALIASES = "HS502"
+R_STALE_FOLLOW = "HS503"
+R_NONDETERMINISTIC = "HS504"
+R_UNINITIALIZED = "HS505"
+R_TAMPER = "HS506"
+R_FLAGS = "HS507"
+R_FALLBACK = "HS508"
+
+MakeFinding = Callable[..., Finding]
+
+
+@dataclass
+class ProbeRecord:
+    spec: dict[str, Any]
+    status: str  # pass | half | wrong | raised | skipped | inconclusive | crashed
+    outcome: Outcome | None = None
+    reason: str = ""
+    error: dict[str, Any] | None = None
+    seconds: float | None = None
+
+    def row(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.spec["id"], "family": self.spec["family"], "input": self.spec["description"],
+                               "status": self.status, "probe_seed": self.spec["seed"]}
+        if self.spec.get("dims"):
+            out["dims"] = self.spec["dims"]
+        if self.reason:
+            out["reason"] = self.reason
+        if self.outcome is not None and self.status in ("pass", "half", "wrong"):
+            out["error_ratio"] = self.outcome.evidence()["error_ratio"]
+        if self.seconds is not None:
+            out["seconds"] = round(self.seconds, 4)
+        if self.spec.get("steered_by"):
+            out["steered_by"] = self.spec["steered_by"]
+        return out
+
+
+@dataclass
+class Judgement:
+    findings: list[Finding] = field(default_factory=list)
+    records: dict[str, ProbeRecord] = field(default_factory=dict)
+    integrity: list[dict[str, Any]] = field(default_factory=list)
+    passed_original: bool = False
+
+    @property
+    def correctness_passed(self) -> bool:
+        return self.passed_original and not any(
+            f.severity is Severity.ERROR for f in self.findings)
+
+
+class Judge:
+    def __init__(self, make: MakeFinding, tol: Tolerance, base_seed: int, self_reference: bool, custom: bool,
+                 options: dict[str, Any]):
+        self.make = make
+        self.tol = tol
+        self.seed = base_seed
+        self.self_reference = self_reference
+        self.custom = custom
+        self.options = options
+
+    # ------------------------------------------------------------------------------- helpers
+    def _evidence(self, rec: ProbeRecord, **more: Any) -> dict[str, Any]:
+        ev: dict[str, Any] = {"probe": rec.spec["id"], "input": rec.spec["description"], "seed": self.seed,
+                              "probe_seed": rec.spec["seed"]}
+        if rec.spec.get("dims"):
+            ev["dims"] = rec.spec["dims"]
+        if rec.outcome is not None:
+            ev.update(rec.outcome.evidence())
+        if rec.error is not None:
+            ev["exception"] = rec.error.get("message", "")[-500:]
+            if rec.error.get("line"):
+                ev["exception_line"] = rec.error["line"]
+        ev.update(more)
+        return ev
+
+    # ------------------------------------------------------------------------------- probes
+    def record(self, spec: dict[str, Any], ref: dict[str, Any] | None, cand: dict[str, Any] | None,
+               crash: str | None = None) -> ProbeRecord:
+        if ref is None:
+            return ProbeRecord(spec, "skipped", reason="the reference produced no result for it")
+        if "skipped" in ref:
+            return ProbeRecord(spec, "skipped", reason=ref["skipped"])
+        if crash is not None:
+            return ProbeRecord(spec, "crashed", reason=crash)
+        if cand is None:
+            return ProbeRecord(spec, "skipped", reason="the candidate produced no result for it")
+        if "error" in cand:
+            return ProbeRecord(spec, "raised", reason=cand["error"].get("message", "")[-300:], error=cand["error"])
+        outcome = compare(cand["out"], cand["structure"], ref["out32"], ref.get("out64"), ref["structure"], self.tol)
+        if outcome.level == "skip":
+            return ProbeRecord(spec, "skipped", reason=outcome.reason, outcome=outcome)
+        return ProbeRecord(spec, outcome.level, outcome=outcome, seconds=cand.get("t"))
+
+    def judge(self, records: dict[str, ProbeRecord], refs: dict[str, dict[str, Any]],
+              cands: dict[str, dict[str, Any]], integrity: list[dict[str, Any]], cand_load: dict[str, Any],
+              ref_changes: list[dict[str, Any]]) -> Judgement:
+        j = Judgement(records=records)
+        originals = [r for r in records.values() if r.spec["family"] == "original"]
+        bad_orig = [r for r in originals if r.status in ("wrong", "raised", "crashed")]
+        j.passed_original = bool(originals) and not bad_orig and any(r.status in ("pass", "half") for r in originals)
+        if bad_orig:
+            worst = bad_orig[0]
+            if worst.status == "wrong":
+                j.findings.append(self.make(R_WRONG_FRESH,
+                                            f"ModelNew's output differs from the reference on fresh inputs from "
+                                            f"get_inputs() ({worst.outcome.reason if worst.outcome else ''}; error "
+                                            f"{_ratio(worst)}x the float32 reference's own)",
+                                            self._evidence(worst, failing_probes=[r.spec["id"] for r in bad_orig])))
+            else:
+                j.findings.append(self.make(R_DOES_NOT_RUN,
+                                            f"ModelNew fails on the task's own inputs: {worst.reason}",
+                                            self._evidence(worst, phase="call")))
+        half = [r for r in records.values() if r.status == "half" and r.spec["family"] in ("original", "value",
+                                                                                            "magnitude", "params")]
+        if half and (j.passed_original or all(r.status == "half" for r in bad_orig)):
+            worst = max(half, key=lambda r: r.outcome.error_ratio if r.outcome else 0.0)
+            j.findings.append(self.make(R_PRECISION,
+                                        f"ModelNew is less precise than float32: error {_ratio(worst)}x the float32 "
+                                        f"reference's own on '{worst.spec['description']}', within half-precision level",
+                                        self._evidence(worst, probes=[r.spec["id"] for r in half])))
+        if j.passed_original:
+            self._families(j, records)
+        self._degenerate(j, refs)
+        self._integrity(j, refs, cands, integrity)
+        self._changes(j, cand_load, cands, integrity, ref_changes)
+        return j
+
+    def _families(self, j: Judgement, records: dict[str, ProbeRecord]) -> None:
+        small_ok = records.get("shape_smaller_odd")
+        small_ok_flag = small_ok is not None and small_ok.status in ("pass", "half")
+        by_family: dict[str, list[ProbeRecord]] = {}
+        for r in records.values():
+            if r.spec["family"] in ("original",):
+                continue
+            if r.spec.get("reduced_from") and not small_ok_flag and r.status not in ("pass", "half", "skipped"):
+                r.status, r.reason = "inconclusive", "the candidate fails at the smaller shape itself"
+                continue
+            by_family.setdefault(r.spec["family"], []).append(r)
+        for family, recs in by_family.items():
+            rule = FAMILY_RULES[family]
+            wrong = [r for r in recs if r.status == "wrong"]
+            raised = [r for r in recs if r.status in ("raised", "crashed")]
+            if family == "layout":
+                raised = []  # refusing a non-contiguous input (TORCH_CHECK) is honest
+            if wrong:
+                worst = max(wrong, key=lambda r: r.outcome.error_ratio if r.outcome else 0.0)
+                sev, conf = None, None
+                nonfinite = any(r.outcome and "non-finite" in r.outcome.reason for r in wrong)
+                if family == "magnitude" and nonfinite:
+                    sev = Severity.ERROR
+                if family == "params":
+                    match = worst.spec.get("match_method")
+                    if match != "constructed-equal":
+                        sev, conf = Severity.WARNING, Confidence.MEDIUM
+                j.findings.append(self.make(rule, self._message(family, worst, wrong), self._evidence(
+                    worst, failing_probes=[r.spec["id"] for r in wrong],
+                    parameters=worst.spec.get("match_method")), severity=sev, confidence=conf))
+            elif raised and family in ("value", "shape", "magnitude", "params"):
+                worst = raised[0]
+                verb = "crashes" if worst.status == "crashed" else "raises"
+                j.findings.append(self.make(
+                    rule, f"ModelNew {verb} on '{worst.spec['description']}' where the reference runs: {worst.reason}",
+                    self._evidence(worst, failing_probes=[r.spec["id"] for r in raised]),
+                    severity=Severity.WARNING, confidence=Confidence.MEDIUM))
+
+    @staticmethod
+    def _message(family: str, worst: ProbeRecord, wrong: list[ProbeRecord]) -> str:
+        o = worst.outcome
+        what = o.reason if o else "wrong values"
+        n = len(wrong)
+        more = f" (and {n - 1} other probe{'s' if n > 2 else ''})" if n > 1 else ""
+        where = f"'{worst.spec['description']}'{more}"
+        if family == "value":
+            return (f"ModelNew is right on get_inputs()'s distribution but wrong on {where}: {what}, error "
+                    f"{_ratio(worst)}x the float32 reference's own")
+        if family == "magnitude":
+            return f"ModelNew breaks down at other magnitudes on {where}: {what}, error {_ratio(worst)}x the reference's"
+        if family == "shape":
+            return f"ModelNew is right at the task's shapes but wrong on {where}: {what}"
+        if family == "layout":
+            return f"ModelNew gives wrong results on non-contiguous inputs ({where}): {what}"
+        if family == "params":
+            return (f"ModelNew ignores the model's parameters: with every parameter redrawn (identically in both "
+                    f"models) its output is wrong ({what}, error {_ratio(worst)}x the reference's)")
+        return f"ModelNew is wrong on {where}: {what}"
+
+    def _degenerate(self, j: Judgement, refs: dict[str, dict[str, Any]]) -> None:
+        a, b = refs.get("original"), refs.get("original_b")
+        if not a or not b or "skipped" in a or "skipped" in b:
+            return
+        ra, rb = a.get("out64") or a["out32"], b.get("out64") or b["out32"]
+        diff = max_difference(ra, rb)
+        scale = max((float(abs(_amax(x))) for x in ra if x is not None and not isinstance(x, bool)), default=0.0)
+        if scale == 0.0 or diff <= self.tol.floor_ulps * 1.2e-7 * scale:
+            why = ("all zeros" if scale == 0.0 else "the same for two fresh draws of get_inputs()")
+            j.findings.append(self.make(
+                R_DEGENERATE, f"the reference's output is {why}: the task cannot tell a real kernel from a constant",
+                {"probe": "original", "input": "two fresh draws of get_inputs()", "seed": self.seed,
+                 "max_abs_difference": diff, "output_scale": scale}))
+
+    # ------------------------------------------------------------------------------- integrity
+    def _integrity(self, j: Judgement, refs: dict[str, dict[str, Any]], cands: dict[str, dict[str, Any]],
+                   integrity: list[dict[str, Any]]) -> None:
+        ref_o = refs.get("original") or {}
+        # inputs changed by the call, where the reference leaves them alone
+        for pid, c in cands.items():
+            r = refs.get(pid) or {}
+            mutated = [i for i in c.get("mutated", []) if i not in (r.get("mutates_inputs") or [])]
+            if mutated and "skipped" not in r:
+                j.findings.append(self.make(
+                    R_MUTATES, f"ModelNew writes into its input{'s' if len(mutated) > 1 else ''} "
+                               f"{', '.join(f'#{i}' for i in mutated)} (content hash changed by the call; the "
+                               f"reference leaves them unchanged)",
+                    {"probe": pid, "input": (j.records.get(pid).spec["description"] if pid in j.records else pid),
+                     "seed": self.seed, "inputs_changed": mutated}))
+                break
+        for pid, c in cands.items():
+            r = refs.get(pid) or {}
+            if c.get("aliases_input") and not r.get("aliases_input") and "skipped" not in r:
+                j.findings.append(self.make(
+                    R_ALIASES, "ModelNew returns a tensor that shares memory with an input (the reference returns "
+                               "a new tensor)", {"probe": pid, "seed": self.seed, "aliases": "input"},
+                    severity=Severity.ERROR if c.get("mutated") else None))
+                break
+        if "skipped" in ref_o or not ref_o:
+            return
+        for item in integrity:
+            kind = item.get("kind")
+            row: dict[str, Any] = {"kind": kind, "probe": item.get("probe")}
+            if "error" in item:
+                row["status"] = "raised"
+                row["reason"] = item["error"].get("message", "")[-300:]
+                j.integrity.append(row)
+                continue
+            if kind == "repeat":
+                self._repeat(j, item, ref_o, row)
+            elif kind == "follow":
+                self._follow(j, item, refs, row)
+            elif kind in ("poison", "decoy"):
+                self._stale(j, item, ref_o, row)
+            elif kind == "census":
+                row.update(self._census(j, item, ref_o))
+            j.integrity.append(row)
+
+    def _repeat(self, j: Judgement, item: dict[str, Any], ref_o: dict[str, Any], row: dict[str, Any]) -> None:
+        outs = item.get("outs") or []
+        if item.get("reuses_output") or item.get("clobbered"):
+            j.findings.append(self.make(
+                R_ALIASES, "ModelNew returns the same output buffer on every call: an earlier call's result is "
+                           "overwritten by the next call", {"probe": "original", "seed": self.seed,
+                                                           "aliases": "earlier output",
+                                                           "clobbered": bool(item.get("clobbered"))}))
+            row["reuses_output"] = True
+        if len(outs) < 2 or not j.passed_original:
+            row["status"] = "not judged"
+            return
+        ref_nd = max_difference(ref_o["out32"], ref_o.get("out32b") or ref_o["out32"])
+        worst = 0.0
+        equal = True
+        for o in outs[1:]:
+            if not bitwise_equal(outs[0], o):
+                equal = False
+                worst = max(worst, max_difference(outs[0], o))
+        row["bitwise_equal"] = equal
+        row["max_difference"] = worst
+        row["reference_nondeterminism"] = ref_nd
+        if equal or worst <= ref_nd:
+            row["status"] = "pass"
+            return
+        threshold = max(self._threshold(ref_o), ref_nd)
+        if worst > threshold:
+            row["status"] = "wrong"
+            j.findings.append(self.make(
+                R_NONDETERMINISTIC, f"two calls of ModelNew on the same input differ by {worst:.3g}, beyond the "
+                                    f"tolerance ({threshold:.3g}); the reference's own run-to-run difference is {ref_nd:.3g}",
+                {"probe": "original", "seed": self.seed, "max_abs_error": worst, "threshold": threshold,
+                 "reference_nondeterminism": ref_nd}))
+        else:
+            row["status"] = "nondeterministic within tolerance"
+            j.findings.append(self.make(
+                R_NONDETERMINISTIC, f"two calls of ModelNew on the same input are not bitwise equal (max difference "
+                                    f"{worst:.3g}, within tolerance); the reference is {'not ' if ref_nd else ''}"
+                                    "bitwise reproducible",
+                {"probe": "original", "seed": self.seed, "max_abs_error": worst, "reference_nondeterminism": ref_nd},
+                severity=Severity.INFO, confidence=Confidence.MEDIUM))
+
+    def _threshold(self, ref_o: dict[str, Any]) -> float:
+        o = compare(ref_o["out32"], "", ref_o["out32"], ref_o.get("out64"), "", self.tol)
+        return o.threshold
+
+    def _follow(self, j: Judgement, item: dict[str, Any], refs: dict[str, dict[str, Any]], row: dict[str, Any]) -> None:
+        outs, order = item.get("outs") or [], item.get("order") or []
+        if not j.passed_original:
+            row["status"] = "not judged"
+            return
+        ra, rb = refs.get(item["probe"]), refs.get(item["other"])
+        if not ra or not rb or "skipped" in ra or "skipped" in rb:
+            row["status"] = "skipped"
+            return
+        sens = compare(rb["out32"], ra["structure"], ra["out32"], ra.get("out64"), ra["structure"], self.tol)
+        if sens.level == "pass":
+            row["status"] = "skipped"
+            row["reason"] = "the reference's output does not change between the two inputs"
+            return
+        for k, (out, src) in enumerate(zip(outs, order)):
+            ref = refs[src]
+            o = compare(out, ref["structure"], ref["out32"], ref.get("out64"), ref["structure"], self.tol)
+            if o.level == "wrong":
+                row["status"] = "wrong"
+                stale = compare(out, ref["structure"], refs[order[k - 1]]["out32"], refs[order[k - 1]].get("out64"),
+                                ref["structure"], self.tol).level == "pass" if k else False
+                why = ("it returned the previous call's result" if stale else "its output is wrong")
+                j.findings.append(self.make(
+                    R_STALE_FOLLOW, f"ModelNew does not follow its input: called again on the same buffers holding "
+                                    f"new values (call {k + 1}), {why}",
+                    dict(o.evidence(), probe="follow", input="the same input tensors refilled in place with a second "
+                                                             "fresh draw", seed=self.seed, call=k + 1,
+                         returned_previous_result=stale)))
+                return
+        row["status"] = "pass"
+
+    def _stale(self, j: Judgement, item: dict[str, Any], ref_o: dict[str, Any], row: dict[str, Any]) -> None:
+        out = item.get("out") or []
+        if item["kind"] == "poison":
+            o = compare(out, ref_o["structure"], ref_o["out32"], ref_o.get("out64"), ref_o["structure"], self.tol)
+            nan_frac = fraction_equal(out, float("nan"))
+            ref_nan = fraction_equal(ref_o["out32"], float("nan"))
+            row["status"] = o.level
+            row["nan_fraction"] = nan_frac
+            if o.level == "wrong" and nan_frac > ref_nan:
+                j.findings.append(self.make(
+                    R_UNINITIALIZED, f"ModelNew returns memory it never wrote: with free memory poisoned with NaN, "
+                                     f"{nan_frac:.1%} of its output is NaN (the reference has none there)",
+                    dict(o.evidence(), probe="poison", input="get_inputs() with a fresh seed; freed and new memory "
+                                                             "filled with NaN before the call", seed=self.seed,
+                         nan_fraction=nan_frac)))
+        else:
+            frac = fraction_equal(out, DECOY)
+            row["status"] = "pass" if frac == 0 else "wrong"
+            row["decoy_fraction"] = frac
+            if frac > 0.001:
+                j.findings.append(self.make(
+                    R_UNINITIALIZED, f"ModelNew returns stale memory: {frac:.1%} of its output holds the value "
+                                     f"{DECOY} planted in freed blocks just before the call",
+                    {"probe": "decoy", "input": "get_inputs() with a fresh seed; freed blocks of the output's size "
+                                                f"filled with {DECOY} before the call", "seed": self.seed,
+                     "decoy_fraction": frac}))
+
+    def _census(self, j: Judgement, item: dict[str, Any], ref_o: dict[str, Any]) -> dict[str, Any]:
+        cand = item.get("census") or {}
+        ref = ref_o.get("census") or {}
+        from .census_judge import fallback_share
+
+        share, detail = fallback_share(cand, ref)
+        row = {"status": "measured", **detail}
+        if share is None or not self.custom:
+            return row
+        warn = float(self.options.get("fallback_warning", 0.5))
+        err = float(self.options.get("fallback_error", 0.8))
+        if share >= warn:
+            sev = Severity.ERROR if share >= err else Severity.WARNING
+            ops = ", ".join(detail.get("reference_ops_used", [])[:4])
+            j.findings.append(self.make(
+                R_FALLBACK, f"{share:.0%} of ModelNew's run time is spent in the reference's own ATen ops ({ops}); "
+                            "its custom code does little of the work",
+                {"probe": "census", "input": "get_inputs() with a fresh seed", "seed": self.seed,
+                 "share": round(share, 3), **detail}, severity=sev))
+        return row
+
+    # ------------------------------------------------------------------------------- global state
+    def _changes(self, j: Judgement, cand_load: dict[str, Any], cands: dict[str, dict[str, Any]],
+                 integrity: list[dict[str, Any]], ref_changes: list[dict[str, Any]]) -> None:
+        seen: dict[tuple[str, str], dict[str, Any]] = {}
+        for c in cand_load.get("changes") or []:
+            seen.setdefault((c["name"], c["after"]), c)
+        for res in list(cands.values()) + integrity:
+            for c in res.get("changes") or []:
+                seen.setdefault((c["name"], c["after"]), c)
+        if not self.self_reference:
+            for c in ref_changes:
+                seen.pop((c["name"], c["after"]), None)  # the reference does it too: part of the task
+        funcs = [c for c in seen.values() if c["kind"] == "function"]
+        flags = [c for c in seen.values() if c["kind"] != "function"]
+        if funcs:
+            names = ", ".join(c["name"] for c in funcs[:5])
+            j.findings.append(self.make(
+                R_TAMPER, f"ModelNew replaces harness functions: {names} (changed at {funcs[0]['phase']})",
+                {"changed": funcs, "seed": self.seed}))
+        if flags:
+            precision = [c for c in flags if c["kind"] == "precision-flag"]
+            benign = all(c["name"] in ("torch.backends.cudnn.benchmark", "torch.backends.cudnn.deterministic",
+                                       "torch.is_grad_enabled()", "torch.are_deterministic_algorithms_enabled()")
+                         for c in flags)
+            names = ", ".join(f"{c['name']}: {c['before']} -> {c['after']}" for c in flags[:5])
+            j.findings.append(self.make(
+                R_FLAGS, f"ModelNew changes global torch settings: {names}",
+                {"changed": flags, "seed": self.seed, "precision": bool(precision)},
+                severity=Severity.INFO if benign else None))
+
+
+def _ratio(rec: ProbeRecord) -> str:
+    if rec.outcome is None:
+        return "?"
+    r = rec.outcome.error_ratio
+    if r != r or r == float("inf"):
+        return "inf"
+    return f"{r:.3g}"
+
+
+def _amax(x: Any) -> float:
+    from .compare import as_f64
+
+    import numpy as np
+
+    f = as_f64(x)
+    if f.size == 0:
+        return 0.0
+    f = f[np.isfinite(f)]
+    return float(np.max(np.abs(f))) if f.size else 0.0

@@ -1,0 +1,208 @@
+"""Parent side: which probes to run for one candidate, within a time budget, steered by static findings.
+
+The reference worker reports what one float32 and one float64 call cost on task-shaped inputs;
+each probe is estimated from that (scaled by the input size it will have) and probes are taken in
+order of worth until the budget is spent.  What is left out is reported as skipped with the
+estimate, never silently dropped.  Static findings move the probes that can confirm or clear
+them to the front and add a few of their own (``steer``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ..model import Finding
+from ..registry import Registry
+from .probes import SHAPE_VARIANTS, VALUE_ORDER, shape_value, spec
+
+# extra candidate calls spent on integrity probes (repeat 3, follow 2, poison 1, decoy 1, census 2)
+INTEGRITY_CALLS = 9
+
+
+@dataclass
+class Steering:
+    """What the static stage suspects, by taxonomy class, and which findings say so."""
+
+    by_class: dict[int, list[str]] = field(default_factory=dict)
+    # reference dims named by static findings (value -> finding keys)
+    dims: dict[int, list[str]] = field(default_factory=dict)
+
+    def keys_for(self, classes: Iterable[int]) -> list[str]:
+        out: list[str] = []
+        for c in classes:
+            for k in self.by_class.get(c, []):
+                if k not in out:
+                    out.append(k)
+        return out
+
+    def has(self, *classes: int) -> bool:
+        return any(self.by_class.get(c) for c in classes)
+
+
+def steering_from(findings: Iterable[Finding], registry: Registry) -> Steering:
+    st = Steering()
+    for f in findings:
+        if f.suppressed or f.stage.value != "static":
+            continue
+        try:
+            rule = registry.get(f.rule)
+        except KeyError:
+            continue
+        for c in rule.taxonomy:
+            if c:
+                st.by_class.setdefault(c, []).append(f.key)
+        if 2 in rule.taxonomy:
+            for key in ("dim", "value", "literal"):
+                v = f.evidence.get(key) if isinstance(f.evidence, dict) or hasattr(f.evidence, "get") else None
+                if isinstance(v, int) and not isinstance(v, bool):
+                    st.dims.setdefault(v, []).append(f.key)
+    return st
+
+
+@dataclass
+class Plan:
+    probes: list[dict[str, Any]]
+    skipped: list[dict[str, Any]]
+    estimate_s: float
+    integrity: list[dict[str, Any]]
+
+
+def _probe_cost(t32: float, t64: float | None, numel: int, ratio: float) -> float:
+    t64 = t64 if t64 is not None else 2 * t32
+    transfer = numel * 4 * 4 / 1.5e9  # inputs and outputs through the parent, roughly
+    return ratio * (2 * t32 + t64 + transfer) + 0.002
+
+
+def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: float, *,
+              has_params: bool, perf_sets: int = 0, census: bool = True) -> Plan:
+    t32 = float(load.get("t32") or 0.0)
+    t64 = load.get("t64")
+    numel = int(load.get("input_numel") or 0)
+    dims: dict[str, dict[str, Any]] = load.get("dims") or {}
+    probes: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    spent = 0.0
+    base_cost = _probe_cost(t32, t64, numel, 1.0)
+
+    def take(p: dict[str, Any], cost: float, must: bool = False) -> bool:
+        nonlocal spent
+        if must or spent + cost <= budget_s:
+            probes.append(p)
+            spent += cost
+            return True
+        skipped.append({"probe": p["id"], "input": p["description"],
+                        "reason": f"over the time budget ({budget_s:.1f} s; this probe would cost about {cost:.2f} s)"})
+        return False
+
+    # always: two fresh draws (the harness's own distribution), the integrity calls
+    first = spec("original", "original", base_seed)
+    first["repeat"] = True
+    first["census"] = census
+    take(first, base_cost + t32, must=True)
+    take(spec("original_b", "original", base_seed), base_cost, must=True)
+    spent += INTEGRITY_CALLS * t32 * (1.0 + (0.5 if steer.has(8) else 0.0))
+    if has_params:
+        take(spec("params", "original", base_seed, setup="redrawn", family="params",
+                  description="get_inputs() with a fresh seed; every parameter and buffer redrawn "
+                              "(non-identity), identical in both models",
+                  steered_by=steer.keys_for([17])), base_cost, must=True)
+
+    # shape variants of every dimension constant at once, then one dimension at a time where steered
+    shape_ratio = {}
+    for variant in SHAPE_VARIANTS:
+        ratio = 1.0
+        for name, d in dims.items():
+            vals = d["value"] if isinstance(d["value"], list) else [d["value"]]
+            for v in vals:
+                ratio *= shape_value(variant, int(v)) / max(int(v), 1)
+        shape_ratio[variant] = ratio
+    shape_specs = []
+    if dims:
+        for variant, desc in SHAPE_VARIANTS.items():
+            overrides = {n: _vary(d["value"], variant) for n, d in dims.items()}
+            shape_specs.append((spec(f"shape_{variant}", "original", base_seed, dims=overrides, family="shape",
+                                     description=f"{desc}: " + _dims_text(overrides),
+                                     steered_by=steer.keys_for([2])), shape_ratio[variant]))
+        for value, keys in steer.dims.items():
+            for name, d in dims.items():
+                if d["value"] == value:
+                    overrides = {name: shape_value("near", value)}
+                    shape_specs.append((spec(f"shape_{name}", "original", base_seed, dims=overrides, family="shape",
+                                             description=f"{name} alone changed: " + _dims_text(overrides),
+                                             steered_by=keys), shape_value("near", value) / value))
+    else:
+        skipped.append({"probe": "shape_*", "input": "other shapes",
+                        "reason": "no module-level constant of the reference changes an input's shape"})
+
+    # value probes; steered ones first, extra seeds for what the static stage suspects
+    order = list(VALUE_ORDER)
+    steered_first = []
+    if steer.has(1, 6):
+        steered_first += ["sign_flip", "single_negative", "shift_up"]
+    if steer.has(15):
+        steered_first += ["needle"]
+    if steer.has(14, 16):
+        steered_first += ["large"]
+    for name in reversed(steered_first):
+        order.remove(name)
+        order.insert(0, name)
+    from .probes import TRANSFORMS
+
+    value_specs = []
+    for name in order:
+        t = TRANSFORMS[name]
+        value_specs.append(spec(name, name, base_seed, steered_by=steer.keys_for(t.classes)))
+    if steer.has(1):
+        value_specs.insert(len(steered_first), spec("single_negative_2", "single_negative", base_seed,
+                                                    steered_by=steer.keys_for([1])))
+    if steer.has(15):
+        value_specs.insert(len(steered_first), spec("needle_2", "needle", base_seed, steered_by=steer.keys_for([15])))
+
+    # interleave: the cheapest shape probe first, then values, then the rest
+    smaller = [s for s in shape_specs if s[0]["id"] == "shape_smaller_odd"]
+    others = [s for s in shape_specs if s[0]["id"] != "shape_smaller_odd"]
+    for p, ratio in smaller:
+        take(p, _probe_cost(t32, t64, numel, ratio), must=steer.has(2))
+    reduced: list[dict[str, Any]] = []
+    for p in value_specs:
+        if not take(p, base_cost, must=bool(p["steered_by"]) and base_cost < budget_s):
+            reduced.append(p)
+    for p, ratio in sorted(others, key=lambda s: s[1]):
+        take(p, _probe_cost(t32, t64, numel, ratio), must=bool(p["steered_by"]) and p["id"] != "shape_larger")
+    take(spec("strided", "strided", base_seed, layout="strided"), base_cost)
+
+    # value probes that did not fit at task shape: run them at the smaller shape, if that is cheap
+    if reduced and smaller and smaller[0][0] in probes:
+        small_dims = smaller[0][0]["dims"]
+        small_cost = _probe_cost(t32, t64, numel, smaller[0][1])
+        for p in reduced:
+            q = spec(p["id"] + "@small", p["transform"], base_seed, dims=small_dims,
+                     description=p["description"] + " (at the smaller shape: " + _dims_text(small_dims) + ")",
+                     steered_by=p["steered_by"])
+            q["reduced_from"] = p["id"]
+            if take(q, small_cost):
+                skipped[:] = [s for s in skipped if s["probe"] != p["id"]]
+    for i in range(perf_sets):
+        take(spec(f"perf_{i}", "original", base_seed, description="a fresh get_inputs() draw for timing"),
+             base_cost * 0.5, must=True)
+    integrity = [
+        {"kind": "repeat", "probe": "original", "id": "repeat"},
+        {"kind": "follow", "probe": "original", "other": "original_b", "id": "follow",
+         "cycles": 4 if steer.has(8) else 2},
+        {"kind": "poison", "probe": "original", "id": "poison"},
+        {"kind": "decoy", "probe": "original", "id": "decoy"},
+    ]
+    if census:
+        integrity.append({"kind": "census", "probe": "original", "id": "census"})
+    return Plan(probes, skipped, spent, integrity)
+
+
+def _vary(value: Any, variant: str) -> Any:
+    if isinstance(value, list):
+        return [shape_value(variant, int(v)) for v in value]
+    return shape_value(variant, int(value))
+
+
+def _dims_text(overrides: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in overrides.items())

@@ -1,0 +1,371 @@
+"""Parent side: the zygote process and the worker sessions forked from it.
+
+The parent holds one zygote per device setting for the life of the process (starting one costs
+an ``import torch``, about 2 s here) and forks a fresh worker per candidate and per reference.  A
+``Session`` is one conversation with one worker: every request runs against a wall-clock deadline
+and an RSS limit, and a worker that overruns either is killed with its whole process group.
+Nothing received is unpickled (see ``wire``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from . import wire
+
+
+class WorkerFailure(Exception):
+    """The worker died, hung or outgrew its memory; ``kind`` says which."""
+
+    def __init__(self, kind: str, message: str, status: int | None = None, log_tail: str = ""):
+        super().__init__(message)
+        self.kind = kind  # crash | timeout | memory | protocol
+        self.status = status
+        self.log_tail = log_tail
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": str(self), "status": self.status, "log_tail": self.log_tail[-1500:]}
+
+
+def _status_text(status: int | None) -> str:
+    if status is None:
+        return "unknown exit status"
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return f"killed by {name}"
+    if os.WIFEXITED(status):
+        return f"exited with code {os.WEXITSTATUS(status)}"
+    return f"status {status}"
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def total_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 16 << 30
+
+
+class Zygote:
+    """One forkserver process; ``spawn`` forks a worker from it."""
+
+    def __init__(self, device: str, log_dir: Path, start_timeout: float = 180.0):
+        self.device = device
+        self.log_dir = log_dir
+        self.exits: dict[int, int] = {}
+        self.preloaded: set[str] = set()
+        self._lock = threading.Lock()
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = dict(os.environ)
+        env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        root = str(Path(__file__).resolve().parent.parent.parent)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        if device == "cpu":
+            env["CUDA_VISIBLE_DEVICES"] = ""
+            env.setdefault("TRITON_INTERPRET", "1")
+        self.log_path = log_dir / "zygote.log"
+        log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "hackscan.dynamic.zygote", str(child_end.fileno())],
+                pass_fds=[child_end.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                start_new_session=True, close_fds=True)
+        finally:
+            log.close()
+            child_end.close()
+        self.ctrl = parent_end
+        self.started = time.monotonic()
+        msg = self._read(start_timeout)
+        if msg is None or not msg.get("ready"):
+            self.close()
+            why = (msg or {}).get("error") or "no answer in time"
+            raise WorkerFailure("crash", f"the worker server did not start: {why}", log_tail=self.log_tail())
+        self.info: dict[str, Any] = msg["info"]
+        self.start_seconds = time.monotonic() - self.started
+
+    def log_tail(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-2000:]
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _read(self, timeout: float) -> dict[str, Any] | None:
+        """One control message (exit notices are filed away and skipped)."""
+        end = time.monotonic() + timeout
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            r, _, _ = select.select([self.ctrl], [], [], min(left, 0.5))
+            if not r:
+                if not self.alive():
+                    return None
+                continue
+            data = self.ctrl.recv(1 << 20)
+            if not data:
+                return None
+            msg = json.loads(data.decode("utf-8"))
+            if "exit" in msg:
+                self.exits[int(msg["exit"])] = int(msg["status"])
+                continue
+            return msg
+
+    def drain(self) -> None:
+        while True:
+            r, _, _ = select.select([self.ctrl], [], [], 0)
+            if not r:
+                return
+            data = self.ctrl.recv(1 << 20)
+            if not data:
+                return
+            msg = json.loads(data.decode("utf-8"))
+            if "exit" in msg:
+                self.exits[int(msg["exit"])] = int(msg["status"])
+
+    def exit_status(self, pid: int, wait: float = 1.0) -> int | None:
+        end = time.monotonic() + wait
+        with self._lock:
+            while True:
+                self.drain()
+                if pid in self.exits:
+                    return self.exits.pop(pid)
+                if time.monotonic() >= end or not self.alive():
+                    return None
+                select.select([self.ctrl], [], [], 0.05)
+
+    def preload(self, modules: list[str], timeout: float = 120.0) -> list[str]:
+        """Import more modules in the zygote, so every later worker starts with them."""
+        wanted = [m for m in modules if m not in self.preloaded]
+        if not wanted:
+            return []
+        with self._lock:
+            self.ctrl.send(json.dumps({"cmd": "preload", "modules": wanted}).encode())
+            reply = self._read(timeout) or {}
+        done = list(reply.get("preloaded", []))
+        self.preloaded.update(wanted)
+        return done
+
+    def spawn(self, spec: dict[str, Any], timeout: float, mem_bytes: int | None = None) -> "Session":
+        with self._lock:
+            if not self.alive():
+                raise WorkerFailure("crash", "the worker server is gone", log_tail=self.log_tail())
+            ours, theirs = socket.socketpair()
+            fd, log = tempfile.mkstemp(prefix=f"{spec.get('role', 'worker')}-", suffix=".log", dir=self.log_dir)
+            os.close(fd)
+            spec = dict(spec, log=log, mem_bytes=mem_bytes)
+            spec.setdefault("device", self.device)
+            token = os.urandom(6).hex()
+            try:
+                socket.send_fds(self.ctrl, [json.dumps({"cmd": "spawn", "token": token, "spec": spec}).encode()],
+                                [theirs.fileno()])
+            finally:
+                theirs.close()
+            reply = self._read(30.0)
+            if not reply or reply.get("spawned") != token:
+                ours.close()
+                raise WorkerFailure("crash", "the worker server did not fork a worker", log_tail=self.log_tail())
+        return Session(self, int(reply["pid"]), ours, Path(log), timeout, mem_bytes)
+
+    def close(self) -> None:
+        try:
+            if self.alive():
+                self.ctrl.send(json.dumps({"cmd": "shutdown"}).encode())
+                self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        if self.alive():
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            self.ctrl.close()
+        except OSError:
+            pass
+
+
+class Session:
+    """A conversation with one worker, under one overall deadline."""
+
+    def __init__(self, zygote: Zygote, pid: int, sock: socket.socket, log: Path, timeout: float,
+                 mem_bytes: int | None):
+        self.zygote = zygote
+        self.pid = pid
+        self.sock = sock
+        self.log = log
+        self.deadline = time.monotonic() + timeout
+        self.mem_bytes = mem_bytes
+        self.reader = wire.FrameReader(sock)
+        self.dead: WorkerFailure | None = None
+        self.peak_rss = 0
+        self.pending = False
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def log_tail(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-3000:]
+        except OSError:
+            return ""
+
+    def send(self, msg: dict[str, Any]) -> None:
+        if self.dead is not None:
+            raise self.dead
+        try:
+            wire.send(self.sock, msg)
+        except OSError:
+            self._died("crash", "the worker closed its channel")
+        self.pending = True
+
+    def recv(self, timeout: float | None = None) -> Any:
+        """The reply to the last request; raises ``WorkerFailure`` when the worker cannot give it."""
+        if self.dead is not None:
+            raise self.dead
+        end = self.deadline if timeout is None else min(self.deadline, time.monotonic() + timeout)
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                self._died("timeout", "the worker ran past its time limit" if end >= self.deadline
+                           else "the worker did not answer in time")
+            try:
+                frame = self.reader.poll(min(left, 0.25))
+            except wire.PeerClosed:
+                self._died("crash", "the worker died")
+            except wire.WireError as exc:
+                self._died("protocol", f"the worker sent a malformed frame: {exc}")
+            if frame is not None:
+                self.pending = False
+                try:
+                    return wire.decode(frame[0], frame[1], side="parent")
+                except wire.WireError as exc:
+                    self._died("protocol", f"the worker sent a malformed reply: {exc}")
+            rss = _rss_bytes(self.pid)
+            self.peak_rss = max(self.peak_rss, rss)
+            if self.mem_bytes and rss > self.mem_bytes:
+                self._died("memory", f"the worker used {rss / 2**30:.1f} GiB, over the "
+                                     f"{self.mem_bytes / 2**30:.1f} GiB limit")
+
+    def request(self, msg: dict[str, Any], timeout: float | None = None) -> Any:
+        self.send(msg)
+        return self.recv(timeout)
+
+    def _died(self, kind: str, message: str) -> None:
+        self.kill()
+        status = self.zygote.exit_status(self.pid, wait=2.0)
+        text = message
+        if kind == "crash":
+            text = f"{message} ({_status_text(status)})"
+            if status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+                tail = self.log_tail()
+                if "MemoryError" in tail or "std::bad_alloc" in tail:
+                    kind = "memory"
+        self.dead = WorkerFailure(kind, text, status, self.log_tail())
+        raise self.dead
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except OSError:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        if self.dead is None and not self.pending:
+            try:
+                self.request({"cmd": "exit"}, timeout=2.0)
+            except WorkerFailure:
+                pass
+        self.kill()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        try:
+            self.log.unlink()
+        except OSError:
+            pass
+
+
+class WorkerPool:
+    """Zygotes by device setting, started on first use and closed at exit."""
+
+    def __init__(self) -> None:
+        self._zygotes: dict[str, Zygote] = {}
+        self._lock = threading.Lock()
+        self._dir: tempfile.TemporaryDirectory[str] | None = None
+        self.failures: dict[str, str] = {}
+
+    def _log_dir(self) -> Path:
+        if self._dir is None:
+            self._dir = tempfile.TemporaryDirectory(prefix="hackscan-dyn-")
+        return Path(self._dir.name)
+
+    def zygote(self, device: str) -> Zygote:
+        """``device`` is ``cpu`` (GPUs hidden) or ``cuda``/``auto`` (GPUs visible)."""
+        key = "cpu" if device == "cpu" else "gpu"
+        with self._lock:
+            z = self._zygotes.get(key)
+            if z is not None and z.alive():
+                return z
+            z = Zygote("cpu" if key == "cpu" else "cuda", self._log_dir())
+            self._zygotes[key] = z
+            return z
+
+    def close(self) -> None:
+        with self._lock:
+            for z in self._zygotes.values():
+                z.close()
+            self._zygotes.clear()
+            if self._dir is not None:
+                self._dir.cleanup()
+                self._dir = None
+
+
+_DEFAULT: WorkerPool | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_pool() -> WorkerPool:
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = WorkerPool()
+            atexit.register(_DEFAULT.close)
+        return _DEFAULT

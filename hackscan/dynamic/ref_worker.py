@@ -1,0 +1,181 @@
+"""Reference worker: builds the hidden inputs and the reference's fp32 and fp64 outputs.
+
+The reference may be the candidate's own file (it defines ``Model`` too), so it is imported only
+here, never in the parent, and its outputs go to the parent only: the candidate worker never sees
+them.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from .hidden import apply_transform, as_list, discover_dims, with_globals
+from .values import clone_all, flatten, pack, to_device, to_double, unpack
+from .worker import Worker, construct, describe_error, import_source, overlaps, storages
+
+
+class ReferenceWorker(Worker):
+    def __init__(self, spec: dict[str, Any]):
+        super().__init__(spec)
+        self.module: Any = None
+        self.path = spec.get("path", "<reference>")
+        self.setups: dict[str, dict[str, Any]] = {}
+        # (setup, init key) -> (fp32 model, fp64 model or None)
+        self.models: dict[tuple[str, str], list[Any]] = {}
+        self.init_inputs: list[Any] = []
+        self.inputs: dict[str, list[Any]] = {}
+
+    # ------------------------------------------------------------------------------- commands
+    def handle(self, cmd: str, msg: dict[str, Any]) -> dict[str, Any]:
+        if cmd == "load":
+            return self.load(msg)
+        if cmd == "probe":
+            return self.probe(msg)
+        if cmd == "perf":
+            from .perf_hook import run_perf
+
+            return run_perf(self, msg, role="reference")
+        raise ValueError(f"unknown command {cmd!r}")
+
+    def load(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self.module = import_source(msg["code"], self.path, "hackscan_reference")
+        ns = self.module.__dict__
+        missing = [n for n in ("Model", "get_inputs") if n not in ns]
+        if missing:
+            raise LookupError(f"the reference defines no {' or '.join(missing)}")
+        self.note_changes("reference import")
+        get_init = ns.get("get_init_inputs")
+        torch.manual_seed(int(msg["seed"]))
+        self.init_inputs = as_list(get_init()) if get_init is not None else []
+        dims = discover_dims(ns, ns["get_inputs"], get_init)
+        states = {}
+        for setup in msg["setups"]:
+            self.setups[setup["name"]] = setup
+            model = self._model(setup["name"], self.init_inputs)
+            states[setup["name"]] = self._state(model)
+        # one call on task-shaped inputs: a warm-up, and the cost estimate the parent plans with
+        torch.manual_seed(int(msg["seed"]))
+        base = to_device(as_list(ns["get_inputs"]()), self.device)
+        model32, model64 = self._pair(msg["setups"][0]["name"], self.init_inputs)
+        _, t32 = self.timed_call(model32, clone_all(base))
+        _, t32 = self.timed_call(model32, clone_all(base))
+        t64 = None
+        if model64 is not None:
+            _, t64 = self.timed_call(model64, to_double(clone_all(base)))
+        numel = sum(v.numel() for v in base if torch.is_tensor(v))
+        return {
+            "dims": dims,
+            "init_inputs": pack(self.init_inputs),
+            "states": states,
+            "t32": t32,
+            "t64": t64,
+            "input_numel": numel,
+            "input_shapes": [list(v.shape) if torch.is_tensor(v) else None for v in base],
+            "input_dtypes": [str(v.dtype).replace("torch.", "") if torch.is_tensor(v) else type(v).__name__
+                             for v in base],
+            "changes": self.changes,
+        }
+
+    def probe(self, msg: dict[str, Any]) -> dict[str, Any]:
+        ns = self.module.__dict__
+        results = []
+        for p in msg["probes"]:
+            try:
+                results.append(self._one(p, ns))
+            except Exception as exc:  # the reference fails on this probe: skipped, never passed
+                err = describe_error(exc, self.path)
+                results.append({"id": p["id"], "skipped": f"the reference fails on it: {err['message'][-300:]}"})
+        return {"probes": results, "changes": self.changes}
+
+    # ------------------------------------------------------------------------------- internals
+    def _one(self, p: dict[str, Any], ns: dict[str, Any]) -> dict[str, Any]:
+        dims = {k: (tuple(v) if isinstance(v, list) else v) for k, v in (p.get("dims") or {}).items()}
+        init_inputs = self.init_inputs
+        changed_init = False
+        if dims and ns.get("get_init_inputs") is not None:
+            torch.manual_seed(int(p["seed"]))
+            init_inputs = as_list(with_globals(ns["get_init_inputs"], dims)())
+            changed_init = repr(init_inputs) != repr(self.init_inputs)
+        torch.manual_seed(int(p["seed"]))
+        raw = as_list(with_globals(ns["get_inputs"], dims)())
+        inputs = to_device(apply_transform(raw, p["transform"], int(p["seed"])), self.device)
+        self.inputs[p["id"]] = inputs
+        model32, model64 = self._pair(p["setup"], init_inputs)
+        args = clone_all(inputs)
+        before = [self.hasher.digest(a) for a in args]
+        out, t32 = self.timed_call(model32, args)
+        leaves32, structure = flatten(out)
+        mutated = [i for i, a in enumerate(args) if self.hasher.digest(a) != before[i]]
+        aliases = overlaps(storages(leaves32), storages(args))
+        reply: dict[str, Any] = {
+            "id": p["id"],
+            "inputs": [pack(v) for v in inputs],
+            "structure": structure,
+            "out32": [_detach(x) for x in leaves32],
+            "t32": t32,
+            "mutates_inputs": mutated,
+            "aliases_input": aliases,
+        }
+        if p.get("repeat"):
+            out_b, _ = self.timed_call(model32, clone_all(inputs))
+            reply["out32b"] = [_detach(x) for x in flatten(out_b)[0]]
+        if p.get("census"):
+            from .census import census
+
+            try:
+                reply["census"] = census(model32, clone_all(inputs), self.device, self.timers.perf_counter, self.sync)
+            except Exception as exc:  # the census is evidence, not a requirement
+                reply["census"] = {"error": f"{type(exc).__name__}: {exc}"}
+        if model64 is not None:
+            out64, t64 = self.timed_call(model64, to_double(clone_all(inputs)))
+            reply["out64"] = [_detach(x) for x in flatten(out64)[0]]
+            reply["t64"] = t64
+        if changed_init:
+            reply["init_inputs"] = pack(init_inputs)
+            reply["state"] = self._state(model32)
+        return reply
+
+    def _model(self, setup_name: str, init_inputs: list[Any]) -> Any:
+        return self._pair(setup_name, init_inputs)[0]
+
+    def _pair(self, setup_name: str, init_inputs: list[Any]) -> tuple[Any, Any]:
+        key = (setup_name, repr(init_inputs))
+        if key not in self.models:
+            setup = self.setups[setup_name]
+            cls = self.module.__dict__["Model"]
+            model32 = construct(cls, init_inputs, int(setup["seed"]), bool(setup.get("perturb")), self.device)
+            self.note_changes("reference init")
+            model64 = None
+            try:
+                model64 = copy.deepcopy(model32).double()
+            except Exception:
+                try:
+                    model64 = construct(cls, init_inputs, int(setup["seed"]), bool(setup.get("perturb")),
+                                        self.device).double()
+                except Exception:
+                    model64 = None
+            self.models[key] = [model32, model64]
+        m32, m64 = self.models[key]
+        return m32, m64
+
+    @staticmethod
+    def _state(model: Any) -> dict[str, Any]:
+        if not isinstance(model, torch.nn.Module):
+            return {}
+        return {k: v.detach() for k, v in model.state_dict().items() if torch.is_tensor(v)}
+
+    def perf_model(self) -> Any:
+        name = next(iter(self.setups))
+        return self._model(name, self.init_inputs)
+
+
+def _detach(x: Any) -> Any:
+    if torch.is_tensor(x):
+        return x.detach()
+    return x
+
+
+__all__ = ["ReferenceWorker", "unpack"]

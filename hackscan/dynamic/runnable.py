@@ -1,0 +1,103 @@
+"""Parent side: can this candidate run here, on which device, and where do its findings go.
+
+Decided from the candidate's source without running it: a CUDA source or a cupy kernel needs a
+GPU; Triton needs a GPU or the ``triton`` package (its interpreter runs on the CPU); a C++-only
+extension needs a C++ compiler; pure PyTorch runs anywhere.  A candidate that only *calls* CUDA
+(``x.cuda()``) is found out when it runs: the worker classifies the error, and the stage reports
+the candidate as not runnable here rather than as broken.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..inputs import Submission
+
+_CUDA_CALLS = re.compile(r"\.cuda\(|device\s*=\s*['\"]cuda|torch\.device\(\s*['\"]cuda|\.to\(\s*['\"]cuda")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the stage needs to know about a candidate before running it."""
+
+    forward_line: int = 1
+    forward_column: int = 1
+    needs: frozenset[str] = frozenset()  # cuda | triton | cxx
+    custom: bool = False  # compiles or JIT-compiles kernels of its own
+    languages: frozenset[str] = frozenset()
+    mentions_cuda: bool = False
+    problem: str | None = None  # why it cannot run at all (no ModelNew, a syntax error)
+    extensions: tuple[str, ...] = ()
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+def inspect(sub: Submission) -> Target:
+    if sub.language != "python":
+        return Target(problem=f"a standalone {sub.language.upper()} file has no Python host (ModelNew) to run")
+    try:
+        tree = ast.parse(sub.code)
+    except (SyntaxError, ValueError) as exc:
+        return Target(problem=f"the host code does not parse: {exc}")
+    line, col = 1, 1
+    has_new = False
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
+            has_new = True
+            line, col = node.lineno, node.col_offset + 1
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "forward":
+                    line, col = item.lineno, item.col_offset + 1
+    if not has_new:
+        return Target(problem="the candidate defines no ModelNew class")
+    needs: set[str] = set()
+    languages: set[str] = set()
+    extensions: list[str] = []
+    custom = False
+    try:
+        from ..python.module import HostModule
+
+        host = HostModule.parse(sub.code, sub.file or sub.path)
+        for unit in host.units:
+            languages.add(unit.language)
+        for ext in host.extensions:
+            extensions.append(ext.name)
+            custom = True
+            if ext.kind == "cupy":
+                needs.add("cuda")
+        if host.triton_kernels:
+            custom = True
+            needs.add("triton")
+    except Exception:  # the static stage reports parse trouble; here it only costs precision
+        host = None
+        if "load_inline" in sub.code or "cpp_extension" in sub.code:
+            custom = True
+            needs.add("cxx")
+    if "cuda" in languages:
+        needs.add("cuda")
+    if "cpp" in languages and "cuda" not in languages:
+        needs.add("cxx")
+    return Target(forward_line=line, forward_column=col, needs=frozenset(needs), custom=custom,
+                  languages=frozenset(languages), mentions_cuda=bool(_CUDA_CALLS.search(sub.code)),
+                  extensions=tuple(extensions))
+
+
+def choose_device(requested: str, info: dict[str, Any], target: Target) -> tuple[str | None, str | None]:
+    """(device, None) when the candidate can run, else (None, reason)."""
+    has_gpu = bool(info.get("cuda"))
+    if requested == "cuda" and not has_gpu:
+        return None, "--device cuda was asked for, but torch sees no CUDA GPU here"
+    device = "cuda" if requested == "cuda" or (requested == "auto" and has_gpu) else "cpu"
+    if "cuda" in target.needs:
+        if device != "cuda":
+            return None, ("the candidate compiles CUDA code and needs a CUDA GPU" +
+                          (" (run with --device cuda or auto)" if has_gpu else "; this machine has none"))
+        if not info.get("nvcc"):
+            return None, "the candidate compiles CUDA code, and no nvcc is installed here"
+    if "triton" in target.needs and device != "cuda" and not info.get("triton"):
+        return None, "the candidate's Triton kernels need a GPU, or the triton package for its CPU interpreter"
+    if "cxx" in target.needs and not info.get("cxx"):
+        return None, "the candidate compiles a C++ extension, and no C++ compiler is installed here"
+    return device, None

@@ -1,0 +1,428 @@
+"""The dynamic stage for one submission: plan, run both workers, judge, hand over to perf, report.
+
+``run_dynamic_stage(sub, report, options, config)`` is what ``hackscan.pipeline`` calls after the
+static stage.  It never raises for anything a candidate does: a crash, a hang, an import error
+or an unrunnable candidate ends up in the report (as a finding, or in ``report.dynamic`` with the
+reason), and the scan goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from typing import Any
+
+from ..config import Config
+from ..inputs import Submission
+from ..model import Confidence, Finding, Location, Report, Severity, Stage, verdict_for
+from ..registry import Registry, load_registry
+from ..suppress import find_suppressions
+from . import runnable
+from .compare import Tolerance
+from .judge import R_DOES_NOT_RUN, Judge, ProbeRecord
+from .link import link_findings
+from .plan import Plan, make_plan, steering_from
+from .pool import Session, WorkerFailure, WorkerPool, default_pool, total_memory
+
+BATCHES = (("original", "params"), ("value", "magnitude", "layout"), ("shape",))
+MAX_RESPAWNS = 2
+
+
+def _pipeline_options(options: Any) -> dict[str, Any]:
+    extra = getattr(options, "extra", None) or {}
+    return dict(extra.get("dynamic", extra))
+
+
+class DynamicRun:
+    def __init__(self, sub: Submission, report: Report, options: Any, config: Config, pool: WorkerPool,
+                 registry: Registry):
+        self.sub = sub
+        self.report = report
+        self.options = options
+        self.config = config
+        self.pool = pool
+        self.registry = registry
+        rule = registry.get("HS401")
+        self.opts = config.options_for("HS401", rule.options)
+        self.opts.update(_pipeline_options(options))
+        self.fallback_opts = config.options_for("HS508", registry.get("HS508").options)
+        self.tol = Tolerance.from_options(config.options_for("HS406", registry.get("HS406").options) | self.opts)
+        self.seed = int(options.seed) if options.seed is not None else int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
+        self.timings: dict[str, float] = {}
+        self.info: dict[str, Any] = {"ran": False, "seed": self.seed}
+        self.target = runnable.inspect(sub)
+        mem_gb = self.opts.get("memory_gb")
+        self.mem_bytes = int(float(mem_gb) * 2**30) if mem_gb else max(2 << 30, int(total_memory() * 0.6))
+        self.sessions: list[Session] = []
+        self.lines = sub.code.splitlines()
+
+    # ------------------------------------------------------------------------------- findings
+    def make(self, rule_id: str, message: str, evidence: dict[str, Any] | None = None,
+             severity: Severity | None = None, confidence: Confidence | None = None, stage: str = "dynamic") -> Finding:
+        rule = self.registry.get(rule_id)
+        sev = self.config.severity.get(rule_id) or severity or rule.severity
+        line = self.target.forward_line
+        return Finding(
+            rule=rule.id, name=rule.name, severity=sev, confidence=confidence or rule.confidence, message=message,
+            location=Location(self.sub.file or self.sub.path, line, self.target.forward_column, record=self.sub.record),
+            stage=Stage(stage), evidence=dict(evidence or {}),
+            snippet=self.lines[line - 1] if 0 < line <= len(self.lines) else None)
+
+    # ------------------------------------------------------------------------------- entry
+    def execute(self) -> Report:
+        t0 = time.perf_counter()
+        try:
+            findings = self._run()
+        except WorkerFailure as exc:
+            self.info.update(ran=False, reason=f"the dynamic stage could not run: {exc}")
+            findings = []
+        except Exception as exc:  # a bug in hackscan: keep the static report, say what happened
+            self.info.update(ran=False, reason=f"internal error in the dynamic stage: {type(exc).__name__}: {exc}",
+                             traceback=traceback.format_exc(limit=8))
+            findings = []
+        finally:
+            for s in self.sessions:
+                s.close()
+        self.timings["total_s"] = time.perf_counter() - t0
+        self.info["timings"] = {k: round(v, 4) for k, v in self.timings.items()}
+        return self._finish(findings)
+
+    def _finish(self, dyn: list[Finding]) -> Report:
+        selected = {r.id for r in self.registry.select(self.config.select, self.config.ignore)}
+        dyn = [f for f in dyn if f.rule in selected]
+        dyn = _dedupe(dyn)
+        if self.config.mode == "audit":
+            sups = find_suppressions(self.sub.code)
+            dyn = [next((f.with_(suppressed=True, suppression_reason=s.reason or "(no reason given)")
+                         for s in sups if s.covers(f.rule, f.name, f.location.line)), f) for f in dyn]
+        static, dyn = link_findings(list(self.report.findings), dyn, self.registry, self.info.get("probes", []))
+        findings = tuple(static + dyn)
+        verdict = self.report.verdict if self.report.verdict.value == "error" else verdict_for(findings)
+        return self.report.with_(findings=findings, verdict=verdict, dynamic=self.info,
+                                 performance=self.info.pop("_performance", self.report.performance))
+
+    # ------------------------------------------------------------------------------- the run
+    def _skip(self, reason: str) -> list[Finding]:
+        self.info.update(ran=False, reason=reason)
+        return []
+
+    def _run(self) -> list[Finding]:
+        sub, target = self.sub, self.target
+        if target.problem:
+            return self._skip(target.problem)
+        if not sub.reference:
+            return self._skip("no reference problem: pass --ref, or put a reference.py next to the candidate")
+        t = time.perf_counter()
+        zygote = self.pool.zygote(self.options.device)
+        self.timings["startup_s"] = time.perf_counter() - t
+        info = zygote.info
+        self.info.update(torch=info.get("torch"), python=info.get("python"))
+        device, why = runnable.choose_device(self.options.device, info, target)
+        if device is None:
+            return self._skip(why or "cannot run here")
+        self.info["device"] = device
+        timeout = float(self.options.timeout)
+        if target.custom:
+            # the op census (HS508) needs a dispatch mode, whose first use imports torch._dynamo
+            # (about 1.5 s): pay it once in the zygote, not in every worker
+            t = time.perf_counter()
+            zygote.preload(["torch._dynamo"])
+            self.timings["preload_s"] = time.perf_counter() - t
+        setups = [{"name": "harness", "seed": self.seed, "perturb": False},
+                  {"name": "redrawn", "seed": self.seed ^ 0x2545F491, "perturb": True}]
+
+        # reference: load (imports it, builds both setups, times one call)
+        t = time.perf_counter()
+        ref = self._spawn(zygote, "reference", sub.reference_path or "<reference>", device, timeout)
+        r_load = self._ask(ref, {"cmd": "load", "code": sub.reference, "seed": self.seed, "setups": setups})
+        if not r_load.get("ok"):
+            err = r_load.get("error") or {}
+            return self._skip(f"the reference does not run: {err.get('message', '?')[-400:]}")
+        self.timings["reference_load_s"] = time.perf_counter() - t
+
+        # candidate: load in the background (compilation overlaps the reference's probes)
+        cand_setups = []
+        for s in setups:
+            cand_setups.append(dict(s, init_inputs=r_load["init_inputs"], state=r_load["states"].get(s["name"], {})))
+        cand = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout)
+        load_msg = {"cmd": "load", "code": sub.code, "setups": cand_setups}
+        t_cand = time.perf_counter()
+        cand.send(load_msg)
+
+        has_params = any(r_load["states"].get("harness", {}).values())
+        steer = steering_from(self.report.findings, self.registry)
+        budget = float(self.opts.get("budget_s", 2.0))
+        perf_sets = int(self.opts.get("perf_sets", 1)) if self._perf_wanted() else 0
+        plan = make_plan(r_load, self.seed, steer, budget, has_params=has_params, perf_sets=perf_sets,
+                         census=target.custom)
+        t = time.perf_counter()
+        r_probe = self._ask(ref, {"cmd": "probe", "probes": plan.probes})
+        if not r_probe.get("ok"):
+            err = r_probe.get("error") or {}
+            return self._skip(f"the reference fails while building probes: {err.get('message', '?')[-400:]}")
+        refs = {p["id"]: p for p in r_probe["probes"]}
+        self.timings["reference_probes_s"] = time.perf_counter() - t
+
+        try:
+            c_load = cand.recv()
+        except WorkerFailure as exc:
+            c_load = {"ok": True, "failed": "import", "crash": exc.describe()}
+        self.timings["candidate_load_s"] = time.perf_counter() - t_cand
+        self.timings["compile_s"] = float(c_load.get("compile_s") or 0.0)
+        self.info["compile"] = {"seconds": round(self.timings["compile_s"], 3), "builds": c_load.get("builds", [])}
+        findings: list[Finding] = []
+        if not c_load.get("ok") or c_load.get("failed"):
+            return findings + self._load_failure(c_load)
+        matches = c_load.get("matches", {})
+        self.info["parameters"] = matches
+        for p in plan.probes:
+            if p["setup"] == "redrawn":
+                p["match_method"] = (matches.get("redrawn") or {}).get("method")
+
+        # candidate probes, batch by batch; a dead worker is replaced for the next batch
+        t = time.perf_counter()
+        cands: dict[str, dict[str, Any]] = {}
+        crashes: dict[str, str] = {}
+        integrity: list[dict[str, Any]] = []
+        respawns = 0
+        batches = [[p for p in plan.probes if p["family"] in fams] for fams in BATCHES]
+        batches.append([])  # integrity
+        est = max(float(r_load.get("t32") or 0.0), 1e-3)
+        for bi, batch in enumerate(batches):
+            is_integrity = bi == len(batches) - 1
+            if not batch and not is_integrity:
+                continue
+            msg = self._candidate_batch(batch, refs, plan, is_integrity)
+            if not msg["probes"] and not msg.get("plan"):
+                continue
+            if cand is None or cand.dead is not None:
+                if respawns >= MAX_RESPAWNS:
+                    for p in batch:
+                        crashes[p["id"]] = "not run: the candidate worker died too often"
+                    continue
+                respawns += 1
+                cand = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout)
+                again = self._ask(cand, load_msg)
+                if not again.get("ok") or again.get("failed"):
+                    break
+            limit = max(15.0, 60 * est * (len(batch) + 10))
+            try:
+                reply = cand.request(msg, timeout=min(limit, max(cand.remaining(), 1.0)))
+            except WorkerFailure as exc:
+                what = f"the candidate worker {exc.kind}: {exc}"
+                for p in batch:
+                    crashes[p["id"]] = what
+                if is_integrity:
+                    integrity.append({"kind": "integrity", "error": {"message": what}})
+                self.info.setdefault("worker_failures", []).append(dict(exc.describe(), batch=bi))
+                continue
+            if not reply.get("ok"):
+                err = reply.get("error") or {}
+                for p in batch:
+                    cands[p["id"]] = {"id": p["id"], "error": err}
+                continue
+            for r in reply.get("probes", []):
+                if not r.get("stored"):
+                    cands[r["id"]] = r
+            integrity.extend(reply.get("integrity", []))
+        self.timings["candidate_probes_s"] = time.perf_counter() - t
+
+        needs = next((c["error"].get("needs") for c in cands.values() if "error" in c and c["error"].get("needs")), None)
+        if needs == "cuda" and device == "cpu":
+            return self._skip("the candidate uses CUDA at run time (no CUDA GPU here): " +
+                              next(c["error"]["message"] for c in cands.values()
+                                   if "error" in c and c["error"].get("needs"))[-200:])
+        judge = self._judge()
+        records: dict[str, ProbeRecord] = {}
+        for p in plan.probes:
+            records[p["id"]] = judge.record(p, refs.get(p["id"]), cands.get(p["id"]), crashes.get(p["id"]))
+        j = judge.judge(records, refs, cands, integrity, c_load, r_load.get("changes", []) + r_probe.get("changes", []))
+        findings.extend(j.findings)
+        self.info.update(
+            ran=True,
+            probes=[r.row() for r in records.values()],
+            integrity=j.integrity,
+            skipped=plan.skipped,
+            estimate_s=round(plan.estimate_s, 3),
+            budget_s=budget,
+            reference={"t32": r_load.get("t32"), "t64": r_load.get("t64"), "dims": r_load.get("dims"),
+                       "input_shapes": r_load.get("input_shapes"), "input_dtypes": r_load.get("input_dtypes")},
+            tolerance={"k32": self.tol.k32, "floor_ulps": self.tol.floor_ulps, "half_ratio": self.tol.half_ratio,
+                       "half_cap": self.tol.half_cap},
+        )
+        self.info["peak_rss_mb"] = {"reference": round(ref.peak_rss / 2**20, 1),
+                                    "candidate": round(cand.peak_rss / 2**20, 1) if cand is not None else None}
+        if self._perf_wanted():
+            findings.extend(self._perf(ref, cand, j, refs, plan, device))
+        return findings
+
+    # ------------------------------------------------------------------------------- pieces
+    def _judge(self) -> Judge:
+        return Judge(self.make, self.tol, self.seed, bool(self.sub.self_reference), self.target.custom,
+                     self.fallback_opts)
+
+    def _spawn(self, zygote: Any, role: str, path: str, device: str, timeout: float) -> Session:
+        s = zygote.spawn({"role": role, "path": path, "device": device,
+                          "cache_dir": self.opts.get("cache_dir")}, timeout=timeout, mem_bytes=self.mem_bytes)
+        self.sessions.append(s)
+        return s
+
+    @staticmethod
+    def _ask(session: Session, msg: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return session.request(msg)
+        except WorkerFailure as exc:
+            return {"ok": False, "error": {"message": str(exc), "type": exc.kind, "log_tail": exc.log_tail[-800:]}}
+
+    def _candidate_batch(self, batch: list[dict[str, Any]], refs: dict[str, dict[str, Any]], plan: Plan,
+                         integrity: bool) -> dict[str, Any]:
+        probes = []
+        for p in batch:
+            r = refs.get(p["id"])
+            if not r or "skipped" in r:
+                continue
+            item = {"id": p["id"], "setup": p["setup"], "layout": p.get("layout", "contiguous"), "inputs": r["inputs"]}
+            if "init_inputs" in r:
+                item["init_inputs"] = r["init_inputs"]
+                item["state"] = r.get("state", {})
+            probes.append(item)
+        msg: dict[str, Any] = {"cmd": "probe", "probes": probes}
+        if integrity:
+            needed = {i["probe"] for i in plan.integrity} | {i.get("other") for i in plan.integrity if i.get("other")}
+            ok = [pid for pid in needed if refs.get(pid) and "skipped" not in refs[pid]]
+            msg["probes"] = [{"id": pid, "setup": "harness", "inputs": refs[pid]["inputs"], "store_only": True}
+                             for pid in ok]
+            items = []
+            ref_o = refs.get("original") or {}
+            for i in plan.integrity:
+                if i["probe"] not in ok or (i.get("other") and i["other"] not in ok):
+                    continue
+                item = dict(i)
+                if i["kind"] in ("poison", "decoy") and "out32" in ref_o:
+                    item["out_shapes"] = [list(getattr(x, "shape", ())) for x in ref_o["out32"] if x is not None]
+                    item["out_dtypes"] = [_dtype(x) for x in ref_o["out32"] if x is not None]
+                items.append(item)
+            msg["plan"] = items
+        return msg
+
+    def _load_failure(self, c_load: dict[str, Any]) -> list[Finding]:
+        if "crash" in c_load:
+            crash = c_load["crash"]
+            return [self.make(R_DOES_NOT_RUN, f"the candidate worker {crash['kind']} while importing or building "
+                                              f"ModelNew: {crash['message']}",
+                              {"phase": "import", "seed": self.seed, "kind": crash["kind"],
+                               "log_tail": crash.get("log_tail", "")[-800:]})]
+        err = c_load.get("error") or {}
+        if err.get("needs") == "cuda" and self.info.get("device") == "cpu":
+            self._skip("the candidate needs CUDA (no CUDA GPU here): " + err.get("message", "")[-200:])
+            return []
+        if err.get("needs") == "triton":
+            self._skip("the candidate needs Triton, which cannot run here: " + err.get("message", "")[-200:])
+            return []
+        phase = c_load.get("failed", "import")
+        what = {"import": "cannot be imported", "init": "cannot be constructed"}.get(phase, "fails")
+        if err.get("compile_error"):
+            what = "does not compile"
+        findings = [self.make(R_DOES_NOT_RUN, f"ModelNew {what}: {err.get('message', '?')[-300:]}",
+                              {"phase": phase, "seed": self.seed, "exception": err.get("message", "")[-800:],
+                               "exception_line": err.get("line")})]
+        # harness tampering at import still counts, whatever happened after
+        judge = self._judge()
+        from .judge import Judgement
+
+        j = Judgement()
+        judge._changes(j, c_load, {}, [], [])
+        self.info.update(ran=True, probes=[], reason=f"ModelNew {what}")
+        return findings + j.findings
+
+    def _perf_wanted(self) -> bool:
+        if not getattr(self.options, "perf", False):
+            return False
+        import importlib.util
+
+        try:
+            return importlib.util.find_spec("hackscan.perf.parent_side") is not None
+        except (ImportError, ValueError):
+            return False
+
+    def _perf(self, ref: Session, cand: Session | None, j: Any, refs: dict[str, dict[str, Any]], plan: Plan,
+              device: str) -> list[Finding]:
+        if not j.correctness_passed or cand is None or cand.dead is not None or ref.dead is not None:
+            self.info["performance_skipped"] = "the candidate did not pass correctness" if not j.correctness_passed \
+                else "a worker is gone"
+            return []
+        from hackscan.perf import parent_side  # type: ignore[import-not-found]
+
+        originals = [p["id"] for p in plan.probes if p["family"] == "original" and p["id"] in j.records
+                     and j.records[p["id"]].status == "pass"]
+        sets: dict[str, list[str]] = {"original": originals}
+        for p in plan.probes:
+            if p["family"] == "value" and not p.get("dims") and j.records.get(p["id"]) and \
+                    j.records[p["id"]].status == "pass":
+                sets.setdefault(p["transform"], []).append(p["id"])
+        opts = {"budget_s": float(self.opts.get("perf_budget_s", 1.0)), "seed": self.seed,
+                "sets": len(originals),
+                "rules": {r.id: self.config.options_for(r.id, r.options) for r in self.registry
+                          if r.id.startswith("HS6")}}
+        errors: dict[str, str] = {}
+        raw: dict[str, Any] = {}
+        t = time.perf_counter()
+        for role, session in (("reference", ref), ("candidate", cand)):
+            try:
+                reply = session.request({"cmd": "perf", "sets": sets, "options": opts},
+                                        timeout=max(30.0, 20 * opts["budget_s"]))
+                if not reply.get("ok"):
+                    errors[role] = (reply.get("error") or {}).get("message", "?")
+                    raw[role] = None
+                else:
+                    raw[role] = reply.get("perf")
+                    if raw[role] is None:
+                        errors[role] = reply.get("reason", "no result")
+            except WorkerFailure as exc:
+                errors[role] = f"the {role} worker {exc.kind}: {exc}"
+                raw[role] = None
+        self.timings["perf_s"] = time.perf_counter() - t
+        from .protocol import PerfContext
+
+        ctx = PerfContext(
+            device=device, options=opts, errors=errors,
+            reference_outputs={k: [refs[i]["out32"] for i in ids] for k, ids in sets.items()},
+            reference_outputs64={k: [refs[i].get("out64") for i in ids] for k, ids in sets.items()},
+            structures={k: [refs[i]["structure"] for i in ids] for k, ids in sets.items()},
+            tolerance=self.tol, finding_factory=self.make, static_report=self.report)
+        try:
+            performance, findings = parent_side.evaluate(raw.get("candidate"), raw.get("reference"), ctx)
+        except Exception as exc:  # the perf stage's bug must not lose the dynamic findings
+            self.info["performance_error"] = f"{type(exc).__name__}: {exc}"
+            return []
+        self.info["_performance"] = performance
+        return list(findings)
+
+
+def _dtype(x: Any) -> str:
+    from .wire import BF16Array
+
+    if isinstance(x, BF16Array):
+        return "bfloat16"
+    return str(getattr(x, "dtype", "float32"))
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for f in findings:
+        key = (f.rule, f.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+def run_dynamic_stage(sub: Submission, report: Report, options: Any, config: Config,
+                      pool: WorkerPool | None = None) -> Report:
+    """Run the candidate on hidden inputs in isolated workers; return ``report`` with dynamic findings,
+    ``report.dynamic`` filled and the verdict recomputed."""
+    registry = load_registry()
+    run = DynamicRun(sub, report, options, config, pool or default_pool(), registry)
+    return run.execute()

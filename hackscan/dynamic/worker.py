@@ -1,0 +1,210 @@
+"""Worker side: the command loop of a forked worker, and what both roles share.
+
+A worker is forked from the zygote for one candidate (or one reference) and serves commands from
+the parent over its socket until ``exit``.  Everything a command raises, including ``SystemExit``
+from untrusted code, is answered as an error reply; only a crash of the process itself ends the
+conversation, and the parent then reports it with the exit status the zygote saw.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+import sys
+import traceback
+import types
+from typing import Any, Iterator
+
+import torch
+
+from . import wire
+from .guard import GlobalState, Hasher, Timers, capture_timers
+
+_CUDA_MISSING = re.compile(
+    r"Torch not compiled with CUDA|Found no NVIDIA driver|no CUDA GPUs are available|CUDA driver version is "
+    r"insufficient|CUDA_HOME environment variable is not set|No CUDA runtime is found|"
+    r"Cannot access accelerator device when none is available|nvcc: not found|nvcc.*No such file",
+    re.I)
+_TRITON_MISSING = re.compile(r"No module named 'triton'|triton.*(requires|needs).*(GPU|CUDA)|0 active drivers", re.I)
+
+
+def describe_error(exc: BaseException, filename: str | None = None) -> dict[str, Any]:
+    """A JSON description of an exception, with the deepest line of ``filename`` it passed through."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    line = None
+    if filename:
+        for fr in tb:
+            if fr.filename == filename:
+                line = fr.lineno
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    full = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    need = None
+    if _CUDA_MISSING.search(full) and not torch.cuda.is_available():
+        need = "cuda"
+    elif _TRITON_MISSING.search(full):
+        need = "triton"
+    return {
+        "type": type(exc).__name__,
+        "message": text[-2000:],
+        "line": line,
+        "traceback": full[-4000:],
+        "needs": need,
+        "compile_error": "Error building extension" in full or "ninja" in text.lower() and "error" in text.lower(),
+    }
+
+
+def import_source(code: str, path: str, name: str) -> types.ModuleType:
+    """Execute untrusted source as a fresh module (never as ``__main__``)."""
+    mod = types.ModuleType(name)
+    mod.__file__ = path
+    sys.modules[name] = mod
+    exec(compile(code, path, "exec"), mod.__dict__)  # noqa: S102 - the worker exists to run it
+    return mod
+
+
+@contextlib.contextmanager
+def perturbed_init(seed: int) -> Iterator[None]:
+    """Parameters whose default init is an identity (ones, zeros, a constant) get random values.
+
+    Applied while *constructing* both models under the same seed, so that a model that folds its
+    parameters in ``__init__`` folds the perturbed values, and one that ignores a parameter whose
+    default is the identity (scale 1, bias 0) no longer agrees with the reference.
+    """
+    gen = torch.Generator().manual_seed(seed ^ 0x1D1D)
+    init = torch.nn.init
+    saved = {n: getattr(init, n) for n in ("ones_", "zeros_", "constant_")}
+    param_new = torch.nn.Parameter.__new__
+
+    def noise_like(t: torch.Tensor) -> torch.Tensor:
+        return torch.rand(t.shape, generator=gen, dtype=torch.float32).to(t.dtype)
+
+    def ones_(t: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return t.copy_(0.5 + noise_like(t))
+
+    def zeros_(t: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return t.copy_(noise_like(t) - 0.5)
+
+    def constant_(t: torch.Tensor, val: float) -> torch.Tensor:
+        with torch.no_grad():
+            return t.copy_(val + (noise_like(t) - 0.5) * max(1.0, abs(float(val))))
+
+    def new(cls: type, data: Any = None, requires_grad: bool = True) -> Any:
+        if torch.is_tensor(data) and data.is_floating_point() and data.numel() > 0 and data.device.type != "meta":
+            with torch.no_grad():
+                flat = data.reshape(-1)
+                if bool((flat == flat[0]).all()):
+                    data = data + (noise_like(data) - 0.5) * max(1.0, abs(float(flat[0])))
+        return param_new(cls, data, requires_grad)
+
+    init.ones_, init.zeros_, init.constant_ = ones_, zeros_, constant_
+    torch.nn.Parameter.__new__ = new  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for n, f in saved.items():
+            setattr(init, n, f)
+        torch.nn.Parameter.__new__ = param_new  # type: ignore[method-assign]
+
+
+def construct(cls: type, init_inputs: list[Any], seed: int, perturb: bool, device: str) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    if perturb:
+        with perturbed_init(seed):
+            model = cls(*init_inputs)
+    else:
+        model = cls(*init_inputs)
+    if isinstance(model, torch.nn.Module):
+        model = model.to(device)
+    return model
+
+
+def storages(values: list[Any]) -> list[tuple[int, int]]:
+    """(start, end) byte ranges of the storages behind tensors."""
+    out = []
+    for v in values:
+        if torch.is_tensor(v) and v.device.type != "meta":
+            st = v.untyped_storage()
+            if st.nbytes():
+                out.append((st.data_ptr(), st.data_ptr() + st.nbytes()))
+    return out
+
+
+def overlaps(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> bool:
+    return any(s1 < e2 and s2 < e1 for s1, e1 in a for s2, e2 in b)
+
+
+class Worker:
+    """State both roles share: captured functions, the global-state fingerprint, the device."""
+
+    def __init__(self, spec: dict[str, Any]):
+        # captured before any untrusted import: these are what the worker itself uses
+        self.timers: Timers = capture_timers()
+        self.state = GlobalState()
+        self.hasher = Hasher()
+        self.device: str = spec.get("device", "cpu")
+        self.spec = spec
+        self.changes: list[dict[str, str]] = []
+        self._seen_changes: set[tuple[str, str]] = set()
+        from .perf_hook import load_measure
+
+        self.perf_measure = load_measure()
+
+    def note_changes(self, phase: str) -> list[dict[str, str]]:
+        fresh = []
+        for c in self.state.changes():
+            key = (c["name"], c["after"])
+            if key not in self._seen_changes:
+                self._seen_changes.add(key)
+                c = dict(c, phase=phase)
+                fresh.append(c)
+                self.changes.append(c)
+        return fresh
+
+    def sync(self) -> None:
+        if self.device == "cuda" and self.timers.cuda_synchronize is not None:
+            self.timers.cuda_synchronize()
+
+    def timed_call(self, fn: Any, args: list[Any]) -> tuple[Any, float]:
+        self.sync()
+        start = self.timers.perf_counter()
+        with torch.no_grad():
+            out = fn(*args)
+        self.sync()
+        return out, self.timers.perf_counter() - start
+
+    def handle(self, cmd: str, msg: dict[str, Any]) -> dict[str, Any]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+def serve(sock: socket.socket, spec: dict[str, Any]) -> None:
+    role = spec.get("role")
+    if role == "reference":
+        from .ref_worker import ReferenceWorker as cls
+    elif role == "candidate":
+        from .cand_worker import CandidateWorker as cls  # type: ignore[assignment]
+    else:
+        raise ValueError(f"unknown role {role!r}")
+    worker = cls(spec)
+    send, recv = wire.send, wire.recv
+    while True:
+        try:
+            msg = recv(sock, None, side="worker")
+        except wire.PeerClosed:
+            return
+        cmd = msg.get("cmd") if isinstance(msg, dict) else None
+        if cmd == "exit":
+            send(sock, {"ok": True})
+            return
+        try:
+            reply = worker.handle(str(cmd), msg)
+            reply["ok"] = True
+        except BaseException as exc:  # noqa: BLE001 - SystemExit from untrusted code is an answer too
+            reply = {"ok": False, "error": describe_error(exc, spec.get("path"))}
+        try:
+            send(sock, reply)
+        except (wire.WireError, TypeError, ValueError) as exc:
+            send(sock, {"ok": False, "error": {"type": "WireError", "message": f"cannot send the reply: {exc}",
+                                                "line": None, "traceback": "", "needs": None}})
