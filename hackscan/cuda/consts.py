@@ -9,7 +9,7 @@ named constants.  Anything it cannot fold is ``None``: rules treat unknown as "n
 from __future__ import annotations
 
 import re
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 import tree_sitter as ts
 

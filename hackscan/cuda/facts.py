@@ -16,9 +16,10 @@ from __future__ import annotations
 import functools
 import re
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import tree_sitter as ts
 
@@ -26,8 +27,18 @@ from ..context import Pos
 from ..units import Unit
 from . import names
 from .consts import fold, fold_text
-from .parser import (call_args, callee_name, compact, declarator_name, first_error, kernel_config, language,
-                     method_receiver, parse, text)
+from .parser import (
+    call_args,
+    callee_name,
+    compact,
+    declarator_name,
+    first_error,
+    kernel_config,
+    language,
+    method_receiver,
+    parse,
+    text,
+)
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -44,6 +55,21 @@ _ACCESSOR_TYPE = re.compile(r"(Packed)?TensorAccessor|GenericPackedTensorAccesso
 def pos_of(unit: Unit, node: ts.Node) -> Pos:
     line, col = unit.byte_position(node.start_byte)
     return Pos(line, col + 1, unit.id, unit.attrs.get("file"))  # type: ignore[arg-type]
+
+
+def interpolated(unit: Unit, byte_offset: int) -> bool:
+    """Does this offset of the unit come from an interpolated value (an f-string field, a
+    ``.format`` argument) rather than from literal source text?"""
+    import bisect
+
+    from ..units import _char_offset
+
+    segs = unit.mapped.segments
+    if len(segs) <= 1:
+        return bool(segs) and not segs[0].verbatim
+    off = _char_offset(unit.text, byte_offset)
+    i = max(bisect.bisect_right([s.start for s in segs], off) - 1, 0)
+    return not segs[i].verbatim
 
 
 @dataclass(frozen=True)
@@ -71,12 +97,12 @@ class Function:
     template: bool = False
     # named nodes of the body by type, from the one walk (lambdas inside count as this function's)
     nodes: dict[str, list[ts.Node]] = field(default_factory=dict)
-    calls: list["Call"] = field(default_factory=list)
-    launches: list["Launch"] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    launches: list[Launch] = field(default_factory=list)
     # local name -> the expressions assigned to it (initialiser and plain ``=``), in source order
     assigned: dict[str, list[ts.Node]] = field(default_factory=dict)
     local_types: dict[str, str] = field(default_factory=dict)
-    static_locals: list["Variable"] = field(default_factory=list)
+    static_locals: list[Variable] = field(default_factory=list)
     # a PYBIND11 lambda export: the Python name it is bound to
     lambda_export: str | None = None
 
@@ -115,6 +141,8 @@ class Call:
     node: ts.Node
     function: Function
     receiver: ts.Node | None = None
+    # the macro the name was expanded from (``RT(StreamCreate)`` -> ``cudaStreamCreate``)
+    macro: str | None = None
 
     @property
     def unit(self) -> Unit:
@@ -214,6 +242,11 @@ class Constant:
     unit_id: str
     pos: Pos
     function: str | None = None  # the function a local constant sits in
+    offset: int = -1  # byte offset of the value in its unit
+
+    def interpolated(self, unit: Unit) -> bool:
+        """Was the value filled in from Python (``#define N {self.n}`` in an f-string)?"""
+        return self.offset >= 0 and interpolated(unit, self.offset)
 
 
 @dataclass(frozen=True)
@@ -288,7 +321,7 @@ class ExtensionFacts:
     def const_env(self) -> dict[str, int | float]:
         return {name: c.value for name, c in self.constants.items()}
 
-    def env_for(self, fn: "Function | str | None") -> dict[str, int | float]:
+    def env_for(self, fn: Function | str | None) -> dict[str, int | float]:
         """Named constants visible in a function: file scope, then the function's own."""
         name = fn.name if isinstance(fn, Function) else fn
         local = self.local_constants.get(name or "")
@@ -432,7 +465,7 @@ class CudaFacts:
         return [e for e in self.extensions[fn.ext].exports if e.target == fn.name]
 
     @cached_property
-    def graph(self) -> "nx.DiGraph":
+    def graph(self) -> nx.DiGraph:
         from .graph import cuda_graph
 
         return cuda_graph(self)
@@ -464,7 +497,61 @@ def build_cuda_facts(units: list[Unit]) -> CudaFacts:
     for x in facts.extensions.values():
         _finish_constants(x)
         _exports_from_attrs(x)
+        if x.macros:
+            _expand_call_macros(x)
     return facts
+
+
+_MACRO_CALL = re.compile(r"^(\w+)\((.*)\)$", re.S)
+_SIMPLE_NAME = re.compile(r"^[A-Za-z_][\w:]*$")
+
+
+def expand_macro_name(name: str, macros: dict[str, Macro]) -> str | None:
+    """What a called name becomes after macro expansion, when that is a plain name.
+
+    ``RT(StreamCreate)`` with ``#define RT(x) cuda##x`` -> ``cudaStreamCreate``;
+    ``cudaDeviceSynchronize`` with ``#define cudaDeviceSynchronize() cudaSuccess`` -> ``cudaSuccess``.
+    """
+    m = _MACRO_CALL.match(name)
+    if m is not None and m.group(1) in macros and macros[m.group(1)].params is not None:
+        mac = macros[m.group(1)]
+        args = [a.strip() for a in _split_args(m.group(2))]
+        body = mac.body
+        for p, a in zip(mac.params or (), args, strict=False):
+            body = re.sub(rf"(?<![\w]){re.escape(p)}(?![\w])", a, body)
+        body = re.sub(r"\s*##\s*", "", body).strip()
+        return body if _SIMPLE_NAME.match(body) else None
+    mac = macros.get(name)
+    if mac is not None:
+        body = mac.body.strip()
+        return body if _SIMPLE_NAME.match(body) else None
+    return None
+
+
+def _split_args(raw: str) -> list[str]:
+    out, depth, cur = [], 0, []
+    for ch in raw:
+        if ch == "," and depth == 0:
+            out.append("".join(cur))
+            cur = []
+            continue
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        cur.append(ch)
+    out.append("".join(cur))
+    return out
+
+
+def _expand_call_macros(x: ExtensionFacts) -> None:
+    for fns in x.functions.values():
+        for fn in fns:
+            for c in fn.calls:
+                if c.is_method:
+                    continue
+                expanded = expand_macro_name(c.name, x.macros)
+                if expanded is not None and expanded != c.name:
+                    c.macro = c.name
+                    c.name = expanded
 
 
 def _finish_constants(x: ExtensionFacts) -> None:
@@ -482,9 +569,12 @@ def _finish_constants(x: ExtensionFacts) -> None:
             if v is None:
                 rest.append((name, kind, value_node, body, unit, pos, fn))
                 continue
+            offset = -1
             if not isinstance(pos, Pos):
+                holder = value_node if value_node is not None else pos.child_by_field_name("value")
+                offset = holder.start_byte if holder is not None else -1
                 pos = pos_of(unit, pos)
-            table[name] = Constant(name, v, kind, x.name, unit.id, pos, fn)
+            table[name] = Constant(name, v, kind, x.name, unit.id, pos, fn, offset)
             x.__dict__.pop("const_env", None)
             progress = True
         pending = rest
@@ -553,7 +643,7 @@ class _UnitBuilder:
         if name_node is None:
             return
         name = text(name_node)
-        body = text(value).strip() if value is not None else ""
+        body = _strip_comments(text(value)) if value is not None else ""
         self.x.macros[name] = Macro(name, None, body, self.x.name, self.unit.id, pos_of(self.unit, node))
         if body:
             self.pending.append((name, "define", None, body, self.unit, node, None))
@@ -565,7 +655,7 @@ class _UnitBuilder:
         if name_node is None:
             return
         plist = tuple(text(p) for p in params.named_children) if params is not None else ()
-        self.x.macros[text(name_node)] = Macro(text(name_node), plist, text(value).strip() if value else "",
+        self.x.macros[text(name_node)] = Macro(text(name_node), plist, _strip_comments(text(value)) if value else "",
                                                self.x.name, self.unit.id, pos_of(self.unit, node))
 
     def _global_declaration(self, node: ts.Node) -> None:
@@ -785,6 +875,12 @@ def _start(node: ts.Node) -> int:
 
 _INT_TYPES = frozenset({"int", "unsigned", "unsignedint", "int64_t", "int32_t", "size_t", "long", "uint32_t",
                         "uint64_t", "short", "longlong", "float", "double"})
+
+
+def _strip_comments(body: str) -> str:
+    body = re.sub(r"/\*.*?\*/", " ", body, flags=re.S)
+    body = re.sub(r"//[^\n]*", "", body)
+    return body.replace("\\\n", " ").strip()
 
 
 def _launched_symbol(arg: ts.Node) -> str:

@@ -9,9 +9,10 @@ allocated, passed down one or two helpers and launched on) and it keeps the anal
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Container, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import tree_sitter as ts
 
@@ -33,7 +34,7 @@ ALIAS_METHODS = frozenset({"data_ptr", "data", "const_data_ptr", "mutable_data_p
                            "transpose", "t", "permute", "narrow", "select", "slice", "as_strided", "unflatten",
                            "packed_accessor", "packed_accessor32", "packed_accessor64", "accessor", "to", "cuda",
                            "type", "toType", "unsqueeze_", "squeeze_", "resize_", "view_as_real", "detach",
-                           "generic_packed_accessor", "get", "value"})
+                           "generic_packed_accessor", "get", "value", "stream", "at"})
 # methods that may or may not copy: ``x.contiguous()`` is ``x`` when it already is
 MAYBE_COPY = frozenset({"contiguous", "to", "cuda", "type", "toType", "reshape"})
 COPY_METHODS = frozenset({"clone", "copy", "detach_clone", "cpu"})
@@ -60,12 +61,12 @@ class Origin:
     """
 
     kind: str
-    function: "Function | None" = None
+    function: Function | None = None
     detail: str = ""
     index: int = -1  # parameter index for input / param
     node: ts.Node | None = None  # the expression that created the value
     maybe: bool = False  # through ``contiguous()`` / ``to()``: the same storage only sometimes
-    var: "Variable | None" = None
+    var: Variable | None = None
 
     def __repr__(self) -> str:
         where = self.function.name if self.function is not None else "-"
@@ -120,7 +121,7 @@ def strip_casts(node: ts.Node) -> ts.Node:
     return node
 
 
-def pointer_base(node: ts.Node, known: "Container[str] | None" = None) -> ts.Node | None:
+def pointer_base(node: ts.Node, known: Container[str] | None = None) -> ts.Node | None:
     """The identifier a pointer expression is based on: ``out`` for ``out + i``, ``&out[i]``,
     ``reinterpret_cast<float4*>(out)[i]``, ``*(out + i)``, ``acc[b][i]``, ``out4[i].x``.
 
@@ -151,7 +152,7 @@ def pointer_base(node: ts.Node, known: "Container[str] | None" = None) -> ts.Nod
     return None
 
 
-def pointer_arg(node: ts.Node, known: "Container[str]") -> ts.Node | None:
+def pointer_arg(node: ts.Node, known: Container[str]) -> ts.Node | None:
     """The pointer an argument passes, if it passes one: ``out``, ``out + off``, ``&out[i]``,
     ``(float4*)out``; not ``out[i]`` (a value)."""
     cur = strip_casts(node)
@@ -188,13 +189,13 @@ def pointer_arg(node: ts.Node, known: "Container[str]") -> ts.Node | None:
 class Flow:
     """Analyses over one submission's ``CudaFacts``; every result is cached."""
 
-    def __init__(self, facts: "CudaFacts"):
+    def __init__(self, facts: CudaFacts):
         self.facts = facts
         self._stores: dict[int, Stores] = {}
         self._aliases: dict[int, dict[str, int]] = {}
 
     # ------------------------------------------------------------------ kernel stores
-    def aliases(self, fn: "Function") -> dict[str, int]:
+    def aliases(self, fn: Function) -> dict[str, int]:
         """Pointer name -> the parameter index it points into: the pointer parameters themselves
         and locals like ``float* row = out + r * n`` or ``float& acc = out[i]``."""
         got = self._aliases.get(id(fn))
@@ -227,7 +228,7 @@ class Flow:
         self._aliases[id(fn)] = amap
         return amap
 
-    def stores(self, fn: "Function", _stack: tuple[int, ...] = ()) -> Stores:
+    def stores(self, fn: Function, _stack: tuple[int, ...] = ()) -> Stores:
         """Which parameters of a kernel / device function are stored through, and where."""
         got = self._stores.get(id(fn))
         if got is not None:
@@ -306,14 +307,14 @@ class Flow:
         return out
 
     # ------------------------------------------------------------------ host origins
-    def origins(self, expr: ts.Node, fn: "Function", depth: int = 0,
+    def origins(self, expr: ts.Node, fn: Function, depth: int = 0,
                 seen: frozenset[tuple[int, str]] = frozenset()) -> list[Origin]:
         """Where a host expression's storage comes from (see ``Origin``)."""
         if depth > 12:
             return [Origin("unknown", fn, node=expr)]
         expr = strip_casts(expr)
         t = expr.type
-        if t == "identifier":
+        if t == "identifier" or t == "type_identifier":  # the latter from ``Guard g(side);`` (a vexing parse)
             return self._origins_of_name(text(expr), expr, fn, depth, seen)
         if t == "call_expression":
             func = expr.child_by_field_name("function")
@@ -377,7 +378,7 @@ class Flow:
             return self.origins(expr.named_children[0], fn, depth + 1, seen)
         return [Origin("unknown", fn, node=expr)]
 
-    def _origins_of_name(self, name: str, node: ts.Node, fn: "Function", depth: int,
+    def _origins_of_name(self, name: str, node: ts.Node, fn: Function, depth: int,
                          seen: frozenset[tuple[int, str]]) -> list[Origin]:
         key = (id(fn), name)
         out: list[Origin] = []
@@ -397,7 +398,7 @@ class Flow:
                 out.append(Origin("unknown", fn, name, node=node))
         return out
 
-    def _origins_of_param(self, fn: "Function", param: "Param", depth: int,
+    def _origins_of_param(self, fn: Function, param: Param, depth: int,
                           seen: frozenset[tuple[int, str]]) -> list[Origin]:
         if self.facts.is_exported(fn) or fn.lambda_export:
             return [Origin("input", fn, param.name, param.index)]
@@ -411,7 +412,7 @@ class Flow:
                 out.extend(self.origins(args[param.index], caller, depth + 1, seen))
         return out or [Origin("param", fn, param.name, param.index)]
 
-    def _global(self, fn: "Function", name: str) -> "Variable | None":
+    def _global(self, fn: Function, name: str) -> Variable | None:
         for v in fn.static_locals:
             if v.name == name:
                 return v
@@ -421,7 +422,7 @@ class Flow:
         return None
 
     # ------------------------------------------------------------------ returns
-    def returns(self, fn: "Function") -> list["ReturnSite"]:
+    def returns(self, fn: Function) -> list[ReturnSite]:
         got = self._returns.get(id(fn))
         if got is not None:
             return got
@@ -438,11 +439,11 @@ class Flow:
         return out
 
     @cached_property
-    def _returns(self) -> dict[int, list["ReturnSite"]]:
+    def _returns(self) -> dict[int, list[ReturnSite]]:
         return {}
 
     # ------------------------------------------------------------------ launches reachable
-    def launches_from(self, fn: "Function") -> list["Launch"]:
+    def launches_from(self, fn: Function) -> list[Launch]:
         """Launches in ``fn`` and in the host functions it calls, transitively."""
         out: list[Launch] = []
         seen: set[int] = set()
@@ -456,7 +457,7 @@ class Flow:
             stack.extend(g for g in self.facts.callees(f) if g.kind == "host")
         return out
 
-    def host_calls_from(self, fn: "Function") -> Iterator[tuple["Function", "Call"]]:
+    def host_calls_from(self, fn: Function) -> Iterator[tuple[Function, Call]]:
         seen: set[int] = set()
         stack = [fn]
         while stack:
@@ -469,11 +470,11 @@ class Flow:
             stack.extend(g for g in self.facts.callees(f) if g.kind == "host")
 
     # ------------------------------------------------------------------ launch argument mapping
-    def launch_param_origins(self, launch: "Launch") -> dict[int, list[Origin]]:
+    def launch_param_origins(self, launch: Launch) -> dict[int, list[Origin]]:
         """For each kernel parameter index: where the launch's argument comes from."""
         return {i: self.origins(a, launch.function) for i, a in enumerate(launch.args)}
 
-    def stored_origins(self, launch: "Launch") -> list[tuple[int, Origin, list[StoreSite]]]:
+    def stored_origins(self, launch: Launch) -> list[tuple[int, Origin, list[StoreSite]]]:
         """(param index, origin, store sites) for every argument the launched kernel stores through."""
         kernel = self.facts.kernel_for(launch)
         if kernel is None:
@@ -487,7 +488,7 @@ class Flow:
         return out
 
     # ------------------------------------------------------------------ constants
-    def fold(self, node: ts.Node | None, fn: "Function") -> int | float | None:
+    def fold(self, node: ts.Node | None, fn: Function) -> int | float | None:
         """Fold an expression with the extension's constants and the function's constant locals."""
         if node is None:
             return None
@@ -499,7 +500,7 @@ class _LocalEnv(dict):
     """Constant environment that also folds single-assignment integer locals on demand
     (``int threads = 256; k<<<blocks, threads>>>``)."""
 
-    def __init__(self, base: dict, fn: "Function", flow: Flow):
+    def __init__(self, base: dict, fn: Function, flow: Flow):
         super().__init__(base)
         self.fn = fn
         self.flow = flow

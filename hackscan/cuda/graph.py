@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .facts import CudaFacts, Function
 
 
-def node_name(fn: "Function") -> str:
+def node_name(fn: Function) -> str:
     prefix = {"kernel": "kernel", "device": "device"}.get(fn.kind, "cpp")
     return f"{prefix}:{fn.ext}:{fn.name}"
 
@@ -61,7 +61,7 @@ def is_compute(call_name: str) -> bool:
     return not (base[:1].isupper() or (base[:1] == "k" and base[1:2].isupper()))
 
 
-def cuda_graph(facts: "CudaFacts") -> nx.DiGraph:
+def cuda_graph(facts: CudaFacts) -> nx.DiGraph:
     g = nx.DiGraph()
     for fn in facts.functions:
         g.add_node(node_name(fn), kind=fn.kind if fn.kind != "host" else "cpp", ext=fn.ext, name=fn.name,

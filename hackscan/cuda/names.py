@@ -129,7 +129,27 @@ _TIMING_API = re.compile(
 
 
 def is_cuda_api_name(name: str) -> bool:
+    """Shaped like a CUDA runtime / driver / profiler name (``cudaCheck`` too: use with C linkage only)."""
     return bool(_TIMING_API.match(name))
+
+
+# functions a harness calls to time, synchronise, launch or allocate: defining one interposes it
+HARNESS_API = frozenset({
+    "cudaEventCreate", "cudaEventCreateWithFlags", "cudaEventRecord", "cudaEventRecordWithFlags",
+    "cudaEventSynchronize", "cudaEventElapsedTime", "cudaEventQuery", "cudaEventDestroy",
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaStreamQuery", "cudaStreamWaitEvent",
+    "cudaStreamCreate", "cudaStreamCreateWithFlags", "cudaStreamDestroy", "cudaStreamBeginCapture",
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel", "cudaGraphLaunch",
+    "cudaMemcpy", "cudaMemcpyAsync", "cudaMemset", "cudaMemsetAsync", "cudaMalloc", "cudaFree",
+    "cudaMallocAsync", "cudaFreeAsync", "cudaGetLastError", "cudaPeekAtLastError", "cudaDeviceReset",
+    "cudaProfilerStart", "cudaProfilerStop", "cudaGetDevice", "cudaSetDevice", "cudaThreadSynchronize",
+    "cuEventElapsedTime", "cuEventRecord", "cuEventSynchronize", "cuCtxSynchronize", "cuStreamSynchronize",
+    "cuLaunchKernel", "cuLaunchKernelEx", "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemAlloc", "cuMemFree",
+    "__cudaPushCallConfiguration", "__cudaPopCallConfiguration", "__cudaRegisterFunction", "__cudaRegisterFatBinary",
+    "__cudaRegisterFatBinaryEnd", "__cudaUnregisterFatBinary", "__cudaLaunch",
+    "clock_gettime", "gettimeofday", "clock", "time", "timespec_get", "rdtsc", "__rdtsc",
+    "cuptiActivityEnable", "cuptiSubscribe", "nvtxRangePushA", "nvtxRangePop",
+})
 
 
 # --- precision -----------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 import tree_sitter as ts
 

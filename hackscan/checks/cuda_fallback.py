@@ -1,0 +1,282 @@
+"""C++ fallbacks: ATen compute in the extension (HS204), catch-block fallbacks (HS205) and exported
+functions that return their input or a constant without launching anything (HS206)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import tree_sitter as ts
+
+from ..context import Hit, ScanContext
+from ..cuda import names
+from ..cuda.branches import depends_on, enclosing, is_empty_check, launches_after, tainted_names, value_reads
+from ..cuda.facts import Call, CudaFacts, Function, pos_of
+from ..cuda.flow import UNINITIALISED, Origin
+from ..cuda.graph import is_compute
+from ..cuda.parser import contains, identifiers, text
+from ..model import Confidence, Severity
+
+_DEVICE_CHECK = re.compile(r"is_cpu\s*\(|is_cuda\s*\(|kCPU|DeviceType::CPU|device\(\)\.type\(\)")
+_CONST_ALLOCS = frozenset({"zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones",
+                           "new_full", "arange", "tensor", "scalar_tensor"})
+
+
+def _tensor_expr(node: ts.Node, fn: Function, depth: int = 0) -> bool:
+    """Is ``node`` (a method call's receiver) a tensor?  tree-sitter has no types, so: a Tensor
+    parameter or local, a local assigned from a torch call, or a method chain on one of those."""
+    if depth > 6:
+        return False
+    t = node.type
+    if t == "identifier":
+        name = text(node)
+        p = fn.param(name)
+        if p is not None:
+            return p.tensor
+        ltype = fn.local_types.get(name, "")
+        if "Tensor" in ltype and "Accessor" not in ltype:
+            return True
+        for v in fn.assigned.get(name, ()):
+            vt = text(v)
+            if vt.startswith(("torch::", "at::")) or (v.type == "call_expression" and
+                                                      v.child_by_field_name("function") is not None and
+                                                      v.child_by_field_name("function").type == "field_expression" and
+                                                      _tensor_expr(v.child_by_field_name("function")
+                                                                   .child_by_field_name("argument"), fn, depth + 1)):
+                return True
+        return False
+    if t == "call_expression":
+        func = node.child_by_field_name("function")
+        if func is None:
+            return False
+        if func.type == "field_expression":
+            recv = func.child_by_field_name("argument")
+            return recv is not None and _tensor_expr(recv, fn, depth + 1)
+        return text(func).startswith(("torch::", "at::"))
+    if t == "parenthesized_expression" and node.named_child_count == 1:
+        return _tensor_expr(node.named_children[0], fn, depth + 1)
+    return False
+
+
+def compute_call(call: Call) -> bool:
+    """An ATen call that computes on tensor values (not allocation, views, checks)."""
+    if call.function.kind != "host" or not is_compute(call.name):
+        return False
+    if call.is_method:
+        recv = call.receiver
+        return recv is not None and _tensor_expr(recv, call.function)
+    return True
+
+
+def _in_catch(node: ts.Node) -> bool:
+    return enclosing(node, ("catch_clause",)) is not None
+
+
+def _device_fallback(node: ts.Node, fn: Function) -> bool:
+    """Inside an ``if (!x.is_cuda())`` arm: a CPU path the GPU benchmark never takes."""
+    cur = node.parent
+    while cur is not None and cur != fn.node:
+        if cur.type == "if_statement":
+            cond = cur.child_by_field_name("condition")
+            if cond is not None and _DEVICE_CHECK.search(text(cond)) and not contains(cond, node):
+                return True
+        cur = cur.parent
+    return False
+
+
+def _fallback_branch(node: ts.Node, fn: Function, facts: CudaFacts) -> ts.Node | None:
+    """The ``if`` whose arm holds ``node`` while the function launches a kernel outside that arm."""
+    cur = node.parent
+    arm = None
+    while cur is not None and cur != fn.node:
+        if cur.type == "if_statement" and arm is not None:
+            cond = cur.child_by_field_name("condition")
+            if cond is not None and not contains(cond, node) and launches_after(fn, facts, arm):
+                return cur
+        if cur.type in ("compound_statement", "else_clause", "expression_statement", "return_statement"):
+            arm = cur
+        cur = cur.parent
+    return None
+
+
+def _reference_compute_ops(ctx: ScanContext) -> list[str]:
+    if ctx.reference is None:
+        return []
+    out = []
+    for op in ctx.reference.forward_ops:
+        base = names.op_base(op)
+        if base in names.TENSOR_METHODS_ALLOWED or base in names.ATEN_ALLOWED or base in _CONST_ALLOCS:
+            continue
+        out.append(op)
+    return out
+
+
+def _exported_roots(facts: CudaFacts) -> list[tuple[str, Function]]:
+    roots = [(e.name, fn) for e, fn in facts.exported_functions() if fn.kind == "host"]
+    if roots:
+        return roots
+    # no known entry point: every host function is one
+    return [(fn.name, fn) for fn in facts.host_functions]
+
+
+def aten_compute(ctx: ScanContext) -> Iterator[Hit]:
+    """HS204."""
+    facts = ctx.cuda
+    flow = facts.flow
+    ref_ops = _reference_compute_ops(ctx)
+    seen: set[int] = set()
+    reads: dict[int, list[ts.Node]] = {}
+    for export, root in _exported_roots(facts):
+        launches = flow.launches_from(root)
+        for fn, call in flow.host_calls_from(root):
+            if call.node.id in seen or not compute_call(call):
+                continue
+            if _in_catch(call.node) or _device_fallback(call.node, fn):
+                continue
+            if id(fn) not in reads:
+                reads[id(fn)] = [r.node for r in value_reads(fn)]
+            if any(contains(r, call.node) for r in reads[id(fn)]):
+                continue  # ``x.min().item()``: the reduction feeds a value guard (HS202), not the output
+            seen.add(call.node.id)
+            base = names.op_base(call.name)
+            same = next((op for op in ref_ops if names.same_op(call.name, op)), None)
+            heavy = base in names.HEAVY_OPS
+            shown = call.name if not call.is_method else f"{text(call.receiver)}{call.name}"
+            branch = _fallback_branch(call.node, fn, facts)
+            if branch is not None and (same is not None or heavy):
+                cond = " ".join(text(branch.child_by_field_name("condition")).split())[:60]
+                sev, conf = Severity.WARNING, Confidence.MEDIUM
+                why = (f" on the path where the kernel is not launched (branch on `{cond}`): a fallback the "
+                       "benchmark's shapes may or may not take")
+            elif same is not None and (heavy or len(ref_ops) <= 1 or not launches):
+                sev, conf, why = Severity.ERROR, Confidence.HIGH, f", the reference's own op `{same}`"
+            elif not launches:
+                sev, conf, why = Severity.ERROR, Confidence.HIGH, ", and the exported path launches no kernel"
+            elif same is not None:
+                sev, conf, why = Severity.WARNING, Confidence.MEDIUM, f", one of the reference's ops (`{same}`)"
+            elif heavy:
+                sev, conf, why = Severity.WARNING, Confidence.MEDIUM, ", a heavy op the custom kernels do not replace"
+            else:
+                sev, conf, why = Severity.WARNING, Confidence.LOW, ""
+            yield ctx.hit(call.pos, args={"function": fn.name, "export": export, "call": shown, "why": why},
+                          severity=sev, confidence=conf,
+                          evidence={"call": call.name, "function": fn.key, "export": export,
+                                    "reference_op": same, "launches": len(launches)})
+
+
+def catch_fallback(ctx: ScanContext) -> Iterator[Hit]:
+    """HS205."""
+    facts = ctx.cuda
+    flow = facts.flow
+    for fn in facts.host_functions:
+        for tr in fn.of_type("try_statement"):
+            for clause in tr.named_children:
+                if clause.type != "catch_clause":
+                    continue
+                body = clause.child_by_field_name("body")
+                if body is None:
+                    continue
+                calls = [c for c in fn.calls if contains(body, c.node) and compute_call(c)]
+                if calls:
+                    c = calls[0]
+                    shown = c.name if not c.is_method else f"{text(c.receiver)}{c.name}"
+                    yield ctx.hit(pos_of(fn.unit, clause),
+                                  args={"function": fn.name, "fallback": f"ATen `{shown}`"},
+                                  evidence={"calls": [x.name for x in calls], "function": fn.key})
+                    continue
+                for r in flow.returns(fn):
+                    if r.value is None or not contains(body, r.node):
+                        continue
+                    origins = flow.origins(r.value, fn)
+                    if origins and all(o.kind == "input" for o in origins):
+                        yield ctx.hit(pos_of(fn.unit, clause),
+                                      args={"function": fn.name,
+                                            "fallback": f"returning its input `{text(r.value)}` unchanged"},
+                                      evidence={"function": fn.key, "returns": text(r.value)})
+                        break
+
+
+def _describe(origins: list[Origin], value: ts.Node) -> str | None:
+    kinds = {o.kind for o in origins}
+    shown = " ".join(text(value).split())[:50]
+    if kinds == {"input"}:
+        return f"its input `{shown}`"
+    if kinds <= {"input", "copy"} and "copy" in kinds:
+        return f"a copy of its input (`{shown}`)"
+    if kinds == {"alloc"} and all(o.detail in _CONST_ALLOCS for o in origins):
+        return f"a constant tensor (`{shown}`)"
+    if kinds == {"literal"}:
+        return None
+    return None
+
+
+def _called_from_python(ctx: ScanContext, ext: str, name: str) -> bool | None:
+    """Does the host file call ``ext.name(...)``?  None when there is no host file to ask."""
+    host = ctx.host
+    if host is None:
+        return None
+    import ast
+
+    for call in host.of_type(ast.Call):
+        got = host.extension_for_call(call)  # type: ignore[arg-type]
+        if got is not None and got[0].name == ext and got[1] == name:
+            return True
+        func = call.func  # getattr(ext, "name") and friends: cannot tell, assume it is called
+        if isinstance(func, ast.Name) and func.id == "getattr":
+            return None
+    return False
+
+
+def passthrough(ctx: ScanContext) -> Iterator[Hit]:
+    """HS206."""
+    facts = ctx.cuda
+    flow = facts.flow
+    done: set[int] = set()
+    for export, fn in facts.exported_functions():
+        if fn.kind != "host" or id(fn) in done:
+            continue
+        done.add(id(fn))
+        returns = [r for r in flow.returns(fn) if r.value is not None]
+        if not returns:
+            continue
+        launches = flow.launches_from(fn)
+        computes = any(compute_call(c) for _, c in flow.host_calls_from(fn))
+        if not launches:
+            if computes:
+                continue  # HS204 reports the ATen work
+            described = [(r, _describe(flow.origins(r.value, fn), r.value)) for r in returns]
+            if all(d is not None for _, d in described):
+                r, d = described[0]
+                called = _called_from_python(ctx, export.ext, export.name)
+                when = "without launching any kernel"
+                sev, conf = None, None
+                if called is False:
+                    when += " (the Python side never calls it: the work happens elsewhere)"
+                    sev, conf = Severity.WARNING, Confidence.MEDIUM
+                yield ctx.hit(pos_of(fn.unit, r.node), severity=sev, confidence=conf,
+                              args={"function": fn.name, "returned": d, "when": when},
+                              evidence={"export": export.name, "returns": [text(x.value)[:60] for x, _ in described]})
+            continue
+        sites = [lc.node.start_byte for lc in launches if lc.function is fn]
+        reads = [v.node for v in value_reads(fn)]
+        tainted = tainted_names(fn, reads) if reads else set()
+        for r in returns:
+            branch = enclosing(r.node, ("if_statement",), fn.node)
+            if branch is None or any(s < r.node.start_byte for s in sites):
+                continue
+            origins = flow.origins(r.value, fn)
+            d = _describe(origins, r.value)
+            if d is None or not d.startswith("its input"):
+                continue
+            cond = branch.child_by_field_name("condition")
+            if cond is None or is_empty_check(cond) or _DEVICE_CHECK.search(text(cond)):
+                continue
+            if depends_on(cond, reads, tainted) is not None:
+                continue  # a value guard: HS202
+            shown = " ".join(text(cond).split())[:60]
+            yield ctx.hit(pos_of(fn.unit, r.node), severity=Severity.WARNING, confidence=Confidence.MEDIUM,
+                          args={"function": fn.name, "returned": d, "when": f"unchanged when {shown}"},
+                          evidence={"export": export.name, "condition": shown})
+
+
+__all__ = ["aten_compute", "catch_fallback", "passthrough", "compute_call", "UNINITIALISED", "identifiers"]

@@ -1,0 +1,398 @@
+"""Memory the extension should not trust or touch: unwritten outputs (HS207), state kept across
+calls (HS208) and kernels writing into the caller's input tensors (HS213)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+import tree_sitter as ts
+
+from ..context import Hit, ScanContext
+from ..cuda import names
+from ..cuda.branches import enclosing, in_empty_branch, launch_sites
+from ..cuda.facts import CudaFacts, Export, Function, Launch, Variable, pos_of
+from ..cuda.flow import UNINITIALISED, Flow, Origin
+from ..cuda.parser import call_args, callee_name, contains, identifiers, text
+from ..model import Confidence, Severity
+
+# tensor methods that write into their receiver
+_MUTATORS = re.compile(r"^(copy_|fill_|zero_|index_put_|index_copy_|index_fill_|masked_fill_|masked_scatter_|"
+                       r"scatter_|scatter_add_|put_|set_|uniform_|normal_|random_|bernoulli_|exponential_|"
+                       r"clamp_|add_|mul_|sub_|div_|addmm_|baddbmm_|relu_|copy|.*_$)")
+_LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
+_TUPLE_MAKERS = frozenset({"make_tuple", "make_pair", "tuple", "pair", "vector", "forward_as_tuple", "tie"})
+
+
+def _returned_values(value: ts.Node) -> list[ts.Node]:
+    """``return {a, b}`` / ``std::make_tuple(a, b)`` / ``std::vector<Tensor>{a, b}``: each element."""
+    if value.type == "initializer_list":
+        return [c for c in value.named_children if c.type != "comment"]
+    if value.type == "call_expression":
+        func = value.child_by_field_name("function")
+        if func is not None and callee_name(func).rsplit("::", 1)[-1] in _TUPLE_MAKERS:
+            return call_args(value)
+    if value.type == "compound_literal_expression":
+        inner = value.child_by_field_name("value")
+        if inner is not None:
+            return _returned_values(inner)
+    return [value]
+
+
+def _dim_product(node: ts.Node | None, fn: Function, flow: Flow) -> int | None:
+    """Threads described by a grid/block expression: ``256``, ``dim3(16, 16)``, ``blocks``."""
+    if node is None:
+        return None
+    if node.type == "identifier":
+        values = fn.assigned.get(text(node))
+        if values and len(values) == 1 and values[0].type in ("argument_list", "initializer_list"):
+            total = 1
+            for a in values[0].named_children:
+                v = flow.fold(a, fn)
+                if not isinstance(v, int):
+                    return None
+                total *= v
+            return total
+    if node.type == "call_expression" and callee_name(node.child_by_field_name("function")) == "dim3":
+        total = 1
+        for a in call_args(node):
+            v = flow.fold(a, fn)
+            if not isinstance(v, int):
+                return None
+            total *= v
+        return total
+    v = flow.fold(node, fn)
+    return v if isinstance(v, int) else None
+
+
+def _stores_in_loop(kernel: Function, flow: Flow, index: int) -> bool:
+    for site in flow.stores(kernel).by_param.get(index, ()):
+        if enclosing(site.node, _LOOPS, kernel.node) is not None or not site.certain:
+            return True
+        if site.how.startswith("call:"):
+            return True  # a device helper may loop
+    return False
+
+
+def _input_numel(ctx: ScanContext, origin: Origin, flow: Flow) -> int | None:
+    """Elements of the reference input an ``empty_like(input)`` output copies its shape from."""
+    if ctx.reference is None or origin.node is None or origin.detail not in ("empty_like",):
+        return None
+    args = call_args(origin.node)
+    if not args:
+        return None
+    for o in flow.origins(args[0], origin.function) if origin.function is not None else []:
+        if o.kind == "input" and 0 <= o.index < len(ctx.reference.inputs):
+            shape = ctx.reference.inputs[o.index].shape
+            if shape and all(isinstance(d, int) for d in shape):
+                n = 1
+                for d in shape:
+                    n *= d  # type: ignore[operator]
+                return n
+    return None
+
+
+def unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
+    """HS207."""
+    facts = ctx.cuda
+    flow = facts.flow
+    done: set[int] = set()
+    for export, fn in facts.exported_functions():
+        if fn.kind != "host" or id(fn) in done:
+            continue
+        done.add(id(fn))
+        outs: list[tuple[Origin, ts.Node]] = []
+        for r in flow.returns(fn):
+            if r.value is None or in_empty_branch(r.node, fn.node):
+                continue
+            for v in _returned_values(r.value):
+                for o in flow.origins(v, fn):
+                    if o.kind == "alloc" and o.detail in UNINITIALISED and o.node is not None and not o.maybe:
+                        if all(o.node != seen.node for seen, _ in outs):
+                            outs.append((o, v))
+        if not outs:
+            continue
+        written: dict[int, str] = {}
+        storing: dict[int, list[tuple[Launch, Function, int]]] = {}
+        for lc in flow.launches_from(fn):
+            kernel = facts.kernel_for(lc)
+            for idx, arg in enumerate(lc.args):
+                for o in flow.origins(arg, lc.function):
+                    if o.kind != "alloc" or o.node is None:
+                        continue
+                    if kernel is None:
+                        written.setdefault(o.node.id, "maybe")
+                    elif flow.stores(kernel).stores(idx):
+                        written[o.node.id] = "store"
+                        storing.setdefault(o.node.id, []).append((lc, kernel, idx))
+            if kernel is None and lc.api != "<<<>>>":
+                for o, _ in outs:  # cudaLaunchKernel with an args array: cannot map parameters
+                    written.setdefault(o.node.id, "maybe")
+        for host_fn, call in flow.host_calls_from(fn):
+            _mark_sinks(facts, flow, host_fn, call, written)
+        for o, v in outs:
+            state = written.get(o.node.id)
+            shown = " ".join(text(v).split())[:40]
+            alloc = f"torch::{o.detail}" if not o.detail.startswith("new_") else f".{o.detail}()"
+            if state is None:
+                targets = _unstoring_launches(facts, flow, fn, o)
+                why = (f"kernel `{targets[0]}` never stores through the parameter it receives it as" if targets
+                       else "no launched kernel stores to it")
+                yield ctx.hit(pos_of(o.function.unit if o.function else fn.unit, o.node),
+                              args={"var": shown, "alloc": alloc, "function": fn.name, "why": why},
+                              evidence={"export": export.name, "alloc": text(o.node)[:80]})
+                continue
+            if state != "store":
+                continue
+            launches = storing.get(o.node.id, [])
+            if not launches:
+                continue
+            small = []
+            for lc, kernel, idx in launches:
+                threads = None
+                g = _dim_product(lc.grid, lc.function, flow)
+                b = _dim_product(lc.block, lc.function, flow)
+                if g is not None and b is not None:
+                    threads = g * b
+                if threads is None or _stores_in_loop(kernel, flow, idx):
+                    small = []
+                    break
+                small.append((lc, kernel, threads))
+            if not small:
+                continue
+            most = max(t for _, _, t in small)
+            need = _input_numel(ctx, o, flow)
+            if need is None:
+                if o.detail != "empty_like" or most > 1024:
+                    continue
+            elif most >= need:
+                continue
+            lc, kernel, _ = small[0]
+            why = (f"the only launch writing it (`{kernel.name}<<<...>>>`) runs {most} threads with no loop around "
+                   f"its stores" + (f", fewer than the {need} elements" if need else ""))
+            yield ctx.hit(pos_of(o.function.unit if o.function else fn.unit, o.node), severity=Severity.WARNING,
+                          confidence=Confidence.MEDIUM,
+                          args={"var": shown, "alloc": alloc, "function": fn.name, "why": why},
+                          evidence={"export": export.name, "threads": most, "elements": need})
+
+
+def _mark_sinks(facts: CudaFacts, flow: Flow, fn: Function, call, written: dict[int, str]) -> None:
+    """Calls other than launches that may write a tensor: ``out.copy_(...)``, ``at::mm_out(out, ...)``,
+    ``cublasSgemm(..., out.data_ptr<float>(), ...)``, ``cudaMemcpy(out.data_ptr(), ...)``."""
+    x = facts.extensions[fn.ext]
+    if call.is_method:
+        if call.receiver is not None and _MUTATORS.match(call.base):
+            for o in flow.origins(call.receiver, fn):
+                if o.kind == "alloc" and o.node is not None:
+                    written.setdefault(o.node.id, "maybe")
+        return
+    base = call.base
+    if base in names.ATEN_ALLOWED or x.lookup(call.name, "host") or base in ("TORCH_CHECK", "printf", "sizeof"):
+        return
+    for a in call.args:
+        if a.type in ("number_literal", "string_literal"):
+            continue
+        for o in flow.origins(a, fn):
+            if o.kind == "alloc" and o.node is not None:
+                written.setdefault(o.node.id, "maybe")
+
+
+def _unstoring_launches(facts: CudaFacts, flow: Flow, fn: Function, origin: Origin) -> list[str]:
+    out = []
+    for lc in flow.launches_from(fn):
+        for arg in lc.args:
+            if any(o.node == origin.node for o in flow.origins(arg, lc.function) if o.node is not None):
+                out.append(lc.kernel)
+    return out
+
+
+# ------------------------------------------------------------------------------------- HS208
+
+def static_cache(ctx: ScanContext) -> Iterator[Hit]:
+    """HS208."""
+    facts = ctx.cuda
+    flow = facts.flow
+    state = [v for v in facts.static_locals + facts.globals if not v.device and not v.const]
+    if not state:
+        return
+    tensors = [v for v in state if v.tensor_like]
+    pointers = [v for v in state if not v.tensor_like and (v.pointer or re.search(r"int64|intptr|size_t", v.type))]
+    reported: set[int] = set()
+    for v in tensors:
+        if v.container and _pointer_keyed(v.type):
+            reported.add(id(v))
+            yield ctx.hit(v.pos, evidence={"variable": v.name, "type": v.type},
+                          args={"what": f"`{v.name}` ({v.type}) caches tensors keyed by a pointer: a new call on "
+                                        "the same buffer gets the old result"})
+    for fn in facts.host_functions:
+        visible_t = {v.name: v for v in tensors if v.ext == fn.ext and v.function in (None, fn)}
+        visible_p = {v.name: v for v in pointers if v.ext == fn.ext and v.function in (None, fn)}
+        if not visible_t and not visible_p:
+            continue
+        sites = launch_sites(fn, facts)
+        for r in flow.returns(fn):
+            if r.value is None:
+                continue
+            hit = next((text(i) for i in identifiers(r.value) if text(i) in visible_t), None)
+            if hit is None:
+                continue
+            before = [s for s in sites if s.start_byte < r.node.start_byte]
+            arm = enclosing(r.node, ("if_statement",), fn.node)
+            skipped = not before or (arm is not None and not any(contains(arm, s) for s in sites))
+            sev = Severity.ERROR if skipped else Severity.WARNING
+            what = (f"`{fn.name}` returns the static tensor `{hit}` kept from an earlier call"
+                    + (" without launching a kernel on this path" if skipped
+                       else "; successive calls return the same buffer"))
+            yield ctx.hit(pos_of(fn.unit, r.node), severity=sev,
+                          confidence=Confidence.HIGH if skipped else Confidence.MEDIUM,
+                          args={"what": what}, evidence={"variable": hit, "function": fn.key})
+        for node in fn.of_type("if_statement", "conditional_expression"):
+            cond = node.child_by_field_name("condition")
+            if cond is None:
+                continue
+            ctext = text(cond)
+            if not re.search(r"data_ptr|\.data\(\)|is_same|\bdata\b|&", ctext):
+                continue
+            held = next((text(i) for i in identifiers(cond) if text(i) in visible_p or text(i) in visible_t), None)
+            if held is None or not re.search(r"[=!]=", ctext):
+                continue
+            yield ctx.hit(pos_of(fn.unit, node),
+                          args={"what": f"`{fn.name}` compares an input pointer with `{held}`, kept from a previous "
+                                        "call (a last-pointer check)"},
+                          evidence={"condition": " ".join(ctext.split())[:80], "function": fn.key})
+
+
+def _pointer_keyed(type_text: str) -> bool:
+    m = re.search(r"map<([^,]+),", type_text)
+    if not m:
+        return False
+    key = m.group(1)
+    return "*" in key or bool(re.search(r"intptr|uintptr|int64_t|size_t|long", key))
+
+
+# ------------------------------------------------------------------------------------- HS213
+
+def input_mutation(ctx: ScanContext) -> Iterator[Hit]:
+    """HS213."""
+    facts = ctx.cuda
+    flow = facts.flow
+    if ctx.reference is not None and any(op.endswith("_") for op in ctx.reference.forward_ops):
+        return  # the reference itself works in place
+    done: set[tuple] = set()
+    for export, root in facts.exported_functions():
+        if root.kind != "host":
+            continue
+        for lc in flow.launches_from(root):
+            kernel = facts.kernel_for(lc)
+            if kernel is None:
+                continue
+            stores = flow.stores(kernel)
+            for idx in sorted(stores.by_param):
+                if idx >= len(lc.args):
+                    continue
+                for o in flow.origins(lc.args[idx], lc.function):
+                    if o.kind != "input" or o.function is not root:
+                        continue
+                    key = (export.ext, export.name, o.index, kernel.name)
+                    if key in done:
+                        continue
+                    done.add(key)
+                    how, where = _python_caller(ctx, export, o.index, o.detail)
+                    if how == "own":
+                        continue
+                    if how == "forward":
+                        sev, conf = Severity.ERROR, Confidence.HIGH
+                        caller = f"; `forward` passes its own argument there ({where})"
+                    elif how == "state":
+                        sev, conf = Severity.WARNING, Confidence.MEDIUM
+                        caller = f"; the caller passes module state ({where})"
+                    elif how == "param":
+                        sev, conf = Severity.WARNING, Confidence.MEDIUM
+                        caller = f"; the caller passes its own argument ({where})"
+                    else:
+                        sev, conf = Severity.WARNING, Confidence.LOW
+                        caller = ""
+                    yield ctx.hit(lc.pos, severity=sev, confidence=conf,
+                                  args={"kernel": kernel.name, "param": kernel.params[idx].name if idx < len(
+                                      kernel.params) else f"#{idx}", "export": export.name, "index": o.index,
+                                        "caller": caller},
+                                  evidence={"export": export.name, "parameter": o.detail, "python": how})
+
+
+_ALIAS_PY = frozenset({"contiguous", "view", "reshape", "flatten", "squeeze", "unsqueeze", "view_as", "reshape_as",
+                       "transpose", "t", "permute", "expand", "narrow", "select", "detach", "cuda", "to", "float",
+                       "data"})
+
+
+def _python_caller(ctx: ScanContext, export: Export, index: int, pname: str) -> tuple[str, str]:
+    """How the Python side feeds parameter ``index`` of ``export``: forward / param / state / own / unknown."""
+    host = ctx.host
+    if host is None:
+        return "unknown", ""
+    worst = ("unknown", "")
+    rank = {"unknown": 0, "own": 1, "state": 2, "param": 3, "forward": 4}
+    found_any = False
+    for call in host.of_type(ast.Call):
+        got = host.extension_for_call(call)  # type: ignore[arg-type]
+        if got is None:
+            continue
+        ext, fname = got
+        if ext.name != export.ext or fname != export.name:
+            continue
+        arg = None
+        if index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
+            arg = call.args[index]
+        else:
+            arg = next((k.value for k in call.keywords if k.arg == pname), None)
+        if arg is None:
+            continue
+        found_any = True
+        how = _classify_arg(host, call, arg)
+        line = getattr(call, "lineno", 0)
+        if rank[how] > rank[worst[0]] or (worst[0] == "unknown" and how == "own"):
+            worst = (how, f"line {line}")
+    if not found_any:
+        return "unknown", ""
+    return worst
+
+
+def _classify_arg(host, call: ast.Call, arg: ast.AST, depth: int = 0) -> str:
+    fn = host.enclosing(call, ast.FunctionDef, ast.AsyncFunctionDef)
+    if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute):
+        if arg.func.attr in _ALIAS_PY:
+            return _classify_arg(host, call, arg.func.value, depth + 1)
+        return "own"
+    if isinstance(arg, ast.Attribute):
+        base = arg.value
+        if isinstance(base, ast.Name) and base.id == "self":
+            return "state"
+        if arg.attr == "data":
+            return _classify_arg(host, call, base, depth + 1)
+        return "unknown"
+    if isinstance(arg, ast.Subscript):
+        return _classify_arg(host, call, arg.value, depth + 1)
+    if not isinstance(arg, ast.Name) or fn is None:
+        return "own" if isinstance(arg, (ast.Call, ast.BinOp)) else "unknown"
+    # the last assignment to the name above the call, within the function
+    last = None
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.lineno < call.lineno:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == arg.id for t in targets):
+                if last is None or node.lineno > last.lineno:
+                    last = node
+    if last is not None and last.value is not None and depth < 4:
+        value = last.value
+        if isinstance(value, ast.Name) or (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+                                           and value.func.attr in _ALIAS_PY):
+            return _classify_arg(host, last, value, depth + 1) if isinstance(value, ast.Name) else \
+                _classify_arg(host, call, value, depth + 1)
+        return "own"
+    params = [a.arg for a in fn.args.args + fn.args.kwonlyargs + fn.args.posonlyargs if a.arg != "self"]
+    if arg.id in params:
+        return "forward" if fn.name == "forward" else "param"
+    return "unknown"
+
+
+__all__ = ["unwritten_output", "static_cache", "input_mutation", "Variable"]

@@ -1,0 +1,348 @@
+"""Doing less than the task asks: reduced precision (HS214), fast-math builds (HS215) and strided
+loops that sample instead of reduce (HS216)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+import tree_sitter as ts
+
+from ..context import Hit, Pos, ScanContext
+from ..cuda import names
+from ..cuda.facts import Call, CudaFacts, Function, pos_of
+from ..cuda.flow import Flow, pointer_base, strip_casts
+from ..cuda.parser import contains, descendants, identifiers, text
+from ..model import Confidence, Severity
+
+_HALF_DTYPE = re.compile(r"\b(kHalf|kFloat16|kBFloat16|at::Half|at::BFloat16|c10::Half|torch::Half|ScalarType::Half|"
+                         r"ScalarType::BFloat16)\b")
+_HALF_FRAGMENT = re.compile(r"fragment<.*\b(half|__half|__nv_bfloat16|bfloat16)\b")
+_TF32 = re.compile(r"precision::tf32|\btf32\b|cvt\.rna\.tf32")
+
+
+def _narrowing(fn: Function) -> list[tuple[ts.Node, str]]:
+    out: list[tuple[ts.Node, str]] = []
+    for c in fn.calls:
+        if not c.is_method and c.base in names.TO_HALF:
+            if all(strip_casts(a).type in ("number_literal", "unary_expression") and
+                   "(" not in text(a) for a in c.args):
+                continue  # a constant (``__float2half(0.0f)``), not data
+            out.append((c.node, f"narrows fp32 values with `{c.base}`"))
+        elif c.is_method and fn.kind == "host":
+            if c.base in ("half", "bfloat16") and not c.args:
+                out.append((c.node, f"casts a tensor with `.{c.base}()`"))
+            elif c.base in ("to", "toType", "type") and any(_HALF_DTYPE.search(text(a)) for a in c.args):
+                out.append((c.node, f"casts a tensor to half precision (`{' '.join(text(c.node).split())[:50]}`)"))
+    return out
+
+
+def _half_math(fn: Function) -> list[ts.Node]:
+    out = [c.node for c in fn.calls if not c.is_method and c.base in names.HALF_MATH and c.base not in (
+        "load_matrix_sync", "store_matrix_sync")]
+    for decl in fn.of_type("declaration"):
+        tnode = decl.child_by_field_name("type")
+        if tnode is not None and _HALF_FRAGMENT.search(text(tnode)):
+            out.append(decl)
+    return out
+
+
+def _tf32(fn: Function) -> list[ts.Node]:
+    out = []
+    for decl in fn.of_type("declaration"):
+        tnode = decl.child_by_field_name("type")
+        if tnode is not None and "fragment<" in text(tnode) and "precision::tf32" in text(tnode):
+            out.append(decl)
+    for asm in fn.of_type("gnu_asm_expression"):
+        if _TF32.search(text(asm)):
+            out.append(asm)
+    return out
+
+
+def reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
+    """HS214."""
+    ref = ctx.reference
+    if ref is None or ref.dtype != "float32":
+        return
+    facts = ctx.cuda
+    reachable = facts.reachable
+    by_ext_math: dict[str, bool] = {}
+    for fn in facts.functions:
+        if _half_math(fn):
+            by_ext_math[fn.ext] = True
+    for fn in facts.functions:
+        if fn not in reachable:
+            continue
+        # TF32 switches flip the baseline's precision too
+        for c in fn.calls:
+            if c.base in names.TF32_CONTROLS and any(text(a) in ("true", "1", '"high"', '"medium"') for a in c.args):
+                yield ctx.hit(c.pos, severity=Severity.ERROR, confidence=Confidence.HIGH,
+                              args={"function": fn.name, "what": f"turns TF32 on with `{c.name}`"},
+                              evidence={"call": c.name})
+        narrow = _narrowing(fn)
+        if narrow:
+            node, what = narrow[0]
+            computes = by_ext_math.get(fn.ext, False)
+            sev = Severity.ERROR if computes else Severity.WARNING
+            conf = Confidence.HIGH if computes else Confidence.MEDIUM
+            suffix = " and computes in half precision" if computes else ""
+            yield ctx.hit(pos_of(fn.unit, node), severity=sev, confidence=conf,
+                          args={"function": fn.name, "what": what + suffix},
+                          evidence={"conversions": len(narrow), "half_math": computes})
+            continue
+        tf = _tf32(fn)
+        if tf:
+            yield ctx.hit(pos_of(fn.unit, tf[0]), severity=Severity.WARNING, confidence=Confidence.MEDIUM,
+                          args={"function": fn.name, "what": "computes with TF32 tensor cores (10-bit mantissa)"},
+                          evidence={"sites": len(tf)})
+
+
+def fast_math(ctx: ScanContext) -> Iterator[Hit]:
+    """HS215."""
+    ref = ctx.reference
+    if ref is None or ref.dtype != "float32":
+        return
+    for x in ctx.cuda.extensions.values():
+        for key, values in x.flags.items():
+            for flag in values:
+                if flag not in names.FAST_MATH_FLAGS:
+                    continue
+                pos = _flag_position(ctx, x.name, flag)
+                if pos is None:
+                    continue
+                yield ctx.hit(pos, args={"ext": x.name, "flag": flag}, evidence={"argument": key, "flag": flag})
+                break
+
+
+def _flag_position(ctx: ScanContext, ext_name: str, flag: str) -> Pos | None:
+    host = ctx.host
+    if host is None:
+        return None
+    ext = next((e for e in host.extensions if e.name == ext_name), None)
+    if ext is None:
+        return None
+    best: ast.Constant | None = None
+    for kw in ext.call.keywords:
+        for node in ast.walk(kw.value):
+            if isinstance(node, ast.Constant) and node.value == flag:
+                best = node
+                break
+        if best is not None:
+            break
+    if best is None:
+        # the list lives in a variable: the closest literal above the call
+        for node in host.of_type(ast.Constant):
+            if node.value == flag and node.lineno <= ext.call.lineno and (best is None or node.lineno > best.lineno):
+                best = node
+    if best is None:
+        line, col = host.position(ext.call)
+        return Pos(line, col)
+    return ctx.at(best)
+
+
+# ------------------------------------------------------------------------------------- HS216
+
+_VECTOR = re.compile(r"\b(float[248]|double2|int[24]|uint[24]|half2|__half2|__nv_bfloat162|bfloat162|longlong2|"
+                     r"char4|uchar4|short[24])\b|reinterpret_cast|__ldg4|ld\.global\.v[24]")
+_THREAD_SEEDS = frozenset({"threadIdx", "laneid", "lane_id", "lane"})
+_THREAD_CALLS = re.compile(r"thread_rank|__lane_id|laneid|threadIdx")
+_ACCUM_OPS = frozenset({"+=", "-=", "*=", "|=", "&=", "^="})
+_ACCUM_CALLS = re.compile(r"\b(max|min|fmaxf|fminf|fmax|fmin|__hmax|__hmin|atomicAdd|atomicMax)\s*\(")
+
+
+def _thread_derived(fn: Function) -> set[str]:
+    out = set(_THREAD_SEEDS)
+    changed = True
+    rounds = 0
+    while changed and rounds < 6:
+        changed = False
+        rounds += 1
+        for name, values in fn.assigned.items():
+            if name in out:
+                continue
+            for v in values:
+                if _THREAD_CALLS.search(text(v)) or any(text(i) in out for i in identifiers(v)):
+                    out.add(name)
+                    changed = True
+                    break
+    return out
+
+
+def _loop_var(loop: ts.Node) -> tuple[str, ts.Node | None] | None:
+    init = loop.child_by_field_name("initializer")
+    if init is None:
+        return None
+    if init.type == "declaration":
+        for d in init.children_by_field_name("declarator"):
+            if d.type == "init_declarator":
+                name = d.child_by_field_name("declarator")
+                if name is not None and name.type == "identifier":
+                    return text(name), d.child_by_field_name("value")
+        return None
+    if init.type == "assignment_expression":
+        left = init.child_by_field_name("left")
+        if left is not None and left.type == "identifier":
+            return text(left), init.child_by_field_name("right")
+    return None
+
+
+def _step(loop: ts.Node, var: str) -> ts.Node | None:
+    upd = loop.child_by_field_name("update")
+    if upd is None or upd.type != "assignment_expression":
+        return None
+    left = upd.child_by_field_name("left")
+    op = upd.child_by_field_name("operator")
+    right = upd.child_by_field_name("right")
+    if left is None or text(left) != var or op is None or right is None:
+        return None
+    if op.type == "+=":
+        return right
+    if op.type == "=" and right.type == "binary_expression":
+        rl = right.child_by_field_name("left")
+        rop = right.child_by_field_name("operator")
+        if rl is not None and text(rl) == var and rop is not None and rop.type == "+":
+            return right.child_by_field_name("right")
+    return None
+
+
+def _product_terms(node: ts.Node) -> list[ts.Node]:
+    node = node if node.type != "parenthesized_expression" or node.named_child_count != 1 else node.named_children[0]
+    if node.type == "binary_expression":
+        op = node.child_by_field_name("operator")
+        if op is not None and op.type == "*":
+            left = node.child_by_field_name("left")
+            right = node.child_by_field_name("right")
+            if left is not None and right is not None:
+                return _product_terms(left) + _product_terms(right)
+    return [node]
+
+
+def _thread_count_term(node: ts.Node, fn: Function, depth: int = 0) -> bool:
+    t = text(node)
+    if re.fullmatch(r"(blockDim|gridDim)\.[xyz]", "".join(t.split())):
+        return True
+    if node.type == "identifier" and depth < 3:
+        values = fn.assigned.get(t, ())
+        return bool(values) and all(all(_thread_count_term(x, fn, depth + 1) or x.type == "number_literal"
+                                        for x in _product_terms(v)) for v in values)
+    return False
+
+
+def _launch_blocks(facts: CudaFacts, flow: Flow, kernel: Function) -> set[int | None]:
+    out: set[int | None] = set()
+    for lc in facts.launches:
+        if lc.kernel == kernel.name and lc.ext == kernel.ext:
+            v = flow.fold(lc.block, lc.function) if lc.block is not None else None
+            out.add(v if isinstance(v, int) else None)
+    return out
+
+
+def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
+    """HS216."""
+    facts = ctx.cuda
+    flow = facts.flow
+    for fn in facts.functions:
+        if fn.kind not in ("kernel", "device"):
+            continue
+        loops = fn.of_type("for_statement")
+        if not loops:
+            continue
+        amap = flow.aliases(fn)
+        if not amap:
+            continue
+        threads = None
+        for loop in loops:
+            lv = _loop_var(loop)
+            if lv is None:
+                continue
+            var, start = lv
+            step = _step(loop, var)
+            if step is None:
+                continue
+            if threads is None:
+                threads = _thread_derived(fn)
+            start_threaded = start is not None and any(text(i) in threads for i in identifiers(start))
+            c = flow.fold(step, fn)
+            if isinstance(c, int):
+                if c <= 1:
+                    continue
+                if start_threaded:
+                    blocks = _launch_blocks(facts, flow, fn) if fn.kind == "kernel" else {None}
+                    if len(blocks) != 1 or None in blocks:
+                        continue
+                    b = next(iter(blocks))
+                    if not b or c <= b or c % b:
+                        continue
+                    m = c // b
+                else:
+                    m = c
+            else:
+                if not start_threaded:
+                    continue
+                terms = _product_terms(step)
+                lits = [flow.fold(t, fn) for t in terms]
+                if not all(isinstance(v, int) or _thread_count_term(t, fn) for t, v in zip(terms, lits, strict=True)):
+                    continue
+                m = 1
+                for v in lits:
+                    if isinstance(v, int):
+                        m *= v
+                if m <= 1 or not any(v is None for v in lits):
+                    continue
+            body = loop.child_by_field_name("body")
+            if body is None:
+                continue
+            btext = text(body)
+            if _VECTOR.search(btext) or not (_accumulates(body) or _ACCUM_CALLS.search(btext)):
+                continue
+            inner_vars: set[str] = set()
+            for inner in descendants(body, "for_statement"):
+                got = _loop_var(inner)
+                if got is not None:
+                    inner_vars.add(got[0])
+            per_array: dict[str, set[str]] = {}
+            covered = False
+            for sub in descendants(body, "subscript_expression"):
+                idx = sub.child_by_field_name("indices")
+                if idx is None:
+                    continue
+                used = {text(i) for i in identifiers(idx)}
+                if var not in used:
+                    continue
+                base = pointer_base(sub, amap)
+                if base is None or text(base) not in amap:
+                    continue
+                if used & inner_vars or (used - {var}) & threads:
+                    covered = True
+                    break
+                per_array.setdefault(text(base), set()).add("".join(text(idx).split()))
+            if covered or not per_array:
+                continue
+            array, reads = max(per_array.items(), key=lambda kv: len(kv[1]))
+            if len(reads) >= m:
+                continue
+            sev = Severity.ERROR if m >= 4 and len(reads) == 1 else Severity.WARNING
+            conf = Confidence.HIGH if sev is Severity.ERROR else Confidence.MEDIUM
+            yield ctx.hit(pos_of(fn.unit, loop), severity=sev, confidence=conf,
+                          args={"function": fn.name, "var": var, "step": m, "reads": len(reads), "array": array,
+                                "skipped": m - len(reads)},
+                          evidence={"step_expr": text(step), "reads": sorted(reads)})
+
+
+def _accumulates(body: ts.Node) -> bool:
+    for asg in descendants(body, "assignment_expression"):
+        op = asg.child_by_field_name("operator")
+        left = asg.child_by_field_name("left")
+        if op is None or left is None:
+            continue
+        if op.type in _ACCUM_OPS:
+            return True
+        if op.type == "=" and left.type == "identifier":
+            right = asg.child_by_field_name("right")
+            if right is not None and text(left) in {text(i) for i in identifiers(right)}:
+                return True
+    return False
+
+
+__all__ = ["reduced_precision", "fast_math", "strided_subsample", "Call", "contains"]

@@ -1,0 +1,267 @@
+"""Escaping the timer: side streams never joined (HS209), host threads (HS210), and redefining the
+CUDA / timing API the harness measures with (HS211)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import tree_sitter as ts
+
+from ..context import Hit, ScanContext
+from ..cuda import names
+from ..cuda.facts import Call, CudaFacts, Function, pos_of
+from ..cuda.flow import Flow
+from ..cuda.parser import callee_name, identifiers, text
+from ..model import Confidence, Severity
+
+_DEFAULT_STREAMS = frozenset({"cudaStreamLegacy", "cudaStreamPerThread", "nullptr", "NULL", "0", "stream_default"})
+_GUARDS = ("CUDAStreamGuard", "OptionalCUDAStreamGuard", "StreamGuard")
+
+
+def _first_ident(node: ts.Node) -> str | None:
+    for i in identifiers(node):
+        return text(i)
+    return None
+
+
+def _assigned_name(call: Call) -> str | None:
+    """The local a call's result is stored in: ``auto s = getStreamFromPool();``."""
+    parent = call.node.parent
+    while parent is not None and parent.type in ("call_expression", "field_expression", "argument_list",
+                                                 "parenthesized_expression"):
+        parent = parent.parent
+    if parent is None:
+        return None
+    if parent.type == "init_declarator":
+        d = parent.child_by_field_name("declarator")
+        return text(d) if d is not None and d.type == "identifier" else None
+    if parent.type == "assignment_expression":
+        left = parent.child_by_field_name("left")
+        return _first_ident(left) if left is not None else None
+    return None
+
+
+def _created_streams(facts: CudaFacts) -> dict[tuple[str, str], Call]:
+    created: dict[tuple[str, str], Call] = {}
+    for fn in facts.host_functions:
+        for c in fn.calls:
+            if c.is_method:
+                continue
+            if c.base in names.STREAM_CREATE and c.args:
+                name = _first_ident(c.args[0])
+                if name:
+                    created[(fn.ext, name)] = c
+            elif c.base in names.STREAM_FROM_POOL:
+                name = _assigned_name(c)
+                created[(fn.ext, name or f"<pool@{c.pos.line}>")] = c
+    return created
+
+
+def _stream_kind(expr: ts.Node | None, fn: Function, flow: Flow, created: dict[tuple[str, str], Call],
+                 used: set[int] | None = None) -> str:
+    """``current`` / ``default`` / ``side`` / ``unknown`` for a launch's stream expression.
+
+    ``used`` collects the ids of the creation calls a side stream traces back to."""
+    if expr is None:
+        return "default"
+    if text(expr).strip() in _DEFAULT_STREAMS:
+        return "default"
+    kinds = set()
+    by_node = {c.node.id: c for c in created.values()}
+    for o in flow.origins(expr, fn):
+        last = o.detail.rsplit("::", 1)[-1]
+        if o.kind in ("aten", "call") and last in names.STREAM_CURRENT:
+            kinds.add("current")
+        elif o.kind in ("aten", "call") and last in names.STREAM_FROM_POOL:
+            kinds.add("side")
+            if used is not None and o.node is not None and o.node.id in by_node:
+                used.add(id(by_node[o.node.id]))
+        elif o.kind == "literal" or last in _DEFAULT_STREAMS:
+            kinds.add("default")
+        elif o.kind in ("local", "static", "global", "unknown") and (o.function.ext if o.function else fn.ext,
+                                                                      o.detail) in created:
+            kinds.add("side")
+            if used is not None:
+                used.add(id(created[(o.function.ext if o.function else fn.ext, o.detail)]))
+        else:
+            kinds.add("unknown")
+    if "side" in kinds:
+        return "side"
+    if kinds and kinds <= {"current", "default"}:
+        return "current"
+    return "unknown"
+
+
+def _guarded_side(fn: Function, flow: Flow, created: dict[tuple[str, str], Call],
+                  used: set[int] | None = None) -> ts.Node | None:
+    """A ``CUDAStreamGuard g(side)`` / ``setCurrentCUDAStream(side)`` in ``fn``: "current" is then the side stream."""
+    for decl in fn.of_type("declaration"):
+        tnode = decl.child_by_field_name("type")
+        if tnode is None or not text(tnode).endswith(_GUARDS):
+            continue
+        for d in decl.children_by_field_name("declarator"):
+            arg = None
+            if d.type == "init_declarator":
+                value = d.child_by_field_name("value")
+                if value is not None and value.named_child_count:
+                    arg = value.named_children[0]
+            elif d.type == "function_declarator":  # ``CUDAStreamGuard guard(side);`` parses as a declaration
+                params = d.child_by_field_name("parameters")
+                if params is not None and params.named_child_count:
+                    first = params.named_children[0]
+                    arg = first.child_by_field_name("type") if first.type == "parameter_declaration" else first
+            if arg is not None and _stream_kind(arg, fn, flow, created, used) == "side":
+                return decl
+    for c in fn.calls:
+        if c.base == "setCurrentCUDAStream" and c.args and _stream_kind(c.args[0], fn, flow, created, used) == "side":
+            return c.node
+    return None
+
+
+def _joins(facts: CudaFacts, flow: Flow, root: Function) -> list[Call]:
+    out = []
+    for _, c in flow.host_calls_from(root):
+        if c.base in names.STREAM_JOIN and (not c.is_method or c.base in ("synchronize", "wait", "block")):
+            out.append(c)
+    return out
+
+
+def side_streams(ctx: ScanContext) -> Iterator[Hit]:
+    """HS209."""
+    facts = ctx.cuda
+    flow = facts.flow
+    created = _created_streams(facts)
+    used: set[int] = set()
+    reported: set[int] = set()
+    roots = [fn for e, fn in facts.exported_functions() if fn.kind == "host"] or facts.host_functions
+    for root in roots:
+        joins = _joins(facts, flow, root)
+        for lc in flow.launches_from(root):
+            kind = _stream_kind(lc.stream, lc.function, flow, created, used)
+            guard = None
+            if kind in ("current", "default"):
+                guard = _guarded_side(lc.function, flow, created, used)
+                if guard is not None:
+                    kind = "side"
+            if kind != "side":
+                continue
+            if joins or lc.node.id in reported:
+                continue
+            reported.add(lc.node.id)
+            stream = " ".join(text(lc.stream).split()) if lc.stream is not None else "the guarded stream"
+            how = "switched to by a stream guard" if guard is not None else "created or taken from the pool"
+            yield ctx.hit(lc.pos, args={"what": f"kernel `{lc.kernel}` is launched on `{stream}`, a stream {how}, "
+                                                f"and nothing joins it back to the current stream before "
+                                                f"`{root.name}` returns"},
+                          evidence={"kernel": lc.kernel, "stream": stream, "export": root.name})
+    joined_anywhere = any(_joins(facts, flow, r) for r in roots)
+    for (_ext, name), c in created.items():
+        if id(c) in used or joined_anywhere:
+            continue
+        if c.function not in facts.reachable and facts.exports:
+            continue
+        yield ctx.hit(c.pos, severity=Severity.WARNING, confidence=Confidence.LOW,
+                      args={"what": f"`{c.function.name}` creates a stream (`{c.name}`) that is never joined to the "
+                                    "current stream; if work runs on it the harness's events do not see it"},
+                      evidence={"call": c.name, "stream": name})
+
+
+# ------------------------------------------------------------------------------------- HS210
+
+_THREAD_TYPES = ("std::thread", "std::jthread", "thread", "jthread")
+
+
+def host_threads(ctx: ScanContext) -> Iterator[Hit]:
+    """HS210."""
+    facts = ctx.cuda
+    for fn in facts.host_functions:
+        starts: list[tuple[ts.Node, str, str | None]] = []  # (node, what, variable)
+        for decl in fn.of_type("declaration"):
+            tnode = decl.child_by_field_name("type")
+            ttext = "".join(text(tnode).split()) if tnode is not None else ""
+            if ttext in _THREAD_TYPES:
+                for d in decl.children_by_field_name("declarator"):
+                    if d.type == "init_declarator":
+                        name = d.child_by_field_name("declarator")
+                        starts.append((decl, ttext, text(name) if name is not None else None))
+        for c in fn.calls:
+            if c.is_method:
+                if c.base == "emplace_back" and c.receiver is not None:
+                    vtype = fn.local_types.get(text(c.receiver), "")
+                    if "thread" in vtype:
+                        starts.append((c.node, "std::thread", text(c.receiver)))
+                continue
+            if c.name in ("std::thread", "std::jthread"):
+                starts.append((c.node, c.name, _assigned_name(c)))
+            elif c.base in ("async",) and c.namespace in ("std", ""):
+                starts.append((c.node, "std::async", _assigned_name(c)))
+            elif c.base == "pthread_create":
+                starts.append((c.node, "pthread_create", _first_ident(c.args[0]) if c.args else None))
+        if not starts:
+            continue
+        methods = {(text(c.receiver) if c.receiver is not None else "", c.base) for c in fn.calls if c.is_method}
+        detached_any = any(m == "detach" for _, m in methods)
+        joined_any = any(m in ("join", "get", "wait") for _, m in methods) or any(
+            c.base == "pthread_join" for c in fn.calls)
+        range_joins = any(m == "join" for _, m in methods)
+        for node, what, var in starts:
+            detached = (var is not None and (var, "detach") in methods) or _chained_detach(node)
+            joined = (var is not None and ((var, "join") in methods or (var, "get") in methods or
+                                           (var, "wait") in methods)) or range_joins or (
+                what == "pthread_create" and joined_any)
+            if what == "std::async" and var is None and not detached:
+                joined = True  # a discarded std::async future blocks in its destructor
+            if detached or (detached_any and var is None):
+                sev, conf, state = Severity.ERROR, Confidence.HIGH, "detaches it: its work outlives the call"
+            elif not joined:
+                sev, conf, state = Severity.ERROR, Confidence.MEDIUM, "never joins it before returning"
+            else:
+                sev, conf, state = Severity.WARNING, Confidence.LOW, (
+                    "joins it before returning (kernels it launches run on that thread's stream)")
+            yield ctx.hit(pos_of(fn.unit, node), severity=sev, confidence=conf,
+                          args={"what": f"`{fn.name}` starts a host thread ({what}) and {state}"},
+                          evidence={"function": fn.key, "thread": what, "variable": var})
+
+
+def _chained_detach(node: ts.Node) -> bool:
+    """``std::thread(...).detach()``."""
+    parent = node.parent
+    if parent is not None and parent.type == "field_expression":
+        field = parent.child_by_field_name("field")
+        return field is not None and text(field) == "detach"
+    return False
+
+
+# ------------------------------------------------------------------------------------- HS211
+
+def api_interposition(ctx: ScanContext) -> Iterator[Hit]:
+    """HS211."""
+    facts = ctx.cuda
+    for fn in facts.functions:
+        if fn.kind != "host" or fn.lambda_export:
+            continue
+        name = fn.name
+        c_linkage = _extern_c(fn.node)
+        if name in names.HARNESS_API or (c_linkage and names.is_cuda_api_name(name)):
+            yield ctx.hit(fn.pos, args={"how": "defines" + (" (with C linkage)" if c_linkage else ""),
+                                        "symbol": name},
+                          evidence={"symbol": name, "c_linkage": c_linkage})
+    for m in facts.macros:
+        if m.name in names.HARNESS_API:
+            yield ctx.hit(m.pos, args={"how": "#defines over", "symbol": m.name},
+                          evidence={"symbol": m.name, "body": m.body[:80]})
+
+
+def _extern_c(node: ts.Node) -> bool:
+    cur = node.parent
+    while cur is not None:
+        if cur.type == "linkage_specification":
+            return True
+        cur = cur.parent
+    for c in node.children:
+        if c.type == "storage_class_specifier" and text(c) == "extern":
+            return True
+    return False
+
+
+__all__ = ["side_streams", "host_threads", "api_interposition", "callee_name"]

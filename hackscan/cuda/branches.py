@@ -1,0 +1,252 @@
+"""Branches in host functions: what their conditions read and what their arms do.
+
+Value guards (class 1), environment / call-counter switches (class 11), early passthrough returns
+(class 6) and shape fast paths (class 2) all come down to the same question about an ``if``: does
+its condition depend on X, and does one arm return or skip the launch that the other arm (or the
+rest of the function) performs?
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import tree_sitter as ts
+
+from . import names
+from .parser import callee_name, contains, identifiers, text
+
+if TYPE_CHECKING:
+    from .facts import CudaFacts, Function, Launch
+
+# host reads of tensor *values* (they synchronise and copy device data to the host)
+VALUE_READ_METHODS = frozenset({"item", "equal", "allclose", "is_nonzero", "cpu", "tolist", "accessor"})
+VALUE_READ_FUNCS = frozenset({"equal", "allclose", "is_nonzero"})
+_D2H = re.compile(r"cudaMemcpy(DeviceToHost|Default)|CU_MEMORYTYPE_HOST|DtoH")
+# conditions that only look at sizes, devices, dtypes or definedness: never value guards
+_SHAPE_ONLY = re.compile(r"\b(numel|size|sizes|dim|ndimension|is_cuda|is_contiguous|scalar_type|dtype|device|defined|"
+                         r"stride|strides|is_cpu|layout)\s*\(")
+
+
+_EMPTY_CHECK = re.compile(r"numel\(\)\s*(==|<=)\s*0|numel\(\)\s*<\s*1|!\s*[\w.()]*numel\(\)|"
+                          r"size\(\s*-?\d+\s*\)\s*==\s*0|\bdefined\(\)|\.empty\(\)|==\s*0\s*\)?\s*$")
+
+
+def is_empty_check(cond: ts.Node) -> bool:
+    """``x.numel() == 0`` and friends: returning early on an empty input is not a shortcut."""
+    return bool(_EMPTY_CHECK.search(text(cond)))
+
+
+def in_empty_branch(node: ts.Node, stop: ts.Node | None = None) -> bool:
+    """Is ``node`` inside the arm of an ``if`` that tests for an empty input?"""
+    cur = node.parent
+    while cur is not None and cur != stop:
+        if cur.type == "if_statement":
+            cond = cur.child_by_field_name("condition")
+            then = cur.child_by_field_name("consequence")
+            if cond is not None and then is not None and contains(then, node) and is_empty_check(cond):
+                return True
+        cur = cur.parent
+    return False
+
+
+@dataclass(frozen=True)
+class ValueRead:
+    node: ts.Node  # the call (or deref) that reads tensor values on the host
+    what: str  # short description for messages: ``x.min().item()``
+
+
+@dataclass(frozen=True)
+class Arm:
+    node: ts.Node | None
+    returns: bool  # has a return statement
+    launches: bool  # launches a kernel (directly or through a host helper)
+    return_nodes: tuple[ts.Node, ...] = ()
+
+
+@dataclass(frozen=True)
+class Branch:
+    node: ts.Node  # if_statement / conditional_expression
+    condition: ts.Node
+    then: Arm
+    other: Arm  # the else arm; ``node`` None when there is none
+
+    @property
+    def one_arm_skips_launch(self) -> bool:
+        """One arm returns or falls through without launching while the other launches."""
+        a, b = self.then, self.other
+        if a.launches != b.launches:
+            return True
+        return False
+
+
+def value_reads(fn: Function) -> list[ValueRead]:
+    out: list[ValueRead] = []
+    for c in fn.calls:
+        base = c.base
+        if c.is_method and base in VALUE_READ_METHODS:
+            out.append(ValueRead(c.node, _short(c.node)))
+        elif not c.is_method and c.namespace in ("at", "torch", "") and base in VALUE_READ_FUNCS:
+            out.append(ValueRead(c.node, _short(c.node)))
+        elif names.MEMCPY_D2H.fullmatch(base) and any(_D2H.search(text(a)) for a in c.args[3:5]):
+            out.append(ValueRead(c.node, _short(c.node)))
+    # ``*x.data_ptr<float>()`` / ``x.data_ptr<float>()[0]`` in host code
+    for c in fn.calls:
+        if c.is_method and c.base in ("data_ptr", "data", "const_data_ptr"):
+            parent = c.node.parent
+            if parent is not None and (
+                    (parent.type == "pointer_expression" and parent.child_by_field_name("operator") is not None
+                     and parent.child_by_field_name("operator").type == "*")
+                    or (parent.type == "subscript_expression" and parent.child_by_field_name("argument") == c.node)):
+                out.append(ValueRead(parent, _short(parent)))
+    return out
+
+
+def _short(node: ts.Node) -> str:
+    s = " ".join(text(node).split())
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def tainted_names(fn: Function, seeds: Iterable[ts.Node]) -> set[str]:
+    """Locals whose value derives from one of the seed expressions (assignment chains, fixpoint)."""
+    seed_list = list(seeds)
+    tainted: set[str] = set()
+    changed = True
+    rounds = 0
+    while changed and rounds < 8:
+        changed = False
+        rounds += 1
+        for name, values in fn.assigned.items():
+            if name in tainted:
+                continue
+            for v in values:
+                if any(contains(v, s) for s in seed_list) or (tainted and _mentions(v, tainted)):
+                    tainted.add(name)
+                    changed = True
+                    break
+    # ``cudaMemcpy(&host_val, dev, ..., DeviceToHost)``: the destination is tainted too
+    for s in seed_list:
+        if s.type == "call_expression" and "cudaMemcpy" in text(s.child_by_field_name("function")):
+            args = s.child_by_field_name("arguments")
+            if args is not None and args.named_child_count:
+                for ident in identifiers(args.named_children[0]):
+                    tainted.add(text(ident))
+                    break
+    return tainted
+
+
+def _mentions(node: ts.Node, wanted: set[str]) -> bool:
+    return any(text(i) in wanted for i in identifiers(node))
+
+
+def depends_on(cond: ts.Node, seeds: list[ts.Node], tainted: set[str]) -> ts.Node | None:
+    """The seed (or a tainted identifier) the condition reads, or None."""
+    for s in seeds:
+        if contains(cond, s):
+            return s
+    if tainted:
+        for ident in identifiers(cond):
+            if text(ident) in tainted:
+                return ident
+    return None
+
+
+def branches(fn: Function, facts: CudaFacts) -> list[Branch]:
+    """Every ``if`` of a host function with what its arms do."""
+    out: list[Branch] = []
+    launch_nodes = _launch_sites(fn, facts)
+    for node in fn.of_type("if_statement"):
+        cond = node.child_by_field_name("condition")
+        then = node.child_by_field_name("consequence")
+        alt = node.child_by_field_name("alternative")
+        if cond is None or then is None:
+            continue
+        out.append(Branch(node, cond, _arm(then, fn, launch_nodes), _arm(alt, fn, launch_nodes)))
+    return out
+
+
+def _arm(node: ts.Node | None, fn: Function, launch_nodes: list[ts.Node]) -> Arm:
+    if node is None:
+        return Arm(None, False, False)
+    rets = tuple(r for r in fn.of_type("return_statement") if contains(node, r))
+    launches = any(contains(node, n) for n in launch_nodes)
+    return Arm(node, bool(rets), launches, rets)
+
+
+def _launch_sites(fn: Function, facts: CudaFacts) -> list[ts.Node]:
+    """Nodes in ``fn`` that launch a kernel: launches and calls of host helpers that launch."""
+    sites = [lc.node for lc in fn.launches]
+    x = facts.extensions[fn.ext]
+    flow = facts.flow
+    for c in fn.calls:
+        if c.is_method:
+            continue
+        for g in x.lookup(c.name, "host"):
+            if g is not fn and flow.launches_from(g):
+                sites.append(c.node)
+                break
+    return sites
+
+
+def launches_after(fn: Function, facts: CudaFacts, node: ts.Node) -> bool:
+    """Does ``fn`` launch (directly or through a helper) anywhere outside ``node``?"""
+    return any(not contains(node, s) for s in _launch_sites(fn, facts))
+
+
+def launch_sites(fn: Function, facts: CudaFacts) -> list[ts.Node]:
+    return _launch_sites(fn, facts)
+
+
+def is_shape_only(cond: ts.Node) -> bool:
+    return bool(_SHAPE_ONLY.search(text(cond)))
+
+
+def enclosing(node: ts.Node, types: Iterable[str], stop: ts.Node | None = None) -> ts.Node | None:
+    wanted = set(types)
+    cur = node.parent
+    while cur is not None and cur != stop:
+        if cur.type in wanted:
+            return cur
+        cur = cur.parent
+    return None
+
+
+def in_condition(node: ts.Node, stop: ts.Node | None = None) -> ts.Node | None:
+    """The if / conditional / switch / loop whose *condition* contains ``node``, if any."""
+    child = node
+    cur = node.parent
+    while cur is not None and cur != stop:
+        t = cur.type
+        if t in ("if_statement", "while_statement", "switch_statement", "do_statement"):
+            cond = cur.child_by_field_name("condition")
+            if cond is not None and contains(cond, node):
+                return cur
+            return None
+        if t == "conditional_expression":
+            cond = cur.child_by_field_name("condition")
+            if cond is not None and contains(cond, node):
+                return cur
+        if t in ("compound_statement", "expression_statement", "declaration", "for_statement"):
+            return None
+        child = cur
+        cur = cur.parent
+    del child
+    return None
+
+
+def call_name_of(node: ts.Node) -> str:
+    func = node.child_by_field_name("function")
+    return callee_name(func) if func is not None else ""
+
+
+def first(items: Iterable, pred: Callable) -> object | None:
+    for i in items:
+        if pred(i):
+            return i
+    return None
+
+
+__all__ = ["ValueRead", "Arm", "Branch", "value_reads", "tainted_names", "depends_on", "branches",
+           "launches_after", "launch_sites", "is_shape_only", "enclosing", "in_condition", "Launch"]
