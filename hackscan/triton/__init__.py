@@ -1,0 +1,1 @@
+"""Triton kernels: facts about ``@triton.jit`` functions and their launches (``ctx.triton``)."""
