@@ -144,3 +144,56 @@ def test_mutate_command_writes_mutants(tmp_path: Path) -> None:
 def test_default_seeds_include_fixture_and_demo_kernels() -> None:
     paths = default_seed_paths()
     assert any("/seeds/" in p for p in paths)
+
+
+TORCH_SEED = '''import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super(ModelNew, self).__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.clamp(x, min=0.0)
+'''
+
+TORCH_REF = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super(Model, self).__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
+
+
+batch_size = 8
+dim = 513
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.slow
+def test_dynamic_stage_detects_identity_mutants(tmp_path: Path) -> None:
+    """End to end through the dynamic stage, on a pure-PyTorch seed (no compile)."""
+    from hackscan.pipeline import dynamic_available
+
+    if dynamic_available() is not None:
+        pytest.skip(f"dynamic stage unavailable: {dynamic_available()}")
+    (tmp_path / "reference.py").write_text(TORCH_REF)
+    (tmp_path / "candidate.py").write_text(TORCH_SEED)
+    result = run_adequacy([str(tmp_path / "candidate.py")],
+                          AdequacyOptions(dynamic=True, dynamic_limit=2, classes=(6,), timeout=120))
+    ran = [r for r in result.results if r.dynamic_ran]
+    assert result.dynamic_available is None and len(ran) == 2, [r.dynamic_note for r in result.results]
+    assert all(r.dynamic for r in ran), [(r.mutant.id, r.dynamic_new) for r in ran]

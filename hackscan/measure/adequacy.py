@@ -92,6 +92,7 @@ class AdequacyResult:
                 "variants": len({r.mutant.variant for r in rs}),
                 "static": sum(r.static for r in rs), "static_attributed": sum(r.static_attributed for r in rs),
                 "dynamic_ran": len(ran), "dynamic": sum(r.dynamic for r in ran),
+                "dynamic_attributed": sum(r.dynamic_attributed for r in ran),
                 "either_on_ran": sum(r.static or r.dynamic for r in ran),
                 "either": sum(r.static or r.dynamic for r in rs),
             })
@@ -283,8 +284,9 @@ def table(result: AdequacyResult, markdown: bool = False) -> list[str]:
 
 def _legend(result: AdequacyResult) -> list[str]:
     dyn = ("dynamic stage: " + result.dynamic_available) if result.dynamic_available else \
-        (f"dynamic stage: ran the CPU-runnable mutants, at most {result.options.dynamic_limit} "
-         f"({result.options.compile_limit} needing a compile), round-robin over classes")
+        (f"dynamic stage: ran CPU-runnable mutants (no CUDA, no Triton), at most {result.options.dynamic_limit} "
+         f"of them and at most {result.options.compile_limit} whose C++ changed (a compile each), "
+         "round-robin over classes")
     return [
         f"seeds: {', '.join(result.seeds)}",
         "detected = a new warning or error finding (a rule firing more often than on the clean seed; meta rules excluded)",
