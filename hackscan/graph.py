@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from .python.facts import PythonFacts
 
 # node kinds that do the work on the device
-KERNEL_KINDS = frozenset({"kernel", "triton", "custom_op", "cupy"})
+KERNEL_KINDS = frozenset({"kernel", "triton", "custom_op", "cupy", "numba"})
 # node kinds Python calls into: the entry points of compiled code
-ENTRY_KINDS = frozenset({"export", "triton", "custom_op", "cupy"})
+ENTRY_KINDS = frozenset({"export", "triton", "custom_op", "cupy", "numba"})
 
 
 def build_graph(ctx: "ScanContext") -> nx.DiGraph:
@@ -63,7 +63,8 @@ def python_graph(facts: "PythonFacts") -> nx.DiGraph:
             g.add_node(node, kind="torch", name=op.name, family=op.family, compute=True)
         _add_call(g, f"py:{op.function}", node, op.line)
     for k in facts.kernels:
-        kind = {"extension": "export", "triton": "triton", "torch_ops": "custom_op", "cupy": "cupy"}[k.kind]
+        kind = {"extension": "export", "triton": "triton", "torch_ops": "custom_op", "cupy": "cupy",
+                "numba": "numba"}.get(k.kind, "custom_op")
         if k.name not in g:
             g.add_node(k.name, kind=kind, name=k.target, ext=k.extension, line=k.line)
         _add_call(g, f"py:{k.function}", k.name, k.line, "launches" if kind == "triton" else "calls")

@@ -65,7 +65,7 @@ MISC_PREFIXES = (
     "torch.cuda.", "torch.backends.", "torch.utils.", "torch.jit.", "torch._dynamo.", "torch.compiler.",
     "torch.distributed.", "torch.profiler.", "torch.library.", "torch.nn.init.", "torch.testing.",
     "torch.autograd.profiler.", "torch.multiprocessing.", "torch.hub.", "torch.onnx.", "torch.export.",
-    "torch.fx.", "torch._C.", "torch._inductor.", "torch.overrides.", "torch.random.", "torch.mps.", "torch.xpu.",
+    "torch.fx.", "torch._inductor.", "torch.overrides.", "torch.random.", "torch.mps.", "torch.xpu.",
     "torch.amp.", "torch.cpu.", "torch.serialization.", "torch.package.", "torch.version.", "torch.sparse.check",
 )
 MISC_FUNCS = frozenset({
@@ -221,6 +221,10 @@ def classify_torch(name: str) -> Kind:
     """Kind of a canonical ``torch.*`` callable (``torch.nn.functional.relu``, ``torch.empty``)."""
     if name.startswith(MISC_PREFIXES):
         return "misc"
+    if name.startswith("torch._C."):
+        # the C bindings behind torch functions compute (``torch._C._nn.leaky_relu``); the rest is plumbing
+        if not name.startswith(_C_COMPUTE):
+            return "misc"
     last = name.rsplit(".", 1)[-1]
     if name.startswith("torch.nn.") and not name.startswith("torch.nn.functional.") and last[:1].isupper():
         return "misc"  # constructing a module (in forward: unusual, analysed by the module call)
@@ -236,6 +240,10 @@ def classify_torch(name: str) -> Kind:
                                                            "alpha_dropout", "feature_alpha_dropout", "pad"):
         return "view"
     return "compute"
+
+
+_C_COMPUTE = ("torch._C._nn.", "torch._C._VariableFunctions.", "torch._C._linalg.", "torch._C._fft.",
+              "torch._C._special.", "torch._C._TensorBase.", "torch._C.TensorBase.")
 
 
 def classify_method(name: str) -> Kind | None:

@@ -26,7 +26,7 @@ from .catalog import (
 )
 from .facts import (
     Alloc, Arm, Branch, CallEdge, Condition, FunctionInfo, Handler, Holder, KernelCall, Mutation, PartialUse,
-    PythonFacts, ReferenceUse, Return, Slice, TorchOp, TryBlock,
+    PythonFacts, ReferenceUse, Return, ShapeUse, Slice, TorchOp, TryBlock,
 )
 from .flow import EMPTY, Flow
 from .imports import CONVENTIONAL
@@ -71,6 +71,11 @@ _ALIAS_VIEWS = frozenset({
     "real", "view_as_real", "view_as_complex", "requires_grad_", "squeeze_", "unsqueeze_", "t_", "transpose_",
     "as_strided_", "detach_",
 })
+_SHAPE_VIEWS = frozenset({"view", "reshape", "expand", "broadcast_to", "repeat", "tile", "new_empty", "new_zeros",
+                          "new_ones", "unflatten"})
+_WRAPPERS = frozenset({"torch.compile", "torch.jit.script", "torch.jit.trace", "functools.partial",
+                       "torch.cuda.make_graphed_callables", "torch._dynamo.optimize"})
+_PARAM_HOLDERS = frozenset({"module", "parameter", "buffer", "tensor", "container", "stateless"})
 _DYNAMIC_SELF = frozenset({"parameters", "named_parameters", "state_dict", "modules", "named_modules", "children",
                            "named_children", "buffers", "named_buffers", "__dict__", "_modules", "_parameters",
                            "_buffers", "load_state_dict", "apply"})
@@ -92,6 +97,8 @@ class _Frame:
     returns: list[Flow] = field(default_factory=list)
     # names bound so far, in order (an arm's bindings are a slice of it)
     bound: list[str] = field(default_factory=list)
+    # locals holding a raw pointer of a tensor: ``p = out.data_ptr()``, ``p = cp.asarray(out.data_ptr())``
+    pointers: dict[str, list[ast.AST]] = field(default_factory=dict)
 
 
 class _Analyser:
@@ -99,8 +106,16 @@ class _Analyser:
         self.host = host
         self.facts = facts
         self.classes = {c.name: c for c in host.tree.body if isinstance(c, ast.ClassDef)}
-        self.functions = {f.name: f for f in host.tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-                          and f.name not in host.triton_kernels}
+        self.jit_kernels = frozenset(
+            f.name for f in host.tree.body if isinstance(f, ast.FunctionDef) and f.name not in host.triton_kernels
+            and any(_jit_name(host.canonical(d.func if isinstance(d, ast.Call) else d)) for d in f.decorator_list))
+        facts.jit_kernels = self.jit_kernels
+        # module functions by name; a name defined in several module-level branches keeps every definition
+        self.function_alts: dict[str, list[ast.FunctionDef]] = {}
+        for f in _module_level_defs(host.tree):
+            if f.name not in host.triton_kernels and f.name not in self.jit_kernels:
+                self.function_alts.setdefault(f.name, []).append(f)
+        self.functions = {name: defs[-1] for name, defs in self.function_alts.items()}
         self.local_bases: dict[str, list[str]] = {}
         self.autograd: set[str] = set()
         for c in self.classes.values():
@@ -113,6 +128,17 @@ class _Analyser:
                     chain.append(b.id)
             self.local_bases[c.name] = chain
         self.module_names = self._module_bindings()
+        # nested functions and lambdas by position, for callables that name them (``def:12:8``)
+        self.defs_by_pos: dict[str, ast.AST] = {}
+        for n in host.of_type(ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
+            self.defs_by_pos[f"{n.lineno}:{n.col_offset}"] = n
+        # classes defined here that are nn.Modules with a forward (possible members of containers)
+        self.module_classes = [
+            c.name for c in self.classes.values()
+            if c.name not in self.autograd and c.name != "Model"
+            and any(isinstance(f, ast.FunctionDef) and f.name == "forward" for f in c.body)
+            and any(host.canonical(b).startswith("torch.nn.") or (isinstance(b, ast.Name) and b.id in self.classes)
+                    for b in c.bases)]
         self.index = FunctionIndex(host)
         self.stack: list[_Frame] = []
         self.log: list[tuple[str, object, int]] = []
@@ -125,7 +151,10 @@ class _Analyser:
         self.branch_nodes: set[ast.AST] = set()
         self.try_nodes: set[ast.AST] = set()
         self.mutation_keys: set[tuple[ast.AST, str]] = set()
+        self.shape_nodes: set[ast.AST] = set()
         self.self_state: dict[str, Flow] = {}
+        # ``self.kernel = mod.get_function(...)`` / ``Cls._fn = load_inline(...).fn``: what the attribute runs
+        self.attr_callables: dict[str, tuple[str, str]] = {}
         self.budget = BUDGET
         self.global_flows: dict[str, Flow] = {}
         self.ext_by_bound: dict[str, object] = {}
@@ -328,6 +357,8 @@ class _Analyser:
                 if not self._block(case.body):
                     states.append(frame.state)
             frame.state = self._join_states(states or [before])
+        elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            frame.callables[s.name] = ("def", f"{s.lineno}:{s.col_offset}")
         elif isinstance(s, ast.Delete):
             for t in s.targets:
                 if isinstance(t, ast.Name):
@@ -343,8 +374,13 @@ class _Analyser:
             frame.bound.append(target.id)
             frame.views.pop(target.id, None)
             frame.callables.pop(target.id, None)
+            frame.pointers.pop(target.id, None)
             if value_node is not None:
                 self._note_callable(target.id, value_node)
+                if isinstance(value_node, ast.Call):
+                    bases = _pointer_bases(value_node)
+                    if bases:
+                        frame.pointers[target.id] = bases
                 base = self._view_base(value_node)
                 if base is not None and base != target.id:
                     frame.views[target.id] = base
@@ -360,6 +396,11 @@ class _Analyser:
                     self._bind(t, value, None)
         elif isinstance(target, ast.Attribute):
             chain = self._chain(target)
+            if value_node is not None:
+                desc = self._callable_of_value(value_node)
+                key = "self." + chain if chain is not None else dotted_name(target)
+                if desc is not None and key:
+                    self.attr_callables[key] = desc
             if chain is not None:
                 if chain.endswith(".data") or chain == "data":
                     pass
@@ -376,24 +417,80 @@ class _Analyser:
 
     def _note_callable(self, name: str, node: ast.AST) -> None:
         """``fn = ext.relu`` / ``k = self.kernel`` / ``act = torch.relu``: remember what ``fn(...)`` calls."""
+        desc = self._callable_of_value(node)
+        if desc is not None:
+            self.stack[-1].callables[name] = desc
+
+    def _local_function(self, func: ast.AST) -> ast.FunctionDef | None:
+        """The function defined in this file that ``func(...)`` calls, if any."""
+        if isinstance(func, ast.Name) and func.id in self.functions:
+            return self.functions[func.id]  # type: ignore[return-value]
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            frame = self.stack[-1]
+            cls = frame.cls if func.value.id == frame.self_name else func.value.id
+            if cls in self.classes:
+                found = self._methods(cls).get(func.attr)
+                if found is not None:
+                    return found[0]  # type: ignore[return-value]
+        return None
+
+    def _callable_of_value(self, node: ast.AST, depth: int = 0) -> tuple[str, str] | None:
+        """What calling the value of ``node`` runs: a kernel, a torch function, a module held by self."""
+        if isinstance(node, ast.Lambda):
+            return ("lambda", f"{node.lineno}:{node.col_offset}")
+        if isinstance(node, ast.Call) and node.args and self.host.canonical(node.func) in _WRAPPERS and depth < 2:
+            return self._callable_of_value(node.args[0], depth + 1)
         frame = self.stack[-1]
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                node.value.id == frame.self_name and frame.cls is not None and node.attr in self._methods(frame.cls):
+            return ("method", node.attr)
+        if isinstance(node, ast.Name) and node.id in self.functions and node.id not in frame.state:
+            return ("func", node.id)
         if isinstance(node, ast.Attribute):
             chain = self._chain(node)
             if chain is not None:
                 holder = self.facts.holders.get(chain)
                 if holder is not None and holder.kind in ("module", "stateless", "container", "local", "callable"):
-                    frame.callables[name] = ("holder", chain)
-                return
+                    return ("holder", chain)
+                return self.attr_callables.get("self." + chain)
             owner = dotted_name(node.value)
             ext = self.ext_by_bound.get(owner) if owner else None
             if ext is not None:
-                frame.callables[name] = ("ext", f"{owner}.{node.attr}")
-                return
+                return ("extfn", f"{ext.name}.{node.attr}")  # type: ignore[attr-defined]
+            if isinstance(node.value, ast.Call):
+                for ext in self.host.extensions:
+                    if ext.call is node.value:
+                        return ("extfn", f"{ext.name}.{node.attr}")
             canon = self.host.canonical(node)
-            if canon.startswith("torch."):
-                frame.callables[name] = ("torch", canon)
-        elif isinstance(node, ast.Name) and node.id in self.host.triton_kernels:
-            frame.callables[name] = ("triton", node.id)
+            if canon.startswith("torch.") and classify_torch(canon) == "compute":
+                return ("torch", canon)
+            return self.attr_callables.get(dotted_name(node)) if dotted_name(node) else None
+        if isinstance(node, ast.Name):
+            if node.id in self.host.triton_kernels:
+                return ("triton", node.id)
+            return self.stack[-1].callables.get(node.id)
+        if isinstance(node, ast.Call) and depth < 2:
+            fn = self._local_function(node.func)
+            if fn is not None:
+                for ret in _returns_of(fn):
+                    desc = self._callable_of_value(ret, depth + 1)
+                    if desc is not None:
+                        return desc
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("get_function", "get_kernel"):
+            owner = node.func.value
+            chain = self._chain(owner)
+            key = dotted_name(owner)
+            ext = self.ext_by_bound.get(key) if key else None
+            if ext is None and chain is not None:
+                holder = self.facts.holders.get(chain)
+                if holder is not None and holder.kind == "extension":
+                    return ("cupy", holder.attr)
+            if ext is not None:
+                return ("cupy", ext.name)  # type: ignore[attr-defined]
+            if any(e.kind == "cupy" for e in self.host.extensions):
+                return ("cupy", key or "cupy")
+        return None
 
     def _view_base(self, node: ast.AST) -> str | None:
         """The local a view expression is taken of: ``y = x.view(-1)`` -> ``x``."""
@@ -421,6 +518,8 @@ class _Analyser:
                 if key not in self.mutation_keys:
                     self.mutation_keys.add(key)
                     self.facts.mutations.append(Mutation(node, frame.qualname, arg, how(), kind))
+        # the written values are copied in: the target keeps its own storage, not the source's
+        value = value.fresh()
         updated = current.join(value)
         if isinstance(target, ast.Name):
             name = target.id
@@ -705,6 +804,8 @@ class _Analyser:
 
     def _ev_compare(self, e: ast.Compare, discarded: bool) -> Flow:
         flows = [self._ev(e.left)] + [self._ev(c) for c in e.comparators]
+        if all(isinstance(o, (ast.Is, ast.IsNot)) for o in e.ops):
+            return Flow.join_all(flows).metadata()  # identity (``x is None``), not values
         out = Flow.join_all(flows).fresh()
         if any(f.tensorish for f in flows) and not all(isinstance(o, (ast.Is, ast.IsNot, ast.In, ast.NotIn))
                                                        for o in e.ops):
@@ -802,8 +903,19 @@ class _Analyser:
         holder = self.facts.holders.get(chain)
         if holder is not None and holder.kind == "config":
             return assigned or EMPTY
-        base = Flow(state=frozenset([f"self.{chain}"]))
+        base = Flow(state=frozenset([self._state_name(chain)]))
         return base.join(assigned) if assigned is not None else base
+
+    def _state_name(self, chain: str) -> str:
+        """``param:fc.weight`` for learned state held by a parameter holder, ``self.cache`` otherwise."""
+        parts = chain.split(".")
+        for i in range(len(parts), 0, -1):
+            holder = self.facts.holders.get(".".join(parts[:i]))
+            if holder is not None:
+                if holder.kind in _PARAM_HOLDERS:
+                    return f"param:{chain}"
+                break
+        return f"self.{chain}"
 
     # ------------------------------------------------------------------ subscripts and slices
     def _subscript(self, e: ast.Subscript) -> Flow:
@@ -812,7 +924,7 @@ class _Analyser:
         if not base.tensorish:
             return base.join(index)
         out = base.join(index.fresh()) if index.tensorish else base
-        sl = self._partial_slice(e)
+        sl = self._partial_slice(e) if base.inputs else None
         if sl is not None:
             out = out.with_(slices=frozenset([sl]))
         return out
@@ -892,13 +1004,28 @@ class _Analyser:
             kid = len(self.facts.kernels)
             self.kernel_ids[node] = kid
             self.facts.kernels.append(KernelCall(kid, kind, name, target, node, self.stack[-1].qualname, ext,
-                                                 frozenset(args.inputs), used))
+                                                 frozenset(args.inputs), used, args.ops))
+            args_nodes = tuple(node.args) + tuple(node.keywords)
+            self._shape_use(node, "kernel", args_nodes)
+            if isinstance(node.func, ast.Subscript):
+                self._shape_use(node.func.slice, "grid", (node.func.slice,))
         self.log.append(("kernel", self.facts.kernels[kid], self.stack[-1].depth))
         return kid
+
+    def _shape_use(self, node: ast.AST, kind: str, args: tuple[ast.AST, ...]) -> None:
+        if node not in self.shape_nodes:
+            self.shape_nodes.add(node)
+            self.facts.shape_uses.append(ShapeUse(node, kind, self.stack[-1].qualname, args))
 
     def _alloc(self, node: ast.Call, name: str) -> int:
         aid = self.alloc_ids.get(node)
         if aid is None:
+            size_args = tuple(node.args) + tuple(k.value for k in node.keywords if k.arg in ("size", "shape"))
+            if name.rsplit(".", 1)[-1] in ("full", "full_like", "new_full"):
+                size_args = tuple(node.args[:1]) + tuple(k.value for k in node.keywords if k.arg == "size")
+            elif name.rsplit(".", 1)[-1].endswith("_like"):
+                size_args = ()
+            self._shape_use(node, "alloc", size_args)
             aid = len(self.facts.allocs)
             self.alloc_ids[node] = aid
             short = name.rsplit(".", 1)[-1]
@@ -932,6 +1059,9 @@ class _Analyser:
             if tname is not None:
                 self._ev(func.slice)
                 return self._launch(e, "triton", f"triton:{tname}", tname, None, discarded=True)
+            if isinstance(func.value, ast.Name) and func.value.id in self.jit_kernels:
+                self._ev(func.slice)
+                return self._launch(e, "numba", f"numba:{func.value.id}", func.value.id, None, discarded=True)
             holder = self._holder_of(func.value)
             callee = self._ev(func.value)
             if holder is not None:
@@ -959,17 +1089,31 @@ class _Analyser:
             args = self._args(e)
             op = self._op(e, canon, "call")
             return args.fresh().with_(ops=frozenset([op]))
-        # --- local callables (fn = ext.relu; layer in self.layers)
-        if isinstance(func, ast.Name) and func.id in frame.callables:
-            kind, target = frame.callables[func.id]
+        # --- local callables (fn = ext.relu; layer in self.layers; self.kernel = mod.get_function(...))
+        desc = frame.callables.get(func.id) if isinstance(func, ast.Name) else None
+        if desc is None and isinstance(func, ast.Attribute):
+            chain = self._chain(func)
+            key = "self." + chain if chain is not None else dotted_name(func)
+            desc = self.attr_callables.get(key) if key else None
+            if desc is None and chain is not None:
+                holder = self.facts.holders.get(chain)
+                if holder is not None and holder.kind == "callable" and holder.target.startswith("cupy:"):
+                    desc = ("cupy", holder.target[5:])
+        if desc is not None:
+            kind, target = desc
+            if kind in ("def", "lambda", "method", "func"):
+                out = self._call_ref(e, f"{kind}:{target}")
+                if out is not None:
+                    return out
+            if kind == "cupy":
+                return self._launch(e, "cupy", f"cupy:{target}", target, target, discarded=True)
+            if kind == "extfn":
+                ext_name, _, fn = target.rpartition(".")
+                return self._launch(e, "extension", f"export:{ext_name}.{fn}", fn, ext_name, discarded)
             if kind == "holder":
                 return self._module_call(e, self.facts.holders[target])
             if kind == "triton":
                 return self._launch(e, "triton", f"triton:{target}", target, None, discarded=True)
-            if kind == "ext":
-                owner, _, fn = target.rpartition(".")
-                ext = self.ext_by_bound.get(owner)
-                return self._launch(e, "extension", f"export:{ext.name}.{fn}", fn, ext.name, discarded)  # type: ignore[union-attr]
             if kind == "torch":
                 return self._torch_call(e, target, discarded)
         # --- self.something(...)
@@ -1018,7 +1162,12 @@ class _Analyser:
         # --- module-level function / class instantiation
         if isinstance(func, ast.Name) and func.id not in frame.state:
             if func.id in self.functions:
-                return self._invoke(self.functions[func.id], func.id, None, "", e, bind_self=False, kind="function")
+                alts = self.function_alts[func.id]
+                out = EMPTY
+                for i, fn in enumerate(alts):
+                    qual = func.id if i == len(alts) - 1 else f"{func.id}@{fn.lineno}"
+                    out = out.join(self._invoke(fn, qual, None, "", e, bind_self=False, kind="function"))
+                return out
             if func.id in self.classes:
                 args = self._args(e)
                 if func.id == "Model":
@@ -1034,6 +1183,8 @@ class _Analyser:
         if isinstance(func, ast.Name) and func.id not in frame.state:
             name = func.id
             if name in _META_BUILTINS:
+                if name == "range":
+                    self._shape_use(e, "range", tuple(e.args))
                 if name == "getattr" and e.args and isinstance(e.args[0], ast.Name) and \
                         e.args[0].id == frame.self_name:
                     if len(e.args) > 1 and isinstance(e.args[1], ast.Constant) and isinstance(e.args[1].value, str):
@@ -1097,20 +1248,62 @@ class _Analyser:
         kid = self._kernel(e, kind, name, target, ext, joined, not discarded)
         result = joined.fresh().with_(kernels=frozenset([kid]))
         result = Flow(result.inputs, result.meta, frozenset(), result.kernels, result.ops, result.allocs, result.state,
-                      result.opaque, frozenset(), result.partial)
+                      result.opaque, frozenset(), result.partial, result.via)
         # the kernel writes through pointer arguments: fresh buffers passed to it carry its result.
         # Inputs passed to it are written only when nothing else could be the output.
-        buffers = [(n, f) for n, f in zip(arg_nodes, arg_flows)
-                   if not f.alias and isinstance(n, (ast.Name, ast.Attribute, ast.Subscript))
-                   and (f.allocs or (discarded and f.tensorish))]
+        buffers, inputs = [], []
+        for target, f in self._pointer_targets(arg_nodes):
+            if f.alias:
+                inputs.append(target)
+            elif f.allocs or (discarded and f.tensorish):
+                buffers.append(target)
         if buffers:
-            for n, _f in buffers:
+            for n in buffers:
                 self._write_through(n, result)
         elif discarded:
-            for n, f in zip(arg_nodes, arg_flows):
-                if f.alias and isinstance(n, (ast.Name, ast.Attribute, ast.Subscript)):
-                    self._mutate(n, result, e, "kernel", lambda: f"{name.split(':', 1)[-1]} writes {_src(n, 40)}")
+            for n in inputs:
+                self._mutate(n, result, e, "kernel", lambda n=n: f"{name.split(':', 1)[-1]} writes {_src(n, 40)}")
         return result
+
+    def _pointer_targets(self, arg_nodes: list[ast.AST]) -> list[tuple[ast.AST, Flow]]:
+        """Tensors a kernel can write through: the arguments themselves, and the tensors inside lists,
+        ``x.data_ptr()``, ``x.contiguous()`` or ``ctypes.c_void_p(...)`` wrappers."""
+        frame = self.stack[-1]
+        out: list[tuple[ast.AST, Flow]] = []
+        seen: set[str] = set()
+        stack = list(arg_nodes)
+        while stack:
+            n = stack.pop()
+            if isinstance(n, ast.Name):
+                if n.id in frame.pointers and n.id not in seen:
+                    seen.add(n.id)
+                    stack.extend(frame.pointers[n.id])
+                    continue
+                f = frame.state.get(n.id)
+                if f is not None and f.tensorish and n.id not in seen:
+                    seen.add(n.id)
+                    out.append((n, f))
+            elif isinstance(n, ast.Attribute):
+                chain = self._chain(n)
+                if chain is not None:
+                    if chain not in seen:
+                        seen.add(chain)
+                        f = self.self_state.get(chain, EMPTY).join(Flow(state=frozenset([self._state_name(chain)])))
+                        out.append((n, f))
+                else:
+                    stack.append(n.value)
+            elif isinstance(n, ast.Subscript):
+                stack.append(n.value)
+            elif isinstance(n, (ast.List, ast.Tuple)):
+                stack.extend(n.elts)
+            elif isinstance(n, ast.Starred):
+                stack.append(n.value)
+            elif isinstance(n, ast.Call):
+                if isinstance(n.func, ast.Attribute) and (n.func.attr in _ALIAS_VIEWS or n.func.attr in
+                                                          ("data_ptr", "contiguous", "cuda", "to", "float")):
+                    stack.append(n.func.value)
+                stack.extend(n.args)
+        return out
 
     def _write_through(self, node: ast.AST, value: Flow) -> None:
         frame = self.stack[-1]
@@ -1146,6 +1339,14 @@ class _Analyser:
             return self._args(e).fresh().with_(opaque=frozenset([e.lineno]))
         if holder.kind == "callable":
             target = holder.target
+            ref = self._call_ref(e, target)
+            if ref is not None:
+                return ref
+            if target.startswith("extfn:"):
+                ext_name, _, fn = target[6:].rpartition(".")
+                return self._launch(e, "extension", f"export:{ext_name}.{fn}", fn, ext_name, False)
+            if target.startswith("cupy:"):
+                return self._launch(e, "cupy", f"cupy:{target[5:]}", target[5:], target[5:], discarded=True)
             if target in self.host.triton_kernels:
                 return self._launch(e, "triton", f"triton:{target}", target, None, discarded=True)
             owner, _, fn = target.rpartition(".")
@@ -1164,13 +1365,67 @@ class _Analyser:
         args = self._args(e)
         if holder.kind in ("module", "stateless", "container"):
             mk = module_kind(holder.cls)
-            state = Flow(state=frozenset([f"self.{holder.attr}"])) if holder.kind != "stateless" else EMPTY
+            state = Flow(state=frozenset([self._state_name(holder.attr)])) if holder.kind != "stateless" else EMPTY
             if mk == "passthrough":
                 return args
             members = tuple(m for m in holder.target.split(",") if m) if holder.kind == "container" else ()
             op = self._op(e, holder.cls, "module", members)
-            return args.fresh().join(state).with_(ops=frozenset([op]))
-        return args.fresh().with_(opaque=frozenset([e.lineno]), state=frozenset([f"self.{holder.attr}"]))
+            out = args.fresh().join(state).with_(ops=frozenset([op]))
+            if holder.kind == "container":
+                out = out.join(self._hidden_modules(e, holder, members))
+            return out
+        out = args.fresh().with_(opaque=frozenset([e.lineno]), state=frozenset([f"self.{holder.attr}"]))
+        return out.join(self._hidden_modules(e, holder, ()))
+
+    def _call_ref(self, e: ast.Call, target: str) -> Flow | None:
+        """Call what a callable reference names: ``method:m``, ``func:f``, ``def:L:C``, ``lambda:L:C``."""
+        frame = self.stack[-1]
+        kind, _, rest = target.partition(":")
+        if kind == "method" and frame.cls is not None:
+            found = self._methods(frame.cls).get(rest)
+            if found is not None:
+                node, owner = found
+                return self._invoke(node, f"{owner}.{rest}", owner, frame.prefix, e,
+                                    bind_self=not _is_static(node), kind="method")
+        elif kind == "func" and rest in self.functions:
+            return self._invoke(self.functions[rest], rest, None, "", e, bind_self=False, kind="function")  # type: ignore[arg-type]
+        elif kind in ("def", "lambda"):
+            node = self.defs_by_pos.get(rest)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return self._invoke(node, f"{frame.qualname}.<locals>.{node.name}", frame.cls, frame.prefix, e,
+                                    bind_self=False, kind="closure", closure_self="self")
+            if isinstance(node, ast.Lambda):
+                return self._lambda(node, e)
+        return None
+
+    def _lambda(self, node: ast.Lambda, e: ast.Call) -> Flow:
+        caller = self.stack[-1]
+        arg_flows = [self._ev(a.value if isinstance(a, ast.Starred) else a) for a in e.args]
+        if len(self.stack) > MAX_DEPTH:
+            return Flow.join_all(arg_flows).fresh().with_(opaque=frozenset([e.lineno]))
+        frame = _Frame(f"{caller.qualname}.<lambda>", caller.cls, caller.prefix, caller.depth + 1, "self")
+        params = list(node.args.posonlyargs) + list(node.args.args)
+        for i, p in enumerate(params):
+            frame.state[p.arg] = arg_flows[i] if i < len(arg_flows) else EMPTY
+        self.stack.append(frame)
+        out = self._ev(node.body)
+        self.stack.pop()
+        return out
+
+    def _hidden_modules(self, e: ast.Call, holder: Holder, members: tuple[str, ...]) -> Flow:
+        """A container or an unknown module may hold submodule classes defined in this file
+        (``nn.Sequential(*[Block() ...])``, ``self._make_layer()``): analyse their forwards as possible callees."""
+        local = [m for m in members if m in self.module_classes]
+        if not local and (not members or holder.kind != "container"):
+            local = [c for c in self.module_classes if c != self.facts.model_name]
+        out = EMPTY
+        for cls in local:
+            fwd = self._methods(cls).get("forward")
+            if fwd is None or any(f.qualname == f"{fwd[1]}.forward" for f in self.stack):
+                continue
+            out = out.join(self._invoke(fwd[0], f"{fwd[1]}.forward", fwd[1], f"{holder.attr}.*.", e, bind_self=True,
+                                        kind="submodule"))
+        return out
 
     def _super_call(self, e: ast.Call, method: str) -> Flow:
         frame = self.stack[-1]
@@ -1202,7 +1457,7 @@ class _Analyser:
         joined = Flow.join_all(arg_flows + list(kw_flows.values()))
         first = arg_flows[0] if arg_flows else EMPTY
         if kind == "misc":
-            return EMPTY if not joined.tensorish else joined.fresh()
+            return EMPTY if not joined.tensorish else joined.fresh().with_(opaque=frozenset([e.lineno]))
         if kind == "meta":
             return joined.metadata()
         if kind == "alloc":
@@ -1213,6 +1468,8 @@ class _Analyser:
             return Flow(meta=joined.meta | joined.inputs | joined.alias, allocs=frozenset([aid]), state=joined.state,
                         opaque=joined.opaque)
         if kind == "view":
+            if short in _SHAPE_VIEWS:
+                self._shape_use(e, "view", tuple(e.args[1:]))
             out = joined if short in _ALIAS_VIEWS else joined.fresh()
             if short in ("narrow", "select") and len(e.args) >= 3:
                 out = self._narrow_slice(e, out)
@@ -1241,7 +1498,7 @@ class _Analyser:
         args = e.args[1:] if not isinstance(e.func, ast.Attribute) or self.host.canonical(e.func).startswith(
             "torch.") else e.args
         vals = [self._const_int(a) for a in args[:3]]
-        if len(vals) == 3 and vals[1] == 0 and vals[2] == 1:
+        if len(vals) == 3 and vals[1] == 0 and vals[2] == 1 and out.inputs:
             sid = self.slice_ids.get(e)
             if sid is None:
                 sid = len(self.facts.slices)
@@ -1256,10 +1513,16 @@ class _Analyser:
     def _method(self, e: ast.Call, func: ast.Attribute, discarded: bool) -> Flow:
         frame = self.stack[-1]
         name = func.attr
-        if name in ("forward", "__call__"):
-            holder = self._holder_of(func.value)
-            if holder is not None:
+        holder = self._holder_of(func.value) if isinstance(func.value, ast.Attribute) else None
+        if holder is not None:
+            if name in ("forward", "__call__"):
                 return self._module_call(e, holder)
+            if holder.kind == "local":
+                methods = self._methods(holder.cls)
+                if name in methods:
+                    node, owner = methods[name]
+                    return self._invoke(node, f"{owner}.{name}", owner, holder.attr + ".", e,
+                                        bind_self=not _is_static(node), kind="method")
         base = self._ev(func.value)
         arg_flows = [self._ev(a) for a in e.args] + [self._ev(k.value) for k in e.keywords]
         args = Flow.join_all(arg_flows)
@@ -1292,6 +1555,8 @@ class _Analyser:
             aid = self._alloc(e, f"Tensor.{name}")
             return Flow(meta=base.meta | base.inputs | base.alias | args.meta | args.inputs, allocs=frozenset([aid]))
         if kind == "view":
+            if name in _SHAPE_VIEWS:
+                self._shape_use(e, "view", tuple(e.args))
             out = base.join(args) if name in _ALIAS_VIEWS else base.join(args).fresh()
             if name == "narrow":
                 out = self._narrow_slice(e, out)
@@ -1304,7 +1569,7 @@ class _Analyser:
         oname = f"Tensor.{name}"
         if is_inplace_method(name):
             op = self._op(e, oname, "method")
-            result = base.join(args).with_(ops=frozenset([op]))
+            result = base.join(args.fresh()).with_(ops=frozenset([op]))
             self._mutate(func.value, result, e, "method", lambda: f"{_src(func.value, 30)}.{name}(...)")
             return result
         op = self._op(e, oname, "method")
@@ -1318,7 +1583,8 @@ class _Analyser:
 
     # ------------------------------------------------------------------ inlining
     def _invoke(self, fn: ast.FunctionDef, qualname: str, cls: str | None, prefix: str, call: ast.Call,
-                bind_self: bool, kind: str, leading: Flow | None = None, explicit_self: bool = False) -> Flow:
+                bind_self: bool, kind: str, leading: Flow | None = None, explicit_self: bool = False,
+                closure_self: str | None = None) -> Flow:
         caller = self.stack[-1]
         pos = list(call.args)
         arg_flows = [self._ev(a.value if isinstance(a, ast.Starred) else a) for a in pos]
@@ -1338,7 +1604,10 @@ class _Analyser:
             params = params[1:]
             if explicit_self and arg_flows:
                 arg_flows = arg_flows[1:]
-        frame = _Frame(qualname, cls, prefix, caller.depth + 1, self_name)
+        frame = _Frame(qualname, cls, prefix, caller.depth + 1, self_name or closure_self)
+        if closure_self is not None:  # a closure sees its enclosing function's locals
+            frame.state.update(caller.state)
+            frame.callables.update(caller.callables)
         if leading is not None and not bind_self and params:  # Function.forward(ctx, ...)
             frame.state[params[0].arg] = leading
             params = params[1:]
@@ -1362,7 +1631,7 @@ class _Analyser:
         self.stack.append(frame)
         self._block(fn.body)
         self.stack.pop()
-        return Flow.join_all(frame.returns)
+        return Flow.join_all(frame.returns).with_(via=frozenset([qualname]))
 
     def _finish(self) -> None:
         facts = self.facts
@@ -1421,6 +1690,59 @@ def _with_lines(arm: Arm, node: ast.AST | None) -> Arm:
         return arm
     return Arm(arm.label, node.lineno, node.end_lineno or node.lineno, arm.kernels, arm.ops, arm.allocs, arm.returns,
                arm.raises, arm.bindings, arm.value, arm.terminates)
+
+
+def _module_level_defs(tree: ast.Module) -> list[ast.FunctionDef]:
+    """Module-level functions, including those defined inside module-level ``if`` / ``try`` blocks."""
+    out = []
+    stack: list[ast.AST] = list(reversed(tree.body))
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.append(n)
+        elif isinstance(n, (ast.If, ast.Try, ast.With)):
+            for name in ("finalbody", "orelse", "handlers", "body"):
+                stack.extend(reversed(getattr(n, name, []) or []))
+        elif isinstance(n, ast.ExceptHandler):
+            stack.extend(reversed(n.body))
+    return out  # type: ignore[return-value]
+
+
+def _returns_of(fn: ast.FunctionDef) -> list[ast.AST]:
+    """The expressions a (small) function returns, outer body and nested blocks."""
+    out = []
+    stack: list[ast.AST] = list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Return):
+            if n.value is not None:
+                out.append(n.value)
+        elif isinstance(n, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
+            for name in ("body", "orelse", "finalbody", "handlers"):
+                stack.extend(getattr(n, name, []) or [])
+        elif isinstance(n, ast.ExceptHandler):
+            stack.extend(n.body)
+    return out
+
+
+def _pointer_bases(call: ast.Call) -> list[ast.AST]:
+    """The tensors whose ``data_ptr()`` an expression wraps: ``cp.asarray(out.data_ptr())`` -> [out]."""
+    out = []
+    stack: list[ast.AST] = [call]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Call):
+            if isinstance(n.func, ast.Attribute) and n.func.attr == "data_ptr":
+                out.append(n.func.value)
+                continue
+            stack.extend(n.args)
+            stack.extend(k.value for k in n.keywords)
+    return out
+
+
+def _jit_name(name: str) -> bool:
+    """``numba.cuda.jit`` and friends: device kernels compiled by a JIT other than Triton."""
+    return name in ("numba.cuda.jit", "cuda.jit", "numba.cuda.jit.jit") or name.endswith(".cuda.jit")
 
 
 def _is_static(fn: ast.FunctionDef) -> bool:

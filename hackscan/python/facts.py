@@ -77,7 +77,7 @@ class KernelCall:
     """A custom kernel launch: an extension function, a Triton launch, ``torch.ops.<ns>.<op>``, cupy."""
 
     id: int
-    kind: str  # extension | triton | torch_ops | cupy
+    kind: str  # extension | triton | torch_ops | cupy | numba
     name: str  # graph node name: export:<ext>.<fn>, triton:<kernel>, op:<ns>.<op>, cupy:<name>
     target: str  # the function / kernel name
     node: ast.Call
@@ -87,6 +87,8 @@ class KernelCall:
     input_args: frozenset[str] = frozenset()
     # whether the call's result is used (False: an expression statement, e.g. a Triton launch)
     result_used: bool = True
+    # ids of the torch ops already applied to the kernel's arguments (work done before it runs)
+    input_ops: frozenset[int] = frozenset()
 
     @property
     def line(self) -> int:
@@ -120,6 +122,22 @@ class Return:
     @property
     def line(self) -> int:
         return self.node.lineno
+
+
+@dataclass(frozen=True)
+class ShapeUse:
+    """A call whose arguments fix a shape: an allocation, a view / reshape / expand target, a kernel
+    launch (arguments and Triton grid), a ``range`` bound.  Literals here equal to the task's dims are
+    hardcoded shapes (class 2)."""
+
+    node: ast.AST  # the call (or the grid expression of a Triton launch)
+    kind: str  # alloc | view | kernel | grid | range
+    function: str
+    args: tuple[ast.AST, ...]  # the argument expressions that carry sizes (``ast.keyword`` for keywords)
+
+    @property
+    def line(self) -> int:
+        return getattr(self.node, "lineno", 0)
 
 
 @dataclass(frozen=True)
@@ -327,6 +345,7 @@ class PythonFacts:
     mutations: list[Mutation] = field(default_factory=list)
     slices: list[Slice] = field(default_factory=list)
     partials: list[PartialUse] = field(default_factory=list)
+    shape_uses: list[ShapeUse] = field(default_factory=list)
     # ``self`` attribute chains read in reachable code (``fc``, ``fc.weight``, ``block.conv.bias``)
     attr_reads: dict[str, list[ast.AST]] = field(default_factory=dict)
     # ``self.parameters()``, ``getattr(self, name)``, ``self.__dict__``: reads the analysis cannot name
@@ -357,10 +376,20 @@ class PythonFacts:
         """The join of every value forward returns."""
         return Flow.join_all([r.flow for r in self.forward_returns])
 
+    # module functions decorated as device kernels by other JITs (``@cuda.jit`` from numba)
+    jit_kernels: frozenset[str] = frozenset()
+
+    def feeds_output(self, function: str) -> bool:
+        """Whether values returned by ``function`` can reach forward's output (forward itself does)."""
+        if self.forward is not None and function == self.forward.qualname:
+            return True
+        return function in self.output.via
+
     @property
     def defines_kernel(self) -> bool:
-        """The file compiles an extension, defines a Triton kernel, or calls a custom ``torch.ops`` op."""
-        return bool(self.host.extensions or self.host.triton_kernels or any(k.kind == "torch_ops" for k in self.kernels))
+        """The file compiles an extension, defines a Triton / numba kernel, or calls a custom ``torch.ops`` op."""
+        return bool(self.host.extensions or self.host.triton_kernels or self.jit_kernels
+                    or any(k.kind == "torch_ops" for k in self.kernels))
 
     @property
     def kernel_reached(self) -> bool:
@@ -407,6 +436,6 @@ def build_python_facts(host: HostModule, class_name: str | None = None) -> Pytho
 
 __all__ = [
     "Alloc", "Arm", "Branch", "CallEdge", "Condition", "FunctionInfo", "Handler", "Holder", "KernelCall",
-    "Mutation", "PartialUse", "PythonFacts", "ReferenceUse", "Return", "Slice", "TorchOp", "TryBlock",
+    "Mutation", "PartialUse", "PythonFacts", "ReferenceUse", "Return", "ShapeUse", "Slice", "TorchOp", "TryBlock",
     "build_python_facts", "Flow", "EMPTY",
 ]

@@ -28,7 +28,8 @@ class Flow:
     ops: frozenset[int] = _E
     # ids of ``Alloc`` records on its path (empty, zeros, full, rand ...)
     allocs: frozenset[int] = _E
-    # state read into it: ``self.fc.weight`` (as ``self.fc.weight``), module globals (``global:cache``)
+    # state read into it: parameters (``param:fc.weight``, held by an nn module / Parameter / buffer),
+    # other attributes (``self.cache``), module globals (``global:cache``)
     state: frozenset[str] = _E
     # lines of calls the analysis could not classify (a library call, an unknown object's method)
     opaque: frozenset[int] = _E
@@ -36,6 +37,8 @@ class Flow:
     slices: frozenset[int] = _E
     # ids of ``PartialUse`` records: a strided slice reduced, or a first row broadcast
     partial: frozenset[int] = _E
+    # helper functions whose return value is part of this value (``ModelNew._impl``)
+    via: frozenset[str] = _E
 
     # ------------------------------------------------------------------ combination
     def join(self, other: "Flow") -> "Flow":
@@ -47,7 +50,7 @@ class Flow:
             self.inputs | other.inputs, self.meta | other.meta, self.alias | other.alias,
             self.kernels | other.kernels, self.ops | other.ops, self.allocs | other.allocs,
             self.state | other.state, self.opaque | other.opaque, self.slices | other.slices,
-            self.partial | other.partial,
+            self.partial | other.partial, self.via | other.via,
         )
 
     @staticmethod
@@ -62,7 +65,7 @@ class Flow:
         if not self.alias:
             return self
         return Flow(self.inputs, self.meta, _E, self.kernels, self.ops, self.allocs, self.state, self.opaque,
-                    self.slices, self.partial)
+                    self.slices, self.partial, self.via)
 
     def metadata(self) -> "Flow":
         """Only the shape/dtype of this value: its value dependencies become metadata dependencies."""
@@ -90,8 +93,8 @@ class Flow:
 
     @property
     def understood(self) -> bool:
-        """No unknown call and no external state on the path: the other predicates are trustworthy."""
-        return not self.opaque and not self.state
+        """No unknown call and no state but parameters on the path: the other predicates are trustworthy."""
+        return not self.opaque and all(s.startswith("param:") for s in self.state)
 
     @property
     def passthrough(self) -> bool:

@@ -23,6 +23,9 @@ from .resolve import dotted_name
 _TENSOR_FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty", "full", "tensor", "arange", "eye",
                                "randint", "linspace", "zeros_like", "ones_like", "empty_like", "randn_like",
                                "rand_like", "full_like", "as_tensor", "from_numpy"})
+# wrappers that return the function they are given, compiled or traced
+_WRAPPERS = frozenset({"torch.compile", "torch.jit.script", "torch.jit.trace", "functools.partial",
+                       "torch.cuda.make_graphed_callables", "torch._dynamo.optimize"})
 _IDENTITY_FILL = frozenset({"ones", "zeros", "ones_like", "zeros_like", "eye"})
 _LOADERS = ("load_inline", "cpp_extension.load")
 _NONTENSOR_BUILTINS = frozenset({"int", "float", "str", "bool", "dict", "list", "tuple", "set", "len", "max", "min",
@@ -52,6 +55,14 @@ class FunctionIndex:
             for n in self.host.of_type(ast.Assign, ast.AnnAssign):
                 self._assigns.setdefault(self._owner(n), []).append(n)
         return self._assigns.get(fn, [])
+
+    def defs(self, fn: ast.AST) -> list[ast.FunctionDef]:
+        """Functions defined directly inside ``fn`` (closures)."""
+        out = []
+        for n in self.host.of_type(ast.FunctionDef, ast.AsyncFunctionDef):
+            if self._owner(n) is fn:
+                out.append(n)
+        return out  # type: ignore[return-value]
 
     def calls(self, fn: ast.AST) -> list[ast.Call]:
         if self._calls is None:
@@ -103,6 +114,9 @@ class MemberScanner:
             return
         self._seen.add((cls_name, prefix))
         for fn in self._init_functions(cls_name):
+            # locals computed from attributes (``b = (self.bias - c) * m``) fold parameters at init
+            self.local_reads: dict[str, frozenset[str]] = {}
+            self._current = (fn, cls_name)
             for node in sorted(self.index.assigns(fn), key=lambda n: (n.lineno, n.col_offset)):
                 if node.value is not None:  # type: ignore[attr-defined]
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore[attr-defined]
@@ -110,7 +124,24 @@ class MemberScanner:
                         chain = self_chain(t)
                         if chain is not None and "." not in chain:
                             self._assign(prefix + chain, node.value, prefix, depth)  # type: ignore[attr-defined]
+                        elif isinstance(t, (ast.Name, ast.Tuple)):
+                            reads = frozenset(prefix + c for c in _self_reads(node.value)) | \
+                                self._local_reads(node.value)  # type: ignore[attr-defined]
+                            if reads:
+                                for n in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                                    if isinstance(n, ast.Name):
+                                        self.local_reads[n.id] = reads
             for node in self.index.calls(fn):
+                # ``self.conv.weight.copy_(w)`` / ``self.w.data.copy_(...)``: the target now derives from w
+                if isinstance(node.func, ast.Attribute) and node.func.attr == "copy_" and node.args:
+                    chain = self_chain(node.func.value)
+                    if chain is not None:
+                        chain = prefix + (chain[:-5] if chain.endswith(".data") else chain)
+                        reads = frozenset(prefix + c for c in _self_reads(node.args[0])) | \
+                            self._local_reads(node.args[0])
+                        if reads:
+                            self.derived[chain] = self.derived.get(chain, frozenset()) | reads
+                    continue
                 if isinstance(node.func, ast.Attribute) and \
                         node.func.attr in ("register_buffer", "register_parameter") and node.args and \
                         isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str) and \
@@ -121,8 +152,22 @@ class MemberScanner:
                     value = node.args[1] if len(node.args) > 1 else None
                     if value is not None and isinstance(value, ast.Constant) and value.value is None:
                         continue
+                    reads = (frozenset(prefix + c for c in _self_reads(value)) | self._local_reads(value)) \
+                        if value is not None else frozenset()
+                    if reads:
+                        self.derived[attr] = reads
                     self.holders[attr] = Holder(attr, kind, f"nn.Module.{node.func.attr}", node,
                                                 identity_init=self._identity_fill(value))
+
+    def _local_reads(self, value: ast.AST) -> frozenset[str]:
+        names = getattr(self, "local_reads", None)
+        if not names:
+            return frozenset()
+        out: set[str] = set()
+        for n in ast.walk(value):
+            if isinstance(n, ast.Name) and n.id in names:
+                out |= names[n.id]
+        return frozenset(out)
 
     def _init_functions(self, cls_name: str) -> list[ast.FunctionDef]:
         """``__init__`` of the class and its local bases, and methods they call on self (one level)."""
@@ -143,6 +188,118 @@ class MemberScanner:
                     out.append(methods[node.func.attr])
         return out
 
+    def _closure_reads(self, body: ast.AST, prefix: str) -> frozenset[str]:
+        """Attributes a closure reads, directly or through locals of the function defining it."""
+        owner = self.index._owner(body)
+        local: dict[str, frozenset[str]] = {}
+        for node in sorted(self.index.assigns(owner), key=lambda n: (n.lineno, n.col_offset)):
+            value = node.value  # type: ignore[attr-defined]
+            if value is None:
+                continue
+            reads = frozenset(_self_reads(value))
+            for n in ast.walk(value):
+                if isinstance(n, ast.Name) and n.id in local:
+                    reads |= local[n.id]
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore[attr-defined]
+            for t in targets:
+                for n in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                    if isinstance(n, ast.Name) and reads:
+                        local[n.id] = local.get(n.id, frozenset()) | reads
+        out = set(_self_reads(body))
+        for n in ast.walk(body):
+            if isinstance(n, ast.Name) and n.id in local:
+                out |= local[n.id]
+        return frozenset(prefix + c for c in out)
+
+    def host_def(self, ref: str) -> ast.AST | None:
+        line, col = (int(x) for x in ref.split(":", 1)[1].split(":"))
+        for n in self.host.of_type(ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
+            if n.lineno == line and n.col_offset == col:
+                return n
+        return None
+
+    def _callable_ref(self, value: ast.AST, depth: int = 0) -> str | None:
+        """What ``self.fn = <value>`` makes callable: a method, a module function, a nested def, a lambda.
+
+        ``method:<name>``, ``func:<name>``, ``def:<line>:<col>``, ``lambda:<line>:<col>``; wrappers that
+        keep the function's meaning (``torch.compile``, ``torch.jit.script``, ``functools.partial``) are
+        looked through.
+        """
+        fn, cls_name = getattr(self, "_current", (None, None))
+        if isinstance(value, ast.Lambda):
+            return f"lambda:{value.lineno}:{value.col_offset}"
+        if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self":
+            for name in [cls_name, *self.local_bases.get(cls_name or "", [])]:
+                cls = self.classes.get(name or "")
+                if cls is not None and any(isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and
+                                           f.name == value.attr for f in cls.body):
+                    return f"method:{value.attr}"
+            return None
+        if isinstance(value, ast.Name):
+            if fn is not None:
+                for node in self.index.defs(fn):
+                    if node.name == value.id:
+                        return f"def:{node.lineno}:{node.col_offset}"
+            if any(isinstance(f, ast.FunctionDef) and f.name == value.id and f.name not in self.host.triton_kernels
+                   for f in self.host.tree.body):
+                return f"func:{value.id}"
+            return None
+        if isinstance(value, ast.Call) and depth < 2:
+            name = self.host.canonical(value.func)
+            if name in _WRAPPERS and value.args:
+                return self._callable_ref(value.args[0], depth + 1)
+            # ``self.fwd = self._build()`` where ``_build`` returns a closure it defines
+            target = self._local_callee(value.func, cls_name)
+            if target is not None:
+                saved = self._current
+                self._current = (target, cls_name)
+                try:
+                    for ret in _returns(target):
+                        ref = self._callable_ref(ret, depth + 1)
+                        if ref is not None and ref.startswith(("def:", "lambda:")):
+                            return ref
+                finally:
+                    self._current = saved
+        return None
+
+    def _local_callee(self, func: ast.AST, cls_name: str | None) -> ast.FunctionDef | None:
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            for name in [cls_name, *self.local_bases.get(cls_name or "", [])]:
+                cls = self.classes.get(name or "")
+                if cls is None:
+                    continue
+                for f in cls.body:
+                    if isinstance(f, ast.FunctionDef) and f.name == func.attr:
+                        return f
+        elif isinstance(func, ast.Name):
+            for f in self.host.tree.body:
+                if isinstance(f, ast.FunctionDef) and f.name == func.id:
+                    return f
+        return None
+
+    def _returned_kernel(self, call: ast.Call) -> str | None:
+        """``self._load()`` / ``_build()`` returning ``load_inline(...).fn`` or ``module.fn``: ``extfn:<ext>.<fn>``."""
+        func = call.func
+        fn: ast.AST | None = None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            for cls in self.classes.values():
+                for f in cls.body:
+                    if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == func.attr:
+                        fn = f
+        elif isinstance(func, ast.Name):
+            fn = next((f for f in self.host.tree.body if isinstance(f, ast.FunctionDef) and f.name == func.id), None)
+        if fn is None:
+            return None
+        for ext in self.host.extensions:
+            if self.host.enclosing(ext.call, ast.FunctionDef, ast.AsyncFunctionDef) is not fn:
+                continue
+            for stmt in fn.body[::-1]:
+                if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Attribute):
+                    owner = stmt.value.value
+                    if owner is ext.call or dotted_name(owner) in ext.bound_to:
+                        return f"extfn:{ext.name}.{stmt.value.attr}"
+        return None
+
     def _identity_fill(self, value: ast.AST | None) -> bool:
         if not isinstance(value, ast.Call):
             return False
@@ -153,7 +310,22 @@ class MemberScanner:
 
     def _assign(self, attr: str, value: ast.AST, prefix: str, depth: int) -> None:
         host = self.host
-        reads = frozenset(prefix + c for c in _self_reads(value))
+        ref = self._callable_ref(value)
+        if ref is not None:
+            self.holders[attr] = Holder(attr, "callable", "function", value, target=ref)
+            if ref.startswith(("def:", "lambda:")):
+                # a closure over init locals (``weight = self.conv.weight; def f(x): ... weight ...``)
+                body = self.host_def(ref)
+                if body is not None:
+                    reads = self._closure_reads(body, prefix)
+                    if reads:
+                        self.derived[attr] = reads
+            return
+        reads = frozenset(prefix + c for c in _self_reads(value)) | self._local_reads(value)
+        # ``self.weight = nn.Parameter(w)``: values computed from ``w`` later fold this parameter
+        inner = value.args[0] if isinstance(value, ast.Call) and value.args else value
+        if isinstance(inner, ast.Name):
+            self.local_reads[inner.id] = self.local_reads.get(inner.id, frozenset()) | {attr}
         if isinstance(value, ast.Call):
             name = host.canonical(value.func)
             short = name.rsplit(".", 1)[-1]
@@ -181,8 +353,17 @@ class MemberScanner:
                     self.holders[attr] = Holder(attr, "module", name, value, params=params,
                                                 identity_init=short in IDENTITY_INIT_MODULES and bool(params))
                 return
+            if isinstance(value.func, ast.Attribute) and value.func.attr in ("get_function", "get_kernel"):
+                owner = dotted_name(value.func.value)
+                self.holders[attr] = Holder(attr, "callable", "cupy.RawModule.get_function", value,
+                                            target=f"cupy:{owner}")
+                return
             if name.endswith(_LOADERS) or name in CUPY_KERNELS:
                 self.holders[attr] = Holder(attr, "extension", name, value)
+                return
+            returned = self._returned_kernel(value)
+            if returned is not None:
+                self.holders[attr] = Holder(attr, "callable", "extension function", value, target=returned)
                 return
             if isinstance(value.func, ast.Name) and value.func.id in self.classes:
                 self.holders[attr] = Holder(attr, "local", value.func.id, value)
@@ -218,6 +399,21 @@ class MemberScanner:
             return
         if attr not in self.holders:
             self.holders[attr] = Holder(attr, "config", type(value).__name__, value)
+
+
+def _returns(fn: ast.FunctionDef) -> list[ast.AST]:
+    out = []
+    stack: list[ast.AST] = list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Return) and n.value is not None:
+            out.append(n.value)
+        elif isinstance(n, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
+            for name in ("body", "orelse", "finalbody", "handlers"):
+                stack.extend(getattr(n, name, []) or [])
+        elif isinstance(n, ast.ExceptHandler):
+            stack.extend(n.body)
+    return out
 
 
 def _self_reads(value: ast.AST) -> set[str]:
