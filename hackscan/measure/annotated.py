@@ -28,7 +28,7 @@ from typing import Any
 from ..annotations import parse_annotations
 from ..config import Config
 from ..inputs import InputOptions, Submission, discover
-from ..model import Report
+from ..model import Report, Stage
 from ..registry import Registry, load_registry
 
 DEFINITIONS = (
@@ -128,7 +128,10 @@ def measure(paths: Iterable[str], *, config: Config | None = None, registry: Reg
     config = config or Config()
     subs = [s for s in discover(list(paths), InputOptions()) if isinstance(s, Submission)]
     reports = _scan(subs, config, jobs, dynamic, run_options)
-    known = {r.id for r in registry}
+    # a rule is measured only where the stage that emits it ran: annotations of dynamic rules are
+    # not misses of a static-only measurement
+    stage_set = {Stage.STATIC, Stage.DYNAMIC, Stage.PERFORMANCE} if dynamic else {Stage.STATIC}
+    known = {r.id for r in registry if r.stage in stage_set}
     rules: dict[str, Tally] = {}
 
     def tally(rule: str) -> Tally:
