@@ -37,7 +37,7 @@ WATCHED: tuple[str, ...] = (
     "torch.utils.benchmark.Timer", "torch.utils.benchmark.Timer.timeit",
     "triton.testing.do_bench",
     "threading.Thread.start",
-    "hackscan.perf.timing.time_series", "hackscan.perf.timing.calibrate",
+    "hackscan.perf.timing.time_series", "hackscan.perf.timing.calibrate", "hackscan.perf.timing._one_call",
     "hackscan.perf.fingerprint.fingerprint", "hackscan.perf.worker_side.measure_candidate",
     "hackscan.perf.worker_side.measure_reference",
 )

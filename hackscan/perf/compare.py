@@ -29,8 +29,12 @@ class Agreement:
 
     @property
     def gross(self) -> bool:
-        """Far outside tolerance: not a rounding difference."""
-        return not self.ok and (self.reason != "values" or self.worst_excess >= 100.0 or self.bad_fraction >= 0.1)
+        """Far outside tolerance (or the wrong shape, count or kind): not a rounding difference."""
+        if self.ok:
+            return False
+        if self.reason in ("values", "sum"):
+            return self.worst_excess >= 10.0
+        return True
 
 
 def compare_one(cand: Mapping[str, Any], ref: Mapping[str, Any], atol: float, rtol: float) -> Agreement:

@@ -13,7 +13,8 @@ Numbers, in bytes (GPU):
 * ``call_peak``: the allocator's peak during one call above what was allocated before it
   (temporaries, workspaces, the output);
 * ``outside``: device memory held outside the allocator since the baseline (raw ``cudaMalloc``,
-  library handles, loaded module code);
+  library handles, loaded module code).  Read per process from NVML where the driver lists this
+  process, else from the device's free memory (right only while no other process allocates);
 * ``peak`` = resident + call_peak + outside: what the model needs to run once;
 * ``growth_per_call``: bytes that stay allocated after each further call on new inputs (allocator
   and outside together): a cache that grows with every input.
@@ -24,6 +25,7 @@ On the CPU the same names are filled from the process's RSS and its reset-able h
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
 import re
@@ -65,6 +67,7 @@ class MemoryBaseline:
     free: int = 0
     total: int = 0
     rss: int = 0
+    process: int | None = None  # NVML's count for this process (context included)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -80,33 +83,72 @@ def baseline(device: torch.device) -> MemoryBaseline:
         torch.cuda.synchronize(device)
         free, total = torch.cuda.mem_get_info(device)
         return MemoryBaseline(str(device), torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device),
-                              free, total, _proc_status().get("VmRSS", 0))
+                              free, total, _proc_status().get("VmRSS", 0), process_device_bytes())
     return MemoryBaseline(str(device), rss=_proc_status().get("VmRSS", 0))
 
 
-def _outside(device: torch.device, base: MemoryBaseline) -> int:
-    free, _ = torch.cuda.mem_get_info(device)
-    lost = base.free - free
+def _outside(device: torch.device, base: MemoryBaseline) -> tuple[int, str]:
+    """Device memory held outside the allocator since the baseline, and how it was read."""
     grown = torch.cuda.memory_reserved(device) - base.reserved
-    return max(0, lost - grown)
+    if base.process is not None:
+        now = process_device_bytes()
+        if now is not None:
+            return max(0, (now - base.process) - grown), "nvml-process"
+    free, _ = torch.cuda.mem_get_info(device)
+    # device-wide: only right when no other process allocates on this GPU meanwhile
+    return max(0, (base.free - free) - grown), "device-free"
 
 
-def process_device_bytes(device: torch.device) -> int | None:
-    """Device memory this process holds (context included), from NVML; None where it cannot be read
-    (no pynvml, or a PID namespace that hides the process from the driver)."""
-    try:
-        import pynvml  # type: ignore[import-not-found]
+class _ProcInfo(ctypes.Structure):
+    # nvmlProcessInfo_v2_t (the layout of the _v2 and _v3 queries)
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong),
+                ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
 
-        pynvml.nvmlInit()
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        pid = os.getpid()
-        for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
-            if proc.pid == pid and proc.usedGpuMemory is not None:
-                return int(proc.usedGpuMemory)
-    except Exception:
+
+_NVML: Any = None
+
+
+def _nvml() -> Any:
+    global _NVML
+    if _NVML is None:
+        try:
+            lib = ctypes.CDLL("libnvidia-ml.so.1")
+            if lib.nvmlInit_v2() != 0:
+                raise OSError("nvmlInit failed")
+            _NVML = lib
+        except (OSError, AttributeError):
+            _NVML = False
+    return _NVML
+
+
+def process_device_bytes() -> int | None:
+    """Device memory this process holds on all GPUs (CUDA context included), from NVML's list of
+    compute processes.  Per process, so other processes using the GPU at the same time do not
+    disturb it (``cudaMemGetInfo`` is device-wide).  None where NVML cannot be loaded or does not
+    list this process (a PID namespace)."""
+    lib = _nvml()
+    if not lib:
         return None
-    return None
+    count = ctypes.c_uint()
+    if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+        return None
+    pid = os.getpid()
+    total, found = 0, False
+    for i in range(count.value):
+        handle = ctypes.c_void_p()
+        if lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)) != 0:
+            continue
+        n = ctypes.c_uint(64)
+        infos = (_ProcInfo * 64)()
+        fn = getattr(lib, "nvmlDeviceGetComputeRunningProcesses_v2", None)
+        if fn is None or fn(handle, ctypes.byref(n), infos) != 0:
+            continue
+        for k in range(min(n.value, 64)):
+            used = infos[k].usedGpuMemory
+            if infos[k].pid == pid and used < (1 << 63):
+                total += int(used)
+                found = True
+    return total if found else None
 
 
 def model_tensor_bytes(model: Any, depth: int = 3) -> int:
@@ -187,7 +229,7 @@ def _measure_cuda(call: Callable[[list[Any]], Any], model: Any, plan: InputPlan,
     free1, _ = torch.cuda.mem_get_info(device)
     reserved1 = torch.cuda.memory_reserved(device)
     outside_during_call = max(0, (free0 - free1) - (reserved1 - reserved0))
-    outside = _outside(device, base) if known else outside_during_call
+    outside, method = _outside(device, base) if known else (outside_during_call, "during-call")
     resident = max(0, alloc0 - base.allocated - harness_bytes) if known else model_tensor_bytes(model)
     held: list[int] = []
     for r in range(repeats):
@@ -195,11 +237,13 @@ def _measure_cuda(call: Callable[[list[Any]], Any], model: Any, plan: InputPlan,
         sync()
         del out
         sync()
-        free_r, _ = torch.cuda.mem_get_info(device)
-        # allocator bytes plus whatever the device lost outside the allocator since the first call
-        held.append(torch.cuda.memory_allocated(device)
-                    + max(0, (free1 - free_r) - (torch.cuda.memory_reserved(device) - reserved1)))
-    process = process_device_bytes(device)
+        if known:
+            extra = _outside(device, base)[0]
+        else:
+            free_r, _ = torch.cuda.mem_get_info(device)
+            extra = max(0, (free1 - free_r) - (torch.cuda.memory_reserved(device) - reserved1))
+        # what stays after the call: tensors plus device memory held outside the allocator
+        held.append(torch.cuda.memory_allocated(device) + extra)
     return {
         "kind": "cuda",
         "resident": resident,
@@ -211,8 +255,7 @@ def _measure_cuda(call: Callable[[list[Any]], Any], model: Any, plan: InputPlan,
         "held_after_calls": held,
         "growth_per_call": _growth(held),
         "baseline_known": known,
-        "process_bytes": process,
-        "process_outside": None if process is None else max(0, process - torch.cuda.memory_reserved(device)),
+        "outside_method": method,
         "harness_bytes": harness_bytes,
     }
 

@@ -431,7 +431,7 @@ def _memory_total(m: dict[str, Any], with_baseline: bool) -> float | None:
 def _memory(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter) -> dict[str, Any]:
     cm, rm = _d(cand.get("memory")), _d(ref.get("memory"))
     keep = ("resident", "state", "call_peak", "outside", "outside_during_call", "peak", "growth_per_call",
-            "baseline_known", "kind", "process_outside")
+            "baseline_known", "kind", "outside_method")
     out: dict[str, Any] = {"candidate": {k: cm[k] for k in keep if k in cm}, "reference": {k: rm[k] for k in keep if k in rm}}
     if cm.get("error") or rm.get("error") or not cm or not rm:
         out["error"] = _s(cm.get("error") or rm.get("error") or "not measured", 300)
