@@ -35,10 +35,11 @@ def token_pasted_api(ctx: ScanContext) -> Iterator[Hit]:
 
         if clang.available():
             for unit in facts.units:
-                for name, line in clang.pasted_api_calls(unit):
-                    yield ctx.hit(ctx.at_unit(unit, 0).__class__(line, 1, unit.id, unit.attrs.get("file")),
-                                  message=f"a macro expands to a call of `{name}`, a name built by token pasting",
-                                  evidence={"call": name})
+                if "##" not in unit.text:
+                    continue
+                for name, pos in clang.pasted_api_calls(unit):
+                    yield ctx.hit(pos, message=f"a macro expands to a call of `{name}`, a name that only exists "
+                                               "after token pasting", evidence={"call": name, "deep": True})
 
 
 _WHY = {
