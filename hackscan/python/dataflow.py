@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -128,6 +129,11 @@ class _Analyser:
                     chain.append(b.id)
             self.local_bases[c.name] = chain
         self.module_names = self._module_bindings()
+        # module-level ``name = value`` (the last one): ``relu = ext.relu_forward`` makes ``relu(x)`` a launch
+        self.module_values: dict[str, ast.AST] = {}
+        for stmt in host.tree.body:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                self.module_values[stmt.targets[0].id] = stmt.value
         # nested functions and lambdas by position, for callables that name them (``def:12:8``)
         self.defs_by_pos: dict[str, ast.AST] = {}
         for n in host.of_type(ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
@@ -152,6 +158,7 @@ class _Analyser:
         self.try_nodes: set[ast.AST] = set()
         self.mutation_keys: set[tuple[ast.AST, str]] = set()
         self.shape_nodes: set[ast.AST] = set()
+        self.void_cache: dict[tuple[str, str], bool] = {}
         self.self_state: dict[str, Flow] = {}
         # ``self.kernel = mod.get_function(...)`` / ``Cls._fn = load_inline(...).fn``: what the attribute runs
         self.attr_callables: dict[str, tuple[str, str]] = {}
@@ -1091,6 +1098,9 @@ class _Analyser:
             return args.fresh().with_(ops=frozenset([op]))
         # --- local callables (fn = ext.relu; layer in self.layers; self.kernel = mod.get_function(...))
         desc = frame.callables.get(func.id) if isinstance(func, ast.Name) else None
+        if desc is None and isinstance(func, ast.Name) and func.id in self.module_values and \
+                func.id not in frame.state:
+            desc = self._callable_of_value(self.module_values[func.id])
         if desc is None and isinstance(func, ast.Attribute):
             chain = self._chain(func)
             key = "self." + chain if chain is not None else dotted_name(func)
@@ -1247,23 +1257,35 @@ class _Analyser:
         joined = Flow.join_all(arg_flows)
         kid = self._kernel(e, kind, name, target, ext, joined, not discarded)
         result = joined.fresh().with_(kernels=frozenset([kid]))
+        # a strided slice reduced inside a kernel is the kernel's business; a first row stays a first row
+        first = frozenset(i for i in result.slices if self.facts.slices[i].kind == "first")
         result = Flow(result.inputs, result.meta, frozenset(), result.kernels, result.ops, result.allocs, result.state,
-                      result.opaque, frozenset(), result.partial, result.via)
+                      result.opaque, first, result.partial, result.via)
         # the kernel writes through pointer arguments: fresh buffers passed to it carry its result.
         # Inputs passed to it are written only when nothing else could be the output.
         buffers, inputs = [], []
-        for target, f in self._pointer_targets(arg_nodes):
+        for ptr, f in self._pointer_targets(arg_nodes):
             if f.alias:
-                inputs.append(target)
+                inputs.append(ptr)
             elif f.allocs or (discarded and f.tensorish):
-                buffers.append(target)
+                buffers.append(ptr)
         if buffers:
             for n in buffers:
                 self._write_through(n, result)
-        elif discarded:
+        elif discarded and (kind != "extension" or self._returns_void(ext, target)):
             for n in inputs:
                 self._mutate(n, result, e, "kernel", lambda n=n: f"{name.split(':', 1)[-1]} writes {_src(n, 40)}")
         return result
+
+    def _returns_void(self, ext_name: str | None, fn: str) -> bool:
+        """Whether an extension function is declared ``void fn(...)``: it can only work in place."""
+        key = (ext_name or "", fn)
+        cached = self.void_cache.get(key)
+        if cached is None:
+            pattern = re.compile(r"\bvoid\s+" + re.escape(fn) + r"\s*\(")
+            cached = any(u.extension == ext_name and pattern.search(u.mapped.text) for u in self.host.units)
+            self.void_cache[key] = cached
+        return cached
 
     def _pointer_targets(self, arg_nodes: list[ast.AST]) -> list[tuple[ast.AST, Flow]]:
         """Tensors a kernel can write through: the arguments themselves, and the tensors inside lists,
@@ -1432,6 +1454,8 @@ class _Analyser:
         if frame.cls is not None:
             bases = self._all_bases(frame.cls)
             for b in bases:
+                if b == "Model" and method == "forward":
+                    self._reference_call(e, "super-forward", "super().forward(...)")
                 methods = {f.name: f for f in self.classes[b].body if isinstance(f, (ast.FunctionDef,
                                                                                       ast.AsyncFunctionDef))}
                 if method in methods:
@@ -1557,7 +1581,9 @@ class _Analyser:
         if kind == "view":
             if name in _SHAPE_VIEWS:
                 self._shape_use(e, "view", tuple(e.args))
-            out = base.join(args) if name in _ALIAS_VIEWS else base.join(args).fresh()
+            # a view's arguments are shapes, dims or a tensor whose shape is borrowed (``view_as(x)``)
+            extra = args.metadata() if name in _ALIAS_VIEWS or name.endswith("_as") else args
+            out = base.join(extra) if name in _ALIAS_VIEWS else base.join(extra).fresh()
             if name == "narrow":
                 out = self._narrow_slice(e, out)
             if name in BROADCASTS:

@@ -1,0 +1,127 @@
+"""Shared vocabulary of the Python data-flow rules (HS101-HS129): reference ops, tensor args, naming ops."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..context import ScanContext
+from ..python.catalog import HEAVY_FAMILIES, op_family
+from ..python.facts import Arm, KernelCall, PythonFacts, Return, TorchOp
+from ..python.flow import Flow
+
+_SCALAR_ANNOTATIONS = ("int", "float", "bool", "str", "Optional[int]", "Optional[float]")
+
+
+def reference_families(ctx: ScanContext) -> frozenset[str]:
+    """Op families the reference's forward computes (``matmul``, ``relu``, ``conv``), helpers and modules included."""
+    fams: set[str] = set()
+    if ctx.reference is not None:
+        fams.update(op_family(o) for o in ctx.reference.forward_ops)
+    ref = ctx.reference_python
+    if ref is not None:
+        for op in ref.ops:
+            fams.update(op.families)
+    fams.discard("sequential")
+    fams.discard("modulelist")
+    return frozenset(fams)
+
+
+def tensor_args(ctx: ScanContext, facts: PythonFacts) -> frozenset[str]:
+    """forward's arguments that are tensors: by the reference's ``get_inputs`` when known, else by annotation."""
+    ref = ctx.reference
+    out: set[str] = set()
+    for i, name in enumerate(facts.args):
+        if ref is not None and ref.inputs and i < len(ref.inputs):
+            spec = ref.inputs[i]
+            if spec.kind == "scalar":
+                continue
+            if spec.kind != "unknown" or spec.shape is not None:
+                out.add(name)
+                continue
+        ann = facts.arg_annotations.get(name, "")
+        if ann in _SCALAR_ANNOTATIONS:
+            continue
+        out.add(name)
+    return frozenset(out)
+
+
+def rank_ops(ops: Iterable[TorchOp], ref_fams: frozenset[str]) -> list[TorchOp]:
+    """The ops that best explain where the work happens: the reference's heavy ops first."""
+    def key(op: TorchOp) -> tuple[int, int, str]:
+        fams = op.families
+        in_ref = bool(fams & ref_fams)
+        heavy = bool(fams & HEAVY_FAMILIES)
+        return (0 if in_ref and heavy else 1 if in_ref else 2 if heavy else 3, op.line, op.name)
+    return sorted(set(ops), key=key)
+
+
+def is_reference_op(op: TorchOp, ref_fams: frozenset[str]) -> bool:
+    return bool(op.families & ref_fams)
+
+
+def short_op(op: TorchOp) -> str:
+    name = op.name
+    for prefix in ("torch.nn.functional.", "torch."):
+        if name.startswith(prefix) and op.kind != "module":
+            return ("F." if prefix == "torch.nn.functional." else "torch.") + name[len(prefix):]
+    if op.kind == "module":
+        return name.replace("torch.nn.", "nn.")
+    if op.kind == "operator":
+        return _OPERATOR_SYMBOLS.get(name, name)
+    return name
+
+
+_OPERATOR_SYMBOLS = {"torch.add": "+", "torch.sub": "-", "torch.mul": "*", "torch.div": "/", "torch.matmul": "@",
+                     "torch.pow": "**", "torch.neg": "unary -", "torch.floor_divide": "//", "torch.remainder": "%",
+                     "torch.gt": ">", "torch.ge": ">=", "torch.lt": "<", "torch.le": "<=", "torch.eq": "==",
+                     "torch.ne": "!="}
+
+
+def describe_ops(ops: list[TorchOp], limit: int = 3) -> str:
+    """``torch.matmul (line 42), torch.relu (line 43)``."""
+    parts = []
+    seen: set[tuple[str, int]] = set()
+    for op in ops:
+        key = (short_op(op), op.line)
+        if key in seen:
+            continue
+        seen.add(key)
+        parts.append(f"{key[0]} (line {op.line})")
+    more = len(parts) - limit
+    return ", ".join(parts[:limit]) + (f" and {more} more" if more > 0 else "")
+
+
+def describe_kernel(k: KernelCall) -> str:
+    if k.kind == "extension":
+        return f"{k.extension}.{k.target}"
+    if k.kind == "triton":
+        return f"Triton kernel {k.target}"
+    return k.name
+
+
+def flow_ops(facts: PythonFacts, flow: Flow) -> list[TorchOp]:
+    return facts.ops_of(flow)
+
+
+def arm_bypasses_kernel(arm: Arm) -> list[Flow]:
+    """Flows an arm hands back without a kernel: its returns, and names it binds that are returned later."""
+    out = [r.flow for r in arm.returns if not r.flow.kernels]
+    if arm.value is not None and not arm.value.kernels:
+        out.append(arm.value)
+    return out
+
+
+def returns_of(facts: PythonFacts, arm: Arm) -> list[Return]:
+    return list(arm.returns)
+
+
+def kernel_names(facts: PythonFacts) -> list[str]:
+    """What the file defines as custom kernels, for messages: ``ext.fn``, Triton kernels."""
+    out = []
+    for ext in facts.host.extensions:
+        if ext.functions:
+            out.extend(f"{ext.name}.{fn}" for fn in ext.functions)
+        else:
+            out.append(ext.name)
+    out.extend(f"Triton kernel {k}" for k in facts.host.triton_kernels)
+    return out

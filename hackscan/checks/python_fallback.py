@@ -1,0 +1,217 @@
+"""Torch fallbacks on the Python side (classes 3 and 5).
+
+* HS104: the file has a custom kernel but forward's output never passes through it; torch computes it.
+* HS105: no custom kernel at all: forward is a PyTorch rewrite of the reference.
+* HS106: the output passes through a kernel, but the reference's main op runs in torch (the kernel is an
+  epilogue or a prologue around ``torch.matmul`` / ``nn.Conv2d``).
+* HS107: ``try: kernel() except: torch op`` — the handler computes the reference's op in torch.
+* HS108: ``if not compiled: torch op`` — a branch on a flag recording whether the kernel compiled.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from ..context import Hit, ScanContext
+from ..model import Confidence, Severity
+from ..python.catalog import HEAVY_FAMILIES
+from ..python.facts import Arm, PythonFacts, TorchOp
+from .python_common import (
+    describe_kernel, describe_ops, is_reference_op, kernel_names, rank_ops, reference_families, short_op,
+)
+
+
+def _facts(ctx: ScanContext) -> PythonFacts | None:
+    facts = ctx.python
+    if facts is None or facts.forward is None:
+        return None
+    return facts
+
+
+def output_bypasses_kernel(ctx: ScanContext) -> Iterator[Hit]:
+    """HS104: a kernel exists, yet no value forward returns passes through one; torch computes it."""
+    facts = _facts(ctx)
+    if facts is None or not facts.defines_kernel:
+        return
+    rets = facts.forward_returns
+    if not rets or any(r.flow.kernels for r in rets):
+        return
+    out = facts.output
+    ops = facts.ops_of(out)
+    if not ops:
+        return  # a passthrough, a constant or cached state: HS109 / HS110 / the caching rules
+    ref = reference_families(ctx)
+    ranked = rank_ops(ops, ref)
+    primary = ranked[0]
+    if facts.kernels:
+        k = facts.kernels[0]
+        why = (f"the kernel {describe_kernel(k)} runs at line {k.line} but its result never reaches the output")
+    else:
+        names = kernel_names(facts)
+        why = f"the custom kernel{'s' if len(names) > 1 else ''} ({', '.join(names[:3]) or 'compiled here'}) " \
+              "is never called from forward"
+    strong = is_reference_op(primary, ref) or (not ref and bool(primary.families & HEAVY_FAMILIES))
+    severity = Severity.ERROR if strong and out.understood else Severity.WARNING
+    confidence = Confidence.HIGH if severity is Severity.ERROR else Confidence.MEDIUM
+    yield ctx.hit(ctx.at(primary.node), args={"ops": describe_ops(ranked), "why": why},
+                  evidence={"ops": [o.name for o in ranked], "op_lines": [o.line for o in ranked],
+                            "kernels_called": [k.name for k in facts.kernels], "reference_op": strong},
+                  severity=severity, confidence=confidence)
+
+
+def no_custom_kernel(ctx: ScanContext) -> Iterator[Hit]:
+    """HS105: no custom kernel anywhere; forward computes with torch."""
+    facts = _facts(ctx)
+    if facts is None or facts.defines_kernel or facts.kernels:
+        return
+    out = facts.output
+    ops = facts.ops_of(out)
+    ref = reference_families(ctx)
+    if ops:
+        ranked = rank_ops(ops, ref)
+        primary = ranked[0]
+        strong = any(is_reference_op(o, ref) for o in ranked)
+        severity = Severity.ERROR if strong else Severity.WARNING
+        yield ctx.hit(ctx.at(primary.node), args={"ops": describe_ops(ranked)},
+                      evidence={"ops": [o.name for o in ranked], "op_lines": [o.line for o in ranked],
+                                "reference_op": strong},
+                      severity=severity, confidence=Confidence.HIGH if strong else Confidence.MEDIUM)
+    elif facts.ops and not out.understood:
+        # the output comes from state or an unknown call (a CUDA graph replay, a cache) while forward
+        # computes with torch: still no kernel of its own
+        ranked = rank_ops(facts.ops, ref)
+        yield ctx.hit(ctx.at(ranked[0].node), args={"ops": describe_ops(ranked)},
+                      evidence={"ops": [o.name for o in ranked], "output": "state or unknown call"},
+                      severity=Severity.WARNING, confidence=Confidence.MEDIUM)
+
+
+def kernel_only_epilogue(ctx: ScanContext) -> Iterator[Hit]:
+    """HS106: the output passes through a kernel, but the reference's main op runs in torch."""
+    facts = _facts(ctx)
+    if facts is None:
+        return
+    ref = reference_families(ctx)
+    if not ref:
+        return
+    reported: set[int] = set()
+    for r in facts.forward_returns:
+        if not r.flow.kernels:
+            continue
+        kernels = facts.kernels_of(r.flow)
+        ops = facts.ops_of(r.flow)
+        heavy = [o for o in ops if o.families & ref & HEAVY_FAMILIES]
+        if heavy:
+            op = rank_ops(heavy, ref)[0]
+            if op.line in reported:
+                continue
+            reported.add(op.line)
+            k = kernels[0]
+            yield ctx.hit(ctx.at(op.node),
+                          message=f"the reference's main op runs in torch: {short_op(op)} (line {op.line}); the "
+                                  f"custom kernel {describe_kernel(k)} (line {k.line}) only handles the rest",
+                          evidence={"op": op.name, "kernels": [k.name for k in kernels]})
+            continue
+        # every reference op applied before the kernel runs: the kernel is an epilogue to torch's result
+        for k in kernels:
+            pre = [facts.ops[i] for i in k.input_ops]
+            covered = set().union(*(o.families for o in pre)) if pre else set()
+            core = ref - {"add", "mul", "sub", "div", "neg"} or ref
+            if pre and core <= covered:
+                op = rank_ops(pre, ref)[0]
+                if op.line in reported:
+                    continue
+                reported.add(op.line)
+                yield ctx.hit(ctx.at(op.node),
+                              message=f"every op of the reference already ran in torch ({describe_ops(rank_ops(pre, ref))}) "
+                                      f"before the custom kernel {describe_kernel(k)} (line {k.line}); the kernel "
+                                      "only post-processes torch's result",
+                              evidence={"ops": [o.name for o in pre], "kernel": k.name})
+                break
+
+
+def exception_fallback(ctx: ScanContext) -> Iterator[Hit]:
+    """HS107: an except handler around a kernel call computes the result with torch instead."""
+    facts = _facts(ctx)
+    if facts is None:
+        return
+    ref = reference_families(ctx)
+    for t in facts.tries:
+        if not t.body.kernels or not facts.feeds_output(t.function):
+            continue
+        k = t.body.kernels[0]
+        for h in t.handlers:
+            arm = h.arm
+            if arm.kernels:
+                continue  # retries with another kernel
+            ops = list(arm.ops)
+            bypass = [r for r in arm.returns if not r.flow.kernels]
+            if not ops and not bypass and not (arm.bindings and not arm.raises):
+                continue  # logs and re-raises, or only records a flag
+            if not ops:
+                if not bypass:
+                    continue
+                what = "returns a value the kernel never touched"
+                severity, confidence = Severity.WARNING, Confidence.MEDIUM
+                evidence_ops: list[str] = []
+            else:
+                ranked = rank_ops(ops, ref)
+                ref_ops = [o for o in ranked if is_reference_op(o, ref)]
+                what = f"computes it with torch instead: {describe_ops(ref_ops or ranked)}"
+                if ref_ops:
+                    severity, confidence = Severity.ERROR, Confidence.HIGH
+                else:
+                    severity, confidence = Severity.WARNING, Confidence.MEDIUM
+                evidence_ops = [o.name for o in ranked]
+            catches = ", ".join(h.types) if h.types else "everything"
+            yield ctx.hit(ctx.at(h.node), args={"kernel": describe_kernel(k), "kernel_line": k.line,
+                                                "catches": catches, "what": what},
+                          evidence={"kernel": k.name, "handler_line": h.line, "ops": evidence_ops,
+                                    "broad": h.broad},
+                          severity=severity, confidence=confidence)
+
+
+def flag_fallback(ctx: ScanContext) -> Iterator[Hit]:
+    """HS108: a branch on a 'kernel compiled / usable' flag whose arm computes with torch instead."""
+    facts = _facts(ctx)
+    if facts is None or not facts.fallback_flags:
+        return
+    ref = reference_families(ctx)
+    for b in facts.branches:
+        if b.kind not in ("if", "ifexp") or not facts.feeds_output(b.function):
+            continue
+        cond = b.condition
+        if cond.value_dependent:
+            continue
+        flags = sorted(n for n in cond.state if _flag(n, facts) is not None)
+        if not flags:
+            continue
+        for arm, other in ((b.body, b.orelse), (b.orelse, b.body)):
+            if arm.empty or arm.kernels or not arm.ops:
+                continue
+            if not (other.kernels or facts.kernels):
+                continue
+            if not _produces_output(arm):
+                continue
+            ranked = rank_ops(arm.ops, ref)
+            ref_ops = [o for o in ranked if is_reference_op(o, ref)]
+            severity = Severity.ERROR if ref_ops else Severity.WARNING
+            flag = flags[0]
+            yield ctx.hit(ctx.at(b.node), args={"flag": flag, "origin": _flag(flag, facts),
+                                                "ops": describe_ops(ref_ops or ranked)},
+                          evidence={"flags": flags, "ops": [o.name for o in ranked], "arm": arm.label},
+                          severity=severity, confidence=Confidence.HIGH if ref_ops else Confidence.MEDIUM)
+            break
+
+
+def _flag(name: str, facts: PythonFacts) -> str | None:
+    return facts.fallback_flags.get(name)
+
+
+def _produces_output(arm: Arm) -> bool:
+    """The arm returns (or binds) a value: it is an alternative path to the output, not a side step."""
+    return bool(arm.returns or arm.value is not None or arm.bindings)
+
+
+def _first_line(ops: list[TorchOp]) -> ast.AST:
+    return min(ops, key=lambda o: o.line).node

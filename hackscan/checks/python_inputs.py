@@ -1,0 +1,87 @@
+"""What forward does to its inputs: writes into them (class 13), or reads only part of them (class 15).
+
+* HS113: in-place writes into a forward argument or a view of one (``x.relu_()``, ``x[...] = 0``, ``out=x``,
+  ``inplace=True``, ``x += 1``, a kernel whose only tensor argument is the input and whose result is dropped).
+  Not flagged: in-place work on the candidate's own buffers, and in-place ops the reference itself does.
+* HS114: a strided slice of an input reduced (``x[:, ::16].mean()``), or a first row broadcast back to the
+  full shape (``x[0:1].expand_as(x)``), reaching the output.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..context import Hit, ScanContext
+from ..model import Confidence, Severity
+from ..python.facts import PartialUse, PythonFacts
+from .python_common import tensor_args
+
+
+def _reference_mutates(ctx: ScanContext, position: int) -> bool:
+    ref = ctx.reference_python
+    if ref is None or ref.forward is None:
+        return False
+    if position < len(ref.args):
+        name = ref.args[position]
+        return any(m.arg == name for m in ref.mutations)
+    return bool(ref.mutations)
+
+
+def mutates_input(ctx: ScanContext) -> Iterator[Hit]:
+    """HS113."""
+    facts = ctx.python
+    if facts is None or facts.forward is None or not facts.mutations:
+        return
+    targs = tensor_args(ctx, facts)
+    seen: set[tuple[int, str]] = set()
+    for m in facts.mutations:
+        if m.arg not in targs or (m.line, m.arg) in seen:
+            continue
+        position = facts.args.index(m.arg) if m.arg in facts.args else -1
+        if _reference_mutates(ctx, position):
+            continue
+        seen.add((m.line, m.arg))
+        inferred = m.kind == "kernel"
+        detail = ("the kernel's only tensor argument is the input and its result is dropped, so it must write "
+                  "into the input" if inferred else "")
+        yield ctx.hit(ctx.at(m.node), args={"arg": m.arg, "how": m.how, "detail": f" ({detail})" if detail else ""},
+                      evidence={"arg": m.arg, "kind": m.kind, "function": m.function},
+                      severity=Severity.WARNING if inferred else Severity.ERROR,
+                      confidence=Confidence.MEDIUM if inferred else Confidence.HIGH)
+
+
+def _covered(facts: PythonFacts, p: PartialUse) -> bool:
+    """``x[::2]`` and ``x[1::2]`` together read everything: an even/odd split, not a subsample."""
+    sl = p.slice
+    if sl.kind != "strided":
+        return False
+    starts = {s.start % sl.step for s in facts.slices
+              if s.kind == "strided" and s.base == sl.base and s.step == sl.step and s.axis == sl.axis}
+    return len(starts) >= sl.step
+
+
+def partial_computation(ctx: ScanContext) -> Iterator[Hit]:
+    """HS114."""
+    facts = ctx.python
+    if facts is None or facts.forward is None or not facts.partials:
+        return
+    reaching: set[int] = set()
+    for r in facts.forward_returns:
+        reaching |= r.flow.partial
+    seen: set[int] = set()
+    for pid in sorted(reaching):
+        p = facts.partials[pid]
+        if _covered(facts, p) or p.line in seen:
+            continue
+        seen.add(p.line)
+        sl = p.slice
+        if p.kind == "strided-reduction":
+            what = (f"reduces only every {sl.step}th element of `{sl.base}` (slice at line {sl.node.lineno}) with "
+                    f"{p.op.replace('torch.', 'torch.').replace('Tensor.', '.')}: the rest of the input never "
+                    "reaches the output")
+        else:
+            what = (f"broadcasts the first row of `{sl.base}` (slice at line {sl.node.lineno}) with "
+                    f"{p.op.replace('Tensor.', '.')}: every other row of the input is ignored")
+        yield ctx.hit(ctx.at(p.consumer), args={"what": what},
+                      evidence={"kind": p.kind, "step": sl.step, "base": sl.base, "slice_line": sl.node.lineno},
+                      severity=Severity.WARNING, confidence=Confidence.MEDIUM)

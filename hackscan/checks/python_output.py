@@ -1,0 +1,96 @@
+"""Outputs that do no work (class 6, and class 7 from the host side).
+
+* HS109: every value forward returns is an input, or a view / cast / copy of one: no kernel, no compute.
+* HS110: forward returns a constant or an allocation that nothing writes (``full(..., 0.5)``, ``zeros``,
+  ``empty_like`` never handed to a kernel).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..context import Hit, ScanContext
+from ..model import Confidence, Severity
+from ..python.catalog import classify_method, classify_torch
+from ..python.facts import PythonFacts
+
+
+def _facts(ctx: ScanContext) -> PythonFacts | None:
+    facts = ctx.python
+    if facts is None or facts.forward is None or not facts.forward_returns:
+        return None
+    return facts
+
+
+def _reference_computes(ctx: ScanContext) -> bool:
+    """Does the reference compute anything?  A reference that is itself a view is task degeneracy (class 20)."""
+    ref = ctx.reference_python
+    if ref is not None and ref.forward is not None:
+        if ref.ops or ref.kernels:
+            return True
+        return False
+    if ctx.reference is None:
+        return True
+    for op in ctx.reference.forward_ops:
+        if op.startswith("torch."):
+            if classify_torch(op) == "compute":
+                return True
+        elif op.startswith("Tensor.") and classify_method(op[7:]) in ("compute", None):
+            return True
+    return not ctx.reference.forward_ops
+
+
+def _reference_depends_on_inputs(ctx: ScanContext) -> bool:
+    ref = ctx.reference_python
+    if ref is None or ref.forward is None or not ref.forward_returns:
+        return True
+    out = ref.output
+    return bool(out.inputs) or not out.understood
+
+
+def passthrough_output(ctx: ScanContext) -> Iterator[Hit]:
+    """HS109."""
+    facts = _facts(ctx)
+    if facts is None:
+        return
+    rets = facts.forward_returns
+    if not all(r.flow.passthrough for r in rets):
+        return
+    if not _reference_computes(ctx):
+        return
+    args = sorted(facts.output.inputs)
+    for r in rets:
+        yield ctx.hit(ctx.at(r.node), args={"args": ", ".join(f"`{a}`" for a in args)},
+                      evidence={"inputs": args, "aliases": sorted(r.flow.alias)})
+
+
+def constant_output(ctx: ScanContext) -> Iterator[Hit]:
+    """HS110."""
+    facts = _facts(ctx)
+    if facts is None:
+        return
+    rets = facts.forward_returns
+    out = facts.output
+    if not out.constant or not facts.allocs_of(out):
+        return
+    if not _reference_depends_on_inputs(ctx):
+        return
+    for r in rets:
+        allocs = facts.allocs_of(r.flow)
+        if not allocs:
+            continue
+        a = allocs[0]
+        short = a.name.replace("Tensor.", "x.")
+        if a.fill == "uninitialised":
+            what = (f"an uninitialised {short}(...) (line {a.line}) that no kernel writes: it holds whatever the "
+                    "caching allocator gave back, often the reference's own freed result")
+        elif a.fill == "constant":
+            value = f" filled with {a.value}" if a.value is not None else ""
+            what = f"a constant {short}(...){value} (line {a.line}) shaped like the input"
+        elif a.fill == "random":
+            what = f"random values from {short}(...) (line {a.line})"
+        else:
+            what = f"a tensor built from constants, {short}(...) (line {a.line})"
+        yield ctx.hit(ctx.at(r.node), args={"what": what},
+                      evidence={"allocation": a.name, "fill": a.fill, "value": a.value, "alloc_line": a.line},
+                      severity=Severity.ERROR, confidence=Confidence.HIGH)

@@ -1,0 +1,136 @@
+"""Parameter blind spots (class 17): parameters the candidate holds but never reads, or never holds.
+
+A harness that builds ``Model`` and ``ModelNew`` from the same seed and never re-draws parameters cannot
+tell a BatchNorm / LayerNorm (weight 1, bias 0) or a ``Parameter(torch.ones(...))`` from nothing at all, so
+a candidate may drop them.  Reads count through attributes folded at init from the parameters themselves
+(``self.w_t = self.fc.weight.t()``): that is the legitimate way to pre-transform weights.
+
+* HS115: a parameter held in ``__init__`` (module weight / bias, ``nn.Parameter``, buffer) that no
+  forward-reachable code reads.
+* HS116: the reference has parameters; the candidate holds none at all.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..context import Hit, ScanContext
+from ..model import Confidence, Severity
+from ..python.facts import Holder, PythonFacts
+
+
+def _read(facts: PythonFacts, chain: str) -> bool:
+    """``self.<chain>`` read, or something inside it, or the module holding it used whole."""
+    if facts.reads(chain):
+        return True
+    parts = chain.split(".")
+    return any(".".join(parts[:i]) in facts.attr_reads for i in range(1, len(parts)))
+
+
+def _read_through_derived(facts: PythonFacts, chain: str, depth: int = 0) -> bool:
+    if depth > 3:
+        return False
+    for derived, sources in facts.derived.items():
+        if any(s == chain or s.startswith(chain + ".") or chain.startswith(s + ".") for s in sources):
+            if _read(facts, derived) or _read_through_derived(facts, derived, depth + 1):
+                return True
+    return False
+
+
+def _param_read(facts: PythonFacts, attr: str, param: str) -> bool:
+    chain = f"{attr}.{param}" if param else attr
+    return facts.reads(chain) or _read_through_derived(facts, chain)
+
+
+def _whole_read(facts: PythonFacts, attr: str) -> bool:
+    """The holder itself is used (called, passed along), not just an attribute of it."""
+    if attr in facts.attr_reads:
+        return True
+    # a parent read whole (``self.block`` called: its forward was analysed and reads its own members)
+    parts = attr.split(".")
+    return any(".".join(parts[:i]) in facts.attr_reads and ".".join(parts[:i]) in facts.holders
+               and facts.holders[".".join(parts[:i])].kind not in ("local",) for i in range(1, len(parts)))
+
+
+def _reference_has_same(ctx: ScanContext, h: Holder) -> bool:
+    ref = ctx.reference_python
+    if ref is None:
+        return False
+    for rh in ref.holders.values():
+        if h.kind == "module" and rh.kind == "module" and rh.cls == h.cls:
+            return True
+        if h.kind in ("parameter", "buffer", "tensor") and rh.attr == h.attr:
+            return True
+    return False
+
+
+def _reference_ignores(ctx: ScanContext, attr: str) -> bool:
+    """The reference holds the same attribute but its own output does not depend on it (task degeneracy)."""
+    ref = ctx.reference_python
+    if ref is None or ref.forward is None or attr not in ref.holders or not ref.forward_returns:
+        return False
+    out = ref.output
+    if not out.understood and any(not s.startswith("param:") for s in out.state):
+        return False
+    return not any(s == f"param:{attr}" or s.startswith(f"param:{attr}.") for s in out.state)
+
+
+def unread_parameters(ctx: ScanContext) -> Iterator[Hit]:
+    """HS115."""
+    facts = ctx.python
+    if facts is None or facts.forward is None or facts.dynamic_self_access or facts.truncated:
+        return
+    ref = ctx.reference
+    ref_py = ctx.reference_python
+    if not (ref is not None and ref.parameters) and not (ref_py is not None and
+                                                         any(h.holds_parameters for h in ref_py.holders.values())):
+        return
+    for attr, h in sorted(facts.holders.items(), key=lambda kv: kv[1].line):
+        if h.kind not in ("module", "parameter", "buffer", "tensor", "container"):
+            continue
+        if h.kind == "module" and not h.params:
+            continue
+        if _whole_read(facts, attr) or _read_through_derived(facts, attr):
+            continue
+        params = h.params if h.kind == "module" else ("",)
+        missing = [p for p in params if not _param_read(facts, attr, p)]
+        if not missing:
+            continue
+        if _reference_ignores(ctx, attr):
+            continue
+        what = f"self.{attr}" if not missing[0] else " and ".join(f"self.{attr}.{p}" for p in missing)
+        identity = h.identity_init
+        strong = identity and _reference_has_same(ctx, h)
+        init = " (default 1 and 0: the identity)" if identity and h.kind == "module" else \
+            " (initialised to the identity)" if identity else ""
+        yield ctx.hit(ctx.at(h.node), args={"what": what, "init": init,
+                                            "how": "is never read" if len(missing) == 1 else "are never read"},
+                      evidence={"attr": attr, "missing": missing, "identity_init": identity, "class": h.cls},
+                      severity=Severity.ERROR if strong else Severity.WARNING,
+                      confidence=Confidence.HIGH if strong else Confidence.MEDIUM)
+
+
+def parameters_missing(ctx: ScanContext) -> Iterator[Hit]:
+    """HS116."""
+    facts = ctx.python
+    if facts is None or facts.forward is None or facts.model is None or facts.dynamic_self_access:
+        return
+    ref_py = ctx.reference_python
+    ref = ctx.reference
+    ref_holders = [h for h in (ref_py.holders.values() if ref_py is not None else ())
+                   if h.holds_parameters and (h.kind != "module" or h.params)]
+    if not ref_holders and not (ref is not None and ref.parameters):
+        return
+    if any(h.holds_parameters or h.kind == "unknown" for h in facts.holders.values()):
+        return
+    if any(s.startswith("global:") for s in facts.output.state):
+        return  # weights kept in module globals: held, just not by the model
+    names = ", ".join(f"self.{h.attr} ({h.cls.replace('torch.nn.', 'nn.')})" for h in ref_holders[:4]) or \
+        ", ".join(ref.parameters[:4]) if ref is not None else ""
+    identity = bool(ref_holders) and all(h.identity_init for h in ref_holders)
+    yield ctx.hit(ctx.at(facts.model), args={"model": facts.model_name, "params": names,
+                                             "why": " whose default initialisation is the identity" if identity
+                                             else ""},
+                  evidence={"reference_parameters": [h.attr for h in ref_holders], "identity_init": identity},
+                  severity=Severity.ERROR if identity else Severity.WARNING,
+                  confidence=Confidence.HIGH if identity else Confidence.MEDIUM)
