@@ -140,7 +140,8 @@ class CandidateWorker(Worker):
         leaves, structure = flatten(result)
         out.update({
             "structure": structure,
-            "out": [_cpu(x) for x in leaves],
+            # a snapshot now, as a harness compares right after the call (HS502 checks reuse)
+            "out": [_cpu(x, copy=True) for x in leaves],
             "t": seconds,
             "mutated": [i for i, a in enumerate(args) if self.hasher.digest(a) != before[i]],
             "aliases_input": overlaps(storages(leaves), storages(args)),
@@ -156,16 +157,24 @@ class CandidateWorker(Worker):
         model, _ = self._probe_model(item.get("spec") or {"setup": item.get("setup", "harness")})
         res: dict[str, Any] = {"kind": kind, "id": item.get("id", kind), "probe": pid, "other": item.get("other")}
         if kind == "repeat":
+            # the same input twice on the same tensors, then on fresh copies: must be reproducible
             args = clone_all(inputs)
             y1, _ = self.timed_call(model, args)
             l1 = flatten(y1)[0]
             kept = [_cpu(x, copy=True) for x in l1]
             y2, _ = self.timed_call(model, args)
-            l2 = flatten(y2)[0]
-            res["clobbered"] = any(torch.is_tensor(a) and not torch.equal(_cpu(a), b) for a, b in zip(l1, kept))
-            res["reuses_output"] = overlaps(storages(l2), storages(l1))
+            l2 = [_cpu(x, copy=True) for x in flatten(y2)[0]]
             y3, _ = self.timed_call(model, clone_all(inputs))
-            res["outs"] = [kept, [_cpu(x) for x in l2], [_cpu(x) for x in flatten(y3)[0]]]
+            l3 = flatten(y3)[0]
+            res["outs"] = [kept, l2, [_cpu(x, copy=True) for x in l3]]
+            # then another input: an output buffer handed out again, or overwritten, is shared state
+            other = self.inputs.get(item.get("other") or "")
+            if other is not None:
+                y4, _ = self.timed_call(model, clone_all(other))
+                l4 = flatten(y4)[0]
+                res["reuses_output"] = overlaps(storages(l4), storages(l3))
+                res["clobbered"] = any(torch.is_tensor(a) and not torch.equal(_cpu(a), _cpu(b))
+                                       for a, b in zip(l3, res["outs"][2]))
         elif kind == "follow":
             other = self.inputs[item["other"]]
             args = clone_all(inputs)

@@ -7,7 +7,9 @@ level when its distance from the float64 output is within ``k32`` times that (wi
 ``floor_ulps`` float32 epsilons of the output's scale, for problems the float32 reference happens
 to get exactly).  Between that and the half-precision level (the fp32 threshold times the
 fp32/fp16 epsilon ratio, capped at ``half_cap`` of the output's scale) is a precision downgrade;
-beyond it the result is wrong.  Numpy only: the parent never imports torch.
+beyond it the result is wrong.  Where the reference worker could also run the reference on
+inputs and parameters rounded to bfloat16, the half-precision level is measured instead:
+``k_half`` times that run's error.  Numpy only: the parent never imports torch.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ HALF_RATIO = 2.0 ** 13
 class Tolerance:
     k32: float = 64.0
     floor_ulps: float = 64.0
+    # half level when the reference's reduced-precision run is available: k_half times its error
+    k_half: float = 4.0
+    # otherwise: the fp32 threshold times the epsilon ratio, capped at half_cap of the output scale
     half_ratio: float = HALF_RATIO
     half_cap: float = 1e-2
 
@@ -36,6 +41,7 @@ class Tolerance:
         return Tolerance(
             k32=float(opts.get("k32", 64.0)),
             floor_ulps=float(opts.get("floor_ulps", 64.0)),
+            k_half=float(opts.get("k_half", 4.0)),
             half_ratio=float(opts.get("half_ratio", HALF_RATIO)),
             half_cap=float(opts.get("half_cap", 1e-2)),
         )
@@ -114,7 +120,7 @@ def shape_of(a: Any) -> tuple[int, ...]:
     return tuple(np.asarray(a).shape)
 
 
-def compare_leaf(cand: Any, r32: Any, r64: Any | None, tol: Tolerance) -> Outcome:
+def compare_leaf(cand: Any, r32: Any, r64: Any | None, tol: Tolerance, rq: Any | None = None) -> Outcome:
     if shape_of(cand) != shape_of(r32):
         return Outcome("wrong", f"output shape {list(shape_of(cand))}, the reference's is {list(shape_of(r32))}",
                        max_abs_error=float("inf"), max_rel_error=float("inf"), error_ratio=float("inf"))
@@ -153,13 +159,18 @@ def compare_leaf(cand: Any, r32: Any, r64: Any | None, tol: Tolerance) -> Outcom
         t32 = max(tol.k32 * e_ref, floor)
     denom = max(e_ref, floor, 1e-300)
     ratio = e_c / denom
-    t_half = max(t32, min(t32 * tol.half_ratio, tol.half_cap * scale))
+    e_half = _half_error(rq, f64, fin64)
+    if e_half is not None:
+        t_half = max(t32, tol.k_half * e_half)
+    else:
+        t_half = max(t32, min(t32 * tol.half_ratio, tol.half_cap * scale))
     rel_den = np.maximum(np.abs(f64), max(scale * 1e-3, 1e-300))
     with np.errstate(invalid="ignore", over="ignore"):
         rel = diff / rel_den
         rel[bad_nonfinite] = np.inf
     out = Outcome("pass", max_abs_error=e_c, max_rel_error=float(np.max(rel)), error_ratio=ratio, ref_error=e_ref,
                   threshold=t32, scale=scale)
+    out.extra["half_threshold"] = _round(t_half)
     if e_c <= t32:
         return out
     over = (diff > t32) | bad_nonfinite
@@ -174,8 +185,20 @@ def compare_leaf(cand: Any, r32: Any, r64: Any | None, tol: Tolerance) -> Outcom
     return out
 
 
+def _half_error(rq: Any | None, f64: np.ndarray, fin64: np.ndarray) -> float | None:
+    """The reduced-precision reference's error, when it ran and gave a finite, same-shaped output."""
+    if rq is None or shape_of(rq) != tuple(f64.shape):
+        return None
+    q = as_f64(rq)
+    if not np.all(np.isfinite(q[fin64])):
+        return None
+    d = np.abs(q - f64)
+    d[~fin64] = 0.0
+    return float(np.max(d)) if d.size else 0.0
+
+
 def compare(cand: Sequence[Any], cand_structure: str, r32: Sequence[Any], r64: Sequence[Any] | None,
-            structure: str, tol: Tolerance) -> Outcome:
+            structure: str, tol: Tolerance, rq: Sequence[Any] | None = None) -> Outcome:
     """The worst leaf of a (possibly nested) output."""
     if cand_structure != structure or len(cand) != len(r32):
         return Outcome("wrong", f"output structure {cand_structure}, the reference's is {structure}",
@@ -183,7 +206,8 @@ def compare(cand: Sequence[Any], cand_structure: str, r32: Sequence[Any], r64: S
     order = {"pass": 0, "skip": 1, "half": 2, "wrong": 3}
     worst: Outcome | None = None
     for i, leaf in enumerate(cand):
-        o = compare_leaf(leaf, r32[i], None if r64 is None else r64[i], tol)
+        o = compare_leaf(leaf, r32[i], None if r64 is None else r64[i], tol,
+                         None if rq is None or i >= len(rq) else rq[i])
         if len(cand) > 1:
             o.leaf = i
         if worst is None or order[o.level] > order[worst.level] or (

@@ -69,6 +69,7 @@ class Judgement:
     records: dict[str, ProbeRecord] = field(default_factory=dict)
     integrity: list[dict[str, Any]] = field(default_factory=list)
     passed_original: bool = False
+    global_changes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def correctness_passed(self) -> bool:
@@ -114,7 +115,8 @@ class Judge:
             return ProbeRecord(spec, "skipped", reason="the candidate produced no result for it")
         if "error" in cand:
             return ProbeRecord(spec, "raised", reason=cand["error"].get("message", "")[-300:], error=cand["error"])
-        outcome = compare(cand["out"], cand["structure"], ref["out32"], ref.get("out64"), ref["structure"], self.tol)
+        outcome = compare(cand["out"], cand["structure"], ref["out32"], ref.get("out64"), ref["structure"], self.tol,
+                          ref.get("outq"))
         if outcome.level == "skip":
             return ProbeRecord(spec, "skipped", reason=outcome.reason, outcome=outcome)
         return ProbeRecord(spec, outcome.level, outcome=outcome, seconds=cand.get("t"))
@@ -140,7 +142,9 @@ class Judge:
                                             self._evidence(worst, phase="call")))
         half = [r for r in records.values() if r.status == "half" and r.spec["family"] in ("original", "value",
                                                                                             "magnitude", "params")]
-        if half and (j.passed_original or all(r.status == "half" for r in bad_orig)):
+        # a downgrade only when nothing is outright wrong on these values: a wrong result says more
+        wrong_values = any(r.status == "wrong" for r in records.values() if r.spec["family"] in ("original", "value"))
+        if half and not wrong_values and (j.passed_original or all(r.status == "half" for r in bad_orig)):
             worst = max(half, key=lambda r: r.outcome.error_ratio if r.outcome else 0.0)
             j.findings.append(self.make(R_PRECISION,
                                         f"ModelNew is less precise than float32: error {_ratio(worst)}x the float32 "
@@ -248,7 +252,7 @@ class Judge:
                 j.findings.append(self.make(
                     R_ALIASES, "ModelNew returns a tensor that shares memory with an input (the reference returns "
                                "a new tensor)", {"probe": pid, "seed": self.seed, "aliases": "input"},
-                    severity=Severity.ERROR if c.get("mutated") else None))
+                    severity=Severity.ERROR if any(x.get("mutated") for x in cands.values()) else None))
                 break
         if "skipped" in ref_o or not ref_o:
             return
@@ -332,7 +336,8 @@ class Judge:
             return
         for k, (out, src) in enumerate(zip(outs, order)):
             ref = refs[src]
-            o = compare(out, ref["structure"], ref["out32"], ref.get("out64"), ref["structure"], self.tol)
+            o = compare(out, ref["structure"], ref["out32"], ref.get("out64"), ref["structure"], self.tol,
+                        ref.get("outq"))
             if o.level == "wrong":
                 row["status"] = "wrong"
                 stale = compare(out, ref["structure"], refs[order[k - 1]]["out32"], refs[order[k - 1]].get("out64"),
@@ -350,7 +355,8 @@ class Judge:
     def _stale(self, j: Judgement, item: dict[str, Any], ref_o: dict[str, Any], row: dict[str, Any]) -> None:
         out = item.get("out") or []
         if item["kind"] == "poison":
-            o = compare(out, ref_o["structure"], ref_o["out32"], ref_o.get("out64"), ref_o["structure"], self.tol)
+            o = compare(out, ref_o["structure"], ref_o["out32"], ref_o.get("out64"), ref_o["structure"], self.tol,
+                        ref_o.get("outq"))
             nan_frac = fraction_equal(out, float("nan"))
             ref_nan = fraction_equal(ref_o["out32"], float("nan"))
             row["status"] = o.level
@@ -414,16 +420,17 @@ class Judge:
             j.findings.append(self.make(
                 R_TAMPER, f"ModelNew replaces harness functions: {names} (changed at {funcs[0]['phase']})",
                 {"changed": funcs, "seed": self.seed}))
+        # configuration that changes neither numerics nor the measurement: noted, not reported
+        benign = {"torch.backends.cudnn.benchmark", "torch.backends.cudnn.deterministic", "torch.is_grad_enabled()",
+                  "torch.are_deterministic_algorithms_enabled()"}
+        j.global_changes = list(seen.values())
+        flags = [c for c in flags if c["name"] not in benign]
         if flags:
             precision = [c for c in flags if c["kind"] == "precision-flag"]
-            benign = all(c["name"] in ("torch.backends.cudnn.benchmark", "torch.backends.cudnn.deterministic",
-                                       "torch.is_grad_enabled()", "torch.are_deterministic_algorithms_enabled()")
-                         for c in flags)
             names = ", ".join(f"{c['name']}: {c['before']} -> {c['after']}" for c in flags[:5])
             j.findings.append(self.make(
                 R_FLAGS, f"ModelNew changes global torch settings: {names}",
-                {"changed": flags, "seed": self.seed, "precision": bool(precision)},
-                severity=Severity.INFO if benign else None))
+                {"changed": flags, "seed": self.seed, "precision": bool(precision)}))
 
 
 def _ratio(rec: ProbeRecord) -> str:

@@ -187,7 +187,7 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
         take(spec(f"perf_{i}", "original", base_seed, description="a fresh get_inputs() draw for timing"),
              base_cost * 0.5, must=True)
     integrity = [
-        {"kind": "repeat", "probe": "original", "id": "repeat"},
+        {"kind": "repeat", "probe": "original", "other": "original_b", "id": "repeat"},
         {"kind": "follow", "probe": "original", "other": "original_b", "id": "follow",
          "cycles": 4 if steer.has(8) else 2},
         {"kind": "poison", "probe": "original", "id": "poison"},

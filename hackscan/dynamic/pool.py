@@ -237,6 +237,10 @@ class Session:
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
 
+    def restart_clock(self, timeout: float) -> None:
+        """A new time limit from now (the probing phase after a long compile)."""
+        self.deadline = time.monotonic() + timeout
+
     def log_tail(self) -> str:
         try:
             return self.log.read_text(errors="replace")[-3000:]
@@ -246,8 +250,12 @@ class Session:
     def send(self, msg: dict[str, Any]) -> None:
         if self.dead is not None:
             raise self.dead
+        # the reader leaves a short timeout on the socket; a large frame needs the worker's pace
+        self.sock.settimeout(max(self.remaining(), 1.0))
         try:
             wire.send(self.sock, msg)
+        except socket.timeout:
+            self._died("timeout", "the worker stopped reading its requests")
         except OSError:
             self._died("crash", "the worker closed its channel")
         self.pending = True

@@ -133,6 +133,14 @@ class ReferenceWorker(Worker):
             out64, t64 = self.timed_call(model64, to_double(clone_all(inputs)))
             reply["out64"] = [_detach(x) for x in flatten(out64)[0]]
             reply["t64"] = t64
+        model_q = self._rounded(p["setup"], init_inputs, model32)
+        if model_q is not None:
+            # what a reduced-precision implementation gets: inputs and parameters rounded to bfloat16
+            try:
+                out_q, _ = self.timed_call(model_q, [_round_bf16(v) for v in clone_all(inputs)])
+                reply["outq"] = [_round_bf16(_detach(x)) for x in flatten(out_q)[0]]
+            except Exception:
+                pass
         if changed_init:
             reply["init_inputs"] = pack(init_inputs)
             reply["state"] = self._state(model32)
@@ -161,6 +169,22 @@ class ReferenceWorker(Worker):
         m32, m64 = self.models[key]
         return m32, m64
 
+    def _rounded(self, setup_name: str, init_inputs: list[Any], model32: Any) -> Any:
+        key = ("q", setup_name, repr(init_inputs))
+        if key not in self.models:
+            model_q = None
+            try:
+                model_q = copy.deepcopy(model32)
+                if isinstance(model_q, torch.nn.Module):
+                    with torch.no_grad():
+                        for t in list(model_q.parameters()) + list(model_q.buffers()):
+                            if t.is_floating_point() and t.dtype in (torch.float32, torch.float64):
+                                t.copy_(t.to(torch.bfloat16).to(t.dtype))
+            except Exception:
+                model_q = None
+            self.models[key] = [model_q, None]
+        return self.models[key][0]
+
     @staticmethod
     def _state(model: Any) -> dict[str, Any]:
         if not isinstance(model, torch.nn.Module):
@@ -170,6 +194,12 @@ class ReferenceWorker(Worker):
     def perf_model(self) -> Any:
         name = next(iter(self.setups))
         return self._model(name, self.init_inputs)
+
+
+def _round_bf16(v: Any) -> Any:
+    if torch.is_tensor(v) and v.is_floating_point() and v.dtype in (torch.float32, torch.float64):
+        return v.to(torch.bfloat16).to(v.dtype)
+    return v
 
 
 def _detach(x: Any) -> Any:

@@ -145,12 +145,15 @@ class DynamicRun:
         cand_setups = []
         for s in setups:
             cand_setups.append(dict(s, init_inputs=r_load["init_inputs"], state=r_load["states"].get(s["name"], {})))
-        cand = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout)
+        # compiling an extension takes 35-45 s here and about a minute on a GPU host, and more on a
+        # busy machine: the load gets its own allowance, the probes the time limit afterwards
+        compile_allowance = float(self.opts.get("compile_timeout", 900.0)) if target.custom else 0.0
+        cand = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout + compile_allowance)
         load_msg = {"cmd": "load", "code": sub.code, "setups": cand_setups}
         t_cand = time.perf_counter()
         cand.send(load_msg)
 
-        has_params = any(r_load["states"].get("harness", {}).values())
+        has_params = any(getattr(v, "size", 0) for v in r_load["states"].get("harness", {}).values())
         steer = steering_from(self.report.findings, self.registry)
         budget = float(self.opts.get("budget_s", 2.0))
         perf_sets = int(self.opts.get("perf_sets", 1)) if self._perf_wanted() else 0
@@ -169,6 +172,7 @@ class DynamicRun:
         except WorkerFailure as exc:
             c_load = {"ok": True, "failed": "import", "crash": exc.describe()}
         self.timings["candidate_load_s"] = time.perf_counter() - t_cand
+        cand.restart_clock(timeout)
         self.timings["compile_s"] = float(c_load.get("compile_s") or 0.0)
         self.info["compile"] = {"seconds": round(self.timings["compile_s"], 3), "builds": c_load.get("builds", [])}
         findings: list[Finding] = []
@@ -202,10 +206,11 @@ class DynamicRun:
                         crashes[p["id"]] = "not run: the candidate worker died too often"
                     continue
                 respawns += 1
-                cand = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout)
+                cand = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout + compile_allowance)
                 again = self._ask(cand, load_msg)
                 if not again.get("ok") or again.get("failed"):
                     break
+                cand.restart_clock(timeout)
             limit = max(15.0, 60 * est * (len(batch) + 10))
             try:
                 reply = cand.request(msg, timeout=min(limit, max(cand.remaining(), 1.0)))
@@ -216,6 +221,8 @@ class DynamicRun:
                 if is_integrity:
                     integrity.append({"kind": "integrity", "error": {"message": what}})
                 self.info.setdefault("worker_failures", []).append(dict(exc.describe(), batch=bi))
+                if bi == 0:
+                    break
                 continue
             if not reply.get("ok"):
                 err = reply.get("error") or {}
@@ -226,6 +233,8 @@ class DynamicRun:
                 if not r.get("stored"):
                     cands[r["id"]] = r
             integrity.extend(reply.get("integrity", []))
+            if bi == 0 and not any(cands.get(p["id"], {}).get("out") is not None for p in batch):
+                break  # nothing runs on the task's own inputs: other probes would only repeat that
         self.timings["candidate_probes_s"] = time.perf_counter() - t
 
         needs = next((c["error"].get("needs") for c in cands.values() if "error" in c and c["error"].get("needs")), None)
@@ -243,6 +252,7 @@ class DynamicRun:
             ran=True,
             probes=[r.row() for r in records.values()],
             integrity=j.integrity,
+            global_changes=j.global_changes,
             skipped=plan.skipped,
             estimate_s=round(plan.estimate_s, 3),
             budget_s=budget,
