@@ -25,8 +25,10 @@ FRAME_CALLS = {
     "traceback.format_stack", "traceback.walk_stack", "traceback.print_stack", "traceback.StackSummary.extract",
 }
 FRAME_ATTRS = ("f_back", "f_globals", "f_locals", "f_code", "f_lineno")
+_FRAME_ATTRS_CALLS = frozenset(n.rsplit(".", 1)[-1] for n in FRAME_CALLS)
 ENV_CALLS = {"os.getenv", "os.environ.get", "os.getenvb", "os.environ.__getitem__", "os.environ.setdefault"}
 PROCESS_CALLS = {"os.getppid", "psutil.Process", "os.getpgid", "os.getsid"}
+_ENV_ATTRS = frozenset(n.rsplit(".", 1)[-1] for n in ENV_CALLS | PROCESS_CALLS) | {"open"}
 HARNESS_WORDS = re.compile(
     r"BENCH|TIMING|TIMER|PROFIL|EVAL|TEST|GRAD(E|ING|ER)|JUDGE|HARNESS|VERIF|CORRECT|CHECK|WARM_?UP|LEADERBOARD|"
     r"SCORE|REWARD|^CI$|^CI_|GITHUB_ACTIONS|SANDBOX|MEASURE",
@@ -124,9 +126,12 @@ def frame_inspection(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
+    if not facts.mentions("inspect", "_getframe", "_current_frames", "traceback", "f_back", "f_globals", "f_locals",
+                          "f_code", "f_lineno"):
+        return
     reads: list[tuple[ast.AST, str]] = []
-    for call in host.of_type(ast.Call):
-        name = host.canonical(call.func)
+    for call in facts.calls_named(*_FRAME_ATTRS_CALLS):
+        name = facts.cname(call)
         if name in FRAME_CALLS:
             reads.append((call, name + "()"))
     seen_owners: set[ast.AST | None] = {facts.owner(r) for r, _ in reads}
@@ -151,8 +156,8 @@ def _env_reads(ctx: ScanContext, facts: MiscFacts) -> list[tuple[ast.AST, str, s
     host = ctx.host
     names = object_names(facts)
     out: list[tuple[ast.AST, str, str | None]] = []
-    for call in host.of_type(ast.Call):
-        name = host.canonical(call.func)
+    for call in facts.calls_named(*_ENV_ATTRS):
+        name = facts.cname(call)
         if name in ENV_CALLS and call.args:
             key = names.fold_text(call.args[0], facts.owner(call))
             out.append((call, f"environment variable {key or '<computed>'}", key))
@@ -163,10 +168,13 @@ def _env_reads(ctx: ScanContext, facts: MiscFacts) -> list[tuple[ast.AST, str, s
             if path and path.startswith("/proc/") and ("cmdline" in path or "status" in path or "environ" in path):
                 out.append((call, f"{path}", "PROC"))
     for sub in host.of_type(ast.Subscript):
-        if isinstance(sub.ctx, ast.Load) and host.canonical(sub.value) == "os.environ":
+        if isinstance(sub.ctx, ast.Load) and isinstance(sub.value, (ast.Attribute, ast.Name)) and getattr(
+                sub.value, "attr", getattr(sub.value, "id", "")) == "environ" and host.canonical(sub.value) == "os.environ":
             key = names.fold_text(sub.slice, facts.owner(sub))
             out.append((sub, f"environment variable {key or '<computed>'}", key))
     for cmp in host.of_type(ast.Compare):
+        if not any(isinstance(op, (ast.In, ast.NotIn)) for op in cmp.ops):
+            continue
         if any(isinstance(op, (ast.In, ast.NotIn)) for op in cmp.ops) and any(
                 host.canonical(c) == "os.environ" for c in cmp.comparators):
             key = names.fold_text(cmp.left, facts.owner(cmp))
@@ -178,7 +186,8 @@ def _env_reads(ctx: ScanContext, facts: MiscFacts) -> list[tuple[ast.AST, str, s
                                                                                 "kernelbench", "triton.testing"):
                 out.append((cmp, f"whether {key} is imported", "HARNESS_MODULE"))
     for attr in host.of_type(ast.Attribute):
-        if isinstance(attr.ctx, ast.Load) and host.canonical(attr) in ("sys.argv", "sys.orig_argv"):
+        if attr.attr in ("argv", "orig_argv") and isinstance(attr.ctx, ast.Load) and host.canonical(attr) in (
+                "sys.argv", "sys.orig_argv"):
             out.append((attr, host.canonical(attr), "ARGV"))
     return out
 
@@ -189,6 +198,9 @@ def environment_branch(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
+    if not facts.mentions("environ", "getenv", "argv", "getppid", "psutil", "getpgid", "getsid", "/proc/",
+                          "sys.modules"):
+        return
     for node, what, key in _env_reads(ctx, facts):
         if facts.is_main_guarded(node):
             continue
@@ -235,6 +247,8 @@ def call_counter_branch(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
+    if not facts.mentions("+=", "+ 1"):
+        return
     reach = facts.reachable
     if not reach:
         return

@@ -39,6 +39,7 @@ _SHELL = {
     "subprocess.check_output", "subprocess.Popen", "subprocess.getoutput", "subprocess.getstatusoutput",
     "pty.spawn", "pip.main", "pip._internal.main", "pip._internal.cli.main.main", "commands.getoutput",
 }
+_SHELL_ATTRS = frozenset(n.rsplit(".", 1)[-1] for n in _SHELL) | {"system"}
 # read-only queries some candidates make to pick an architecture flag
 _BENIGN_COMMANDS = re.compile(r"^\s*\[?\s*['\"]?(nvidia-smi|uname|nproc|lscpu|hostname|which)\b")
 _NVCC_VERSION = re.compile(r"nvcc['\",\s]+(--version|-V)\b")
@@ -48,6 +49,7 @@ _LIB_LOADERS = {
     "torch.ops.load_library", "torch.classes.load_library", "numpy.ctypeslib.load_library",
     "importlib.machinery.ExtensionFileLoader", "cffi.FFI.dlopen", "cppyy.load_library",
 }
+_LIB_ATTRS = frozenset(n.rsplit(".", 1)[-1] for n in _LIB_LOADERS) | {"dlopen", "LoadLibrary", "RawModule"}
 _SYSTEM_LIBS = re.compile(r"(^|/)lib(cuda|cudart|cublas|cublasLt|nvrtc|nvidia-ml|cudnn|c|m|dl|pthread|rt|stdc\+\+)"
                           r"(\.so|\.dylib|\.dll|[-.]\d|$)")
 
@@ -66,9 +68,9 @@ def _builtin_called(host, call: ast.Call, names: set[str]) -> str:
 def dynamic_code_execution(ctx: ScanContext) -> Iterator[Hit]:
     """HS190: exec / eval / compile of anything but a plain literal (a literal is a warning)."""
     host = ctx.host
-    if host is None:
+    if host is None or not misc_facts(host).mentions("exec", "eval", "compile"):
         return
-    for call in host.of_type(ast.Call):
+    for call in misc_facts(host).calls_named("exec", "eval", "compile"):
         if isinstance(call.func, ast.Name):
             which = _builtin_called(host, call, {"exec", "eval", "compile"})
         else:
@@ -85,10 +87,13 @@ def dynamic_code_execution(ctx: ScanContext) -> Iterator[Hit]:
                           evidence={"literal": False})
 
 
-def _decode_calls(host) -> list[tuple[ast.Call, str]]:
+_DECODER_ATTRS = frozenset(n.rsplit(".", 1)[-1] for n in _DECODERS) | {"decode", "fromhex"}
+
+
+def _decode_calls(host, facts) -> list[tuple[ast.Call, str]]:
     out = []
-    for call in host.of_type(ast.Call):
-        name = host.canonical(call.func)
+    for call in facts.calls_named(*_DECODER_ATTRS):
+        name = facts.cname(call)
         if name in _DECODERS:
             out.append((call, name))
         elif isinstance(call.func, ast.Attribute) and call.func.attr in ("fromhex",) and host.canonical(
@@ -119,7 +124,9 @@ def encoded_payload(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    for call, name in _decode_calls(host):
+    if not facts.mentions("decode", "decompress", "unhexlify", "a2b_", "fromhex", "loads"):
+        return
+    for call, name in _decode_calls(host, facts):
         if name in _CODE_LOADERS:
             yield ctx.hit(ctx.at(call), args={"decoder": name, "sink": "itself (it runs code while loading)"},
                           evidence={"decoder": name})
@@ -175,9 +182,11 @@ def computed_import(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
+    if not facts.mentions("__import__", "import_module", "exec_module"):
+        return
     names = object_names(facts)
-    for call in host.of_type(ast.Call):
-        name = host.canonical(call.func)
+    for call in facts.calls_named("__import__", "import_module", "exec_module"):
+        name = facts.cname(call)
         if isinstance(call.func, ast.Name) and call.func.id == "__import__" and "__import__" not in host.imports.aliases:
             name = "__import__"
         if name in _IMPORTERS and call.args:
@@ -215,8 +224,10 @@ def runtime_shell(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    for call in host.of_type(ast.Call):
-        name = host.canonical(call.func)
+    if not facts.mentions("system", "popen", "subprocess", "spawn", "exec", "pip", "getoutput", "commands"):
+        return
+    for call in facts.calls_named(*_SHELL_ATTRS):
+        name = facts.cname(call)
         if name not in _SHELL and not (isinstance(call.func, ast.Attribute) and call.func.attr == "system"
                                        and host.canonical(call.func.value).endswith("get_ipython()")):
             continue
@@ -236,9 +247,12 @@ def foreign_library(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
+    if not facts.mentions("DLL", "LoadLibrary", "load_library", "dlopen", "ctypeslib", "ExtensionFileLoader",
+                          "RawModule", "cdll", "pydll"):
+        return
     names = object_names(facts)
-    for call in host.of_type(ast.Call):
-        name = host.canonical(call.func)
+    for call in facts.calls_named(*_LIB_ATTRS):
+        name = facts.cname(call)
         path_expr: ast.AST | None = None
         if name in _LIB_LOADERS or (isinstance(call.func, ast.Attribute) and call.func.attr in ("dlopen", "LoadLibrary")):
             path_expr = call.args[0] if call.args else None

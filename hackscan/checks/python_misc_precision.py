@@ -25,6 +25,7 @@ HALF_DTYPES = {
 _HALF_STRINGS = {"float16": "float16", "torch.float16": "float16", "half": "float16", "bfloat16": "bfloat16",
                  "torch.bfloat16": "bfloat16", "torch.cuda.HalfTensor": "float16", "torch.HalfTensor": "float16"}
 HALF_METHODS = {"half": "float16", "bfloat16": "bfloat16"}
+_HALF_NEEDLES = ("half", "float16", "bfloat16", "float8", "HalfTensor", "BFloat16")
 AUTOCAST = {
     "torch.autocast", "torch.cuda.amp.autocast", "torch.amp.autocast", "torch.cpu.amp.autocast",
     "torch.amp.autocast_mode.autocast", "torch.cuda.amp.autocast_mode.autocast", "torch.set_autocast_enabled",
@@ -59,6 +60,7 @@ TF32_FLAGS = {
     "torch.backends.fp32_precision": ("matmul", "ieee"),
 }
 MATMUL_PRECISION = "torch.set_float32_matmul_precision"
+_AUTOCAST_ATTRS = frozenset(n.rsplit(".", 1)[-1] for n in AUTOCAST)
 
 
 def reference_uses_low_precision(ctx: ScanContext) -> bool:
@@ -128,18 +130,18 @@ def _dtype_vars(host) -> dict[str, str]:
 
 def _cast_of(host, call: ast.Call, dtype_vars: dict[str, str]) -> str | None:
     f = call.func
-    if isinstance(f, ast.Attribute) and f.attr in HALF_METHODS and not call.args and not call.keywords:
-        return HALF_METHODS[f.attr]
-    name = host.canonical(f)
-    if name in AUTOCAST:
-        return None
-    if isinstance(f, ast.Attribute) and f.attr in ("to", "type"):
-        for a in call.args:
-            got = _half_expr(host, a, dtype_vars)
-            if got:
-                return got
+    if isinstance(f, ast.Attribute):
+        if f.attr in HALF_METHODS and not call.args and not call.keywords:
+            return HALF_METHODS[f.attr]
+        if f.attr in ("to", "type"):
+            for a in call.args:
+                got = _half_expr(host, a, dtype_vars)
+                if got:
+                    return got
     for k in call.keywords:
         if k.arg == "dtype":
+            if "autocast" in getattr(f, "attr", getattr(f, "id", "")):
+                return None  # HS171's business
             return _half_expr(host, k.value, dtype_vars)
     return None
 
@@ -159,13 +161,17 @@ def _dtype_dispatch(host, node: ast.AST, dtype_vars: dict[str, str]) -> bool:
 def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
     """HS170: float16 / bfloat16 casts and allocations when the reference computes in float32."""
     host = ctx.host
-    if host is None or ctx.reference is None or not ctx.reference.is_fp32 or reference_uses_low_precision(ctx):
+    if host is None or not misc_facts(host).mentions(*_HALF_NEEDLES):
+        return
+    if ctx.reference is None or not ctx.reference.is_fp32 or reference_uses_low_precision(ctx):
         return
     facts = misc_facts(host)
     dtype_vars = _dtype_vars(host)
     runs = facts.runs
     by_owner: dict[ast.AST | None, list[tuple[ast.Call, str]]] = {}
     for call in host.of_type(ast.Call):
+        if not (call.keywords or call.args or isinstance(call.func, ast.Attribute)):
+            continue
         got = _cast_of(host, call, dtype_vars)
         if not got or _dtype_dispatch(host, call, dtype_vars) or facts.is_main_guarded(call) or facts.in_input_factory(call):
             continue
@@ -195,12 +201,14 @@ def _enabled(call: ast.Call) -> bool:
 def autocast_region(ctx: ScanContext) -> Iterator[Hit]:
     """HS171: autocast (float16 / bfloat16) around the candidate's compute when the reference is float32."""
     host = ctx.host
-    if host is None or ctx.reference is None or not ctx.reference.is_fp32 or reference_uses_low_precision(ctx):
+    if host is None or not misc_facts(host).mentions("autocast"):
+        return
+    if ctx.reference is None or not ctx.reference.is_fp32 or reference_uses_low_precision(ctx):
         return
     facts = misc_facts(host)
     dtype_vars = _dtype_vars(host)
-    for call in host.of_type(ast.Call):
-        name = host.canonical(call.func)
+    for call in facts.calls_named(*_AUTOCAST_ATTRS):
+        name = facts.cname(call)
         if name not in AUTOCAST or not _enabled(call) or facts.is_main_guarded(call) or facts.in_input_factory(call):
             continue
         dtype_node = next((k.value for k in call.keywords if k.arg == "dtype"), None)
@@ -249,7 +257,7 @@ def _reference_affected(ctx: ScanContext, kind: str) -> bool:
 def tf32_enabled(ctx: ScanContext) -> Iterator[Hit]:
     """HS172: TF32 switches (allow_tf32, fp32_precision, set_float32_matmul_precision) turned on."""
     host = ctx.host
-    if host is None:
+    if host is None or not misc_facts(host).mentions("tf32", "fp32_precision", "set_float32_matmul_precision"):
         return
     ref = ctx.reference
     if ref is not None and (not ref.is_fp32 or reference_uses_low_precision(ctx)):
@@ -259,11 +267,13 @@ def tf32_enabled(ctx: ScanContext) -> Iterator[Hit]:
     for node in host.of_type(ast.Assign, ast.AnnAssign):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for t in targets:
+            if not (isinstance(t, ast.Attribute) and t.attr in ("allow_tf32", "fp32_precision")):
+                continue
             flag = host.canonical(t)
             if flag in TF32_FLAGS:
                 events.append((t, flag, TF32_FLAGS[flag][0], _flag_value(host, node.value)))
-    for call in host.of_type(ast.Call):
-        if host.canonical(call.func) == MATMUL_PRECISION and call.args:
+    for call in facts.calls_named("set_float32_matmul_precision"):
+        if facts.cname(call) == MATMUL_PRECISION and call.args:
             events.append((call, MATMUL_PRECISION, "matmul", _flag_value(host, call.args[0])))
     for node, flag, kind, value in events:
         if facts.is_main_guarded(node):

@@ -18,9 +18,11 @@ from ..python.patterns import is_alias_expr, misc_facts, state_key, value_refs
 
 SEED_CALLS = {"torch.manual_seed", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "torch.random.manual_seed",
               "numpy.random.seed", "random.seed", "torch.seed", "numpy.random.default_rng", "numpy.random.RandomState"}
+_SEED_ATTRS = frozenset(n.rsplit(".", 1)[-1] for n in SEED_CALLS) | {"manual_seed"}
 RANDOM_TENSORS = {"torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.normal", "torch.rand_like",
                   "torch.randn_like", "torch.randint_like", "numpy.random.rand", "numpy.random.randn",
                   "numpy.random.random", "numpy.random.uniform", "numpy.random.normal", "numpy.random.randint"}
+_COMPARE_ATTRS = frozenset({"equal", "allclose", "isclose", "eq", "array_equal", "all", "any"})
 COMPARISONS = {"torch.equal", "torch.allclose", "torch.isclose", "torch.eq", "numpy.array_equal", "numpy.allclose"}
 
 
@@ -30,11 +32,7 @@ def harness_input_call(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    for call in host.of_type(ast.Call):
-        f = call.func
-        name = f.id if isinstance(f, ast.Name) else host.canonical(f) if isinstance(f, ast.Attribute) else ""
-        if not (name == "get_inputs" or name.endswith(".get_inputs")):
-            continue
+    for call in facts.calls_named("get_inputs"):
         if facts.is_main_guarded(call) or facts.in_input_factory(call):
             continue
         fn = facts.owner(call)
@@ -104,9 +102,11 @@ def seeded_input_regeneration(ctx: ScanContext) -> Iterator[Hit]:
     if not wanted:
         return
     facts = misc_facts(host)
+    if not facts.mentions("seed", "RandomState", "default_rng"):
+        return
     seeds_by_owner: dict[ast.AST | None, list[ast.Call]] = {}
-    for call in host.of_type(ast.Call):
-        name = host.canonical(call.func)
+    for call in facts.calls_named(*_SEED_ATTRS):
+        name = facts.cname(call)
         is_seed = name in SEED_CALLS or (isinstance(call.func, ast.Attribute) and call.func.attr == "manual_seed")
         if not is_seed or facts.is_main_guarded(call) or facts.in_input_factory(call):
             continue
@@ -116,7 +116,7 @@ def seeded_input_regeneration(ctx: ScanContext) -> Iterator[Hit]:
     for owner, seeds in seeds_by_owner.items():
         first = min(s.lineno for s in seeds)
         for call in facts.nodes_by_owner(ast.Call).get(owner, ()):
-            if call.lineno < first or host.canonical(call.func) not in RANDOM_TENSORS:
+            if call.lineno < first or facts.cname(call) not in RANDOM_TENSORS:
                 continue
             shape = _shape_of(host, call)
             if shape is None or shape not in wanted or _is_param_init(host, call):
@@ -148,12 +148,20 @@ def stored_input_comparison(ctx: ScanContext) -> Iterator[Hit]:
             return e.id
         return None
 
+    if not facts.mentions("equal", "allclose", "isclose", "eq(", ".all()", ".any()"):
+        return
     for fn in facts.reachable:
-        inputs = facts.input_values(fn) | facts.input_aliases(fn)
-        if not inputs:
-            continue
+        inputs: frozenset[str] | None = None
         for call in facts.in_functions([fn], ast.Call):
-            name = host.canonical(call.func)
+            f = call.func
+            last = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if last not in _COMPARE_ATTRS:
+                continue
+            if inputs is None:
+                inputs = facts.input_values(fn) | facts.input_aliases(fn)
+            if not inputs:
+                break
+            name = facts.cname(call)
             operands: list[ast.AST] = []
             if name in COMPARISONS and len(call.args) >= 2:
                 operands = list(call.args[:2])

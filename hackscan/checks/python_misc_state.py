@@ -73,32 +73,37 @@ class _Writes:
     tainted: dict[str, ast.AST]  # state -> first write with input-derived values
 
 
-def _state_writes(facts: MiscFacts, globals_: set[str]) -> _Writes:
+def _state_writes(facts: MiscFacts, globals_: set[str], keys: set[str]) -> _Writes:
+    """The first write of each state in ``keys`` with values derived from forward's inputs."""
     tainted: dict[str, ast.AST] = {}
     for fn in facts.reachable:
-        inputs = facts.input_values(fn)
-        if not inputs:
-            continue
+        cands: list[tuple[str, ast.AST, list[ast.AST]]] = []
         for node in facts.in_functions([fn], ast.Assign, ast.AugAssign):
-            value = node.value
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
                 for tt in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
                     key = _state_of(tt, globals_) if isinstance(tt, (ast.Attribute, ast.Subscript, ast.Name)) else None
-                    if key and value_refs(value, inputs):
-                        tainted.setdefault(key, node)
+                    if key in keys:
+                        cands.append((key, node, [node.value]))
         for call in facts.in_functions([fn], ast.Call):
             f = call.func
-            if not isinstance(f, ast.Attribute):
+            if not isinstance(f, ast.Attribute) or f.attr not in _STATE_WRITERS:
                 continue
             key = _state_of(f.value, globals_)
-            if key is None:
-                continue
-            args = list(call.args) + [k.value for k in call.keywords]
-            if f.attr in _MUTATORS + ("update", "setdefault", "__setitem__", "append", "extend", "insert") and any(
-                    value_refs(a, inputs) for a in args):
-                tainted.setdefault(key, call)
+            if key in keys:
+                cands.append((key, call, list(call.args) + [k.value for k in call.keywords]))
+        if not cands:
+            continue
+        inputs = facts.input_values(fn)
+        if not inputs:
+            continue
+        for key, node, values in cands:
+            if key not in tainted and any(value_refs(v, inputs) for v in values):
+                tainted[key] = node
     return _Writes(tainted)
+
+
+_STATE_WRITERS = frozenset(_MUTATORS + ("update", "setdefault", "__setitem__", "append", "extend", "insert"))
 
 
 def _refreshes(facts: MiscFacts, nodes: list[ast.AST], key: str | None, local: str | None, inputs: frozenset[str],
@@ -176,48 +181,51 @@ def stale_cached_output(ctx: ScanContext) -> Iterator[Hit]:
     if not facts.reachable:
         return
     globals_ = _global_containers(facts)
-    writes = _state_writes(facts, globals_)
-    if not writes.tainted:
-        return
+    # returns of persistent state come first: most files return a fresh local and stop here
+    found: list[tuple[ast.AST, ast.Return, ast.AST, str, str | None]] = []
     for fn in facts.reachable:
-        inputs = facts.input_values(fn)
-        flow = facts.flow(fn)
+        flow = None
         for ret in facts.in_functions([fn], ast.Return):
             if ret.value is None:
                 continue
             values = ret.value.elts if isinstance(ret.value, ast.Tuple) else [ret.value]
             for v in values:
                 v = _unwrap(v)
-                candidates: list[tuple[ast.AST, str, str | None]] = []
                 key = _state_of(v, globals_) if isinstance(v, (ast.Attribute, ast.Subscript, ast.Call, ast.Name)) \
                     else None
-                if key in writes.tainted:
-                    candidates.append((ret, key, None))
-                elif isinstance(v, ast.Name) and key is None:
+                if key is not None:
+                    found.append((fn, ret, ret, key, None))
+                elif isinstance(v, ast.Name):
+                    flow = flow or facts.flow(fn)
                     for d in flow.defs.get(v.id, []):
                         dk = _state_of(_unwrap(d), globals_)
-                        if dk in writes.tainted:
-                            stmt = host.parents.get(d)
-                            if isinstance(stmt, ast.Assign):
-                                candidates.append((stmt, dk, v.id))
-                for point, k, local in candidates:
-                    prefix = facts.dominating_prefix(point, fn)
-                    between: list[ast.AST] = []
-                    if local is not None:
-                        between = [s for s in facts.in_functions([fn], ast.Expr, ast.Assign, ast.AugAssign)
-                                   if point.lineno < s.lineno <= ret.lineno]
-                        if _refreshes(facts, between, None, local, inputs, globals_):
-                            continue
-                    if _refreshes(facts, prefix, k, local, inputs, globals_):
-                        continue
-                    stored = writes.tainted[k]
-                    yield ctx.hit(ctx.at(point), args={"state": k, "line": stored.lineno,
-                                                      "how": _key_kind(facts, point, fn)},
-                                  evidence={"state": k, "stored_at": stored.lineno, "function": getattr(fn, "name", "")})
-                    break
+                        stmt = host.parents.get(d)
+                        if dk is not None and isinstance(stmt, ast.Assign):
+                            found.append((fn, ret, stmt, dk, v.id))
+    if not found:
+        return
+    writes = _state_writes(facts, globals_, {f[3] for f in found})
+    reported: set[int] = set()
+    for fn, ret, point, k, local in found:
+        if k not in writes.tainted or id(ret) in reported:
+            continue
+        inputs = facts.input_values(fn)
+        prefix = facts.dominating_prefix(point, fn)
+        if local is not None:
+            between = [s for s in facts.in_functions([fn], ast.Expr, ast.Assign, ast.AugAssign)
+                       if point.lineno < s.lineno <= ret.lineno]
+            if _refreshes(facts, between, None, local, inputs, globals_):
+                continue
+        if _refreshes(facts, prefix, k, local, inputs, globals_):
+            continue
+        stored = writes.tainted[k]
+        reported.add(id(ret))
+        yield ctx.hit(ctx.at(point), args={"state": k, "line": stored.lineno, "how": _key_kind(facts, point, fn)},
+                      evidence={"state": k, "stored_at": stored.lineno, "function": getattr(fn, "name", "")})
 
 
 _IDENTITY_METHODS = ("data_ptr", "_version")
+_KEY_ATTRS = frozenset({"data_ptr", "tobytes", "tolist", "numpy", "item"})
 _CONTENT_CALLS = ("tobytes", "tolist", "numpy")
 
 
@@ -280,8 +288,13 @@ def identity_keyed_state(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
+    if not facts.mentions("data_ptr", "id(", "hash(", "tobytes", "tolist", ".item()", "numpy()"):
+        return
     globals_ = _global_containers(facts)
     for fn in facts.reachable:
+        if not any(isinstance(c.func, ast.Attribute) and c.func.attr in _KEY_ATTRS or isinstance(c.func, ast.Name)
+                   and c.func.id in ("id", "hash") for c in facts.in_functions([fn], ast.Call)):
+            continue
         found, names = _identity_keys(facts, fn)
         if not found:
             continue
@@ -340,6 +353,8 @@ def lru_cache_on_tensors(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
+    if not facts.mentions("cache"):
+        return
     decorated: dict[ast.AST, ast.AST] = {}
     for fn in host.of_type(ast.FunctionDef, ast.AsyncFunctionDef):
         for dec in fn.decorator_list:
@@ -383,6 +398,8 @@ def graph_replay_stale_inputs(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
+    if not facts.mentions(".replay("):
+        return
     for fn in facts.reachable:
         for call in facts.in_functions([fn], ast.Call):
             f = call.func

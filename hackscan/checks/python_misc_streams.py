@@ -35,6 +35,7 @@ THREAD_CTORS = {
     "asyncio.create_task": "an asyncio task", "asyncio.ensure_future": "an asyncio task",
     "asyncio.run_coroutine_threadsafe": "an asyncio task",
 }
+_THREAD_ATTRS = frozenset(n.rsplit(".", 1)[-1] for n in THREAD_CTORS) | {"run_in_executor"}
 JOINS = ("join", "result", "shutdown", "wait", "exception")
 JOIN_FUNCS = {"concurrent.futures.wait", "concurrent.futures.as_completed", "asyncio.gather", "asyncio.wait",
               "asyncio.run"}
@@ -44,8 +45,11 @@ def _side_streams(facts: MiscFacts) -> set[str]:
     """Dotted names (``self.stream``, ``s``, ``streams``) bound to streams the candidate creates."""
     host = facts.host
     out: set[str] = set()
+    ctor_calls = {id(c) for c in facts.calls_named("Stream", "ExternalStream") if facts.cname(c) in STREAM_CTORS}
+    if not ctor_calls:
+        return out
     for node in host.of_type(ast.Assign):
-        if any(isinstance(n, ast.Call) and host.canonical(n.func) in STREAM_CTORS for n in ast.walk(node.value)):
+        if any(id(n) in ctor_calls for n in ast.walk(node.value)):
             for t in node.targets:
                 for tt in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
                     name = dotted_name(tt)
@@ -82,7 +86,7 @@ def _stream_uses(facts: MiscFacts, side: set[str]) -> list[tuple[ast.AST, ast.AS
         elif _is_side(host, ctx_expr, side):
             uses.append((ctx_expr, fn, f"work in `with {ast.unparse(ctx_expr)[:50]}`"))
     for call in host.of_type(ast.Call):
-        name = host.canonical(call.func)
+        name = facts.cname(call) if isinstance(call.func, ast.Attribute) and call.func.attr == "set_stream" else ""
         if name in ("torch.cuda.set_stream", "cupy.cuda.Stream.use") and call.args and _is_side(host, call.args[0], side):
             uses.append((call, facts.owner(call), f"{name}() to a side stream"))
         elif isinstance(call.func, ast.Attribute) and call.func.attr == "use" and _is_side(host, call.func.value, side):
@@ -138,8 +142,10 @@ def unjoined_side_stream(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
+    if not facts.mentions("Stream", "stream"):
+        return
     side = _side_streams(facts)
-    if not side and not any(host.canonical(c.func) in STREAM_CTORS for c in host.of_type(ast.Call)):
+    if not side:
         return
     runs = facts.runs
     for node, fn, how in _stream_uses(facts, side):
@@ -160,9 +166,12 @@ def background_thread(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
+    if not facts.mentions("Thread", "Timer", "Executor", "Process", "Pool", "start_new_thread", "asyncio",
+                          "run_in_executor"):
+        return
     runs = facts.runs
-    for call in host.of_type(ast.Call):
-        name = host.canonical(call.func)
+    for call in facts.calls_named(*_THREAD_ATTRS):
+        name = facts.cname(call)
         what = THREAD_CTORS.get(name)
         if what is None and isinstance(call.func, ast.Attribute) and call.func.attr == "run_in_executor":
             what = "an executor task"
@@ -201,6 +210,8 @@ def deferred_tensor(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
+    if not facts.mentions("__torch_function__", "__torch_dispatch__", "_make_subclass", "_make_wrapper_subclass"):
+        return
     lazy: dict[str, tuple[ast.ClassDef, str]] = {}
     for cls in host.of_type(ast.ClassDef):
         hooks = [s.name for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name in (
@@ -217,8 +228,7 @@ def deferred_tensor(ctx: ScanContext) -> Iterator[Hit]:
         return
     reach = facts.reachable_set
     for name, (cls, hook) in lazy.items():
-        built = [c for c in host.of_type(ast.Call) if isinstance(c.func, ast.Name) and c.func.id == name
-                 and facts.owner(c) in reach]
+        built = [c for c in facts.calls_named(name) if isinstance(c.func, ast.Name) and facts.owner(c) in reach]
         if built:
             site = min(built, key=lambda c: c.lineno)
             yield ctx.hit(ctx.at(cls), args={"cls": name, "hook": hook,

@@ -57,6 +57,17 @@ def _targets(node: ast.AST) -> list[ast.AST]:
     return []
 
 
+_SETTERS = ("setattr", "delattr", "__setattr__", "__delattr__", "update", "__setitem__", "setdefault")
+
+
+def _root(target: ast.AST) -> str | None:
+    """The leftmost name of an attribute / subscript chain (``torch`` for ``torch.cuda.x``)."""
+    e = target
+    while isinstance(e, (ast.Attribute, ast.Subscript, ast.Call)):
+        e = e.func if isinstance(e, ast.Call) else e.value
+    return e.id if isinstance(e, ast.Name) else "" if e is not None else None
+
+
 def _harness_name(name: str) -> bool:
     root = name.split(".", 1)[0]
     return root in _PATCH_ROOTS and "." in name and not _is_config(name)
@@ -70,8 +81,13 @@ def harness_patch(ctx: ScanContext) -> Iterator[Hit]:
     facts = misc_facts(host)
     names = object_names(facts)
     for node in host.of_type(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete):
-        owner = facts.owner(node)
         for t in _targets(node):
+            if not isinstance(t, (ast.Attribute, ast.Subscript)):
+                continue
+            root = _root(t)
+            if root is None or root in ("self", "cls"):
+                continue  # the common case: instance state, never a module
+            owner = facts.owner(node)
             target = ""
             if isinstance(t, ast.Attribute):
                 target = names.resolve(t, owner)
@@ -91,8 +107,8 @@ def harness_patch(ctx: ScanContext) -> Iterator[Hit]:
                 verb = "deletes" if isinstance(node, ast.Delete) else "assigns"
                 yield ctx.hit(ctx.at(t), args={"verb": verb, "target": target, "what": _what(target)},
                               evidence={"target": target})
-    for call in host.of_type(ast.Call):
-        fname = host.canonical(call.func)
+    for call in facts.calls_named(*_SETTERS):
+        fname = facts.cname(call)
         obj_expr: ast.AST | None = None
         attr_expr: ast.AST | None = None
         if fname in ("setattr", "builtins.setattr", "delattr", "object.__setattr__", "type.__setattr__") and len(call.args) >= 2:
@@ -126,6 +142,14 @@ _CTYPES_WRITES = {"ctypes.memmove", "ctypes.memset", "ctypes.pythonapi", "ctypes
                   "ctypes.cast"}
 _SYS_STATE = ("sys.modules", "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache")
 _FRAME_STATE = ("f_globals", "f_locals", "f_builtins")
+_INTERPRETER_NEEDLES = ("modules", "gc", "settrace", "setprofile", "addaudithook", "monitoring", "ctypes",
+                        "__builtins__", "f_globals", "f_locals", "f_builtins", "__code__", "__globals__",
+                        "__closure__", "meta_path", "path_hooks", "path_importer_cache")
+
+
+_INTERPRETER_CALLS = frozenset(n.rsplit(".", 1)[-1] for n in _GC_WALKS | _TRACE_HOOKS | _CTYPES_WRITES) | {
+    "update", "pop", "setdefault", "__setitem__", "__delitem__", "clear", "popitem", "insert", "append", "extend",
+    "remove"}
 
 
 def interpreter_tampering(ctx: ScanContext) -> Iterator[Hit]:
@@ -134,6 +158,8 @@ def interpreter_tampering(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
+    if not facts.mentions(*_INTERPRETER_NEEDLES):
+        return
     names = object_names(facts)
 
     def state_of(expr: ast.AST, owner: ast.AST | None) -> str:
@@ -153,8 +179,11 @@ def interpreter_tampering(ctx: ScanContext) -> Iterator[Hit]:
         return name if name in _SYS_STATE else ""
 
     for node in host.of_type(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete):
-        owner = facts.owner(node)
+        owner = None
         for t in _targets(node):
+            if isinstance(t, ast.Name) and t.id != "__builtins__" or _root(t) in ("self", "cls", None):
+                continue
+            owner = facts.owner(node)
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Subscript) and \
                     host.canonical(t.value.value) == "sys.modules":
                 what = "sys.modules[...]." + t.attr
@@ -168,8 +197,11 @@ def interpreter_tampering(ctx: ScanContext) -> Iterator[Hit]:
                 what = ""
             if what:
                 yield ctx.hit(ctx.at(t), args={"what": f"writes {what}"}, evidence={"state": what})
-    for call in host.of_type(ast.Call):
-        fname = host.canonical(call.func)
+    candidates = facts.calls_named(*_INTERPRETER_CALLS)
+    if facts.mentions("pythonapi"):
+        candidates = candidates + [c for c in host.of_type(ast.Call) if "pythonapi" in ast.unparse(c.func)]
+    for call in candidates:
+        fname = facts.cname(call)
         what = ""
         if fname in _GC_WALKS:
             what = f"walks the heap with {fname}() (how a candidate finds the harness's objects)"
@@ -199,10 +231,14 @@ def computed_harness_attribute(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
+    if not facts.mentions("getattr", "hasattr"):
+        return
     names = object_names(facts)
-    for call in host.of_type(ast.Call):
-        fname = host.canonical(call.func)
-        if fname not in ("getattr", "builtins.getattr", "hasattr") or len(call.args) < 2:
+    for call in facts.calls_named("getattr", "hasattr"):
+        if len(call.args) < 2:
+            continue
+        fname = facts.cname(call)
+        if fname not in ("getattr", "builtins.getattr", "hasattr"):
             continue
         key = call.args[1]
         if isinstance(key, ast.Constant):

@@ -137,6 +137,60 @@ def value_refs(expr: ast.AST | None, names: set[str] | frozenset[str]) -> bool:
     return False
 
 
+def value_names(expr: ast.AST | None) -> set[str]:
+    """Names whose values ``expr`` can carry (the names ``value_refs`` would match)."""
+    out: set[str] = set()
+    if expr is None:
+        return out
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, ast.Name):
+            out.add(e.id)
+        elif isinstance(e, ast.Attribute):
+            if e.attr not in META_ATTRS:
+                stack.append(e.value)
+        elif isinstance(e, ast.Call):
+            f = e.func
+            if isinstance(f, ast.Name) and f.id in META_FUNCS:
+                continue
+            if isinstance(f, ast.Attribute):
+                if f.attr in META_ATTRS or f.attr in ALLOC_METHODS:
+                    continue
+                if f.attr in _TORCH_ALLOC_ATTRS and isinstance(f.value, ast.Name) and f.value.id == "torch":
+                    continue
+            stack.append(f)
+            stack.extend(e.args)
+            stack.extend(k.value for k in e.keywords)
+        elif not isinstance(e, (ast.Lambda, *_FUNCS)):
+            stack.extend(ast.iter_child_nodes(e))
+    return out
+
+
+def alias_names(expr: ast.AST) -> set[str]:
+    """Names ``expr`` is a view of (what ``is_alias_expr`` would match)."""
+    e = expr
+    while True:
+        if isinstance(e, ast.Name):
+            return {e.id}
+        if isinstance(e, ast.Subscript):
+            e = e.value
+            continue
+        if isinstance(e, ast.Attribute) and e.attr in ("data", "T", "mT", "real", "imag"):
+            e = e.value
+            continue
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in VIEW_METHODS:
+            e = e.func.value
+            continue
+        if isinstance(e, ast.IfExp):
+            return alias_names(e.body) | alias_names(e.orelse)
+        return set()
+
+
+_TORCH_ALLOC_ATTRS = frozenset({"empty_like", "zeros_like", "ones_like", "full_like", "empty", "zeros", "ones",
+                                "full", "empty_strided"})
+
+
 def any_refs(expr: ast.AST | None, names: set[str] | frozenset[str]) -> bool:
     """Whether ``expr`` mentions any of ``names`` at all (values, metadata or identity)."""
     if expr is None or not names:
@@ -188,6 +242,50 @@ class MiscFacts:
     _by_owner: dict[type, dict[ast.AST | None, list[ast.AST]]] = field(default_factory=dict)
     _methods: dict[ast.AST, dict[str, FunctionNode]] = field(default_factory=dict)
     _sub_classes: dict[ast.AST, dict[str, ast.ClassDef]] = field(default_factory=dict)
+    _class_of: dict[ast.AST, ast.ClassDef | None] = field(default_factory=dict)
+
+    _cnames: dict[int, str] = field(default_factory=dict)
+    _deps: dict[tuple[ast.AST, str], dict[str, set[str]]] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ cheap pre-checks
+    def mentions(self, *needles: str) -> bool:
+        """Whether the source text contains any of ``needles``: rules use it to skip a file in
+        microseconds when the construct they look for cannot be there."""
+        text = self.host.source.text
+        return any(n in text for n in needles)
+
+    @cached_property
+    def _calls_by_last(self) -> dict[str, list[ast.Call]]:
+        out: dict[str, list[ast.Call]] = {}
+        for c in self.host.of_type(ast.Call):
+            f = c.func
+            last = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            bucket = out.get(last)
+            if bucket is None:
+                out[last] = [c]
+            else:
+                bucket.append(c)
+        return out
+
+    def calls_named(self, *names: str) -> list[ast.Call]:
+        """Calls whose function's last name component is one of ``names`` (``x.data_ptr()`` for
+        ``data_ptr``): one dictionary lookup per name instead of a pass over every call."""
+        by = self._calls_by_last
+        if len(names) == 1:
+            return by.get(names[0], [])
+        out: list[ast.Call] = []
+        for n in names:
+            out.extend(by.get(n, ()))
+        return out
+
+    def cname(self, call: ast.Call) -> str:
+        """Canonical name of a call's function, computed once per call node for all rules."""
+        key = id(call)
+        got = self._cnames.get(key)
+        if got is None:
+            got = self.host.canonical(call.func)
+            self._cnames[key] = got
+        return got
 
     # ------------------------------------------------------------------ structure
     def owner(self, node: ast.AST) -> ast.AST | None:
@@ -276,8 +374,12 @@ class MiscFacts:
         """The class whose method (or method's closure) ``fn`` is."""
         if fn is None:
             return None
-        cls = self.host.enclosing(fn, ast.ClassDef)
-        return cls if isinstance(cls, ast.ClassDef) else None
+        got = self._class_of.get(fn, 0)
+        if got == 0:
+            cls = self.host.enclosing(fn, ast.ClassDef)
+            got = cls if isinstance(cls, ast.ClassDef) else None
+            self._class_of[fn] = got
+        return got  # type: ignore[return-value]
 
     def methods_of(self, cls: ast.ClassDef | None) -> dict[str, FunctionNode]:
         if cls is None:
@@ -437,35 +539,43 @@ class MiscFacts:
         self._flows[fn] = flow
         return flow
 
+    def _dependencies(self, fn: ast.AST, kind: str) -> dict[str, set[str]]:
+        """name -> local names whose defs carry it (``value``: in value position; ``alias``: as a view)."""
+        key = (fn, kind)
+        got = self._deps.get(key)
+        if got is not None:
+            return got
+        flow = self.flow(fn)
+        rev: dict[str, set[str]] = {}
+        for name, exprs in flow.defs.items():
+            if kind == "alias" and name in flow.loop_names:
+                continue
+            for e in exprs:
+                used = value_names(e) if kind == "value" else alias_names(e)
+                for u in used:
+                    if u != name:
+                        rev.setdefault(u, set()).add(name)
+        self._deps[key] = rev
+        return rev
+
+    def _propagate(self, fn: ast.AST, seeds: Iterable[str], kind: str) -> frozenset[str]:
+        rev = self._dependencies(fn, kind)
+        out = set(seeds)
+        todo = list(out)
+        while todo:
+            for nxt in rev.get(todo.pop(), ()):
+                if nxt not in out:
+                    out.add(nxt)
+                    todo.append(nxt)
+        return frozenset(out)
+
     def value_taint(self, fn: ast.AST, seeds: Iterable[str]) -> frozenset[str]:
         """Local names of ``fn`` that may hold values computed from ``seeds``."""
-        flow = self.flow(fn)
-        tainted = set(seeds)
-        changed = True
-        while changed:
-            changed = False
-            for name, exprs in flow.defs.items():
-                if name in tainted:
-                    continue
-                if any(value_refs(e, tainted) for e in exprs):
-                    tainted.add(name)
-                    changed = True
-        return frozenset(tainted)
+        return self._propagate(fn, seeds, "value")
 
     def alias_taint(self, fn: ast.AST, seeds: Iterable[str]) -> frozenset[str]:
         """Local names of ``fn`` that may share storage with ``seeds`` (views, ``contiguous()``)."""
-        flow = self.flow(fn)
-        aliases = set(seeds)
-        changed = True
-        while changed:
-            changed = False
-            for name, exprs in flow.defs.items():
-                if name in aliases or name in flow.loop_names:
-                    continue
-                if any(is_alias_expr(e, aliases) for e in exprs):
-                    aliases.add(name)
-                    changed = True
-        return frozenset(aliases)
+        return self._propagate(fn, seeds, "alias")
 
     @cached_property
     def input_params(self) -> dict[ast.AST, frozenset[str]]:
