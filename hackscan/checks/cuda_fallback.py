@@ -134,7 +134,7 @@ def aten_compute(ctx: ScanContext) -> Iterator[Hit]:
             if _in_catch(call.node) or _device_fallback(call.node, fn):
                 continue
             if id(fn) not in reads:
-                reads[id(fn)] = [r.node for r in value_reads(fn)]
+                reads[id(fn)] = [r.node for r in value_reads(fn, facts)]
             if any(contains(r, call.node) for r in reads[id(fn)]):
                 continue  # ``x.min().item()``: the reduction feeds a value guard (HS202), not the output
             seen.add(call.node.id)
@@ -244,21 +244,29 @@ def passthrough(ctx: ScanContext) -> Iterator[Hit]:
         if not launches:
             if computes:
                 continue  # HS204 reports the ATen work
+            if any(flow.host_stores(g) for g in flow.host_closure(fn)):
+                continue  # computes on the host through a data pointer: slow, not a passthrough
             described = [(r, _describe(flow.origins(r.value, fn), r.value)) for r in returns]
             if all(d is not None for _, d in described):
                 r, d = described[0]
                 called = _called_from_python(ctx, export.ext, export.name)
                 when = "without launching any kernel"
                 sev, conf = None, None
+                siblings = [g for e, g in facts.exported_functions()
+                            if g.ext == fn.ext and g is not fn and g.kind == "host" and flow.launches_from(g)]
                 if called is False:
                     when += " (the Python side never calls it: the work happens elsewhere)"
                     sev, conf = Severity.WARNING, Confidence.MEDIUM
+                elif siblings and d.startswith(("its input", "a copy")):
+                    # a view / layout helper next to exports that do launch: usually glue, sometimes the hack
+                    when += f" (other exports such as `{siblings[0].name}` do launch kernels)"
+                    sev, conf = Severity.WARNING, Confidence.LOW
                 yield ctx.hit(pos_of(fn.unit, r.node), severity=sev, confidence=conf,
                               args={"function": fn.name, "returned": d, "when": when},
                               evidence={"export": export.name, "returns": [text(x.value)[:60] for x, _ in described]})
             continue
         sites = [lc.node.start_byte for lc in launches if lc.function is fn]
-        reads = [v.node for v in value_reads(fn)]
+        reads = [v.node for v in value_reads(fn, facts)]
         tainted = tainted_names(fn, reads) if reads else set()
         for r in returns:
             branch = enclosing(r.node, ("if_statement",), fn.node)

@@ -11,7 +11,7 @@ import tree_sitter as ts
 
 from ..context import Hit, ScanContext
 from ..cuda import names
-from ..cuda.branches import enclosing, in_empty_branch, launch_sites
+from ..cuda.branches import branches, enclosing, in_empty_branch, launch_effect, launch_sites
 from ..cuda.facts import CudaFacts, Export, Function, Launch, Variable, pos_of
 from ..cuda.flow import UNINITIALISED, Flow, Origin
 from ..cuda.parser import call_args, callee_name, contains, identifiers, text
@@ -121,7 +121,7 @@ def unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
                 for o in flow.origins(arg, lc.function):
                     if o.kind != "alloc" or o.node is None:
                         continue
-                    if kernel is None:
+                    if kernel is None or (o.aggregate and flow.stores(kernel).stores(idx)):
                         written.setdefault(o.node.id, "maybe")
                     elif flow.stores(kernel).stores(idx):
                         written[o.node.id] = "store"
@@ -131,6 +131,11 @@ def unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
                     written.setdefault(o.node.id, "maybe")
         for host_fn, call in flow.host_calls_from(fn):
             _mark_sinks(facts, flow, host_fn, call, written)
+        for host_fn in flow.host_closure(fn):
+            for _, origins in flow.host_stores(host_fn):
+                for o in origins:
+                    if o.kind == "alloc" and o.node is not None:
+                        written.setdefault(o.node.id, "maybe")
         for o, v in outs:
             state = written.get(o.node.id)
             shown = " ".join(text(v).split())[:40]
@@ -218,28 +223,31 @@ def static_cache(ctx: ScanContext) -> Iterator[Hit]:
         return
     tensors = [v for v in state if v.tensor_like]
     pointers = [v for v in state if not v.tensor_like and (v.pointer or re.search(r"int64|intptr|size_t", v.type))]
-    reported: set[int] = set()
-    for v in tensors:
-        if v.container and _pointer_keyed(v.type):
-            reported.add(id(v))
-            yield ctx.hit(v.pos, evidence={"variable": v.name, "type": v.type},
-                          args={"what": f"`{v.name}` ({v.type}) caches tensors keyed by a pointer: a new call on "
-                                        "the same buffer gets the old result"})
+    keyed = {id(v) for v in tensors if v.container and _pointer_keyed(v.type)}
+    returned_keyed: set[int] = set()
     for fn in facts.host_functions:
         visible_t = {v.name: v for v in tensors if v.ext == fn.ext and v.function in (None, fn)}
         visible_p = {v.name: v for v in pointers if v.ext == fn.ext and v.function in (None, fn)}
         if not visible_t and not visible_p:
             continue
+        # locals that hold what a container lookup gave back (``auto it = cache.find(k)``)
+        derived = _derived_from(fn, set(visible_t))
         sites = launch_sites(fn, facts)
         for r in flow.returns(fn):
             if r.value is None:
                 continue
-            hit = next((text(i) for i in identifiers(r.value) if text(i) in visible_t), None)
+            ids = {text(i) for i in identifiers(r.value)}
+            hit = next((n for n in ids if n in visible_t), None) or next(
+                (derived[n] for n in ids if n in derived), None)
             if hit is None:
                 continue
+            var = visible_t[hit]
             before = [s for s in sites if s.start_byte < r.node.start_byte]
             arm = enclosing(r.node, ("if_statement",), fn.node)
             skipped = not before or (arm is not None and not any(contains(arm, s) for s in sites))
+            if id(var) in keyed:
+                returned_keyed.add(id(var))
+                skipped = True
             sev = Severity.ERROR if skipped else Severity.WARNING
             what = (f"`{fn.name}` returns the static tensor `{hit}` kept from an earlier call"
                     + (" without launching a kernel on this path" if skipped
@@ -247,20 +255,39 @@ def static_cache(ctx: ScanContext) -> Iterator[Hit]:
             yield ctx.hit(pos_of(fn.unit, r.node), severity=sev,
                           confidence=Confidence.HIGH if skipped else Confidence.MEDIUM,
                           args={"what": what}, evidence={"variable": hit, "function": fn.key})
-        for node in fn.of_type("if_statement", "conditional_expression"):
-            cond = node.child_by_field_name("condition")
-            if cond is None:
+        for br in branches(fn, facts):
+            ctext = text(br.condition)
+            if not re.search(r"data_ptr|\.data\(\)|is_same|\bdata\b", ctext) or not re.search(r"[=!]=", ctext):
                 continue
-            ctext = text(cond)
-            if not re.search(r"data_ptr|\.data\(\)|is_same|\bdata\b|&", ctext):
+            held = next((text(i) for i in identifiers(br.condition)
+                         if text(i) in visible_p or text(i) in visible_t), None)
+            if held is None:
                 continue
-            held = next((text(i) for i in identifiers(cond) if text(i) in visible_p or text(i) in visible_t), None)
-            if held is None or not re.search(r"[=!]=", ctext):
-                continue
-            yield ctx.hit(pos_of(fn.unit, node),
+            effect, skips = launch_effect(br, fn, facts)
+            if not skips:
+                continue  # refreshing a cache (a transformed weight) when the pointer changes: fine
+            yield ctx.hit(pos_of(fn.unit, br.node),
                           args={"what": f"`{fn.name}` compares an input pointer with `{held}`, kept from a previous "
-                                        "call (a last-pointer check)"},
+                                        f"call (a last-pointer check), and {effect}"},
                           evidence={"condition": " ".join(ctext.split())[:80], "function": fn.key})
+    for v in tensors:
+        if id(v) in keyed and id(v) not in returned_keyed:
+            yield ctx.hit(v.pos, severity=Severity.WARNING, confidence=Confidence.LOW,
+                          evidence={"variable": v.name, "type": v.type},
+                          args={"what": f"`{v.name}` ({v.type}) keeps tensors keyed by a pointer; fine for weight "
+                                        "transforms, a stale-result cache when it holds outputs"})
+
+
+def _derived_from(fn: Function, names_: set[str]) -> dict[str, str]:
+    """Local -> the static container it was read from."""
+    out: dict[str, str] = {}
+    for name, values in fn.assigned.items():
+        for v in values:
+            src = next((text(i) for i in identifiers(v) if text(i) in names_), None)
+            if src is not None:
+                out[name] = src
+                break
+    return out
 
 
 def _pointer_keyed(type_text: str) -> bool:
@@ -292,7 +319,7 @@ def input_mutation(ctx: ScanContext) -> Iterator[Hit]:
                 if idx >= len(lc.args):
                     continue
                 for o in flow.origins(lc.args[idx], lc.function):
-                    if o.kind != "input" or o.function is not root:
+                    if o.kind != "input" or o.function is not root or o.aggregate:
                         continue
                     key = (export.ext, export.name, o.index, kernel.name)
                     if key in done:

@@ -19,11 +19,35 @@ from ..model import Confidence, Severity
 _HALF_DTYPE = re.compile(r"\b(kHalf|kFloat16|kBFloat16|at::Half|at::BFloat16|c10::Half|torch::Half|ScalarType::Half|"
                          r"ScalarType::BFloat16)\b")
 _HALF_FRAGMENT = re.compile(r"fragment<.*\b(half|__half|__nv_bfloat16|bfloat16)\b")
+_HALF_NAME = re.compile(r"\b(half|__half|half2|__half2|__nv_bfloat16|__nv_bfloat162|at::Half|c10::Half)\b")
 _TF32 = re.compile(r"precision::tf32|\btf32\b|cvt\.rna\.tf32")
+
+
+def _half_typed(fn: Function) -> bool:
+    """A device function or kernel that takes only half-precision data, or a template
+    specialisation for a half type: the half path of a type-generic extension, which fp32 inputs
+    never reach."""
+    if fn.kind == "host":
+        return False
+    decl = fn.node.child_by_field_name("declarator")
+    name_node = decl.child_by_field_name("declarator") if decl is not None else None
+    if name_node is not None and name_node.type == "template_function" and _HALF_NAME.search(text(name_node)):
+        return True
+    ret = fn.node.child_by_field_name("type")
+    parent = fn.node.parent
+    if (ret is not None and _HALF_NAME.search(text(ret)) and parent is not None
+            and parent.type == "template_declaration"):
+        return True
+    data = [p for p in fn.params if p.pointer or "half" in p.type.lower() or "float" in p.type or
+            "bfloat16" in p.type.lower()]
+    return bool(data) and all(re.search(r"half|bfloat16|Half|BFloat16", p.type) and not re.search(
+        r"\bfloat\b", p.type) for p in data)
 
 
 def _narrowing(fn: Function) -> list[tuple[ts.Node, str]]:
     out: list[tuple[ts.Node, str]] = []
+    if _half_typed(fn):
+        return out
     for c in fn.calls:
         if not c.is_method and c.base in names.TO_HALF:
             if all(strip_casts(a).type in ("number_literal", "unary_expression") and

@@ -16,6 +16,7 @@ from ..model import Confidence, Severity
 
 _DEFAULT_STREAMS = frozenset({"cudaStreamLegacy", "cudaStreamPerThread", "nullptr", "NULL", "0", "stream_default"})
 _GUARDS = ("CUDAStreamGuard", "OptionalCUDAStreamGuard", "StreamGuard")
+_CAPTURE = frozenset({"cudaStreamBeginCapture", "cudaStreamEndCapture", "capture_begin", "capture_end"})
 
 
 def _first_ident(node: ts.Node) -> str | None:
@@ -137,6 +138,8 @@ def side_streams(ctx: ScanContext) -> Iterator[Hit]:
     for root in roots:
         joins = _joins(facts, flow, root)
         for lc in flow.launches_from(root):
+            if any(c.base in _CAPTURE for c in lc.function.calls):
+                continue  # recorded into a CUDA graph, replayed later on the stream the graph is launched on
             kind = _stream_kind(lc.stream, lc.function, flow, created, used)
             guard = None
             if kind in ("current", "default"):
@@ -160,6 +163,8 @@ def side_streams(ctx: ScanContext) -> Iterator[Hit]:
             continue
         if c.function not in facts.reachable and facts.exports:
             continue
+        if any(x.base in _CAPTURE for x in c.function.calls):
+            continue  # a capture stream: its work runs when the graph is launched
         yield ctx.hit(c.pos, severity=Severity.WARNING, confidence=Confidence.LOW,
                       args={"what": f"`{c.function.name}` creates a stream (`{c.name}`) that is never joined to the "
                                     "current stream; if work runs on it the harness's events do not see it"},
@@ -243,8 +248,13 @@ def api_interposition(ctx: ScanContext) -> Iterator[Hit]:
         name = fn.name
         c_linkage = _extern_c(fn.node)
         if name in names.HARNESS_API or (c_linkage and names.is_cuda_api_name(name)):
-            yield ctx.hit(fn.pos, args={"how": "defines" + (" (with C linkage)" if c_linkage else ""),
-                                        "symbol": name},
+            # only a C-linkage definition replaces the library's symbol for other callers; a C++
+            # overload merely shadows it inside the extension
+            sev = None if c_linkage else Severity.WARNING
+            conf = None if c_linkage else Confidence.MEDIUM
+            yield ctx.hit(fn.pos, severity=sev, confidence=conf,
+                          args={"how": "defines" + (" (with C linkage)" if c_linkage else " (a C++ overload)"),
+                                "symbol": name},
                           evidence={"symbol": name, "c_linkage": c_linkage})
     for m in facts.macros:
         if m.name in names.HARNESS_API:

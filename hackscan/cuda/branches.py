@@ -82,8 +82,22 @@ class Branch:
         return False
 
 
-def value_reads(fn: Function) -> list[ValueRead]:
+def value_reads(fn: Function, facts: CudaFacts | None = None, _depth: int = 0) -> list[ValueRead]:
+    """Host reads of tensor values in ``fn``; with ``facts``, calls of host helpers that read
+    values and return something count too (``if (looks_nonnegative(x)) return x;``)."""
     out: list[ValueRead] = []
+    if facts is not None and _depth < 3:
+        x = facts.extensions[fn.ext]
+        for c in fn.calls:
+            if c.is_method:
+                continue
+            for g in x.lookup(c.name, "host"):
+                if g is fn or _returns_void(g):
+                    continue
+                inner = value_reads(g, facts, _depth + 1)
+                if inner:
+                    out.append(ValueRead(c.node, f"{_short(c.node)}, which reads {inner[0].what}"))
+                    break
     for c in fn.calls:
         base = c.base
         if c.is_method and base in VALUE_READ_METHODS:
@@ -102,6 +116,11 @@ def value_reads(fn: Function) -> list[ValueRead]:
                     or (parent.type == "subscript_expression" and parent.child_by_field_name("argument") == c.node)):
                 out.append(ValueRead(parent, _short(parent)))
     return out
+
+
+def _returns_void(fn: Function) -> bool:
+    ret = fn.node.child_by_field_name("type")
+    return ret is not None and text(ret) == "void"
 
 
 def _short(node: ts.Node) -> str:
@@ -190,6 +209,21 @@ def _launch_sites(fn: Function, facts: CudaFacts) -> list[ts.Node]:
     return sites
 
 
+def launch_effect(br: Branch, fn: Function, facts: CudaFacts) -> tuple[str, bool]:
+    """What a branch does to the launch, and whether that skips or shortcuts it."""
+    elsewhere = launches_after(fn, facts, br.node)
+    then, other = br.then, br.other
+    if then.returns and not then.launches and (elsewhere or other.launches):
+        return "returns without launching the kernel", True
+    if other.node is not None and other.returns and not other.launches and (elsewhere or then.launches):
+        return "returns without launching the kernel on its else branch", True
+    if then.launches != other.launches and not elsewhere:
+        return "launches the kernel on one branch only", True
+    if then.launches and other.launches:
+        return "launches a different kernel depending on them", False
+    return "", False
+
+
 def launches_after(fn: Function, facts: CudaFacts, node: ts.Node) -> bool:
     """Does ``fn`` launch (directly or through a helper) anywhere outside ``node``?"""
     return any(not contains(node, s) for s in _launch_sites(fn, facts))
@@ -248,5 +282,5 @@ def first(items: Iterable, pred: Callable) -> object | None:
     return None
 
 
-__all__ = ["ValueRead", "Arm", "Branch", "value_reads", "tainted_names", "depends_on", "branches",
+__all__ = ["ValueRead", "Arm", "Branch", "value_reads", "tainted_names", "depends_on", "branches", "launch_effect",
            "launches_after", "launch_sites", "is_shape_only", "enclosing", "in_condition", "Launch"]

@@ -102,6 +102,8 @@ class Function:
     # local name -> the expressions assigned to it (initialiser and plain ``=``), in source order
     assigned: dict[str, list[ts.Node]] = field(default_factory=dict)
     local_types: dict[str, str] = field(default_factory=dict)
+    # struct locals filled member by member: ``p.y = y.data_ptr<float>()`` -> {"p": [that value]}
+    member_assigned: dict[str, list[ts.Node]] = field(default_factory=dict)
     static_locals: list[Variable] = field(default_factory=list)
     # a PYBIND11 lambda export: the Python name it is bound to
     lambda_export: str | None = None
@@ -776,12 +778,22 @@ class _UnitBuilder:
             self._local_declaration(fn, decl)
         for asg in nodes.get("assignment_expression", ()):
             left = asg.child_by_field_name("left")
-            if left is not None and left.type == "identifier":
+            if left is None:
+                continue
+            lt = left.type
+            if lt == "identifier" or (lt == "field_expression" and fn.kind == "host"):
                 op = asg.child_by_field_name("operator")
-                if op is not None and op.type == "=":
-                    right = asg.child_by_field_name("right")
-                    if right is not None:
-                        fn.assigned.setdefault(text(left), []).append(right)
+                if op is None or op.type != "=":
+                    continue
+                right = asg.child_by_field_name("right")
+                if right is None:
+                    continue
+                if lt == "identifier":
+                    fn.assigned.setdefault(text(left), []).append(right)
+                else:
+                    owner = left.child_by_field_name("argument")
+                    if owner is not None and owner.type == "identifier":
+                        fn.member_assigned.setdefault(text(owner), []).append(right)
         for c in nodes.get("preproc_def", ()):
             self._define(c)
 

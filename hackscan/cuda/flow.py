@@ -9,6 +9,7 @@ allocated, passed down one or two helpers and launched on) and it keeps the anal
 
 from __future__ import annotations
 
+import re
 from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,7 +22,7 @@ from .consts import fold
 from .parser import call_args, callee_name, contains, descendants, identifiers, strip_parens, text
 
 if TYPE_CHECKING:
-    from .facts import Call, CudaFacts, Function, Launch, Param, Variable
+    from .facts import Call, CudaFacts, Function, Launch, Param, Variable  # noqa: F401
 
 ALLOC_CALLS = frozenset({"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
                          "full_like", "new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided",
@@ -67,6 +68,9 @@ class Origin:
     node: ts.Node | None = None  # the expression that created the value
     maybe: bool = False  # through ``contiguous()`` / ``to()``: the same storage only sometimes
     var: Variable | None = None
+    # one member of a struct / brace list passed as a whole (``Params p{x_ptr, y_ptr, n}``): a
+    # store through the struct may or may not be a store to this member
+    aggregate: bool = False
 
     def __repr__(self) -> str:
         where = self.function.name if self.function is not None else "-"
@@ -152,6 +156,16 @@ def pointer_base(node: ts.Node, known: Container[str] | None = None) -> ts.Node 
     return None
 
 
+_SCALAR_TYPES = re.compile(r"^(const)?(unsigned|signed)?(int|long|longlong|short|char|float|double|bool|size_t|half|__half|"
+                           r"u?int\d+_t|int64_t|scalar_t|T|__nv_bfloat16|half2|__half2|float[234]|int[234]|dim3|"
+                           r"uint[234]|c10::Half|at::Half|auto)&?$")
+
+
+def _struct_param(p: Param) -> bool:
+    """A by-value struct parameter (``Params p``): kernels store through its pointer members."""
+    return not p.tensor and not _SCALAR_TYPES.match(p.type)
+
+
 def pointer_arg(node: ts.Node, known: Container[str]) -> ts.Node | None:
     """The pointer an argument passes, if it passes one: ``out``, ``out + off``, ``&out[i]``,
     ``(float4*)out``; not ``out[i]`` (a value)."""
@@ -201,7 +215,7 @@ class Flow:
         got = self._aliases.get(id(fn))
         if got is not None:
             return got
-        amap: dict[str, int] = {p.name: p.index for p in fn.params if p.name and p.pointer}
+        amap: dict[str, int] = {p.name: p.index for p in fn.params if p.name and (p.pointer or _struct_param(p))}
         changed = True
         rounds = 0
         while changed and rounds < 6:
@@ -306,6 +320,28 @@ class Flow:
         self._stores[id(fn)] = out
         return out
 
+    def host_stores(self, fn: Function) -> list[tuple[ts.Node, list[Origin]]]:
+        """Stores through pointers in host code (a CPU loop over ``C.data_ptr<float>()``), with where
+        the pointer's storage comes from."""
+        out: list[tuple[ts.Node, list[Origin]]] = []
+        targets = [(a, a.child_by_field_name("left")) for a in fn.of_type("assignment_expression")]
+        targets += [(u, u.child_by_field_name("argument")) for u in fn.of_type("update_expression")]
+        for node, left in targets:
+            if left is None:
+                continue
+            stripped = strip_casts(left)
+            if stripped.type not in ("subscript_expression", "pointer_expression", "field_expression"):
+                continue
+            if stripped.type == "pointer_expression":
+                op = stripped.child_by_field_name("operator")
+                if op is None or op.type != "*":
+                    continue
+            base = pointer_base(stripped)
+            if base is None:
+                continue
+            out.append((node, self.origins(base, fn)))
+        return out
+
     # ------------------------------------------------------------------ host origins
     def origins(self, expr: ts.Node, fn: Function, depth: int = 0,
                 seen: frozenset[tuple[int, str]] = frozenset()) -> list[Origin]:
@@ -376,6 +412,14 @@ class Flow:
             return [Origin("literal", fn, text(expr), node=expr)]
         if t in ("initializer_list", "argument_list") and expr.named_child_count == 1:
             return self.origins(expr.named_children[0], fn, depth + 1, seen)
+        if t in ("initializer_list", "argument_list", "compound_literal_expression"):
+            members = []
+            for child in expr.named_children:
+                if child.type in ("comment", "type_identifier", "qualified_identifier"):
+                    continue
+                for o in self.origins(child, fn, depth + 1, seen):
+                    members.append(_aggregate(o))
+            return members or [Origin("unknown", fn, node=expr)]
         return [Origin("unknown", fn, node=expr)]
 
     def _origins_of_name(self, name: str, node: ts.Node, fn: Function, depth: int,
@@ -386,6 +430,10 @@ class Flow:
         if key not in seen:
             for value in fn.assigned.get(name, ()):
                 out.extend(self.origins(value, fn, depth + 1, seen | {key}))
+            for value in fn.member_assigned.get(name, ()):
+                out.extend(_aggregate(o) for o in self.origins(value, fn, depth + 1, seen | {key}))
+            if out and fn.member_assigned.get(name) and not fn.assigned.get(name):
+                return out
         if param is not None:
             out.extend(self._origins_of_param(fn, param, depth, seen))
         elif not fn.assigned.get(name):
@@ -454,6 +502,20 @@ class Flow:
                 continue
             seen.add(id(f))
             out.extend(f.launches)
+            stack.extend(g for g in self.facts.callees(f) if g.kind == "host")
+        return out
+
+    def host_closure(self, fn: Function) -> list[Function]:
+        """``fn`` and the host functions it calls, transitively."""
+        out: list[Function] = []
+        seen: set[int] = set()
+        stack = [fn]
+        while stack:
+            f = stack.pop()
+            if id(f) in seen:
+                continue
+            seen.add(id(f))
+            out.append(f)
             stack.extend(g for g in self.facts.callees(f) if g.kind == "host")
         return out
 
@@ -537,10 +599,16 @@ class ReturnSite:
     value: ts.Node | None
 
 
+def _aggregate(o: Origin) -> Origin:
+    if o.aggregate:
+        return o
+    return Origin(o.kind, o.function, o.detail, o.index, o.node, o.maybe, o.var, True)
+
+
 def _maybe(o: Origin) -> Origin:
     if o.maybe:
         return o
-    return Origin(o.kind, o.function, o.detail, o.index, o.node, True, o.var)
+    return Origin(o.kind, o.function, o.detail, o.index, o.node, True, o.var, o.aggregate)
 
 
 def idents_in(node: ts.Node) -> set[str]:

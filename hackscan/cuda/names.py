@@ -30,6 +30,12 @@ ATEN_ALLOWED = frozenset({
     "ceil_div", "divup", "CUDACachingAllocator", "CUDA_KERNEL_ASSERT", "C10_CUDA_KERNEL_LAUNCH_CHECK",
     "C10_CUDA_CHECK", "globalContext", "make_optional", "nullopt", "Slice", "Ellipsis", "None",
     "stream_synchronize", "device_synchronize", "CUDAEvent", "CUDAStream", "getCurrentCUDAStreamRaw",
+    # free-function views: no values computed
+    "view", "reshape", "transpose", "permute", "flatten", "squeeze", "unsqueeze", "narrow", "select", "slice",
+    "expand", "contiguous", "as_strided", "t", "split", "chunk", "unbind", "view_as_real", "view_as_complex",
+    "empty_like_strided", "manual_seed", "set_num_threads", "get_num_threads",
+    # data movement: copies, no arithmetic
+    "cat", "concat", "concatenate", "stack", "hstack", "vstack", "constant_pad_nd",
 })
 
 # tensor methods that only allocate, view, describe or move data around without computing
