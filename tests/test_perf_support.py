@@ -34,6 +34,14 @@ def series(ms: float, n: int = 20, wall_ms: float | None = None, start: int = 0,
             "threads_after": 1, "new_threads": []}
 
 
+def hidden_series(hidden_ms: float, main_ms: float) -> dict[str, Any]:
+    """A hidden series with its interleaved main-distribution calls."""
+    s = series(hidden_ms, n=8, start=100_000, warmup=1, fingerprints={})
+    paired = series(main_ms, n=8)
+    s["paired_event_ms"], s["paired_wall_ms"] = paired["event_ms"], paired["wall_ms"]
+    return s
+
+
 def memory(resident: float = 0, call_peak: float = 64 << 20, outside: float = 0, growth: float = 0.0,
            known: bool = True) -> dict[str, Any]:
     held = [1e9 + growth * i for i in range(4)]
@@ -59,7 +67,7 @@ def candidate(ms: float = 1.0, device: str = "cuda", wall_ms: float | None = Non
     main = kw.pop("main", None) or series(ms, wall_ms=wall_ms)
     raw["series"] = {"main": main}
     for name, hidden_ms in kw.pop("hidden", {}).items():
-        raw["series"][f"hidden:{name}"] = series(hidden_ms, n=8, start=100_000, warmup=1, fingerprints={})
+        raw["series"][f"hidden:{name}"] = hidden_series(hidden_ms, ms)
     raw["memory"] = kw.pop("memory", None) or memory()
     raw.update(kw)
     return raw
@@ -76,7 +84,8 @@ def reference(strict_ms: float = 2.0, tf32_ms: float | None = 1.0, device: str =
     if compile_ms is not None:
         base["compile"] = {"tf32": device == "cuda", "compile_s": 5.5, "series": {"main": series(compile_ms, fingerprints={})}}
     for name, hidden_ms in (hidden or {}).items():
-        base[headline]["series"][f"hidden:{name}"] = series(hidden_ms, n=8, start=100_000, warmup=1, fingerprints={})
+        main_ms = tf32_ms if headline == "eager_tf32" and tf32_ms is not None else strict_ms
+        base[headline]["series"][f"hidden:{name}"] = hidden_series(hidden_ms, main_ms)
     raw["baselines"] = base
     raw["headline"] = headline
     raw["fingerprints"] = {"main": {str(j): FP_OK for j in range(40)}}

@@ -384,14 +384,21 @@ def _hidden(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, headline
     r_main = _Series.read(r_series.get("main"))
     ref_fp = _d(ref.get("fingerprints"))
     o = em.options("HS606")
-    c_m, r_m = c_main.claimed(cuda), r_main.claimed(cuda)
-    # the quartiles, not the extremes: a shared machine produces outliers in both directions
-    c_m75 = (c_main.event if cuda else c_main.wall).get("p75")
+    min_ms = float(o["min_ms"] if cuda else o["min_ms_cpu"])
+    key_ms = "event_ms" if cuda else "wall_ms"
     for key in sorted(k for k in c_series if isinstance(k, str) and k.startswith("hidden:"))[:8]:
         name = key.split(":", 1)[1]
-        cs, rs = _Series.read(c_series.get(key)), _Series.read(r_series.get(key))
+        c_raw, r_raw = _d(c_series.get(key)), _d(r_series.get(key))
+        cs, rs = _Series.read(c_raw), _Series.read(r_raw)
+        # the main-distribution calls interleaved with the hidden ones, where the worker made them
+        c_pair = summarize(_floats(c_raw.get("paired_" + key_ms))) if c_raw.get("paired_" + key_ms) else None
+        r_pair = summarize(_floats(r_raw.get("paired_" + key_ms))) if r_raw.get("paired_" + key_ms) else None
+        c_m = median_of(c_pair) if c_pair else c_main.claimed(cuda)
+        r_m = median_of(r_pair) if r_pair else r_main.claimed(cuda)
+        c_m75 = (c_pair or (c_main.event if cuda else c_main.wall)).get("p75")
         c_h, r_h = cs.claimed(cuda), rs.claimed(cuda)
-        row: dict[str, Any] = {"candidate_ms": c_h, "reference_ms": r_h}
+        row: dict[str, Any] = {"candidate_ms": c_h, "reference_ms": r_h, "candidate_main_ms": c_m,
+                               "reference_main_ms": r_m, "samples": (cs.event if cuda else cs.wall).get("n", 0)}
         if cs.error:
             row["error"] = cs.error.splitlines()[0][:300] if cs.error.strip() else "error"
         fp_r = _d(ref_fp.get(key))
@@ -406,12 +413,15 @@ def _hidden(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, headline
         out[name] = row
         if None in (c_slow, r_slow, c_m, r_m, c_h, r_h) or cs.error or rs.error:
             continue
+        if row["samples"] < int(o["min_samples"]):
+            continue
         rel = c_slow / r_slow  # type: ignore[operator]
         expected = c_m * r_slow  # type: ignore[operator]
+        # the quartiles, not the extremes: a shared machine produces outliers in both directions
         p25 = (cs.event if cuda else cs.wall).get("p25")
         consistent = isinstance(p25, (int, float)) and isinstance(c_m75, (int, float)) and p25 > c_m75 * r_slow  # type: ignore[operator]
         row["relative_slowdown"] = rel
-        if rel >= float(o["ratio"]) and c_h - expected >= float(o["min_ms"]) and consistent:  # type: ignore[operator]
+        if rel >= float(o["ratio"]) and c_h - expected >= min_ms and consistent:  # type: ignore[operator]
             sp_main, sp_hidden = r_m / c_m, r_h / c_h  # type: ignore[operator]
             em.emit("HS606", {"baseline": LABELS.get(headline, headline), "speedup_main": sp_main,
                               "speedup_hidden": sp_hidden, "distribution": name},

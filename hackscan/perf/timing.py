@@ -36,6 +36,9 @@ class Series:
     event_ms: list[float] = field(default_factory=list)
     wall_ms: list[float] = field(default_factory=list)
     fingerprints: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    # main-distribution calls interleaved with a hidden series, so both see the same machine load
+    paired_event_ms: list[float] = field(default_factory=list)
+    paired_wall_ms: list[float] = field(default_factory=list)
     error: str | None = None
     off_default_stream: bool = False
     threads_before: int = 0
@@ -49,6 +52,8 @@ class Series:
             "event_ms": self.event_ms,
             "wall_ms": self.wall_ms,
             "fingerprints": {str(k): v for k, v in self.fingerprints.items()},
+            "paired_event_ms": self.paired_event_ms,
+            "paired_wall_ms": self.paired_wall_ms,
             "error": self.error,
             "off_default_stream": self.off_default_stream,
             "threads_before": self.threads_before,
@@ -128,12 +133,15 @@ def calibrate(clock: Clock, flush: Flusher, calls: int = 10) -> dict[str, Any]:
 
 def time_series(name: str, call: Callable[[list[Any]], Any], plan: InputPlan, clock: Clock, flush: Flusher, *,
                 start: int, warmup: int, iterations: int, min_iterations: int, budget_s: float, adaptive: bool,
-                hidden: str | None = None, samples: int = 256, keep_fingerprints: bool = True) -> Series:
+                hidden: str | None = None, samples: int = 256, keep_fingerprints: bool = True,
+                pair: tuple[InputPlan, int] | None = None) -> Series:
     """Run ``warmup`` + up to ``iterations`` calls on inputs ``start, start+1, ...`` of ``plan``.
 
     The count is fixed (``iterations``) unless the estimate from the warm-up says the series would
     exceed ``budget_s``; with ``adaptive`` it is sized to the budget.  It never drops below
     ``min_iterations``.  Every output (warm-up included) is fingerprinted after the clock stops.
+    With ``pair = (main_plan, first_index)`` each timed call is preceded by a timed call on the main
+    distribution, so that a comparison of the two is not skewed by the load of a shared machine.
     """
     series = Series(name)
     series.threads_before = threading.active_count()
@@ -152,13 +160,20 @@ def time_series(name: str, call: Callable[[list[Any]], Any], plan: InputPlan, cl
             series.warmup.append(j)
             est.append(wall)
             j += 1
-        per_call_s = (sorted(est)[len(est) // 2] / 1e3) if est else 0.0
+        per_call_s = (sorted(est)[len(est) // 2] / 1e3) * (2 if pair else 1) if est else 0.0
         n = iterations
         if per_call_s > 0:
             fits = int(budget_s / per_call_s)
             n = min(iterations, fits) if (adaptive or fits < iterations) else iterations
         n = max(n, min_iterations)
-        for _ in range(n):
+        for k in range(n):
+            if pair is not None:
+                paired = pair[0].inputs_for(pair[1] + k)
+                flush()
+                out, ev, wall, _ = _one_call(call, paired, clock, events)
+                del out
+                series.paired_event_ms.append(ev)
+                series.paired_wall_ms.append(wall)
             inputs = plan.inputs_for(j, hidden)
             flush()
             out, ev, wall, off_default = _one_call(call, inputs, clock, events)

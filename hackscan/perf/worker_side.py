@@ -49,6 +49,7 @@ MAX_HIDDEN = 2
 # index ranges of the input plan, so that no two series ever see the same values
 HIDDEN_START = 100_000
 HIDDEN_STRIDE = 10_000
+PAIRED_OFFSET = 5_000  # the main-distribution calls interleaved with a hidden series
 MEMORY_START = 50_000
 FLOPS_INDEX = 0
 
@@ -207,9 +208,10 @@ def _series(st: _Setup, name: str, call: Callable[[list[Any]], Any], start: int,
                         adaptive=opts.adaptive, samples=opts.fingerprint_samples, keep_fingerprints=keep_fingerprints)
     else:
         s = time_series(name, call, plan, clock, st.flush, start=start, warmup=1,
-                        iterations=opts.hidden_iterations, min_iterations=min(3, opts.hidden_iterations),
+                        iterations=opts.hidden_iterations, min_iterations=min(5, opts.hidden_iterations),
                         budget_s=opts.hidden_budget_s, adaptive=True, hidden=transform,
-                        samples=opts.fingerprint_samples, keep_fingerprints=keep_fingerprints)
+                        samples=opts.fingerprint_samples, keep_fingerprints=keep_fingerprints,
+                        pair=(st.plan, start + PAIRED_OFFSET))
     return s.to_dict()
 
 
@@ -315,9 +317,7 @@ def measure_reference(model: Any, input_sets: Sequence[Sequence[Any]],
     out["headline"] = headline
     # what every candidate call is checked against: strict fp32 eager outputs of calls 0..calls-1
     strict_main = results.get(baselines.STRICT, {}).get("series", {}).get("main", {})
-    main_fp = dict(strict_main.get("fingerprints", {}))
-    for series in results.get(baselines.STRICT, {}).get("series", {}).values():
-        series.pop("fingerprints", None)
+    main_fp = dict(strict_main.pop("fingerprints", {}))
     with baselines.precision(False):
         for j in range(opts.calls):
             if str(j) not in main_fp:
