@@ -296,8 +296,6 @@ class ExtensionFacts:
     functions: dict[str, list[Function]] = field(default_factory=dict)
     exports: list[Export] = field(default_factory=list)
     constants: dict[str, Constant] = field(default_factory=dict)
-    # constants declared inside a function body, by function name then constant name
-    local_constants: dict[str, dict[str, Constant]] = field(default_factory=dict)
     macros: dict[str, Macro] = field(default_factory=dict)
     globals: list[Variable] = field(default_factory=list)
     flags: dict[str, list[str]] = field(default_factory=dict)
@@ -305,6 +303,9 @@ class ExtensionFacts:
     declared_kernels: set[str] = field(default_factory=set)
     # constants whose value is folded once every unit of the extension is read
     pending_constants: list[tuple] = field(default_factory=list, repr=False)
+    # function-local constants, folded per function when first asked for (most never are)
+    local_pending: dict[str, list[tuple]] = field(default_factory=dict, repr=False)
+    _locals_done: dict[str, dict[str, Constant]] = field(default_factory=dict, repr=False)
 
     def lookup(self, name: str, *kinds: str) -> list[Function]:
         fns = self.functions.get(name.rsplit("::", 1)[-1], [])
@@ -323,10 +324,27 @@ class ExtensionFacts:
     def const_env(self) -> dict[str, int | float]:
         return {name: c.value for name, c in self.constants.items()}
 
+    def locals_of(self, fn: Function | str) -> dict[str, Constant]:
+        """Constants declared inside one function (``const int BM = 64;``), by name."""
+        name = fn.name if isinstance(fn, Function) else fn
+        done = self._locals_done.get(name)
+        if done is None:
+            done = self._locals_done[name] = _fold_pending(self, self.local_pending.pop(name, []), {},
+                                                           dict(self.const_env))
+        return done
+
+    @property
+    def local_constants(self) -> dict[str, dict[str, Constant]]:
+        """Function-local constants of every function, by function name then constant name."""
+        for name in list(self.local_pending):
+            self.locals_of(name)
+        return {k: v for k, v in self._locals_done.items() if v}
+
     def env_for(self, fn: Function | str | None) -> dict[str, int | float]:
         """Named constants visible in a function: file scope, then the function's own."""
-        name = fn.name if isinstance(fn, Function) else fn
-        local = self.local_constants.get(name or "")
+        if fn is None:
+            return self.const_env
+        local = self.locals_of(fn)
         if not local:
             return self.const_env
         return {**self.const_env, **{k: c.value for k, c in local.items()}}
@@ -557,16 +575,30 @@ def _expand_call_macros(x: ExtensionFacts) -> None:
 
 
 def _finish_constants(x: ExtensionFacts) -> None:
-    """Fold constants that refer to other constants (``#define N (B * D)``) now that all are known."""
-    pending = x.pending_constants
+    """Fold file-scope constants that refer to other constants (``#define N (B * D)``) now that
+    all are known; function-local ones wait until someone asks (``ExtensionFacts.locals_of``)."""
+    file_scope = []
+    for entry in x.pending_constants:
+        if entry[6]:
+            x.local_pending.setdefault(entry[6], []).append(entry)
+        else:
+            file_scope.append(entry)
+    env: dict[str, int | float] = {}
+    _fold_pending(x, file_scope, x.constants, env)
+    x.__dict__.pop("const_env", None)
+    x.pending_constants = []
+
+
+def _fold_pending(x: ExtensionFacts, pending: list[tuple], table: dict[str, Constant],
+                  env: dict[str, int | float]) -> dict[str, Constant]:
+    """Fold ``pending`` into ``table``, a few rounds so constants may use later ones."""
+    env.update({k: c.value for k, c in table.items()})
     for _ in range(4):
         progress = False
         rest = []
         for name, kind, value_node, body, unit, pos, fn in pending:
-            table = x.local_constants.setdefault(fn, {}) if fn else x.constants
             if name in table:
                 continue
-            env = x.env_for(fn)
             v = fold(value_node, env) if value_node is not None else fold_text(body, env)
             if v is None:
                 rest.append((name, kind, value_node, body, unit, pos, fn))
@@ -577,12 +609,12 @@ def _finish_constants(x: ExtensionFacts) -> None:
                 offset = holder.start_byte if holder is not None else -1
                 pos = pos_of(unit, pos)
             table[name] = Constant(name, v, kind, x.name, unit.id, pos, fn, offset)
-            x.__dict__.pop("const_env", None)
+            env[name] = v
             progress = True
         pending = rest
         if not progress:
             break
-    x.pending_constants = []
+    return table
 
 
 def _exports_from_attrs(x: ExtensionFacts) -> None:
