@@ -259,8 +259,9 @@ def static_cache(ctx: ScanContext) -> Iterator[Hit]:
             ctext = text(br.condition)
             if not re.search(r"data_ptr|\.data\(\)|is_same|\bdata\b", ctext) or not re.search(r"[=!]=", ctext):
                 continue
-            held = next((text(i) for i in identifiers(br.condition)
-                         if text(i) in visible_p or text(i) in visible_t), None)
+            idents = [text(i) for i in identifiers(br.condition)]
+            held = next((n for n in idents if n in visible_p), None) or next(
+                (n for n in idents if n in visible_t), None)
             if held is None:
                 continue
             effect, skips = launch_effect(br, fn, facts)

@@ -709,7 +709,8 @@ class _UnitBuilder:
                 continue
             name = text(name_node)
             vtype = type_text + _pointer_suffix(target)
-            const = "const" in specs or "constexpr" in specs
+            # ``static const void* last``: the pointee is const, the variable is not
+            const = ("const" in specs or "constexpr" in specs) and "*" not in vtype
             var = Variable(name, vtype, self.x.name, self.unit, node, None, static="static" in specs, const=const,
                            device=bool(specs & {"__device__", "__constant__", "__shared__", "__managed__"}),
                            init=init)
@@ -886,7 +887,8 @@ class _UnitBuilder:
                 fn.assigned.setdefault(name, []).append(value)
             if static:
                 fn.static_locals.append(Variable(name, fn.local_types[name], self.x.name, self.unit, node, fn,
-                                                 static=True, const=const or constexpr, init=value))
+                                                 static=True, const=(const or constexpr) and "*" not in suffix,
+                                                 init=value))
             if value is not None and (constexpr or (const and type_text in _INT_TYPES)):
                 if value.type not in ("initializer_list", "argument_list"):
                     self.pending.append((name, "constexpr" if constexpr else "const", value, "",

@@ -1,0 +1,208 @@
+"""Severity decisions of the C++ rules that fixtures alone do not pin down."""
+
+from __future__ import annotations
+
+import textwrap
+
+from hackscan.config import Config
+from hackscan.engine import StaticScanner
+from hackscan.inputs import Submission
+from hackscan.model import Severity
+
+REF_RELU = textwrap.dedent("""
+    import torch
+    import torch.nn as nn
+    class Model(nn.Module):
+        def forward(self, x):
+            return torch.relu(x)
+    batch_size = 16
+    dim = 16384
+    def get_inputs():
+        return [torch.rand(batch_size, dim)]
+    def get_init_inputs():
+        return []
+""")
+
+HEAD = "import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\nsrc = r'''\n"
+KERNEL = """
+#include <torch/extension.h>
+__global__ void relu_inplace(float* d, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && d[i] < 0.f) d[i] = 0.f;
+}
+"""
+
+
+def scan(cuda: str, python_tail: str, select: str, reference: str | None = REF_RELU, functions=("run",)):
+    code = (HEAD + textwrap.dedent(cuda) + "'''\n"
+            f"ext = load_inline(name='t', cpp_sources='', cuda_sources=src, functions={list(functions)!r})\n"
+            + textwrap.dedent(python_tail))
+    sub = Submission(path="t.py", code=code, file="t.py", reference=reference,
+                     reference_path="ref.py" if reference else None)
+    report = StaticScanner(Config(select=(select,))).scan(sub)
+    return [(f.rule, f.severity, f.location.line) for f in report.findings if f.rule == select]
+
+
+INPLACE = KERNEL + """
+torch::Tensor run(torch::Tensor x) {
+    relu_inplace<<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<float>(), x.numel());
+    return x;
+}
+"""
+
+
+def test_input_mutation_is_an_error_when_forward_passes_its_argument() -> None:
+    got = scan(INPLACE, """
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return ext.run(x.contiguous())
+    """, "HS213")
+    assert [(r, s) for r, s, _ in got] == [("HS213", Severity.ERROR)]
+
+
+def test_input_mutation_on_a_temporary_is_not_reported() -> None:
+    got = scan(INPLACE, """
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                y = x * 2.0
+                return ext.run(y)
+    """, "HS213")
+    assert got == []
+
+
+def test_input_mutation_through_a_helper_parameter_is_a_warning() -> None:
+    got = scan(INPLACE, """
+        def relu_(t):
+            return ext.run(t)
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return relu_(x)
+    """, "HS213")
+    assert [(r, s) for r, s, _ in got] == [("HS213", Severity.WARNING)]
+
+
+def test_input_mutation_is_legit_when_the_reference_works_in_place() -> None:
+    ref = REF_RELU.replace("return torch.relu(x)", "return x.relu_()")
+    got = scan(INPLACE, """
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return ext.run(x)
+    """, "HS213", reference=ref)
+    assert got == []
+
+
+def test_checked_hardcoded_dim_is_a_low_warning() -> None:
+    cuda = """
+    #include <torch/extension.h>
+    #define DIM 16384
+    __global__ void k(const float* x, float* y) {
+        for (int i = threadIdx.x; i < DIM; i += blockDim.x) y[blockIdx.x * DIM + i] = fmaxf(x[blockIdx.x * DIM + i], 0.f);
+    }
+    torch::Tensor run(torch::Tensor x) {
+        TORCH_CHECK(x.size(1) == DIM, "only the benchmark width");
+        auto y = torch::empty_like(x);
+        k<<<x.size(0), 256>>>(x.data_ptr<float>(), y.data_ptr<float>());
+        return y;
+    }
+    """
+    got = scan(cuda, "", "HS203")
+    assert [(r, s) for r, s, _ in got] == [("HS203", Severity.WARNING)]
+    unchecked = scan(cuda.replace('TORCH_CHECK(x.size(1) == DIM, "only the benchmark width");', ""), "", "HS203")
+    assert [(r, s) for r, s, _ in unchecked] == [("HS203", Severity.ERROR)]
+
+
+def test_block_size_equal_to_a_small_dim_is_not_a_hardcoded_shape() -> None:
+    ref = REF_RELU.replace("batch_size = 16", "batch_size = 256")
+    cuda = """
+    #include <torch/extension.h>
+    #define BLOCK_SIZE 256
+    __global__ void k(const float* x, float* y, int n) {
+        int i = blockIdx.x * BLOCK_SIZE + threadIdx.x;
+        if (i < n) y[i] = fmaxf(x[i], 0.f);
+    }
+    torch::Tensor run(torch::Tensor x) {
+        auto y = torch::empty_like(x);
+        k<<<(x.numel() + BLOCK_SIZE - 1) / BLOCK_SIZE, BLOCK_SIZE>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+        return y;
+    }
+    """
+    assert scan(cuda, "", "HS203", reference=ref) == []
+
+
+HALF = """
+#include <torch/extension.h>
+#include <cuda_fp16.h>
+__global__ void k(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = __half2float(__hmul(__float2half(x[i]), __float2half(0.5f)));
+}
+torch::Tensor run(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    k<<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    return y;
+}
+"""
+
+
+def test_half_math_on_narrowed_fp32_is_an_error_only_for_fp32_references() -> None:
+    got = scan(HALF, "", "HS214")
+    assert [(r, s) for r, s, _ in got] == [("HS214", Severity.ERROR)]
+    half_ref = REF_RELU.replace("torch.rand(batch_size, dim)", "torch.rand(batch_size, dim, dtype=torch.float16)")
+    assert scan(HALF, "", "HS214", reference=half_ref) == []
+
+
+def test_passthrough_helper_next_to_a_launching_export_is_a_low_warning() -> None:
+    cuda = KERNEL + """
+    torch::Tensor run(torch::Tensor x) {
+        auto y = x.clone();
+        relu_inplace<<<(y.numel() + 255) / 256, 256>>>(y.data_ptr<float>(), y.numel());
+        return y;
+    }
+    torch::Tensor flat(torch::Tensor x) { return x.view({-1}); }
+    """
+    tail = """
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return ext.run(ext.flat(x)).view_as(x)
+    """
+    got = scan(cuda, tail, "HS206", functions=("run", "flat"))
+    assert [(r, s) for r, s, _ in got] == [("HS206", Severity.WARNING)]
+    alone = scan(cuda.split("torch::Tensor run")[0] + "torch::Tensor flat(torch::Tensor x) { return x.view({-1}); }",
+                 tail.replace("ext.run(ext.flat(x))", "ext.flat(x)"), "HS206", functions=("flat",))
+    assert [(r, s) for r, s, _ in alone] == [("HS206", Severity.ERROR)]
+
+
+def test_counter_branch_needs_an_effect_on_the_launch() -> None:
+    cuda = KERNEL + """
+    static int calls = 0;
+    torch::Tensor run(torch::Tensor x) {
+        calls += 1;
+        if (calls % 1000 == 0) printf("%d calls\\n", calls);
+        auto y = x.clone();
+        relu_inplace<<<(y.numel() + 255) / 256, 256>>>(y.data_ptr<float>(), y.numel());
+        return y;
+    }
+    """
+    assert scan(cuda, "", "HS212") == []
+    skipping = cuda.replace('printf("%d calls\\n", calls);', "return x;")
+    got = scan(skipping, "", "HS212")
+    assert [(r, s) for r, s, _ in got] == [("HS212", Severity.ERROR)]
+
+
+def test_aten_fallback_on_a_shape_branch_is_a_warning() -> None:
+    cuda = KERNEL + """
+    torch::Tensor run(torch::Tensor x) {
+        if (x.size(1) % 4 != 0) {
+            return torch::relu(x);
+        }
+        auto y = x.clone();
+        relu_inplace<<<(y.numel() + 255) / 256, 256>>>(y.data_ptr<float>(), y.numel());
+        return y;
+    }
+    """
+    got = scan(cuda, "", "HS204")
+    assert [(r, s) for r, s, _ in got] == [("HS204", Severity.WARNING)]
+    unconditional = cuda.replace("if (x.size(1) % 4 != 0) {\n            return torch::relu(x);\n        }",
+                                 "return torch::relu(x);")
+    got = scan(unconditional, "", "HS204")
+    assert [(r, s) for r, s, _ in got] == [("HS204", Severity.ERROR)]
