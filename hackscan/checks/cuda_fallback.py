@@ -13,7 +13,7 @@ from ..cuda import names
 from ..cuda.branches import depends_on, enclosing, is_empty_check, launches_after, tainted_names, value_reads
 from ..cuda.facts import Call, CudaFacts, Function, pos_of
 from ..cuda.flow import UNINITIALISED, Origin
-from ..cuda.graph import is_compute
+from ..cuda.names import is_compute
 from ..cuda.parser import contains, identifiers, text
 from ..model import Confidence, Severity
 

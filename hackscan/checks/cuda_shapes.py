@@ -83,20 +83,22 @@ def _function_of(node: ts.Node, by_node: dict[int, Function]) -> Function | None
     return None
 
 
-def _occurrences(facts: CudaFacts, x: ExtensionFacts, pattern: bytes, node_types: tuple[str, ...],
-                 by_node: dict[int, Function]) -> list[tuple[Function | None, ts.Node]]:
+def _occurrences(facts: CudaFacts, x: ExtensionFacts, rx: re.Pattern[bytes], node_types: tuple[str, ...],
+                 by_node: dict[int, Function]) -> list[tuple[bytes, Function | None, ts.Node]]:
+    """Every match of ``rx`` in the extension's units that is a node of ``node_types``, with the
+    matched token (group 1) and the function it sits in."""
     out = []
-    rx = re.compile(pattern)
     for unit in x.units:
         tree = facts.trees.get(unit.id)
         if tree is None:
             continue
         raw = unit.text.encode("utf-8")
+        root = tree.root_node
         for m in rx.finditer(raw):
-            node = tree.root_node.descendant_for_byte_range(m.start(), m.end())
+            node = root.descendant_for_byte_range(m.start(1), m.end(1))
             if node is None or node.type not in node_types:
                 continue
-            out.append((_function_of(node, by_node), node))
+            out.append((m.group(1), _function_of(node, by_node), node))
     return out
 
 
@@ -159,6 +161,7 @@ def hardcoded_shapes(ctx: ScanContext) -> Iterator[Hit]:
         for table in x.local_constants.values():
             consts.extend(table.values())
         named_values: set[int] = set()
+        wanted: dict[str, tuple[Constant, bool, bool]] = {}
         for const in consts:
             v = const.value
             if not isinstance(v, int) or v not in dims:
@@ -171,28 +174,36 @@ def hardcoded_shapes(ctx: ScanContext) -> Iterator[Hit]:
             init_only = v not in input_dims
             if unit is not None and const.interpolated(unit) and init_only:
                 continue  # specialised at build time on the module's own hyperparameter
-            pattern = rb"(?<![\w.])" + re.escape(const.name.encode()) + rb"(?![\w])"
-            uses = []
-            for fn, node in _occurrences(facts, x, pattern, ("identifier",), by_node):
-                if fn is None or (const.function and fn.name != const.function):
+            wanted.setdefault(const.name, (const, name_match, init_only))
+        if wanted:
+            # one pass over the text for every constant of interest
+            alt = b"|".join(re.escape(n.encode()) for n in sorted(wanted, key=len, reverse=True))
+            rx = re.compile(rb"(?<![\w.])(" + alt + rb")(?![\w])")
+            uses_by_name: dict[str, list] = {n: [] for n in wanted}
+            for token, fn, node in _occurrences(facts, x, rx, ("identifier",), by_node):
+                name = token.decode()
+                const = wanted[name][0]
+                if fn is None or (const.function and fn.name != const.function) or _is_definition(node):
                     continue
-                if _is_definition(node):
-                    continue
-                uses.append((fn, node, _context(node, "host" if fn.kind == "host" else "kernel")))
-            hit = _judge(ctx, uses, f"`{const.name}` ({v})", v, dim_label, distinctive, name_match,
-                         const_pos=const.pos, weak=init_only)
-            if hit is not None:
-                yield hit
-        for v in sorted(distinctive - named_values):
-            pattern = rb"(?<![\w.])" + str(v).encode() + rb"[uUlL]*(?![\w.])"
-            occ = _occurrences(facts, x, pattern, ("number_literal",), by_node)
-            by_fn: dict[int, list] = {}
-            for fn, node in occ:
-                if fn is None:
-                    continue
-                by_fn.setdefault(id(fn), []).append((fn, node, _context(node, "host" if fn.kind == "host" else "kernel")))
-            guards = any(c == "guard" for uses in by_fn.values() for _, _, c in uses)
-            if guards:
+                uses_by_name[name].append((fn, node, _context(node, "host" if fn.kind == "host" else "kernel")))
+            for name, (const, name_match, init_only) in wanted.items():
+                hit = _judge(ctx, uses_by_name[name], f"`{const.name}` ({const.value})", int(const.value), dim_label,
+                             distinctive, name_match, const_pos=const.pos, weak=init_only)
+                if hit is not None:
+                    yield hit
+        literals = sorted(distinctive - named_values)
+        if not literals:
+            continue
+        alt = b"|".join(str(v).encode() for v in sorted(literals, key=lambda v: -len(str(v))))
+        rx = re.compile(rb"(?<![\w.])(" + alt + rb")[uUlL]*(?![\w.])")
+        by_value: dict[int, dict[int, list]] = {}
+        for token, fn, node in _occurrences(facts, x, rx, ("number_literal",), by_node):
+            if fn is None:
+                continue
+            by_value.setdefault(int(token), {}).setdefault(id(fn), []).append(
+                (fn, node, _context(node, "host" if fn.kind == "host" else "kernel")))
+        for v, by_fn in sorted(by_value.items()):
+            if any(c == "guard" for uses in by_fn.values() for _, _, c in uses):
                 continue
             for uses in by_fn.values():
                 hit = _judge(ctx, uses, f"the literal {v}", v, dim_label, distinctive, False, const_pos=None,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import networkx as nx
 
-from . import names
+from .names import aten_name, is_compute
 
 if TYPE_CHECKING:
     from .facts import CudaFacts, Function
@@ -30,35 +30,6 @@ if TYPE_CHECKING:
 def node_name(fn: Function) -> str:
     prefix = {"kernel": "kernel", "device": "device"}.get(fn.kind, "cpp")
     return f"{prefix}:{fn.ext}:{fn.name}"
-
-
-def aten_name(call_name: str) -> str | None:
-    """The ``aten:`` node for a call, or None when it is not an ATen / torch call."""
-    if call_name.startswith("."):
-        method = call_name[1:]
-        if method in names.TENSOR_METHODS_COMPUTE or method in names.TENSOR_METHODS_ALLOWED:
-            return f"aten:Tensor.{method}"
-        return None
-    ns = call_name.rsplit("::", 1)[0] if "::" in call_name else ""
-    if ns.split("::")[0] in ("at", "torch", "c10"):
-        return f"aten:{call_name}"
-    return None
-
-
-def is_compute(call_name: str) -> bool:
-    """Does an ATen call compute on tensor values (as opposed to allocate, view, check)?"""
-    if call_name.startswith("."):
-        return call_name[1:] in names.TENSOR_METHODS_COMPUTE
-    parts = call_name.split("::")
-    base = parts[-1]
-    if parts[0] not in ("at", "torch") or len(parts) < 2:
-        return False
-    if base in names.ATEN_ALLOWED or base in names.TENSOR_METHODS_ALLOWED:
-        return False
-    if any(p in ("cuda", "indexing", "jit", "detail") for p in parts[1:-1]):
-        return False
-    # types (torch::Tensor, TensorOptions) and enum values (torch::kFloat32) are not ops
-    return not (base[:1].isupper() or (base[:1] == "k" and base[1:2].isupper()))
 
 
 def cuda_graph(facts: CudaFacts) -> nx.DiGraph:
