@@ -47,7 +47,7 @@ def _state_of(expr: ast.AST, globals_: set[str]) -> str | None:
     if key is not None:
         return key
     if isinstance(expr, ast.Name):
-        return expr.id if "global:" + expr.id in globals_ else None
+        return expr.id if "global:" + expr.id in globals_ or expr.id in globals_ else None
     e, through = expr, False
     while isinstance(e, ast.Subscript):
         e, through = e.value, True
@@ -218,10 +218,40 @@ def stale_cached_output(ctx: ScanContext) -> Iterator[Hit]:
                 continue
         if _refreshes(facts, prefix, k, local, inputs, globals_):
             continue
+        if fn is not facts.forward and not _stale_at_some_call_site(facts, fn, globals_):
+            continue  # a helper hands back cached buffers that its callers refill (per-shape graph caches)
         stored = writes.tainted[k]
         reported.add(id(ret))
         yield ctx.hit(ctx.at(point), args={"state": k, "line": stored.lineno, "how": _key_kind(facts, point, fn)},
                       evidence={"state": k, "stored_at": stored.lineno, "function": getattr(fn, "name", "")})
+
+
+def _stale_at_some_call_site(facts: MiscFacts, helper: ast.AST, globals_: set[str]) -> bool:
+    """Whether some caller returns what ``helper`` returned without refreshing it first."""
+    host = facts.host
+    sites = [c for g in facts.reachable for c in facts.in_functions([g], ast.Call) if helper in facts.call_targets(c)]
+    for call in sites:
+        caller = facts.owner(call)
+        stmt = next((a for a in host.ancestors(call) if isinstance(a, ast.stmt)), None)
+        if isinstance(stmt, ast.Return):
+            return True
+        if not isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            continue
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        if not all(isinstance(t, (ast.Name, ast.Tuple, ast.List)) for t in targets):
+            return True  # stored into persistent state: the stale value outlives this call too
+        names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        rets = [r for r in facts.in_functions([caller], ast.Return) if r.lineno > stmt.lineno and r.value is not None
+                and any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(r.value))]
+        if not rets:
+            continue  # the cached value is not what the caller returns
+        last = max(r.lineno for r in rets)
+        between = [x for x in facts.in_functions([caller], ast.Expr, ast.Assign, ast.AugAssign)
+                   if stmt.lineno < x.lineno <= last]
+        inputs = facts.input_values(caller)
+        if not any(_refreshes(facts, between, None, n, inputs, globals_) for n in names):
+            return True
+    return False
 
 
 _IDENTITY_METHODS = ("data_ptr", "_version")

@@ -103,37 +103,52 @@ def _stream_uses(facts: MiscFacts, side: set[str]) -> list[tuple[ast.AST, ast.AS
     return uses
 
 
-def _is_join(host, call: ast.Call, side: set[str]) -> bool:
+def _is_join(host, call: ast.Call, side: set[str], blocking_only: bool = False) -> bool:
+    """A call that makes later work (or the host) wait for the side stream.
+
+    ``blocking_only``: after ``set_stream`` (or inside the side stream's own ``with`` block) the
+    "current stream" *is* the side stream, so only host-blocking synchronisation joins it.
+    """
     name = host.canonical(call.func)
     if name in DEVICE_SYNCS:
         return True
     f = call.func
     if not isinstance(f, ast.Attribute):
         return False
+    if f.attr == "synchronize":
+        return True
+    if blocking_only:
+        return False
     if f.attr == "wait_stream":
         return not _is_side(host, f.value, side)  # side.wait_stream(main) is the fork, not the join
-    if f.attr in ("synchronize", "wait_event"):
+    if f.attr == "wait_event":
         return True
     if f.attr == "wait":  # event.wait(stream): joins unless it makes a side stream wait
         return not call.args or not _is_side(host, call.args[0], side)
     return False
 
 
-def _joined_after(facts: MiscFacts, node: ast.AST, fn: ast.AST | None, side: set[str], depth: int = 0) -> bool:
+def _joined_after(facts: MiscFacts, node: ast.AST, fn: ast.AST | None, side: set[str], depth: int = 0,
+                  blocking_only: bool = False, block_end: int | None = None) -> bool:
     host = facts.host
     line = node.lineno
     for call in facts.nodes_by_owner(ast.Call).get(fn, ()):
-        if call.lineno >= line and _is_join(host, call, side):
+        if call.lineno < line:
+            continue
+        inside = block_end is not None and call.lineno <= block_end
+        if _is_join(host, call, side, blocking_only or inside):
             return True
-        if call.lineno >= line and depth < 2:
+        if depth < 2:
             # a helper called after the launch may do the join (self._sync())
             for target in facts.call_targets(call):
-                if any(_is_join(host, c, side) for c in facts.nodes_by_owner(ast.Call).get(target, ())):
+                if any(_is_join(host, c, side, blocking_only or inside)
+                       for c in facts.nodes_by_owner(ast.Call).get(target, ())):
                     return True
     if fn is None or fn is facts.forward or depth >= 2:
         return False
     sites = [c for g in facts.runs for c in facts.nodes_by_owner(ast.Call).get(g, ()) if fn in facts.call_targets(c)]
-    return bool(sites) and all(_joined_after(facts, c, facts.owner(c), side, depth + 1) for c in sites)
+    return bool(sites) and all(_joined_after(facts, c, facts.owner(c), side, depth + 1, blocking_only)
+                               for c in sites)
 
 
 def unjoined_side_stream(ctx: ScanContext) -> Iterator[Hit]:
@@ -151,7 +166,11 @@ def unjoined_side_stream(ctx: ScanContext) -> Iterator[Hit]:
     for node, fn, how in _stream_uses(facts, side):
         if fn not in runs or facts.is_main_guarded(node):
             continue
-        if _joined_after(facts, node, fn, side):
+        with_stmt = next((a for a in host.ancestors(node) if isinstance(a, (ast.With, ast.AsyncWith))), None) \
+            if how.startswith("work in") else None
+        block_end = with_stmt.end_lineno if with_stmt is not None else None
+        if _joined_after(facts, node, fn, side, blocking_only="set_stream" in how or ".use()" in how,
+                         block_end=block_end):
             continue
         in_forward = fn in facts.reachable_set
         yield ctx.hit(ctx.at(node), args={"how": how, "where": f"{getattr(fn, 'name', 'module code')}()"},
@@ -199,9 +218,25 @@ def _thread_joined(facts: MiscFacts, ctor: ast.Call, fn: ast.AST | None) -> bool
             continue
         if host.canonical(call.func) in JOIN_FUNCS:
             return True
-        if isinstance(call.func, ast.Attribute) and call.func.attr in JOINS:
+        if isinstance(call.func, ast.Attribute) and call.func.attr in JOINS and _waits(call):
             return True
     return False
+
+
+def _waits(call: ast.Call) -> bool:
+    """``t.join()`` waits; ``t.join(0.0)`` / ``fut.result(timeout=0)`` only peek; ``", ".join(xs)`` is a string."""
+    f = call.func
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Constant):
+        return False
+    if any(k.arg == "wait" and isinstance(k.value, ast.Constant) and k.value.value is False for k in call.keywords):
+        return False  # executor.shutdown(wait=False)
+    timeout = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "timeout"), None)
+    if timeout is None:
+        return not call.args
+    if isinstance(timeout, ast.Constant) and isinstance(timeout.value, (int, float)):
+        return timeout.value >= 1
+    return not isinstance(timeout, (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp, ast.Name)) or \
+        f.attr != "join"
 
 
 def deferred_tensor(ctx: ScanContext) -> Iterator[Hit]:

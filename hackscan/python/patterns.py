@@ -187,6 +187,11 @@ def alias_names(expr: ast.AST) -> set[str]:
         return set()
 
 
+_PURE_BUILTINS = frozenset({"print", "len", "isinstance", "range", "zip", "enumerate", "list", "tuple", "dict", "set",
+                            "min", "max", "sum", "sorted", "int", "float", "str", "bool", "getattr", "hasattr",
+                            "setattr", "id", "hash", "type", "super", "repr", "abs", "round", "any", "all", "map"})
+_PURE_PREFIXES = ("torch.", "math.", "numpy.", "triton.cdiv", "triton.next_power_of_2", "F.", "self.__class__")
+_CONTAINER_WRITERS = frozenset({"append", "extend", "insert", "update", "setdefault", "add", "__setitem__", "put"})
 _TORCH_ALLOC_ATTRS = frozenset({"empty_like", "zeros_like", "ones_like", "full_like", "empty", "zeros", "ones",
                                 "full", "empty_strided"})
 
@@ -555,8 +560,40 @@ class MiscFacts:
                 for u in used:
                     if u != name:
                         rev.setdefault(u, set()).add(name)
+        if kind == "value":
+            # calls may write their arguments: a kernel launch fills `out` from `x`, `buf.copy_(x)`,
+            # `parts.append(y)`; the written names then carry the values of the others
+            for call in self.in_functions([fn], ast.Call):
+                for src, dst in self._call_writes(call):
+                    if src != dst:
+                        rev.setdefault(src, set()).add(dst)
         self._deps[key] = rev
         return rev
+
+    def _call_writes(self, call: ast.Call) -> Iterator[tuple[str, str]]:
+        f = call.func
+        if isinstance(f, ast.Name) and f.id in _PURE_BUILTINS:
+            return
+        args = list(call.args) + [k.value for k in call.keywords]
+        if not args:
+            return
+        sources: set[str] = set()
+        for a in args:
+            sources |= value_names(a)
+        targets: set[str] = set()
+        if isinstance(f, ast.Attribute) and (
+                (f.attr.endswith("_") and not f.attr.startswith("__")) or f.attr in _CONTAINER_WRITERS):
+            targets |= alias_names(f.value)
+        out_kw = next((k.value for k in call.keywords if k.arg == "out"), None)
+        if out_kw is not None:
+            targets |= alias_names(out_kw)
+        name = self.cname(call) if not isinstance(f, ast.Subscript) else ""
+        if isinstance(f, ast.Subscript) or not name.startswith(_PURE_PREFIXES):
+            for a in args:  # a kernel launch or an extension/helper call: any tensor argument may be written
+                targets |= alias_names(a)
+        for t in targets:
+            for src in sources:
+                yield src, t
 
     def _propagate(self, fn: ast.AST, seeds: Iterable[str], kind: str) -> frozenset[str]:
         rev = self._dependencies(fn, kind)
@@ -578,52 +615,64 @@ class MiscFacts:
         return self._propagate(fn, seeds, "alias")
 
     @cached_property
-    def input_params(self) -> dict[ast.AST, frozenset[str]]:
-        """For each reachable function, the parameters that may receive forward's inputs.
+    def _input_seeds(self) -> dict[ast.AST, tuple[frozenset[str], frozenset[str]]]:
+        """For each reachable function, (parameters that may receive forward's input values,
+        parameters that may receive forward's input tensors themselves or views of them).
 
-        forward's own parameters are inputs; a helper's parameter is one when some call site in
-        reachable code passes an input-derived value in its position (one propagation pass in
-        reachability order is enough for the short helper chains kernels use).
+        forward's own parameters are both; a helper's parameter is one when some call site in
+        reachable code passes such a value in its position (one propagation pass in reachability
+        order is enough for the short helper chains kernels use).
         """
-        out: dict[ast.AST, set[str]] = {}
+        values: dict[ast.AST, set[str]] = {}
+        aliases: dict[ast.AST, set[str]] = {}
         if self.forward is None:
             return {}
-        out[self.forward] = set(p for p in _function_params(self.forward) if p not in ("self", "cls"))
+        own = set(p for p in _function_params(self.forward) if p not in ("self", "cls"))
+        values[self.forward] = set(own)
+        aliases[self.forward] = set(own)
         calls_by_owner = self.nodes_by_owner(ast.Call)
         for _ in range(2):
             for fn in self.reachable:
-                seeds = out.get(fn)
-                if not seeds:
+                vseeds = values.get(fn, set()) | aliases.get(fn, set())
+                if not vseeds:
                     continue
-                tainted = self.value_taint(fn, seeds) | self.alias_taint(fn, seeds)
+                vt = self.value_taint(fn, vseeds)
+                at = set(self.alias_taint(fn, aliases.get(fn, set())))
                 for call in calls_by_owner.get(fn, ()):
                     for target in self.call_targets(call):
-                        params = [p for p in _function_params(target)]
-                        bound = params[1:] if params and params[0] in ("self", "cls") and not (
-                            isinstance(call.func, ast.Attribute) and call.func.attr in ("apply",)) else params
-                        if params and params[0] == "ctx":  # autograd.Function.forward(ctx, ...)
-                            bound = params[1:]
-                        got = out.setdefault(target, set())
-                        for i, a in enumerate(call.args):
-                            if i < len(bound) and (value_refs(a, tainted) or is_alias_expr(a, set(tainted))):
-                                got.add(bound[i])
-                        for k in call.keywords:
-                            if k.arg in params and (value_refs(k.value, tainted) or is_alias_expr(k.value, set(tainted))):
-                                got.add(k.arg)
+                        params = list(_function_params(target))
+                        bound = params[1:] if params and params[0] in ("self", "cls", "ctx") else params
+                        vgot = values.setdefault(target, set())
+                        agot = aliases.setdefault(target, set())
+                        pairs = [(bound[i], a) for i, a in enumerate(call.args) if i < len(bound)]
+                        pairs += [(k.arg, k.value) for k in call.keywords if k.arg in params]
+                        for param, a in pairs:
+                            if is_alias_expr(a, at):
+                                agot.add(param)
+                            elif value_refs(a, vt):
+                                vgot.add(param)
                 # nested closures see the enclosing function's input names
                 for inner in self.nodes_by_owner(ast.FunctionDef).get(fn, ()):
-                    out.setdefault(inner, set()).update(tainted)
-        return {k: frozenset(v) for k, v in out.items()}
+                    values.setdefault(inner, set()).update(vt)
+                    aliases.setdefault(inner, set()).update(at)
+        return {k: (frozenset(values.get(k, ())), frozenset(aliases.get(k, ())))
+                for k in set(values) | set(aliases)}
+
+    @property
+    def input_params(self) -> dict[ast.AST, frozenset[str]]:
+        """For each reachable function, the parameters that may receive forward's inputs (values or tensors)."""
+        return {k: v | a for k, (v, a) in self._input_seeds.items()}
 
     def input_values(self, fn: ast.AST) -> frozenset[str]:
         """Names in ``fn`` that may hold values of forward's inputs."""
-        seeds = self.input_params.get(fn, frozenset())
+        v, a = self._input_seeds.get(fn, (frozenset(), frozenset()))
+        seeds = v | a
         return self.value_taint(fn, seeds) if seeds else frozenset()
 
     def input_aliases(self, fn: ast.AST) -> frozenset[str]:
         """Names in ``fn`` that may share storage with forward's inputs."""
-        seeds = self.input_params.get(fn, frozenset())
-        return self.alias_taint(fn, seeds) if seeds else frozenset()
+        _, a = self._input_seeds.get(fn, (frozenset(), frozenset()))
+        return self.alias_taint(fn, a) if a else frozenset()
 
     # ------------------------------------------------------------------ paths
     def dominating_prefix(self, node: ast.AST, fn: ast.AST | None) -> list[ast.AST]:
