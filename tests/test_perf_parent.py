@@ -224,6 +224,12 @@ def test_parent_clock_contradicting_the_reported_time() -> None:
     # back-to-back calls a little faster than the reported per-call wall time: consistent
     perf, found = run(raw.candidate(0.3), raw.reference(), outside={"calls": 20, "parent_s": 0.0065, "rtt_s": 0.0005})
     assert "HS609" not in found and perf["outside_clock"]["contradicts"] is False
+    # on a shared CPU the comparison is information only, unless asked for
+    cpu = (raw.candidate(0.015, device="cpu"), raw.reference(device="cpu"))
+    perf, found = run(*cpu, outside=outside)
+    assert "HS609" not in found and perf["outside_clock"]["informational"] is True
+    _, found = run(*cpu, outside=outside, config=Config(rule_options={"HS609": {"on_cpu": True}}))
+    assert "HS609" in found
 
 
 def test_failure_while_timed() -> None:

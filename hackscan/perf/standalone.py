@@ -49,6 +49,16 @@ class Outcome:
     reference_raw: dict[str, Any] | None = None
     logs: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    # the reference worker's replies, to measure further candidates of the same problem without it
+    reference: "ReferenceRun | None" = None
+
+
+@dataclass(frozen=True)
+class ReferenceRun:
+    device: str
+    check: dict[str, Any]
+    raw: dict[str, Any]
+    options: PerfOptions
 
 
 class _Child:
@@ -154,8 +164,12 @@ def _extensions_env() -> dict[str, str]:
 def run(candidate_code: str, reference_code: str, *, device: str = "auto", path: str = "<candidate>",
         reference_path: str = "<reference>", options: PerfOptions | Mapping[str, Any] | None = None,
         seed: int = 1234, timeout: float = 600.0, config: Config | None = None, outside_clock: bool = True,
-        atol: float = 1e-2, rtol: float = 1e-2) -> Outcome:
-    """Measure one candidate against its reference in two child processes."""
+        atol: float = 1e-2, rtol: float = 1e-2, reference: ReferenceRun | None = None) -> Outcome:
+    """Measure one candidate against its reference in two child processes.
+
+    ``reference`` (from an earlier ``Outcome.reference`` of the same problem, seed and options)
+    skips the reference worker.
+    """
     t_start = time.perf_counter()
     env = _extensions_env()
     logs: dict[str, str] = {}
@@ -165,24 +179,14 @@ def run(candidate_code: str, reference_code: str, *, device: str = "auto", path:
 
     def done(perf: dict[str, Any], findings: list[Finding], correctness: dict[str, Any], dev: str,
              cand: dict[str, Any] | None = None, ref_raw: dict[str, Any] | None = None) -> Outcome:
-        return Outcome(perf, findings, correctness, dev, cand, ref_raw, logs, time.perf_counter() - t_start)
+        return Outcome(perf, findings, correctness, dev, cand, ref_raw, logs, time.perf_counter() - t_start, reference)
 
-    ref = _Child({**job, "role": "reference", "code": ""}, timeout, env)
-    try:
-        hello = ref.read()
-        if not hello.get("ok"):
-            logs["reference"] = ref.close()
-            return done({"measured": False, "reason": f"the reference failed to load: {hello.get('error')}"}, [],
-                        {"passed": None}, device)
-        dev = str(hello.get("device", "cpu"))
-        opts = options if isinstance(options, PerfOptions) else PerfOptions.for_device(dev, **dict(options or {}))
-        ref_check = ref.request({"cmd": "check"})
-        reply = ref.request({"cmd": "measure", "options": opts.to_dict()})
-        ref_raw = reply.get("raw") if reply.get("ok") else {"error": reply.get("error")}
-    except ChildError as exc:
-        logs["reference"] = ref.close()
-        return done({"measured": False, "reason": f"reference worker: {exc}"}, [], {"passed": None}, device)
-    logs["reference"] = ref.close()
+    if reference is None:
+        got = _reference(job, timeout, env, options, logs)
+        if isinstance(got, str):
+            return done({"measured": False, "reason": got}, [], {"passed": None}, device)
+        reference = got
+    dev, opts, ref_check, ref_raw = reference.device, reference.options, reference.check, reference.raw
 
     cand = _Child({**job, "role": "candidate", "device": dev}, timeout, env)
     try:
@@ -210,6 +214,28 @@ def run(candidate_code: str, reference_code: str, *, device: str = "auto", path:
     return done(perf, findings, correctness, dev, cand_raw, ref_raw)
 
 
+def _reference(job: dict[str, Any], timeout: float, env: dict[str, str],
+               options: PerfOptions | Mapping[str, Any] | None, logs: dict[str, str]) -> ReferenceRun | str:
+    """Run the reference worker: correctness fingerprints, then the baselines.  A string says why not."""
+    ref = _Child({**job, "role": "reference", "code": ""}, timeout, env)
+    try:
+        hello = ref.read()
+        if not hello.get("ok"):
+            return f"the reference failed to load: {hello.get('error')}"
+        dev = str(hello.get("device", "cpu"))
+        opts = options if isinstance(options, PerfOptions) else PerfOptions.for_device(dev, **dict(options or {}))
+        check = ref.request({"cmd": "check"})
+        if not check.get("ok"):
+            return f"the reference failed on the correctness inputs: {check.get('error')}"
+        reply = ref.request({"cmd": "measure", "options": opts.to_dict()})
+        raw = reply.get("raw") if reply.get("ok") else {"error": reply.get("error")}
+        return ReferenceRun(dev, check, raw, opts)
+    except ChildError as exc:
+        return f"reference worker: {exc}"
+    finally:
+        logs["reference"] = ref.close()
+
+
 def _correctness(check: dict[str, Any], ref_check: dict[str, Any], atol: float, rtol: float) -> dict[str, Any]:
     if not check.get("ok"):
         return {"passed": False, "why": f"raised {str(check.get('error'))[:300]}"}
@@ -233,7 +259,7 @@ def _outside_clock(child: _Child, raw: dict[str, Any], opts: PerfOptions) -> dic
     for _ in range(3):
         _, rtt = child.timed({"cmd": "ping"})
         rtts.append(rtt)
-    calls = int(max(3, min(200, opts.spin_budget_s * 1e3 / claimed)))
+    calls = int(max(3, min(500, opts.spin_budget_s * 1e3 / claimed)))
     reply, parent_s = child.timed({"cmd": "spin", "calls": calls}, timeout=max(60.0, opts.spin_budget_s * 50))
     if not reply.get("ok"):
         return None
