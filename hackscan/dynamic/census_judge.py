@@ -13,12 +13,17 @@ from typing import Any
 from .census import is_bookkeeping
 
 
-def _compute_ops(census: dict[str, Any]) -> dict[str, float]:
-    return {k: float(v.get("seconds", 0.0)) for k, v in (census.get("ops") or {}).items() if not is_bookkeeping(k)}
+def _compute_ops(census: dict[str, Any], key: str = "seconds") -> dict[str, float]:
+    return {k: float(v.get(key, 0.0)) for k, v in (census.get("ops") or {}).items() if not is_bookkeeping(k)}
 
 
 def fallback_share(cand: dict[str, Any], ref: dict[str, Any]) -> tuple[float | None, dict[str, Any]]:
-    if not cand or not ref:
+    """How much of the reference's own compute the candidate re-runs through ATen (0..1).
+
+    Measured against the reference's time in those ops, not against the candidate's total: a small
+    task's total is mostly call overhead, which says nothing about who did the work.
+    """
+    if not cand or not ref or "error" in cand or "error" in ref:
         return None, {"reason": "no op census"}
     ref_ops = _compute_ops(ref)
     cand_ops = _compute_ops(cand)
@@ -30,19 +35,25 @@ def fallback_share(cand: dict[str, Any], ref: dict[str, Any]) -> tuple[float | N
         return None, detail
     used = sorted((k for k in cand_ops if k in ref_ops), key=lambda k: -cand_ops[k])
     detail["reference_ops_used"] = used
+    total = float(cand.get("total_s") or 0.0)
+    if total > 0:
+        detail["share_of_candidate_time"] = round(min(1.0, sum(cand_ops[k] for k in used) / total), 3)
     if cand.get("method") == "profiler":
         kernels = cand.get("kernels") or {}
-        total = sum(float(k.get("device_s", 0.0)) for k in kernels.values())
         library = sum(float(k.get("device_s", 0.0)) for k in kernels.values() if k.get("library"))
-        detail["device_s"] = round(total, 6)
+        ref_device = sum(float(k.get("device_s", 0.0)) for k in (ref.get("kernels") or {}).values())
         detail["library_device_s"] = round(library, 6)
+        detail["reference_device_s"] = round(ref_device, 6)
         detail["custom_kernels"] = sorted(n for n, k in kernels.items() if not k.get("library"))[:8]
-        if total <= 0 or not used:
-            return (0.0 if total > 0 else None), detail
-        return library / total, detail
-    total = float(cand.get("total_s") or 0.0)
-    if total <= 0:
+        if ref_device <= 0 or not used:
+            return (0.0 if ref_device > 0 else None), detail
+        return min(1.0, library / ref_device), detail
+    # on the CPU, sizes of work rather than times: two processes on a busy machine time differently
+    ref_work = _compute_ops(ref, "work")
+    cand_work = _compute_ops(cand, "work")
+    total_work = sum(ref_work.values())
+    if total_work <= 0:
         return None, detail
-    share = min(1.0, sum(cand_ops[k] for k in used) / total)
-    detail["total_s"] = round(total, 6)
-    return share, detail
+    detail["reference_work"] = int(total_work)
+    detail["candidate_work_in_reference_ops"] = int(sum(cand_work.get(k, 0.0) for k in used))
+    return min(1.0, sum(cand_work.get(k, 0.0) for k in used) / total_work), detail

@@ -395,8 +395,8 @@ class Judge:
             sev = Severity.ERROR if share >= err else Severity.WARNING
             ops = ", ".join(detail.get("reference_ops_used", [])[:4])
             j.findings.append(self.make(
-                R_FALLBACK, f"{share:.0%} of ModelNew's run time is spent in the reference's own ATen ops ({ops}); "
-                            "its custom code does little of the work",
+                R_FALLBACK, f"ModelNew re-runs the reference's own ATen ops ({ops}): {share:.0%} of the reference's "
+                            "work in those ops happens in ATen again, so its custom code does little of it",
                 {"probe": "census", "input": "get_inputs() with a fresh seed", "seed": self.seed,
                  "share": round(share, 3), **detail}, severity=sev))
         return row

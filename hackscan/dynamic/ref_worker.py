@@ -135,10 +135,11 @@ class ReferenceWorker(Worker):
             reply["t64"] = t64
         model_q = self._rounded(p["setup"], init_inputs, model32)
         if model_q is not None:
-            # what a reduced-precision implementation gets: inputs and parameters rounded to bfloat16
+            # what a reduced-precision implementation gets: inputs, parameters and output rounded
+            # to TF32 / fp16 precision (10 mantissa bits)
             try:
-                out_q, _ = self.timed_call(model_q, [_round_bf16(v) for v in clone_all(inputs)])
-                reply["outq"] = [_round_bf16(_detach(x)) for x in flatten(out_q)[0]]
+                out_q, _ = self.timed_call(model_q, [_round_reduced(v) for v in clone_all(inputs)])
+                reply["outq"] = [_round_reduced(_detach(x)) for x in flatten(out_q)[0]]
             except Exception:
                 pass
         if changed_init:
@@ -179,7 +180,7 @@ class ReferenceWorker(Worker):
                     with torch.no_grad():
                         for t in list(model_q.parameters()) + list(model_q.buffers()):
                             if t.is_floating_point() and t.dtype in (torch.float32, torch.float64):
-                                t.copy_(t.to(torch.bfloat16).to(t.dtype))
+                                t.copy_(_round_reduced(t))
             except Exception:
                 model_q = None
             self.models[key] = [model_q, None]
@@ -196,10 +197,15 @@ class ReferenceWorker(Worker):
         return self._model(name, self.init_inputs)
 
 
-def _round_bf16(v: Any) -> Any:
-    if torch.is_tensor(v) and v.is_floating_point() and v.dtype in (torch.float32, torch.float64):
-        return v.to(torch.bfloat16).to(v.dtype)
-    return v
+def _round_reduced(v: Any) -> Any:
+    """Round a float tensor's mantissa to 10 bits (TF32 / fp16 precision, float32 range)."""
+    if not (torch.is_tensor(v) and v.is_floating_point() and v.dtype in (torch.float32, torch.float64)):
+        return v
+    f = v.to(torch.float32).contiguous()
+    bits = f.view(torch.int32)
+    rounded = torch.bitwise_and(bits + 0x1000, ~0x1FFF).view(torch.float32)
+    rounded = torch.where(torch.isfinite(f), rounded, f)
+    return rounded.to(v.dtype)
 
 
 def _detach(x: Any) -> Any:
