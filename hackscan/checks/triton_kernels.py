@@ -105,6 +105,7 @@ def hardcoded_shape(ctx: ScanContext) -> Iterator[Hit]:
                     "why": "with no loop over the dimension: a larger size silently computes only the first "
                            f"{value} elements"}, severity=Severity.WARNING, confidence=Confidence.MEDIUM,
                     evidence={"value": value, "masked": True})
+        yield from _constant_grids(ctx, tf, k, dims, names)
         for loop in k.loops:
             if loop.stop is None:
                 continue
@@ -121,6 +122,47 @@ def hardcoded_shape(ctx: ScanContext) -> Iterator[Hit]:
                     "kernel": k.name, "what": f"a loop bound of {dim}", "where": where,
                     "why": "instead of a size argument: other shapes run the wrong number of iterations"},
                     evidence={"value": value, "loop": True})
+
+
+def _grid_literals(ctx: ScanContext, launch: Launch) -> list[int]:
+    """Integer literals the grid is computed from (through one local name)."""
+    g = launch.grid
+    if g is None:
+        return []
+    if isinstance(g, ast.Name) and launch.function is not None:
+        defs = misc_facts(ctx.host).flow(launch.function).defs.get(g.id, [])
+        g = defs[0] if len(defs) == 1 else g
+    return [n.value for n in ast.walk(g) if isinstance(n, ast.Constant) and isinstance(n.value, int)
+            and not isinstance(n.value, bool)]
+
+
+def _constant_grids(ctx: ScanContext, tf: TritonFacts, k: KernelFacts, dims: frozenset[int],
+                    names: dict[int, str]) -> Iterator[Hit]:
+    """A constant launch grid built from a task dim, or sized for exactly one test input."""
+    ref = ctx.reference
+    numels = {math.prod(s.shape): s for s in ref.inputs if s.shape and all(isinstance(d, int) for d in s.shape)}
+    for launch in tf.launches_of(k.name):
+        if launch.grid_value is None:
+            continue
+        hard = [v for v in _grid_literals(ctx, launch) if v in dims]
+        if hard:
+            v = hard[0]
+            dim = f"{v}" + (f" (`{names[v]}` in the reference)" if v in names else "")
+            yield ctx.hit(ctx.at(launch.call), args={
+                "kernel": k.name, "what": f"a constant grid {launch.grid_value}", "where": f"the literal {dim}",
+                "why": "instead of the input's size: other shapes launch the wrong number of programs"},
+                evidence={"grid": list(launch.grid_value), "literal": v})
+            continue
+        stores = [s for s in k.stores if not s.block_ptr and s.aranges]
+        if not stores or not k.program_ids or k.loops or any(s.masked for s in stores):
+            continue
+        covered = _coverage(k, launch, stores[:1])
+        if covered is not None and covered in numels:
+            yield ctx.hit(ctx.at(launch.call), args={
+                "kernel": k.name, "what": f"a constant grid {launch.grid_value} with unmasked stores",
+                "where": f"programs x block = {covered} elements, exactly a test input's size",
+                "why": "so any other size is written out of bounds or only in part"},
+                evidence={"grid": list(launch.grid_value), "covered": covered})
 
 
 # ---------------------------------------------------------------------- HS303 / HS304
