@@ -343,12 +343,43 @@ def tf32_dot(ctx: ScanContext) -> Iterator[Hit]:
 
 
 # ---------------------------------------------------------------------- HS307
+def _symbolic(expr: ast.AST | None, known: dict[str, int] | None = None) -> tuple[int, str | None] | None:
+    """``4 * BLOCK`` -> (4, "BLOCK"); ``BLOCK`` -> (1, "BLOCK"); ``16`` -> (16, None).
+
+    ``known`` maps constexprs with one known value to it (``SAMPLE * BLOCK`` with SAMPLE=4 -> (4, "BLOCK")).
+    """
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
+        return expr.value, None
+    if isinstance(expr, ast.Name):
+        if known and expr.id in known:
+            return known[expr.id], None
+        return 1, expr.id
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult):
+        a, b = _symbolic(expr.left, known), _symbolic(expr.right, known)
+        if a and b and (a[1] is None or b[1] is None):
+            return a[0] * b[0], a[1] or b[1]
+        if a and b and known is not None:
+            # two symbols: keep the one an arange uses, fold the other when it has one value
+            return None
+    return None
+
+
+def _known_constexprs(tf: TritonFacts, k: KernelFacts) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name in k.constexpr_params:
+        vals = {v for v, _, _ in _constexpr_sources(tf, k, name)}
+        if len(vals) == 1:
+            out[name] = next(iter(vals))
+    return out
+
+
 def _step(tf: TritonFacts, k: KernelFacts, loop) -> int | None:
     if loop.step_value is not None:
         return loop.step_value
-    if isinstance(loop.step, ast.Name):
-        vals = {v for v, _, _ in _constexpr_sources(tf, k, loop.step.id)}
-        return min(vals) if vals else None
+    sym = _symbolic(loop.step)
+    if sym is not None and sym[1] is not None:
+        vals = {v for v, _, _ in _constexpr_sources(tf, k, sym[1])}
+        return sym[0] * min(vals) if vals else None
     return None
 
 
@@ -359,6 +390,21 @@ def _width(tf: TritonFacts, k: KernelFacts, a: Arange) -> int | None:
         vals = {v for v, _, _ in _constexpr_sources(tf, k, a.end)}
         return max(vals) - (a.start or 0) if vals else None
     return None
+
+
+def _symbolic_ratio(loop, aranges: tuple[Arange, ...], known: dict[str, int]) -> int | None:
+    """Step / widest arange when both are multiples of the same constexpr (``range(0, N, 4 * BLOCK)``
+    over ``tl.arange(0, BLOCK)``): the ratio holds whatever value BLOCK takes."""
+    if not aranges or any(not isinstance(a.end, str) or a.start for a in aranges):
+        return None
+    ends = {a.end for a in aranges}
+    if len(ends) != 1:
+        return None
+    symbol = next(iter(ends))
+    sym = _symbolic(loop.step, {n: v for n, v in known.items() if n != symbol})
+    if sym is None or sym[1] != symbol:
+        return None
+    return sym[0]
 
 
 def _within(loop_node: ast.AST, node: ast.AST) -> bool:
@@ -392,7 +438,10 @@ def strided_partial(ctx: ScanContext) -> Iterator[Hit]:
     for k in tf.kernels.values():
         for loop in k.loops:
             step = _step(tf, k, loop)
-            if step is None or step <= 1 or loop.var is None:
+            if loop.var is None or (step is not None and step <= 1):
+                continue
+            known = _known_constexprs(tf, k)
+            if step is None and _symbolic(loop.step, known) is None and not isinstance(loop.step, ast.BinOp):
                 continue
             accumulates = any(isinstance(n, ast.AugAssign) for n in ast.walk(loop.node))
             if not accumulates:
@@ -403,8 +452,18 @@ def strided_partial(ctx: ScanContext) -> Iterator[Hit]:
                 ptr = acc.node.args[0] if acc.node.args else acc.node
                 if not _mentions(ptr, loop.var, k):
                     continue
+                ratio = _symbolic_ratio(loop, acc.aranges, known)
+                if ratio is not None:
+                    if ratio > 1:
+                        yield ctx.hit(ctx.at(loop.node), args={
+                            "kernel": k.name, "what": f"the loop steps by {ast.unparse(loop.step)} but each iteration "
+                                                      f"loads tl.arange(0, {acc.aranges[0].end})",
+                            "frac": f"{ratio - 1} of every {ratio}"},
+                            evidence={"ratio": ratio, "load_line": acc.node.lineno})
+                        break
+                    continue
                 widths = [_width(tf, k, a) for a in acc.aranges]
-                if any(w is None for w in widths):
+                if step is None or any(w is None for w in widths):
                     continue
                 width = max(widths) if widths else 1
                 if width < step:
