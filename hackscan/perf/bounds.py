@@ -66,8 +66,12 @@ def _valid(entry: Any) -> bool:
             and _FLOP_RANGE[0] <= peak <= _FLOP_RANGE[1])
 
 
-def ceilings(device: torch.device, directory: Path | None = None, refresh: bool = False) -> dict[str, Any]:
-    """The device's bandwidth and FLOP ceilings, from the cache or measured now (and cached)."""
+def ceilings(device: torch.device, directory: Path | None = None, refresh: bool = False, clock: Any = None,
+             write: bool = True) -> dict[str, Any]:
+    """The device's bandwidth and FLOP ceilings, from the cache or measured now (and cached).
+
+    ``clock`` (a ``hackscan.perf.clock.Clock``) times the measurement with functions bound before
+    untrusted code ran; ``write=False`` keeps a measurement out of the shared cache."""
     directory = directory or cache_dir()
     path = directory / "ceilings.json"
     key = device_key(device)
@@ -81,7 +85,9 @@ def ceilings(device: torch.device, directory: Path | None = None, refresh: bool 
     entry = data.get(key)
     if not refresh and _valid(entry):
         return {**entry, "source": "cache", "key": key}
-    entry = measure_ceilings(device)
+    entry = measure_ceilings(device, clock)
+    if not write or not _valid(entry):
+        return {**entry, "source": "measured (not cached)", "key": key}
     data[key] = entry
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -94,28 +100,32 @@ def ceilings(device: torch.device, directory: Path | None = None, refresh: bool 
     return {**entry, "source": "measured", "key": key}
 
 
-def _best_seconds(fn: Callable[[], Any], reps: int, sync: Callable[[], None], cuda: bool) -> float:
+def _best_seconds(fn: Callable[[], Any], reps: int, clock: Any, cuda: bool) -> float:
     fn()
-    sync()
+    clock.sync()
     best = float("inf")
     for _ in range(reps):
         if cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
+            start, end = clock.new_event(), clock.new_event()
+            stream = clock.current_stream()
+            clock.record(start, stream)
             fn()
-            end.record()
-            end.synchronize()
-            best = min(best, start.elapsed_time(end) / 1e3)
+            clock.record(end, stream)
+            clock.sync()
+            best = min(best, clock.elapsed(start, end) / 1e3)
         else:
-            t0 = time.perf_counter()
+            t0 = clock.now()
             fn()
-            best = min(best, time.perf_counter() - t0)
+            best = min(best, clock.now() - t0)
     return best
 
 
-def measure_ceilings(device: torch.device) -> dict[str, Any]:
+def measure_ceilings(device: torch.device, clock: Any = None) -> dict[str, Any]:
     cuda = device.type == "cuda"
-    sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
+    if clock is None:
+        from .clock import capture
+
+        clock = capture(str(device), before_import=False)
     t_start = time.perf_counter()
     if cuda:
         free, _ = torch.cuda.mem_get_info(device)
@@ -132,7 +142,7 @@ def measure_ceilings(device: torch.device) -> dict[str, Any]:
     n = copy_bytes // 4
     src = torch.rand(n, device=device)
     dst = torch.empty_like(src)
-    copy_s = _best_seconds(lambda s=src, d=dst: d.copy_(s), reps, sync, cuda)
+    copy_s = _best_seconds(lambda s=src, d=dst: d.copy_(s), reps, clock, cuda)
     bandwidth = 2 * n * 4 / copy_s
     del src, dst
     flops: dict[str, float] = {}
@@ -143,7 +153,7 @@ def measure_ceilings(device: torch.device) -> dict[str, Any]:
                 torch.backends.cuda.matmul.allow_tf32 = tf32
                 a = torch.rand(mm_n, mm_n, device=device, dtype=dtype)
                 b = torch.rand(mm_n, mm_n, device=device, dtype=dtype)
-                sec = _best_seconds(lambda a=a, b=b: torch.mm(a, b), reps, sync, cuda)
+                sec = _best_seconds(lambda a=a, b=b: torch.mm(a, b), reps, clock, cuda)
                 flops[name] = 2 * mm_n**3 / sec
                 del a, b
             except RuntimeError:  # a dtype this device cannot multiply

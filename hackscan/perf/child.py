@@ -62,7 +62,10 @@ def _to(obj: Any, device: torch.device) -> Any:
 
 def _inputs(ref: types.ModuleType, seed: int, device: torch.device) -> list[Any]:
     torch.manual_seed(seed)
-    values = ref.get_inputs()
+    # factories default to the device: a GiB of torch.rand costs seconds on the host, microseconds
+    # on a GPU (both workers draw the same values either way)
+    with torch.device(device):
+        values = ref.get_inputs()
     return [_to(v, device) for v in (values if isinstance(values, (list, tuple)) else [values])]
 
 

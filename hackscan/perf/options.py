@@ -27,8 +27,9 @@ class PerfOptions:
     adaptive: bool = False
     # fresh input sets rotated across iterations; each reuse of a set gets new values (a roll)
     input_sets: int = 4
-    # cap on the bytes the input pool may hold (the pool keeps an original and a working copy)
-    input_pool_bytes: int = 2 << 30
+    # cap on the bytes the input pool may hold (the pool keeps an original and a working copy);
+    # None: a tenth of the device's memory, at most 8 GiB
+    input_pool_bytes: int | None = None
     # bytes written between iterations to evict the last-level cache; None = 2x the cache size
     flush_bytes: int | None = None
     hidden: tuple[str, ...] = HIDDEN_DISTRIBUTIONS

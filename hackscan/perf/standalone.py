@@ -37,6 +37,16 @@ class ChildError(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class ReferenceRun:
+    """The reference worker's replies, to measure further candidates of the same problem without it."""
+
+    device: str
+    check: dict[str, Any]
+    raw: dict[str, Any]
+    options: PerfOptions
+
+
 @dataclass
 class Outcome:
     """What one standalone run found."""
@@ -49,16 +59,8 @@ class Outcome:
     reference_raw: dict[str, Any] | None = None
     logs: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
-    # the reference worker's replies, to measure further candidates of the same problem without it
-    reference: "ReferenceRun | None" = None
+    reference: ReferenceRun | None = None
 
-
-@dataclass(frozen=True)
-class ReferenceRun:
-    device: str
-    check: dict[str, Any]
-    raw: dict[str, Any]
-    options: PerfOptions
 
 
 class _Child:

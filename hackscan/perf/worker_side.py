@@ -161,11 +161,16 @@ def _setup(model: Any, input_sets: Sequence[Sequence[Any]], hidden_sets: Mapping
     if prepared is None:
         prepared = _late(_device_of(input_sets))
     opts = resolve_options(options, prepared.device)
-    plan = InputPlan(input_sets, max_pool_bytes=opts.input_pool_bytes, max_sets=opts.input_sets)
+    pool = opts.input_pool_bytes
+    if pool is None:
+        total = (torch.cuda.get_device_properties(prepared.device).total_memory
+                 if prepared.device.type == "cuda" else 5 << 30)
+        pool = min(8 << 30, total // 10)
+    plan = InputPlan(input_sets, max_pool_bytes=pool, max_sets=opts.input_sets)
     hidden: dict[str, tuple[InputPlan, str | None, int]] = {}
     names = [k for k in HIDDEN_PREFERENCE if hidden_sets.get(k)][:MAX_HIDDEN]
     for i, name in enumerate(names):
-        hp = InputPlan(hidden_sets[name], max_pool_bytes=opts.input_pool_bytes // 2, max_sets=opts.input_sets)
+        hp = InputPlan(hidden_sets[name], max_pool_bytes=pool // 2, max_sets=opts.input_sets)
         hidden[name] = (hp, None, HIDDEN_START + i * HIDDEN_STRIDE)
     if not hidden:
         # no hidden sets were handed over: derive them from the original sets
@@ -334,7 +339,9 @@ def measure_reference(model: Any, input_sets: Sequence[Sequence[Any]],
     out["fingerprints"] = fingerprints
     out["fingerprint_precision"] = {"main": "strict fp32", "hidden": "tf32" if baselines.uses_tf32(headline, dev) else "strict fp32"}
     try:
-        out["ceilings"] = bounds.ceilings(dev)
+        # measured with the clocks bound before the reference was imported, and never written to
+        # the shared cache when the reference touched a timer
+        out["ceilings"] = bounds.ceilings(dev, clock=clock, write=not clock.tampering())
     except Exception as exc:
         out["ceilings"] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
     return _finish(st, out, t0)
