@@ -92,13 +92,17 @@ class CandidateWorker(Worker):
             if p.get("store_only"):
                 results.append({"id": p["id"], "stored": True})
                 continue
+            start = self.timers.perf_counter()
             results.append(self._run_probe(p, inputs))
+            results[-1]["wall"] = self.timers.perf_counter() - start
         integrity = []
         for item in msg.get("plan", []):
+            start = self.timers.perf_counter()
             try:
                 integrity.append(self._integrity(item))
             except BaseException as exc:  # noqa: BLE001
                 integrity.append({"kind": item["kind"], "id": item.get("id"), "error": describe_error(exc, self.path)})
+            integrity[-1]["wall"] = self.timers.perf_counter() - start
         return {"probes": results, "integrity": integrity, "changes": self.changes,
                 "compile_s": self.cache.compile_seconds}
 

@@ -46,6 +46,8 @@ class ProbeRecord:
     reason: str = ""
     error: dict[str, Any] | None = None
     seconds: float | None = None
+    # wall time of the probe in each worker (inputs, calls, hashing, not the transfer)
+    cost: dict[str, float] = field(default_factory=dict)
 
     def row(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.spec["id"], "family": self.spec["family"], "input": self.spec["description"],
@@ -58,6 +60,8 @@ class ProbeRecord:
             out["error_ratio"] = self.outcome.evidence()["error_ratio"]
         if self.seconds is not None:
             out["seconds"] = round(self.seconds, 4)
+        if self.cost:
+            out["cost_s"] = {k: round(v, 4) for k, v in self.cost.items()}
         if self.spec.get("steered_by"):
             out["steered_by"] = self.spec["steered_by"]
         return out
@@ -259,6 +263,8 @@ class Judge:
         for item in integrity:
             kind = item.get("kind")
             row: dict[str, Any] = {"kind": kind, "probe": item.get("probe")}
+            if item.get("wall") is not None:
+                row["cost_s"] = round(float(item["wall"]), 4)
             if "error" in item:
                 row["status"] = "raised"
                 row["reason"] = item["error"].get("message", "")[-300:]

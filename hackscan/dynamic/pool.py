@@ -84,6 +84,9 @@ class Zygote:
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = dict(os.environ)
         env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+        # two workers share the cores (the reference probes while the candidate compiles), often
+        # with other work: spinning OpenMP barriers then cost 100x on small ops
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         env.setdefault("PYTHONUNBUFFERED", "1")
         root = str(Path(__file__).resolve().parent.parent.parent)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

@@ -83,8 +83,10 @@ class ReferenceWorker(Worker):
         ns = self.module.__dict__
         results = []
         for p in msg["probes"]:
+            start = self.timers.perf_counter()
             try:
                 results.append(self._one(p, ns))
+                results[-1]["wall"] = self.timers.perf_counter() - start
             except Exception as exc:  # the reference fails on this probe: skipped, never passed
                 err = describe_error(exc, self.path)
                 results.append({"id": p["id"], "skipped": f"the reference fails on it: {err['message'][-300:]}"})

@@ -245,7 +245,12 @@ class DynamicRun:
         judge = self._judge()
         records: dict[str, ProbeRecord] = {}
         for p in plan.probes:
-            records[p["id"]] = judge.record(p, refs.get(p["id"]), cands.get(p["id"]), crashes.get(p["id"]))
+            rec = judge.record(p, refs.get(p["id"]), cands.get(p["id"]), crashes.get(p["id"]))
+            for role, src in (("reference", refs), ("candidate", cands)):
+                wall = (src.get(p["id"]) or {}).get("wall")
+                if wall is not None:
+                    rec.cost[role] = float(wall)
+            records[p["id"]] = rec
         j = judge.judge(records, refs, cands, integrity, c_load, r_load.get("changes", []) + r_probe.get("changes", []))
         findings.extend(j.findings)
         self.info.update(
@@ -273,7 +278,8 @@ class DynamicRun:
                      self.fallback_opts)
 
     def _spawn(self, zygote: Any, role: str, path: str, device: str, timeout: float) -> Session:
-        s = zygote.spawn({"role": role, "path": path, "device": device,
+        threads = self.opts.get("threads") or max(1, (os.cpu_count() or 2) // 2)
+        s = zygote.spawn({"role": role, "path": path, "device": device, "threads": int(threads),
                           "cache_dir": self.opts.get("cache_dir")}, timeout=timeout, mem_bytes=self.mem_bytes)
         self.sessions.append(s)
         return s

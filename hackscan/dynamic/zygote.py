@@ -88,6 +88,11 @@ def _child(ctrl: socket.socket, fd: int, spec: dict[str, Any]) -> None:
             os.dup2(out, 2)
             os.close(out)
         sock = socket.socket(fileno=fd)
+        threads = spec.get("threads")
+        if threads:
+            import torch
+
+            torch.set_num_threads(int(threads))
         from .worker import serve
 
         serve(sock, spec)
