@@ -17,6 +17,7 @@ returns an empty result when it does not.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import re
@@ -188,11 +189,37 @@ def available() -> bool:
     return _cindex() is not None
 
 
+# every Index created, so that they are disposed of at exit while libclang is still loaded
+# (their __del__ would otherwise run during interpreter teardown and raise)
+_indices: list[Any] = []
+_indices_lock = threading.Lock()
+
+
 def _index() -> Any:
     idx = getattr(_local, "index", None)
     if idx is None:
         idx = _local.index = _cindex().Index.create()  # type: ignore[union-attr]
+        with _indices_lock:
+            if not _indices:
+                atexit.register(_dispose)
+            _indices.append(idx)
     return idx
+
+
+class _Disposed:
+    def __del__(self) -> None:  # already released
+        pass
+
+
+def _dispose() -> None:
+    with _indices_lock:
+        for idx in _indices:
+            try:
+                idx.__del__()
+            except Exception:
+                pass
+            idx.__class__ = _Disposed
+        _indices.clear()
 
 
 @dataclass
