@@ -262,3 +262,34 @@ class ModelNew(nn.Module):
         return self.ext.mm(x, self._weight_t())
 '''
     assert not [f for f in _found(scanner, code) if f[0].startswith("HS13")]
+
+
+def test_seeded_warmup_dummy_is_only_a_warning(scanner) -> None:
+    code = '''
+import torch
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        dummy = torch.rand(16, 16384)
+        self.ext.run(dummy)
+    def forward(self, x):
+        return self.ext.run(x)
+'''
+    assert [(r, s) for r, _, s in _found(scanner, code) if r == "HS181"] == [("HS181", Severity.WARNING)]
+
+
+def test_half_helper_called_only_under_dtype_dispatch_is_clean(scanner) -> None:
+    code = '''
+import torch
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def _forward_half(self, x):
+        return self.ext.run_half(x.contiguous().half())
+    def forward(self, x):
+        if x.dtype == torch.float16:
+            return self._forward_half(x)
+        return self.ext.run(x)
+'''
+    assert not [f for f in _found(scanner, code) if f[0] == "HS170"]

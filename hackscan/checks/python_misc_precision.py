@@ -146,16 +146,24 @@ def _cast_of(host, call: ast.Call, dtype_vars: dict[str, str]) -> str | None:
     return None
 
 
-def _dtype_dispatch(host, node: ast.AST, dtype_vars: dict[str, str]) -> bool:
-    """Inside a branch that tests for a half dtype: the cast only runs on half inputs."""
+def _dtype_dispatch(host, node: ast.AST, dtype_vars: dict[str, str], facts=None, depth: int = 0) -> bool:
+    """Inside a branch that tests for a half dtype: the cast only runs on half inputs.
+
+    Also when the enclosing helper (``_forward_half``) is called only from such branches.
+    """
+    fn = None
     for anc in host.ancestors(node):
         if isinstance(anc, (ast.If, ast.IfExp)):
             for sub in ast.walk(anc.test):
                 if isinstance(sub, (ast.Attribute, ast.Name, ast.Constant)) and _half_expr(host, sub, dtype_vars):
                     return True
         if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return False
-    return False
+            fn = anc
+            break
+    if fn is None or facts is None or depth >= 2 or fn is facts.forward:
+        return False
+    sites = [c for g in facts.runs for c in facts.nodes_by_owner(ast.Call).get(g, ()) if fn in facts.call_targets(c)]
+    return bool(sites) and all(_dtype_dispatch(host, c, dtype_vars, facts, depth + 1) for c in sites)
 
 
 def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
@@ -173,7 +181,8 @@ def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
         if not (call.keywords or call.args or isinstance(call.func, ast.Attribute)):
             continue
         got = _cast_of(host, call, dtype_vars)
-        if not got or _dtype_dispatch(host, call, dtype_vars) or facts.is_main_guarded(call) or facts.in_input_factory(call):
+        if not got or _dtype_dispatch(host, call, dtype_vars, facts) or facts.is_main_guarded(call) or \
+                facts.in_input_factory(call):
             continue
         by_owner.setdefault(facts.owner(call), []).append((call, got))
     for owner, sites in by_owner.items():

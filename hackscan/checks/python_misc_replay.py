@@ -122,9 +122,34 @@ def seeded_input_regeneration(ctx: ScanContext) -> Iterator[Hit]:
             if shape is None or shape not in wanted or _is_param_init(host, call):
                 continue
             seed = min(seeds, key=lambda s: s.lineno)
-            yield ctx.hit(ctx.at(call), args={"shape": "x".join(map(str, shape)), "line": seed.lineno},
-                          evidence={"shape": list(shape), "seed_line": seed.lineno})
+            kept = _kept(facts, call, owner)
+            yield ctx.hit(ctx.at(call), args={"shape": "x".join(map(str, shape)), "line": seed.lineno,
+                                              "what": "and keeps it (or what is computed from it)" if kept else
+                                                      "(used only locally here, e.g. a warm-up)"},
+                          severity=None if kept else Severity.WARNING, confidence=None if kept else Confidence.LOW,
+                          evidence={"shape": list(shape), "seed_line": seed.lineno, "kept": kept})
             break
+
+
+def _kept(facts, call: ast.Call, owner: ast.AST | None) -> bool:
+    """The drawn tensor (or a value computed from it) outlives the function: module level, self, globals."""
+    host = facts.host
+    stmt = next((a for a in host.ancestors(call) if isinstance(a, ast.stmt)), None)
+    if owner is None:
+        return True  # a module-level tensor lives as long as the module
+    if not isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        return False
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    if any(not isinstance(t, ast.Name) for t in targets):
+        return True  # self.x = torch.rand(...)
+    names = facts.value_taint(owner, {t.id for t in targets if isinstance(t, ast.Name)})
+    for node in facts.in_functions([owner], ast.Assign):
+        if any(isinstance(t, (ast.Attribute, ast.Subscript)) for t in node.targets) and value_refs(node.value, names):
+            return True
+    for ret in facts.in_functions([owner], ast.Return):
+        if ret.value is not None and value_refs(ret.value, names):
+            return True
+    return False
 
 
 def stored_input_comparison(ctx: ScanContext) -> Iterator[Hit]:

@@ -229,6 +229,7 @@ def unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
         return
     for launch in tf.launches:
         k = tf.kernels[launch.kernel]
+        stored_roots = {a.root for a in launch.args if a.root and a.param and k.stores_to(a.param)}
         for arg in launch.args:
             if arg.source != "allocation" or arg.detail not in _UNINITIALISED or arg.param is None:
                 continue
@@ -237,6 +238,8 @@ def unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
             if not _returned(ctx, launch.function, arg.root):
                 continue
             stores = k.stores_to(arg.param)
+            if not stores and arg.root in stored_roots:
+                continue  # the same buffer is also passed through a parameter the kernel stores to
             if not stores:
                 if arg.root and _written_elsewhere(ctx, tf, launch, arg.root):
                     continue
