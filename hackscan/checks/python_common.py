@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..context import ScanContext
-from ..python.catalog import HEAVY_FAMILIES, op_family
+from ..python.catalog import HEAVY_FAMILIES
 from ..python.facts import Arm, KernelCall, PythonFacts, Return, TorchOp
 from ..python.flow import Flow
 
@@ -14,16 +14,9 @@ _SCALAR_ANNOTATIONS = ("int", "float", "bool", "str", "Optional[int]", "Optional
 
 def reference_families(ctx: ScanContext) -> frozenset[str]:
     """Op families the reference's forward computes (``matmul``, ``relu``, ``conv``), helpers and modules included."""
-    fams: set[str] = set()
-    if ctx.reference is not None:
-        fams.update(op_family(o) for o in ctx.reference.forward_ops)
-    ref = ctx.reference_python
-    if ref is not None:
-        for op in ref.ops:
-            fams.update(op.families)
-    fams.discard("sequential")
-    fams.discard("modulelist")
-    return frozenset(fams)
+    if ctx.reference is None:
+        return frozenset()
+    return ctx.reference.families
 
 
 def tensor_args(ctx: ScanContext, facts: PythonFacts) -> frozenset[str]:

@@ -100,7 +100,11 @@ def kernel_only_epilogue(ctx: ScanContext) -> Iterator[Hit]:
             continue
         kernels = facts.kernels_of(r.flow)
         ops = facts.ops_of(r.flow)
-        heavy = [o for o in ops if o.families & ref & HEAVY_FAMILIES]
+        # the heavy op and a kernel on one data path: the op feeds a kernel, or a kernel feeds the op
+        # (a kernel on one branch and torch on another only meet in the join)
+        before = set().union(*(k.input_ops for k in kernels)) if kernels else set()
+        heavy = [o for o in ops if o.families & ref & HEAVY_FAMILIES
+                 and (o.id in before or facts.op_input_kernels.get(o.id, frozenset()) & r.flow.kernels)]
         if heavy:
             op = rank_ops(heavy, ref)[0]
             if op.line in reported:

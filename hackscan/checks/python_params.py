@@ -75,16 +75,20 @@ def _reference_ignores(ctx: ScanContext, attr: str) -> bool:
     return not any(s == f"param:{attr}" or s.startswith(f"param:{attr}.") for s in out.state)
 
 
+def _reference_has_parameters(ctx: ScanContext) -> bool:
+    ref = ctx.reference
+    if ref is not None and ref.parameters:
+        return True
+    ref_py = ctx.reference_python
+    return ref_py is not None and any(h.holds_parameters for h in ref_py.holders.values())
+
+
 def unread_parameters(ctx: ScanContext) -> Iterator[Hit]:
     """HS115."""
     facts = ctx.python
     if facts is None or facts.forward is None or facts.dynamic_self_access or facts.truncated:
         return
-    ref = ctx.reference
-    ref_py = ctx.reference_python
-    if not (ref is not None and ref.parameters) and not (ref_py is not None and
-                                                         any(h.holds_parameters for h in ref_py.holders.values())):
-        return
+    checked_reference = False
     for attr, h in sorted(facts.holders.items(), key=lambda kv: kv[1].line):
         if h.kind not in ("module", "parameter", "buffer", "tensor", "container"):
             continue
@@ -96,6 +100,10 @@ def unread_parameters(ctx: ScanContext) -> Iterator[Hit]:
         missing = [p for p in params if not _param_read(facts, attr, p)]
         if not missing:
             continue
+        if not checked_reference:  # the reference is consulted only once something is unread
+            if not _reference_has_parameters(ctx):
+                return
+            checked_reference = True
         if _reference_ignores(ctx, attr):
             continue
         what = f"self.{attr}" if not missing[0] else " and ".join(f"self.{attr}.{p}" for p in missing)
@@ -115,13 +123,13 @@ def parameters_missing(ctx: ScanContext) -> Iterator[Hit]:
     facts = ctx.python
     if facts is None or facts.forward is None or facts.model is None or facts.dynamic_self_access:
         return
+    if any(h.holds_parameters or h.kind == "unknown" for h in facts.holders.values()):
+        return
     ref_py = ctx.reference_python
     ref = ctx.reference
     ref_holders = [h for h in (ref_py.holders.values() if ref_py is not None else ())
                    if h.holds_parameters and (h.kind != "module" or h.params)]
     if not ref_holders and not (ref is not None and ref.parameters):
-        return
-    if any(h.holds_parameters or h.kind == "unknown" for h in facts.holders.values()):
         return
     if any(s.startswith("global:") for s in facts.output.state):
         return  # weights kept in module globals: held, just not by the model

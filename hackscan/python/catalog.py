@@ -174,7 +174,7 @@ _FAMILY_ALIASES = {
     "adaptiveavgpool3d": "adaptive_avg_pool", "adaptive_avg_pool1d": "adaptive_avg_pool",
     "adaptive_avg_pool2d": "adaptive_avg_pool", "adaptive_avg_pool3d": "adaptive_avg_pool",
     "adaptivemaxpool2d": "adaptive_max_pool", "adaptive_max_pool2d": "adaptive_max_pool",
-    "relu6": "hardtanh", "hardtanh": "hardtanh", "leakyrelu": "leaky_relu", "logsoftmax": "log_softmax",
+    "relu6": "clamp", "hardtanh": "clamp", "leakyrelu": "leaky_relu", "logsoftmax": "log_softmax",
     "softmax2d": "softmax", "special_softmax": "softmax", "silu": "silu", "swish": "silu",
     "__add__": "add", "__radd__": "add", "__iadd__": "add", "__sub__": "sub", "__rsub__": "sub", "__isub__": "sub",
     "__mul__": "mul", "__rmul__": "mul", "__imul__": "mul", "__truediv__": "div", "__rtruediv__": "div",

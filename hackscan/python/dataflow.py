@@ -31,7 +31,7 @@ from .facts import (
 )
 from .flow import EMPTY, Flow
 from .imports import CONVENTIONAL
-from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain
+from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain, subtree
 from .module import HostModule
 from .resolve import Unresolved, dotted_name
 
@@ -164,10 +164,27 @@ class _Analyser:
         self.attr_callables: dict[str, tuple[str, str]] = {}
         self.budget = BUDGET
         self.global_flows: dict[str, Flow] = {}
+        # names any extension exports; extensions with an unknown list match any attribute call
+        self.ext_functions = frozenset(f for ext in host.extensions for f in (ext.functions or ()))
+        self.ext_unlisted = any(ext.functions is None and ext.bound_to for ext in host.extensions)
         self.ext_by_bound: dict[str, object] = {}
         for ext in host.extensions:
             for b in ext.bound_to:
                 self.ext_by_bound[b] = ext
+        # module classes whose source mentions a kernel: the only hidden members worth analysing
+        kernel_words = {b.split(".")[0] for e in host.extensions for b in e.bound_to} | \
+            set(host.triton_kernels) | set(self.ext_functions) | {"load_inline", "get_function"}
+        lines = host.source.lines
+        # module functions that mention a kernel count as kernel words too (``residual_relu(out, x)``)
+        for _ in range(2):
+            for name, defs in self.function_alts.items():
+                if name not in kernel_words and any(
+                        w in line for f in defs for line in lines[f.lineno - 1:f.end_lineno] for w in kernel_words):
+                    kernel_words.add(name)
+        self.kernel_classes = [
+            c for c in self.module_classes
+            if any(w in line for line in lines[self.classes[c].lineno - 1:self.classes[c].end_lineno]
+                   for w in kernel_words)]
 
     # ================================================================== module-level knowledge
     def _module_bindings(self) -> dict[str, str]:
@@ -555,7 +572,7 @@ class _Analyser:
         value = self._ev(s.value)
         current = self._ev(s.target)
         if current.tensorish and (value.tensorish or current.alias or current.allocs or current.ops or current.kernels):
-            op = self._op(s, _OPERATOR_NAMES.get(type(s.op), "torch.add"), "operator")
+            op = self._op(s, _OPERATOR_NAMES.get(type(s.op), "torch.add"), "operator", inputs=current.join(value))
             result = current.join(value).with_(ops=frozenset([op]))
             if isinstance(s.target, (ast.Name, ast.Subscript, ast.Attribute)) and current.alias:
                 self._mutate(s.target if not isinstance(s.target, ast.Subscript) else s.target.value, result, s,
@@ -635,12 +652,10 @@ class _Analyser:
             chain = self._chain(s.iter)
             if chain is not None and self.facts.holders.get(chain) is not None:
                 frame.callables[s.target.id] = ("holder", chain)
+        # one pass: flows are sets, and the rules need what reaches the output, not a fixpoint
         before = dict(frame.state)
-        for _ in range(2):
-            self._block(s.body)
-            frame.state = self._join_states([before, frame.state])
-            if self.budget < 0:
-                break
+        self._block(s.body)
+        frame.state = self._join_states([before, frame.state])
         if s.orelse:
             self._block(s.orelse)
 
@@ -649,17 +664,14 @@ class _Analyser:
         before = dict(frame.state)
         self._ev(s.test)
         cond = self._condition(s.test)
-        for i in range(2):
-            start = len(self.log)
-            term = self._block(s.body)
-            if i == 0 and s not in self.branch_nodes:
-                self.branch_nodes.add(s)
-                body = self._arm("body", s.body, start, frame.depth, term)
-                self.facts.branches.append(Branch(s, "while", frame.qualname, frame.depth, cond, body,
-                                                  Arm("orelse", 0, 0)))
-            frame.state = self._join_states([before, frame.state])
-            if self.budget < 0:
-                break
+        start = len(self.log)
+        term = self._block(s.body)
+        if s not in self.branch_nodes:
+            self.branch_nodes.add(s)
+            body = self._arm("body", s.body, start, frame.depth, term)
+            self.facts.branches.append(Branch(s, "while", frame.qualname, frame.depth, cond, body,
+                                              Arm("orelse", 0, 0)))
+        frame.state = self._join_states([before, frame.state])
         if s.orelse:
             self._block(s.orelse)
 
@@ -684,7 +696,12 @@ class _Analyser:
         frame = self.stack[-1]
         before = dict(frame.state)
         start = len(self.log)
-        body_term = self._block(s.body)
+        # a handler runs when some statement of the body raised: that statement's own binding never
+        # happened (``try: x = kernel(x) except: x = torch_op(x)`` sees the original x)
+        body_term = self._block(s.body[:-1])
+        before_last = dict(frame.state)
+        if not body_term and s.body:
+            body_term = self._stmt(s.body[-1])
         else_term = False
         if s.orelse and not body_term:
             else_term = self._block(s.orelse)
@@ -694,7 +711,7 @@ class _Analyser:
         states = [] if (body_term or else_term) else [after_body]
         all_term = body_term or else_term
         for h in s.handlers:
-            frame.state = self._join_states([before, after_body])
+            frame.state = self._join_states([before, before_last])
             if h.name:
                 frame.state[h.name] = EMPTY
             start, mark = len(self.log), len(frame.bound)
@@ -743,7 +760,7 @@ class _Analyser:
                     value_reads.append((n.id, n))
                     continue
                 stack.extend(ast.iter_child_nodes(n))
-        for n in ast.walk(test):
+        for n in subtree(test):
             if isinstance(n, ast.Compare):
                 sides = [n.left, *n.comparators]
                 if any(flows.get(x, EMPTY).meta for x in sides):
@@ -790,22 +807,21 @@ class _Analyser:
         else:
             handler = _EVAL.get(t)
             flow = handler(self, e, discarded) if handler is not None else EMPTY
-        flows = self.facts._flows
-        old = flows.get(e)
-        flows[e] = flow if old is None or old is flow else old.join(flow)
+        # the latest context wins: conditions and rules read it right after evaluation
+        self.facts._flows[e] = flow
         return flow
 
     def _ev_binop(self, e: ast.BinOp, discarded: bool) -> Flow:
         left, right = self._ev(e.left), self._ev(e.right)
         if left.tensorish or right.tensorish:
-            op = self._op(e, _OPERATOR_NAMES.get(type(e.op), "torch.add"), "operator")
+            op = self._op(e, _OPERATOR_NAMES.get(type(e.op), "torch.add"), "operator", inputs=left.join(right))
             return left.join(right).fresh().with_(ops=frozenset([op]))
         return left.join(right)
 
     def _ev_unary(self, e: ast.UnaryOp, discarded: bool) -> Flow:
         inner = self._ev(e.operand)
         if isinstance(e.op, ast.USub) and inner.tensorish:
-            op = self._op(e, "torch.neg", "operator")
+            op = self._op(e, "torch.neg", "operator", inputs=inner)
             return inner.fresh().with_(ops=frozenset([op]))
         return inner.fresh()
 
@@ -816,7 +832,7 @@ class _Analyser:
         out = Flow.join_all(flows).fresh()
         if any(f.tensorish for f in flows) and not all(isinstance(o, (ast.Is, ast.IsNot, ast.In, ast.NotIn))
                                                        for o in e.ops):
-            op = self._op(e, _COMPARE_NAMES.get(type(e.ops[0]), "torch.eq"), "operator")
+            op = self._op(e, _COMPARE_NAMES.get(type(e.ops[0]), "torch.eq"), "operator", inputs=out)
             out = out.with_(ops=frozenset([op]))
         return out
 
@@ -995,12 +1011,17 @@ class _Analyser:
         return flow.with_(partial=frozenset(new)) if new else flow
 
     # ------------------------------------------------------------------ records
-    def _op(self, node: ast.AST, name: str, kind: str, members: tuple[str, ...] = ()) -> int:
+    def _op(self, node: ast.AST, name: str, kind: str, members: tuple[str, ...] = (),
+            inputs: Flow = EMPTY) -> int:
         oid = self.op_ids.get(node)
         if oid is None:
             oid = len(self.facts.ops)
             self.op_ids[node] = oid
             self.facts.ops.append(TorchOp(oid, name, node, self.stack[-1].qualname, kind, members))
+            # first context only, like KernelCall.input_ops: a helper re-entered with a kernel's
+            # result (a warm-up, a JIT trace) must not make every later call look like an epilogue
+            if inputs.kernels:
+                self.facts.op_input_kernels[oid] = inputs.kernels
         self.log.append(("op", self.facts.ops[oid], self.stack[-1].depth))
         return oid
 
@@ -1075,9 +1096,11 @@ class _Analyser:
                 return self._module_call(e, holder)
             return callee.join(self._args(e)).fresh().with_(opaque=frozenset([e.lineno]))
         # --- extension function (not a method of a local tensor that happens to share its name)
-        receiver = frame.state.get(func.value.id) if isinstance(func, ast.Attribute) and \
-            isinstance(func.value, ast.Name) else None
-        found = self.host.extension_for_call(e) if receiver is None or not receiver.tensorish else None
+        found = None
+        if isinstance(func, ast.Attribute) and (func.attr in self.ext_functions or self.ext_unlisted):
+            receiver = frame.state.get(func.value.id) if isinstance(func.value, ast.Name) else None
+            if receiver is None or not receiver.tensorish:
+                found = self.host.extension_for_call(e)
         if found is not None:
             ext, fn = found
             return self._launch(e, "extension", f"export:{ext.name}.{fn}", fn, ext.name, discarded)
@@ -1094,7 +1117,7 @@ class _Analyser:
                 ns_op = ".".join(parts[2:4])
                 return self._launch(e, "torch_ops", f"op:{ns_op}", ns_op, None, discarded)
             args = self._args(e)
-            op = self._op(e, canon, "call")
+            op = self._op(e, canon, "call", inputs=args)
             return args.fresh().with_(ops=frozenset([op]))
         # --- local callables (fn = ext.relu; layer in self.layers; self.kernel = mod.get_function(...))
         desc = frame.callables.get(func.id) if isinstance(func, ast.Name) else None
@@ -1267,7 +1290,7 @@ class _Analyser:
         for ptr, f in self._pointer_targets(arg_nodes):
             if f.alias:
                 inputs.append(ptr)
-            elif f.allocs or (discarded and f.tensorish):
+            elif f.allocs or (discarded and (f.ops or f.kernels or f.opaque)):
                 buffers.append(ptr)
         if buffers:
             for n in buffers:
@@ -1391,7 +1414,7 @@ class _Analyser:
             if mk == "passthrough":
                 return args
             members = tuple(m for m in holder.target.split(",") if m) if holder.kind == "container" else ()
-            op = self._op(e, holder.cls, "module", members)
+            op = self._op(e, holder.cls, "module", members, inputs=args)
             out = args.fresh().join(state).with_(ops=frozenset([op]))
             if holder.kind == "container":
                 out = out.join(self._hidden_modules(e, holder, members))
@@ -1439,7 +1462,9 @@ class _Analyser:
         (``nn.Sequential(*[Block() ...])``, ``self._make_layer()``): analyse their forwards as possible callees."""
         local = [m for m in members if m in self.module_classes]
         if not local and (not members or holder.kind != "container"):
-            local = [c for c in self.module_classes if c != self.facts.model_name]
+            # a file with no kernel: its module classes show which torch ops do the work (HS105)
+            pool = self.kernel_classes if self.facts.defines_kernel else self.module_classes
+            local = [c for c in pool if c != self.facts.model_name]
         out = EMPTY
         for cls in local:
             fwd = self._methods(cls).get("forward")
@@ -1504,7 +1529,7 @@ class _Analyser:
         out_target = next((k.value for k in e.keywords if k.arg == "out"), None)
         inplace = short in INPLACE_FUNCS or any(k.arg == "inplace" and isinstance(k.value, ast.Constant)
                                                 and k.value.value is True for k in e.keywords)
-        op = self._op(e, canon, "call")
+        op = self._op(e, canon, "call", inputs=joined)
         result = joined.fresh().with_(ops=frozenset([op]))
         if short in REDUCTIONS and not (short in ("max", "min") and len(e.args) >= 2 and arg_flows[1].tensorish):
             result = self._consume_slices(result, e, canon, "strided")
@@ -1594,11 +1619,11 @@ class _Analyser:
         # compute, known or not
         oname = f"Tensor.{name}"
         if is_inplace_method(name):
-            op = self._op(e, oname, "method")
+            op = self._op(e, oname, "method", inputs=base.join(args))
             result = base.join(args.fresh()).with_(ops=frozenset([op]))
             self._mutate(func.value, result, e, "method", lambda: f"{_src(func.value, 30)}.{name}(...)")
             return result
-        op = self._op(e, oname, "method")
+        op = self._op(e, oname, "method", inputs=base.join(args))
         result = base.join(args).fresh().with_(ops=frozenset([op]))
         if name in REDUCTIONS and not (name in ("max", "min") and e.args and arg_flows[0].tensorish):
             result = self._consume_slices(result, e, oname, "strided")

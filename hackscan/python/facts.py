@@ -346,6 +346,8 @@ class PythonFacts:
     slices: list[Slice] = field(default_factory=list)
     partials: list[PartialUse] = field(default_factory=list)
     shape_uses: list[ShapeUse] = field(default_factory=list)
+    # kernels whose results flow into each torch op (op id -> kernel ids): the op runs after them
+    op_input_kernels: dict[int, frozenset[int]] = field(default_factory=dict)
     # ``self`` attribute chains read in reachable code (``fc``, ``fc.weight``, ``block.conv.bias``)
     attr_reads: dict[str, list[ast.AST]] = field(default_factory=dict)
     # ``self.parameters()``, ``getattr(self, name)``, ``self.__dict__``: reads the analysis cannot name
@@ -363,7 +365,7 @@ class PythonFacts:
 
     # ------------------------------------------------------------------ queries
     def flow_of(self, node: ast.AST) -> Flow | None:
-        """The flow computed for an expression node in reachable code (joined over contexts)."""
+        """The flow computed for an expression node in reachable code (the last context it was reached in)."""
         return self._flows.get(node)
 
     @property

@@ -9,13 +9,15 @@ union of both: rules that care about one path (a fallback arm) look at the arm, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _E: frozenset = frozenset()
 
 
-@dataclass(frozen=True, slots=True)
-class Flow:
+class Flow(NamedTuple):
+    """Immutable; a ``NamedTuple`` because the analysis builds tens of thousands of them per file and a
+    tuple is the cheapest immutable record Python constructs."""
+
     # forward arguments whose values reach this value (``x``, ``x.sum()``, ``x.item()``)
     inputs: frozenset[str] = _E
     # forward arguments whose metadata only reaches it (``x.shape[0]``, ``torch.empty_like(x)``)
@@ -46,12 +48,7 @@ class Flow:
             return self
         if self is EMPTY:
             return other
-        return Flow(
-            self.inputs | other.inputs, self.meta | other.meta, self.alias | other.alias,
-            self.kernels | other.kernels, self.ops | other.ops, self.allocs | other.allocs,
-            self.state | other.state, self.opaque | other.opaque, self.slices | other.slices,
-            self.partial | other.partial, self.via | other.via,
-        )
+        return _new(Flow, map(_or, self, other))
 
     @staticmethod
     def join_all(flows: "list[Flow] | tuple[Flow, ...]") -> "Flow":
@@ -72,10 +69,8 @@ class Flow:
         return Flow(meta=self.meta | self.inputs | self.alias)
 
     def with_(self, **kw: frozenset) -> "Flow":
-        d = {f: getattr(self, f) for f in self.__slots__}
-        for k, v in kw.items():
-            d[k] = d[k] | v
-        return Flow(**d)
+        """The same flow with ``kw``'s sets added to the named fields."""
+        return self._replace(**{k: getattr(self, k) | v for k, v in kw.items()})
 
     # ------------------------------------------------------------------ predicates used by rules
     @property
@@ -108,3 +103,5 @@ class Flow:
 
 
 EMPTY = Flow()
+_new = tuple.__new__
+_or = frozenset.__or__

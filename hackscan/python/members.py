@@ -36,12 +36,47 @@ _NONTENSOR_BUILTINS = frozenset({"int", "float", "str", "bool", "dict", "list", 
 
 
 class FunctionIndex:
-    """Assignments and calls of each function, from the host's one indexing pass (no tree walks)."""
+    """Assignments, calls and nested defs of one function, collected on demand from its own subtree.
+
+    Only the few functions the member scan asks about (``__init__`` and what it calls) are walked, not
+    the whole file.  Nested functions and lambdas are not entered: their bodies belong to them.
+    """
 
     def __init__(self, host: HostModule):
         self.host = host
-        self._assigns: dict[ast.AST, list[ast.AST]] | None = None
-        self._calls: dict[ast.AST, list[ast.Call]] | None = None
+        self._cache: dict[ast.AST, tuple[list[ast.AST], list[ast.Call], list[ast.FunctionDef]]] = {}
+
+    def _collect(self, fn: ast.AST) -> tuple[list[ast.AST], list[ast.Call], list[ast.FunctionDef]]:
+        found = self._cache.get(fn)
+        if found is not None:
+            return found
+        host = self.host
+        if isinstance(fn, ast.Module):
+            lo, hi = (0, -1), (10**9, 0)
+        else:
+            lo, hi = (fn.lineno, fn.col_offset), (fn.end_lineno or fn.lineno, fn.end_col_offset or 0)
+
+        def span(n: ast.AST) -> tuple[tuple[int, int], tuple[int, int]]:
+            return (n.lineno, n.col_offset), (n.end_lineno or n.lineno, n.end_col_offset or 0)  # type: ignore[attr-defined]
+
+        nested = []
+        for d in host.of_type(ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
+            a, b = span(d)
+            if d is not fn and lo < a and b <= hi:
+                nested.append((a, b, d))
+
+        def mine(n: ast.AST) -> bool:
+            a, b = span(n)
+            if not (lo < a and b <= hi):
+                return False
+            return not any(da <= a and b <= db and n is not d for da, db, d in nested)
+
+        assigns = [n for n in host.of_type(ast.Assign, ast.AnnAssign) if mine(n)]
+        calls = [n for n in host.of_type(ast.Call) if mine(n)]
+        defs = [d for a, b, d in nested if not isinstance(d, ast.Lambda) and mine(d)]
+        found = (assigns, calls, defs)  # type: ignore[assignment]
+        self._cache[fn] = found  # type: ignore[assignment]
+        return found  # type: ignore[return-value]
 
     def _owner(self, node: ast.AST) -> ast.AST:
         cur = self.host.parents.get(node)
@@ -50,26 +85,36 @@ class FunctionIndex:
         return cur if cur is not None else self.host.tree
 
     def assigns(self, fn: ast.AST) -> list[ast.AST]:
-        if self._assigns is None:
-            self._assigns = {}
-            for n in self.host.of_type(ast.Assign, ast.AnnAssign):
-                self._assigns.setdefault(self._owner(n), []).append(n)
-        return self._assigns.get(fn, [])
+        return self._collect(fn)[0]
 
     def defs(self, fn: ast.AST) -> list[ast.FunctionDef]:
         """Functions defined directly inside ``fn`` (closures)."""
-        out = []
-        for n in self.host.of_type(ast.FunctionDef, ast.AsyncFunctionDef):
-            if self._owner(n) is fn:
-                out.append(n)
-        return out  # type: ignore[return-value]
+        return self._collect(fn)[2]
 
     def calls(self, fn: ast.AST) -> list[ast.Call]:
-        if self._calls is None:
-            self._calls = {}
-            for n in self.host.of_type(ast.Call):
-                self._calls.setdefault(self._owner(n), []).append(n)  # type: ignore[arg-type]
-        return self._calls.get(fn, [])
+        return self._collect(fn)[1]
+
+
+_LEAF_TYPES = (ast.expr_context, ast.boolop, ast.operator, ast.unaryop, ast.cmpop)
+
+
+def subtree(node: ast.AST) -> list[ast.AST]:
+    """Every node under ``node`` (itself included); a leaner ``ast.walk`` for small expressions."""
+    out = [node]
+    i = 0
+    AST = ast.AST
+    while i < len(out):
+        n = out[i]
+        i += 1
+        for name in n._fields:
+            v = getattr(n, name, None)
+            if type(v) is list:
+                for c in v:
+                    if isinstance(c, AST) and not isinstance(c, _LEAF_TYPES):
+                        out.append(c)
+            elif isinstance(v, AST) and not isinstance(v, _LEAF_TYPES):
+                out.append(v)
+    return out
 
 
 def self_chain(node: ast.AST, self_name: str = "self") -> str | None:
@@ -164,9 +209,9 @@ class MemberScanner:
         if not names:
             return frozenset()
         out: set[str] = set()
-        for n in ast.walk(value):
-            if isinstance(n, ast.Name) and n.id in names:
-                out |= names[n.id]
+        for n in subtree(value):
+            if type(n) is ast.Name and n.id in names:  # type: ignore[attr-defined]
+                out |= names[n.id]  # type: ignore[attr-defined]
         return frozenset(out)
 
     def _init_functions(self, cls_name: str) -> list[ast.FunctionDef]:
@@ -310,6 +355,9 @@ class MemberScanner:
 
     def _assign(self, attr: str, value: ast.AST, prefix: str, depth: int) -> None:
         host = self.host
+        if attr in self.holders and self.holders[attr].kind not in ("config", "unknown") and \
+                _self_reads(value) <= {attr[len(prefix):]}:
+            return  # ``self.conv = self.conv.to(memory_format=...)``: the same holder, moved or cast
         ref = self._callable_ref(value)
         if ref is not None:
             self.holders[attr] = Holder(attr, "callable", "function", value, target=ref)
@@ -321,7 +369,6 @@ class MemberScanner:
                     if reads:
                         self.derived[attr] = reads
             return
-        reads = frozenset(prefix + c for c in _self_reads(value)) | self._local_reads(value)
         # ``self.weight = nn.Parameter(w)``: values computed from ``w`` later fold this parameter
         inner = value.args[0] if isinstance(value, ast.Call) and value.args else value
         if isinstance(inner, ast.Name):
@@ -329,6 +376,11 @@ class MemberScanner:
         if isinstance(value, ast.Call):
             name = host.canonical(value.func)
             short = name.rsplit(".", 1)[-1]
+            if name.startswith("torch.nn.") and short[:1].isupper() and short != "Parameter" or \
+                    name.endswith(_LOADERS) or name in CUPY_KERNELS:
+                reads = frozenset()  # constructors of modules and extensions: nothing derived
+            else:
+                reads = frozenset(prefix + c for c in _self_reads(value)) | self._local_reads(value)
             if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
                 if reads:
                     self.derived[attr] = reads
@@ -379,11 +431,12 @@ class MemberScanner:
                 if reads:
                     self.derived[attr] = reads
                 return
+            # an unknown call may build anything, parameters included (``torch.compile(model)``)
             if reads:
                 self.derived[attr] = reads
-                return
             self.holders[attr] = Holder(attr, "unknown", name or "<call>", value)
             return
+        reads = frozenset(prefix + c for c in _self_reads(value)) | self._local_reads(value)
         if isinstance(value, ast.Attribute) and not reads:
             self.holders[attr] = Holder(attr, "callable", host.canonical(value) or dotted_name(value), value,
                                         target=host.canonical(value) or dotted_name(value))
@@ -419,7 +472,7 @@ def _returns(fn: ast.FunctionDef) -> list[ast.AST]:
 def _self_reads(value: ast.AST) -> set[str]:
     if isinstance(value, ast.Constant):
         return set()
-    nodes = list(ast.walk(value))
+    nodes = subtree(value)
     methods = {n.func for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
     out: set[str] = set()
     for node in nodes:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Mapping
 
 from ..units import MappedText
@@ -99,6 +100,13 @@ class ReferenceFacts:
     def is_fp32(self) -> bool:
         return self.dtype == "float32"
 
+    @cached_property
+    def families(self) -> frozenset[str]:
+        """One name per operation of ``forward_ops`` (``F.relu``, ``nn.ReLU``, ``x.relu()`` -> ``relu``)."""
+        from .catalog import op_family
+
+        return frozenset(op_family(o) for o in self.forward_ops) - {"sequential", "modulelist"}
+
 
 def build_reference_facts(mod: HostModule) -> ReferenceFacts:
     constants = _module_constants(mod)
@@ -108,7 +116,7 @@ def build_reference_facts(mod: HostModule) -> ReferenceFacts:
     parameters: list[str] = []
     if model is not None:
         submodules, parameters = _init_members(mod, model)
-        forward_ops = _forward_ops(mod, model, submodules)
+        forward_ops = _forward_ops(mod, model, submodules, _sequential_members(mod, model))
     inputs = _get_inputs(mod)
     init_inputs = _get_init_inputs(mod)
     dtypes = [s.dtype for s in inputs if s.kind not in ("scalar", "unknown", "randint")]
@@ -287,11 +295,38 @@ def _init_members(mod: HostModule, model: ast.ClassDef) -> tuple[dict[str, str],
     return submodules, parameters
 
 
-def _forward_ops(mod: HostModule, model: ast.ClassDef, submodules: Mapping[str, str]) -> list[str]:
-    ops: list[str] = []
+_OPERATORS = {ast.Add: "torch.add", ast.Sub: "torch.sub", ast.Mult: "torch.mul", ast.Div: "torch.div",
+              ast.Pow: "torch.pow", ast.FloorDiv: "torch.floor_divide", ast.Mod: "torch.remainder"}
+
+
+def _sequential_members(mod: HostModule, model: ast.ClassDef) -> dict[str, tuple[str, ...]]:
+    """``self.seq = nn.Sequential(nn.Conv2d(...), nn.ReLU())`` -> {"seq": ("torch.nn.Conv2d", "torch.nn.ReLU")}."""
+    out: dict[str, tuple[str, ...]] = {}
     for fn in model.body:
-        if not (isinstance(fn, ast.FunctionDef) and fn.name == "forward"):
+        if not (isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):
             continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and \
+                    mod.canonical(node.value.func) in ("torch.nn.Sequential", "torch.nn.ModuleList"):
+                names = tuple(mod.canonical(a.func) for a in node.value.args if isinstance(a, ast.Call))
+                for t in node.targets:
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                        out[t.attr] = tuple(n for n in names if n.startswith("torch."))
+    return out
+
+
+def _forward_ops(mod: HostModule, model: ast.ClassDef, submodules: Mapping[str, str],
+                 members: Mapping[str, tuple[str, ...]] | None = None) -> list[str]:
+    ops: list[str] = []
+    methods = {f.name: f for f in model.body if isinstance(f, ast.FunctionDef)}
+    # forward, then the methods it calls on self (one level): ``return self._impl(x)``
+    reached = [methods["forward"]] if "forward" in methods else []
+    for node in ast.walk(reached[0]) if reached else ():
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                isinstance(node.func.value, ast.Name) and node.func.value.id == "self" and \
+                node.func.attr in methods and node.func.attr != "forward" and methods[node.func.attr] not in reached:
+            reached.append(methods[node.func.attr])
+    for fn in reached:
         for node in ast.walk(fn):
             if not isinstance(node, ast.Call):
                 continue
@@ -302,14 +337,19 @@ def _forward_ops(mod: HostModule, model: ast.ClassDef, submodules: Mapping[str, 
             elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) is False and \
                     isinstance(func.value, ast.Name) and func.value.id == "self" and func.attr in submodules:
                 ops.append(submodules[func.attr])
+                ops.extend((members or {}).get(func.attr, ()))
             elif (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
                 continue
             elif isinstance(func, ast.Attribute):
                 ops.append(f"Tensor.{func.attr}")
-        # operators: a @ b, a * b
+        # operators: a @ b, a * b (on tensors or not: the reference's arithmetic is its computation)
         for node in ast.walk(fn):
             if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
                 ops.append("torch.matmul")
+        for node in ast.walk(fn):
+            if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS and \
+                    not (isinstance(node.left, ast.Constant) and isinstance(node.right, ast.Constant)):
+                ops.append(_OPERATORS[type(node.op)])
     seen: dict[str, None] = {}
     for op in ops:
         seen.setdefault(op, None)
