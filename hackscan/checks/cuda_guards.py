@@ -47,6 +47,26 @@ def value_guard(ctx: ScanContext) -> Iterator[Hit]:
                           severity=sev, confidence=conf,
                           evidence={"function": fn.key, "condition": " ".join(text(br.condition).split())[:80],
                                     "reads": [r.what for r in reads]})
+        # ``return x.min().item<float>() >= 0 ? x : run(x);``
+        for r in facts.flow.returns(fn):
+            value = r.value
+            while value is not None and value.type == "parenthesized_expression" and value.named_child_count:
+                value = value.named_children[0]
+            if value is None or value.type != "conditional_expression":
+                continue
+            cond = value.child_by_field_name("condition")
+            if cond is None or depends_on(cond, seeds, tainted) is None:
+                continue
+            for arm in ("consequence", "alternative"):
+                sub = value.child_by_field_name(arm)
+                origins = facts.flow.origins(sub, fn) if sub is not None else []
+                if origins and all(o.kind == "input" for o in origins):
+                    read = next((x.what for x in reads if contains(cond, x.node)), reads[0].what)
+                    yield ctx.hit(pos_of(fn.unit, r.node), args={
+                        "function": fn.name, "read": read,
+                        "effect": f"returns its input `{text(sub)}` on one arm of the conditional"},
+                        evidence={"function": fn.key, "condition": " ".join(text(cond).split())[:80]})
+                    break
 
 
 def _counters(facts: CudaFacts) -> dict[tuple[str, str], Variable]:

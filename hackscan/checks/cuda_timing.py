@@ -9,7 +9,7 @@ import tree_sitter as ts
 
 from ..context import Hit, ScanContext
 from ..cuda import names
-from ..cuda.facts import Call, CudaFacts, Function, pos_of
+from ..cuda.facts import Call, CudaFacts, Function, Launch, pos_of
 from ..cuda.flow import Flow
 from ..cuda.parser import callee_name, identifiers, text
 from ..model import Confidence, Severity
@@ -119,12 +119,28 @@ def _guarded_side(fn: Function, flow: Flow, created: dict[tuple[str, str], Call]
     return None
 
 
-def _joins(facts: CudaFacts, flow: Flow, root: Function) -> list[Call]:
+def _joins(facts: CudaFacts, flow: Flow, root: Function, created: dict[tuple[str, str], Call]) -> list[Call]:
+    """Calls that make the host or the current stream wait for other streams.
+
+    ``cudaStreamWaitEvent(side, ev)`` is the fork direction (the side stream waits for the current
+    one) and joins nothing; only a wait issued on the current or default stream does."""
     out = []
-    for _, c in flow.host_calls_from(root):
-        if c.base in names.STREAM_JOIN and (not c.is_method or c.base in ("synchronize", "wait", "block")):
-            out.append(c)
+    for fn, c in flow.host_calls_from(root):
+        if c.base not in names.STREAM_JOIN or (c.is_method and c.base not in ("synchronize", "wait", "block")):
+            continue
+        if c.base in ("cudaStreamWaitEvent", "cuStreamWaitEvent") and c.args:
+            if _stream_kind(c.args[0], fn, flow, created) == "side":
+                continue
+        out.append(c)
     return out
+
+
+def _joined_after(joins: list[Call], launch: Launch) -> bool:
+    """A join that can run after the launch: later in the same function, or anywhere else."""
+    for j in joins:
+        if j.function is not launch.function or j.node.start_byte > launch.node.start_byte:
+            return True
+    return False
 
 
 def side_streams(ctx: ScanContext) -> Iterator[Hit]:
@@ -136,7 +152,7 @@ def side_streams(ctx: ScanContext) -> Iterator[Hit]:
     reported: set[int] = set()
     roots = [fn for e, fn in facts.exported_functions() if fn.kind == "host"] or facts.host_functions
     for root in roots:
-        joins = _joins(facts, flow, root)
+        joins = _joins(facts, flow, root, created)
         for lc in flow.launches_from(root):
             if any(c.base in _CAPTURE for c in lc.function.calls):
                 continue  # recorded into a CUDA graph, replayed later on the stream the graph is launched on
@@ -148,7 +164,7 @@ def side_streams(ctx: ScanContext) -> Iterator[Hit]:
                     kind = "side"
             if kind != "side":
                 continue
-            if joins or lc.node.id in reported:
+            if _joined_after(joins, lc) or lc.node.id in reported:
                 continue
             reported.add(lc.node.id)
             stream = " ".join(text(lc.stream).split()) if lc.stream is not None else "the guarded stream"
@@ -157,7 +173,7 @@ def side_streams(ctx: ScanContext) -> Iterator[Hit]:
                                                 f"and nothing joins it back to the current stream before "
                                                 f"`{root.name}` returns"},
                           evidence={"kernel": lc.kernel, "stream": stream, "export": root.name})
-    joined_anywhere = any(_joins(facts, flow, r) for r in roots)
+    joined_anywhere = any(_joins(facts, flow, r, created) for r in roots)
     for (_ext, name), c in created.items():
         if id(c) in used or joined_anywhere:
             continue
