@@ -42,7 +42,7 @@ def _branches(facts: MiscFacts, fns: Iterable[ast.AST | None]) -> list[tuple[ast
         out.append((node, node.test))
     for node in facts.in_functions(fns, ast.comprehension):
         for cond in node.ifs:
-            out.append((node, cond))
+            out.append((cond, cond))
     return out
 
 
@@ -57,8 +57,10 @@ def _feeds_branch(facts: MiscFacts, read: ast.AST, helper_returns: dict[str, str
     for anc in host.ancestors(read):
         if isinstance(anc, (ast.If, ast.While, ast.IfExp, ast.Assert)) and _contains(anc.test, read):
             return anc
-        if isinstance(anc, ast.comprehension) and any(_contains(c, read) for c in anc.ifs):
-            return anc
+        if isinstance(anc, ast.comprehension):
+            cond = next((c for c in anc.ifs if _contains(c, read)), None)
+            if cond is not None:
+                return cond
         if isinstance(anc, ast.stmt):
             break
     owner = facts.owner(read)
@@ -79,9 +81,10 @@ def _feeds_branch(facts: MiscFacts, read: ast.AST, helper_returns: dict[str, str
             names.update(n.id for n in ast.walk(anc.target) if isinstance(n, ast.Name))
             parent = host.parents.get(anc)
             for sub in ast.walk(parent) if parent is not None else ():
-                if isinstance(sub, ast.comprehension) and sub.ifs and any(
-                        isinstance(n, ast.Name) and n.id in names for c in sub.ifs for n in ast.walk(c)):
-                    return sub
+                if isinstance(sub, ast.comprehension):
+                    for c in sub.ifs:
+                        if any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(c)):
+                            return c
         if isinstance(anc, ast.stmt):
             break
     if names and owner is not None:

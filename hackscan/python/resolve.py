@@ -64,6 +64,8 @@ class Scope:
 def build_scope(node: ast.AST, parent: Scope | None = None, klass: Scope | None = None) -> Scope:
     scope = Scope(node=node, parent=parent, klass=klass)
     body = getattr(node, "body", [])
+    if not isinstance(body, list):  # a Lambda's body is one expression, not statements
+        body = []
     for stmt in _flat_statements(body):
         _record(scope, stmt)
     if isinstance(node, ast.ClassDef):
