@@ -111,6 +111,18 @@ def test_marginal_output_differences_are_a_warning() -> None:
     assert found["HS603"].severity is Severity.WARNING
 
 
+def test_slight_differences_on_every_call_are_precision_not_timing() -> None:
+    cand = raw.candidate(0.5)
+    fps = cand["series"]["main"]["fingerprints"]
+    for key in fps:
+        fps[key] = raw.fp_scaled(1.05)
+    perf, found = run(cand, raw.reference())
+    assert "HS603" not in found and "precision" in perf["validation"]["note"]
+    fps["3"] = raw.fp_scaled(4.0)  # one call far off: that is not precision
+    _, found = run(cand, raw.reference())
+    assert found["HS603"].severity is Severity.ERROR
+
+
 def test_outputs_within_tolerance_pass_and_different_inputs_skip_validation() -> None:
     cand = raw.candidate(0.5)
     cand["series"]["main"]["fingerprints"]["7"] = raw.fp_scaled(1.005)
@@ -205,6 +217,15 @@ def test_memory_without_a_device_baseline_uses_per_call_numbers() -> None:
     ref = raw.reference(memory=raw.memory(call_peak=512 * MIB))
     perf, found = run(cand, ref)
     assert "HS607" not in found and perf["memory"]["basis"].startswith("per call")
+
+
+def test_memory_without_a_baseline_compares_processes_through_nvml() -> None:
+    cm = raw.memory(call_peak=512 * MIB, known=False)
+    rm = raw.memory(call_peak=512 * MIB, known=False)
+    cm["process_nonallocator"], rm["process_nonallocator"] = (500 + 4096) * MIB, 500 * MIB  # context 500 MiB each
+    perf, found = run(raw.candidate(0.5, memory=cm), raw.reference(memory=rm))
+    assert "HS607" in found and perf["memory"]["basis"].startswith("per process")
+    assert perf["memory"]["candidate_outside"] == 4096 * MIB
 
 
 def test_memory_growing_with_every_call() -> None:

@@ -122,10 +122,16 @@ def test_plan_survives_a_candidate_that_mutates_its_inputs() -> None:
     assert torch.equal(plan.inputs_for(4)[0], ref.inputs_for(4)[0])
 
 
-def test_plan_with_one_set_rolls_and_pool_budget_limits_sets() -> None:
-    plan = InputPlan(sets(1))
-    assert plan.refresh == "roll"
-    assert not torch.equal(plan.inputs_for(0)[0].clone(), plan.inputs_for(1)[0])
+def test_plan_with_one_set_scales_and_pool_budget_limits_sets() -> None:
+    tri = torch.tril(torch.rand(16, 16))
+    plan = InputPlan([[tri]])
+    assert plan.refresh == "scale"
+    first = plan.inputs_for(0)[0].clone()
+    assert torch.equal(first, tri)
+    later = [plan.inputs_for(j)[0].clone() for j in range(1, 6)]
+    for x in later:
+        assert not torch.equal(x, first) and torch.equal(x, torch.tril(x)) and float(x.max()) < 1.0
+    assert len({float(x.sum()) for x in later}) == 5
     small = InputPlan(sets(4), max_pool_bytes=2 * 2 * 64 * 64 * 4)
     assert small.size == 2
 
@@ -317,3 +323,14 @@ def test_ceilings_cache_is_validated_and_rewritten(tmp_path: Path) -> None:
     assert fresh["source"] == "measured" and 1e8 < fresh["bandwidth_Bps"] < 1e14
     again = bounds.ceilings(torch.device("cpu"), tmp_path)
     assert again["source"] == "cache" and again["bandwidth_Bps"] == fresh["bandwidth_Bps"]
+
+
+def test_dynamic_stage_budget_shapes_the_options() -> None:
+    cuda = torch.device("cuda")
+    small = worker_side.resolve_options({"budget_s": 1.0, "sets": 2}, cuda)
+    assert small.time_budget_s == 0.5 and small.input_sets == 2
+    assert small.compile == "never" and "torch.compile" in small.extra["compile_skipped"]
+    assert worker_side.resolve_options({"budget_s": 60.0}, cuda).compile == "auto"
+    assert worker_side.resolve_options({"budget_s": 1.0, "compile": "always"}, cuda).compile == "always"
+    cpu = worker_side.resolve_options({"budget_s": 1.0}, torch.device("cpu"))
+    assert "compile_skipped" not in cpu.extra and not cpu.compile_enabled("cpu")

@@ -244,6 +244,7 @@ def _measure_cuda(call: Callable[[list[Any]], Any], model: Any, plan: InputPlan,
             extra = max(0, (free1 - free_r) - (torch.cuda.memory_reserved(device) - reserved1))
         # what stays after the call: tensors plus device memory held outside the allocator
         held.append(torch.cuda.memory_allocated(device) + extra)
+    process = process_device_bytes()
     return {
         "kind": "cuda",
         "resident": resident,
@@ -256,6 +257,9 @@ def _measure_cuda(call: Callable[[list[Any]], Any], model: Any, plan: InputPlan,
         "growth_per_call": _growth(held),
         "baseline_known": known,
         "outside_method": method,
+        # device memory of this process outside the allocator (context and libraries included): the
+        # parent compares it with the reference worker's when neither has a pre-import baseline
+        "process_nonallocator": None if process is None else max(0, process - torch.cuda.memory_reserved(device)),
         "harness_bytes": harness_bytes,
     }
 

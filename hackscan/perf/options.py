@@ -25,7 +25,7 @@ class PerfOptions:
     min_iterations: int = 5
     # adaptive counts (CPU): iterations = clamp(budget / estimate, min_iterations, iterations)
     adaptive: bool = False
-    # fresh input sets rotated across iterations; each reuse of a set gets new values (a roll)
+    # fresh input sets rotated across iterations; each reuse of a set gets new values (see plan.py)
     input_sets: int = 4
     # cap on the bytes the input pool may hold (the pool keeps an original and a working copy);
     # None: a tenth of the device's memory, at most 8 GiB

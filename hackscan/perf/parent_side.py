@@ -290,6 +290,7 @@ def _validate(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, em: _E
     o = em.options("HS603")
     atol, rtol = float(o["atol"]), float(o["rtol"])
     checked, bad = 0, []
+    checked_keys: list[str] = []
     worst: Agreement | None = None
     first: int | None = None
     for key in sorted(c_main.fingerprints, key=lambda k: int(k) if str(k).isdigit() else 1 << 30)[:1000]:
@@ -298,6 +299,7 @@ def _validate(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, em: _E
         if not isinstance(r, list) or not isinstance(c, list):
             continue
         checked += 1
+        checked_keys.append(key)
         a = compare_outputs(c, r, atol, rtol)
         if not a.ok:
             bad.append(key)
@@ -314,6 +316,12 @@ def _validate(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, em: _E
                   "shape": "wrong shape", "count": "wrong number of outputs", "sum": "sums differ",
                   "nonfinite": "non-finite values differ"}.get(worst.reason, worst.reason)
         gross = any(compare_outputs(c_main.fingerprints[k], ref_fp[k], atol, rtol).gross for k in bad[:20])
+        uniform = checked_keys[0] in bad and len(bad) >= 0.8 * checked
+        if not gross and uniform:
+            # slightly off on every call from the very first: a precision difference, which the
+            # dynamic stage judges against an fp64 reference; not behaviour that changes when timed
+            out["note"] = f"outputs differ slightly on every call ({reason}): precision, not timing behaviour"
+            return out
         em.emit("HS603", {"bad": len(bad), "checked": checked, "first": first, "reason": reason},
                 {"calls": out["calls"], "checked": checked, "first_mismatch": first, "reason": worst.reason,
                  "worst_excess": worst.worst_excess, "details": worst.details, "atol": atol, "rtol": rtol},
@@ -430,25 +438,36 @@ def _hidden(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, headline
     return out
 
 
-def _memory_total(m: dict[str, Any], with_baseline: bool) -> float | None:
+def _memory_total(m: dict[str, Any], outside: float | None) -> float | None:
     parts = [_f(m.get("resident")), _f(m.get("call_peak"))]
     if any(p is None for p in parts):
         return None
-    outside = _f(m.get("outside")) if with_baseline else _f(m.get("outside_during_call"))
     return sum(parts) + (outside or 0.0)  # type: ignore[arg-type]
+
+
+def _outside_basis(cm: dict[str, Any], rm: dict[str, Any]) -> tuple[float | None, float | None, str]:
+    """Memory outside the allocator for candidate and reference, read the same way for both."""
+    if cm.get("baseline_known") and rm.get("baseline_known"):
+        return _f(cm.get("outside")), _f(rm.get("outside")), "since before import (device baseline)"
+    c_proc, r_proc = _f(cm.get("process_nonallocator")), _f(rm.get("process_nonallocator"))
+    if c_proc is not None and r_proc is not None:
+        # the CUDA context and the libraries both processes load cancel out
+        return max(0.0, c_proc - r_proc), 0.0, "per process (NVML), relative to the reference worker"
+    return _f(cm.get("outside_during_call")), _f(rm.get("outside_during_call")), "per call (no device baseline)"
 
 
 def _memory(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter) -> dict[str, Any]:
     cm, rm = _d(cand.get("memory")), _d(ref.get("memory"))
     keep = ("resident", "state", "call_peak", "outside", "outside_during_call", "peak", "growth_per_call",
-            "baseline_known", "kind", "outside_method")
+            "baseline_known", "kind", "outside_method", "process_nonallocator")
     out: dict[str, Any] = {"candidate": {k: cm[k] for k in keep if k in cm}, "reference": {k: rm[k] for k in keep if k in rm}}
     if cm.get("error") or rm.get("error") or not cm or not rm:
         out["error"] = _s(cm.get("error") or rm.get("error") or "not measured", 300)
         return out
-    both = bool(cm.get("baseline_known")) and bool(rm.get("baseline_known"))
-    ct, rt = _memory_total(cm, both), _memory_total(rm, both)
-    out["basis"] = "since before import (device baseline)" if both else "per call (no device baseline)"
+    c_out, r_out, basis = _outside_basis(cm, rm)
+    ct, rt = _memory_total(cm, c_out), _memory_total(rm, r_out)
+    out["basis"] = basis
+    out["candidate_outside"] = c_out
     out["candidate_bytes"], out["reference_bytes"] = ct, rt
     if ct is None or rt is None:
         return out
@@ -457,7 +476,7 @@ def _memory(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter) -> dict[str
     o = em.options("HS607")
     if r >= float(o["ratio"]) and ct - rt >= float(o["min_excess_mib"]) * MIB:
         parts = {"tensors held": _f(cm.get("resident")) or 0.0, "call peak": _f(cm.get("call_peak")) or 0.0,
-                 "outside the allocator": (_f(cm.get("outside")) if both else _f(cm.get("outside_during_call"))) or 0.0}
+                 "outside the allocator": c_out or 0.0}
         largest = max(parts, key=lambda k: parts[k])
         em.emit("HS607", {"candidate_mib": ct / MIB, "reference_mib": rt / MIB, "ratio": r, "largest": largest,
                           "largest_mib": parts[largest] / MIB},

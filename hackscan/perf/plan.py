@@ -11,7 +11,9 @@ values nobody has seen before:
   (``rand``'s [0, 1), signs), zeros and linear structure (triangular, symmetric, banded), so a
   legitimate kernel that relies on the task's input structure stays correct, while a cache keyed
   by pointer, shape or content returns a stale answer that the output check sees;
-* non-floating tensors (indices, labels, masks) take the values of one of the two sets.
+* non-floating tensors (indices, labels, masks) take the values of one of the two sets;
+* with a single set, later calls get that set scaled by a factor in [0.5, 1): zeros, signs, the
+  support of ``rand`` and linear structure survive, and the values are new on every call.
 
 Both children build the same plan from the same sets, so call ``j`` sees bitwise the same inputs
 in the candidate and the reference, and the parent can compare their outputs call by call.
@@ -109,7 +111,7 @@ class InputPlan:
         self.originals: list[list[Any]] = [list(s) for s in sets[:keep]]
         self.slots: list[list[Any]] = [_clone(list(s)) for s in self.originals]
         self.set_bytes = per_set
-        self.refresh = "mix" if keep >= 2 else "roll"
+        self.refresh = "mix" if keep >= 2 else "scale"
 
     @property
     def size(self) -> int:
@@ -144,16 +146,15 @@ class InputPlan:
 
             _zip_fill(slot, [self.originals[p], self.originals[q], pick], fill)
         else:
-            # one set only: a roll of the flattened values is the one cheap source of new values
-            def roll(d: torch.Tensor, s: list[torch.Tensor]) -> None:
-                numel = d.numel()
-                if numel <= 1:
-                    d.copy_(s[0])
-                    return
-                shift = max(1, int(rnd * _GOLDEN * numel) % numel)
-                d.copy_(s[0].reshape(-1).roll(shift).reshape(d.shape))
+            # one set only: scale it (a roll or a shuffle would break triangular or banded inputs)
+            factor = 0.5 + 0.5 * ((rnd * _GOLDEN) % 1.0)
 
-            _zip_fill(slot, [self.originals[0]], roll)
+            def scale(d: torch.Tensor, s: list[torch.Tensor]) -> None:
+                d.copy_(s[0])
+                if d.is_floating_point() or d.is_complex():
+                    d.mul_(factor)
+
+            _zip_fill(slot, [self.originals[0]], scale)
         if hidden is not None:
             apply_hidden(slot, hidden)
         return slot

@@ -50,6 +50,7 @@ MAX_HIDDEN = 2
 HIDDEN_START = 100_000
 HIDDEN_STRIDE = 10_000
 PAIRED_OFFSET = 5_000  # the main-distribution calls interleaved with a hidden series
+COMPILE_MIN_BUDGET_S = 20.0
 MEMORY_START = 50_000
 FLOPS_INDEX = 0
 
@@ -120,6 +121,11 @@ def resolve_options(options: PerfOptions | Mapping[str, Any] | None, device: tor
         # a total for this worker: half for the main series, a quarter for the hidden ones
         opts = opts.with_(time_budget_s=min(opts.time_budget_s, 0.5 * budget),
                           hidden_budget_s=min(opts.hidden_budget_s, 0.25 * budget / max(1, MAX_HIDDEN)))
+        if (budget < COMPILE_MIN_BUDGET_S and "compile" not in mine and opts.compile == "auto"
+                and opts.compile_enabled(device.type)):
+            # the first call of torch.compile alone takes 5-60 s: more than this worker may spend
+            opts = opts.with_(compile="never", extra={**opts.extra, "compile_skipped": (
+                f"budget_s={budget:g} is below {COMPILE_MIN_BUDGET_S:g} s; torch.compile's first call can take longer")})
     sets = options.get("sets")
     if isinstance(sets, int) and sets > 0:
         opts = opts.with_(input_sets=min(opts.input_sets, sets) if "input_sets" not in mine else opts.input_sets)
@@ -318,6 +324,8 @@ def measure_reference(model: Any, input_sets: Sequence[Sequence[Any]],
         except Exception as exc:
             entry = {"tf32": tf32, "skipped": f"{type(exc).__name__}: {exc}"[:500]}
         results[name] = entry
+    if baselines.COMPILE not in results and (opts.extra or {}).get("compile_skipped"):
+        results[baselines.COMPILE] = {"tf32": dev.type == "cuda", "skipped": str(opts.extra["compile_skipped"])}
     out["baselines"] = results
     out["headline"] = headline
     # what every candidate call is checked against: strict fp32 eager outputs of calls 0..calls-1
