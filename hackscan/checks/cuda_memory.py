@@ -385,6 +385,27 @@ def _python_caller(ctx: ScanContext, export: Export, index: int, pname: str) -> 
     return worst
 
 
+def _self_attr_is_buffer(host, attr: str) -> bool:
+    """``self.static_out = torch.empty_like(x)``: a buffer the module allocated for itself (not a
+    parameter, not an input it kept)."""
+    found = False
+    for node in host.of_type(ast.Assign):
+        for t in node.targets:
+            if isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name) and t.value.id == "self":
+                value = node.value
+                if not isinstance(value, ast.Call):
+                    if not (isinstance(value, ast.Constant) and value.value is None):
+                        return False
+                    continue
+                name = host.canonical(value.func)
+                last = name.rsplit(".", 1)[-1]
+                if last in ("Parameter", "Buffer") or (isinstance(value.func, ast.Attribute) and
+                                                       value.func.attr in _ALIAS_PY):
+                    return False
+                found = True
+    return found
+
+
 def _classify_arg(host, call: ast.Call, arg: ast.AST, depth: int = 0) -> str:
     fn = host.enclosing(call, ast.FunctionDef, ast.AsyncFunctionDef)
     if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute):
@@ -394,7 +415,7 @@ def _classify_arg(host, call: ast.Call, arg: ast.AST, depth: int = 0) -> str:
     if isinstance(arg, ast.Attribute):
         base = arg.value
         if isinstance(base, ast.Name) and base.id == "self":
-            return "state"
+            return "own" if _self_attr_is_buffer(host, arg.attr) else "state"
         if arg.attr == "data":
             return _classify_arg(host, call, base, depth + 1)
         return "unknown"
