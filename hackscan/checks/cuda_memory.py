@@ -118,6 +118,13 @@ def unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
         for lc in flow.launches_from(fn):
             kernel = facts.kernel_for(lc)
             for idx, arg in enumerate(lc.args):
+                if arg.type == "lambda_expression":
+                    # a device lambda: whatever it captures may be written
+                    for ident in identifiers(arg):
+                        for o in flow.origins(ident, lc.function):
+                            if o.kind == "alloc" and o.node is not None:
+                                written.setdefault(o.node.id, "maybe")
+                    continue
                 for o in flow.origins(arg, lc.function):
                     if o.kind != "alloc" or o.node is None:
                         continue

@@ -275,6 +275,9 @@ class Flow:
                 if idx is not None:
                     out.add(idx, StoreSite(upd, "assign"))
         x = self.facts.extensions[fn.ext]
+        # by-value functors / parameter structs (not accessors, which index like pointers)
+        struct_params = {p.name: p.index for p in fn.params
+                         if p.name and _struct_param(p) and not p.pointer and not p.const}
         for call in fn.calls:
             base = call.base
             if call.is_method:
@@ -283,6 +286,12 @@ class Flow:
                 idx = param_of(recv) if recv is not None else None
                 if idx is not None and base in ("store", "fetch_add", "fetch_max", "fetch_min", "exchange"):
                     out.add(idx, StoreSite(call.node, "atomic"))
+                elif recv is not None and recv.type == "identifier" and text(recv) in struct_params:
+                    # ``op.apply(i)`` on a functor parameter: its members may be stored through
+                    out.add(struct_params[text(recv)], StoreSite(call.node, f"escape:{text(recv)}{call.name}"))
+                continue
+            if call.name in struct_params:  # ``f(i)``: a functor / device lambda parameter
+                out.add(struct_params[call.name], StoreSite(call.node, f"escape:{call.name}()"))
                 continue
             args = call.args
             if not args:
