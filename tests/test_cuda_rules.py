@@ -206,3 +206,45 @@ def test_aten_fallback_on_a_shape_branch_is_a_warning() -> None:
                                  "return torch::relu(x);")
     got = scan(unconditional, "", "HS204")
     assert [(r, s) for r, s, _ in got] == [("HS204", Severity.ERROR)]
+
+
+def _mean_kernel(loop: str) -> str:
+    return MEAN_KERNEL.replace("LOOP", loop)
+
+
+MEAN_KERNEL = """
+    #include <torch/extension.h>
+    __global__ void k(const float* __restrict__ x, float* __restrict__ out, int rows, int cols) {
+        const float* r = x + (size_t)blockIdx.x * cols;
+        float sum = 0.f;
+        LOOP
+        if (threadIdx.x == 0) out[blockIdx.x] = sum / cols;
+    }
+    torch::Tensor run(torch::Tensor x) {
+        auto out = torch::empty({x.size(0)}, x.options());
+        k<<<x.size(0), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), x.size(0), x.size(1));
+        return out;
+    }
+    """
+
+
+def test_strided_loops_that_cover_their_step_are_not_subsampling() -> None:
+    covering = [
+        "for (int c = threadIdx.x; c < cols; c += blockDim.x) sum += r[c];",
+        "for (int c = 0; c < cols; c += 4) sum += r[c] + r[c + 1] + r[c + 2] + r[c + 3];",
+        "for (int c0 = 0; c0 < cols; c0 += 256) { int c = c0 + threadIdx.x; if (c < cols) sum += r[c]; }",
+        "for (int c = 0; c < cols; c += 8) { for (int j = 0; j < 8; ++j) sum += r[c + j]; }",
+        "for (int row = blockIdx.x; row < rows; row += 132) sum += x[row];",
+        "for (int c = threadIdx.x * 4; c + 3 < cols; c += blockDim.x * 4) { float4 v = *(const float4*)&r[c]; sum += v.x + v.y + v.z + v.w; }",
+    ]
+    for loop in covering:
+        assert scan(_mean_kernel(loop), "", "HS216") == [], loop
+
+
+def test_strided_loops_that_skip_elements_are_subsampling() -> None:
+    got = scan(_mean_kernel("for (int c = 0; c < cols; c += 16) sum += r[c];"), "", "HS216")
+    assert [(r, s) for r, s, _ in got] == [("HS216", Severity.ERROR)]
+    got = scan(_mean_kernel("for (int c = 0; c < cols; c += 4) sum += r[c] + r[c + 1];"), "", "HS216")
+    assert [(r, s) for r, s, _ in got] == [("HS216", Severity.WARNING)]
+    got = scan(_mean_kernel("for (int c = threadIdx.x; c < cols; c += blockDim.x * 4) sum += r[c];"), "", "HS216")
+    assert [(r, s) for r, s, _ in got] == [("HS216", Severity.ERROR)]

@@ -171,12 +171,16 @@ _VECTOR = re.compile(r"\b(float[248]|double2|int[24]|uint[24]|half2|__half2|__nv
                      r"char4|uchar4|short[24])\b|reinterpret_cast|__ldg4|ld\.global\.v[24]")
 _THREAD_SEEDS = frozenset({"threadIdx", "laneid", "lane_id", "lane"})
 _THREAD_CALLS = re.compile(r"thread_rank|__lane_id|laneid|threadIdx")
+_BLOCK_CALLS = re.compile(r"blockIdx|group_index|block_rank")
 _ACCUM_OPS = frozenset({"+=", "-=", "*=", "|=", "&=", "^="})
 _ACCUM_CALLS = re.compile(r"\b(max|min|fmaxf|fminf|fmax|fmin|__hmax|__hmin|atomicAdd|atomicMax)\s*\(")
 
 
-def _thread_derived(fn: Function) -> set[str]:
-    out = set(_THREAD_SEEDS)
+def _thread_derived(fn: Function, seeds: frozenset[str] = _THREAD_SEEDS,
+                    calls: re.Pattern[str] | None = None) -> set[str]:
+    """Locals computed from the seeds (thread ids by default), through assignment chains."""
+    calls = calls or _THREAD_CALLS
+    out = set(seeds)
     changed = True
     rounds = 0
     while changed and rounds < 6:
@@ -186,7 +190,7 @@ def _thread_derived(fn: Function) -> set[str]:
             if name in out:
                 continue
             for v in values:
-                if _THREAD_CALLS.search(text(v)) or any(text(i) in out for i in identifiers(v)):
+                if calls.search(text(v)) or any(text(i) in out for i in identifiers(v)):
                     out.add(name)
                     changed = True
                     break
@@ -275,7 +279,8 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
         amap = flow.aliases(fn)
         if not amap:
             continue
-        threads = None
+        threads: set[str] | None = None
+        by_block: set[str] = set()
         for loop in loops:
             lv = _loop_var(loop)
             if lv is None:
@@ -286,11 +291,14 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
                 continue
             if threads is None:
                 threads = _thread_derived(fn)
+                by_block = _thread_derived(fn, frozenset({"blockIdx"}), _BLOCK_CALLS)
             start_threaded = start is not None and any(text(i) in threads for i in identifiers(start))
             c = flow.fold(step, fn)
             if isinstance(c, int):
                 if c <= 1:
                     continue
+                if not start_threaded and start is not None and any(text(i) in by_block for i in identifiers(start)):
+                    continue  # a block-stride loop over rows: the step is (presumably) the grid size
                 if start_threaded:
                     blocks = _launch_blocks(facts, flow, fn) if fn.kind == "kernel" else {None}
                     if len(blocks) != 1 or None in blocks:
