@@ -220,8 +220,63 @@ def launch_effect(br: Branch, fn: Function, facts: CudaFacts) -> tuple[str, bool
     if then.launches != other.launches and not elsewhere:
         return "launches the kernel on one branch only", True
     if then.launches and other.launches:
+        a = arm_kernels(then.node, fn, facts)
+        b = arm_kernels(other.node, fn, facts)
+        trivial_a = bool(a) and all(trivial_kernel(k, facts) for k in a)
+        trivial_b = bool(b) and all(trivial_kernel(k, facts) for k in b)
+        if trivial_a != trivial_b:
+            cheap = a if trivial_a else b
+            return f"launches only a copy/fill kernel (`{cheap[0].name}`) on one branch", True
         return "launches a different kernel depending on them", False
     return "", False
+
+
+def arm_kernels(node: ts.Node | None, fn: Function, facts: CudaFacts) -> list[Function]:
+    """Kernels launched inside ``node`` (directly or through host helpers called there)."""
+    if node is None:
+        return []
+    x = facts.extensions[fn.ext]
+    out: list[Function] = []
+    for lc in fn.launches:
+        if contains(node, lc.node):
+            k = x.kernel(lc.kernel)
+            if k is not None:
+                out.append(k)
+    for c in fn.calls:
+        if c.is_method or not contains(node, c.node):
+            continue
+        for g in x.lookup(c.name, "host"):
+            if g is not fn:
+                for lc in facts.flow.launches_from(g):
+                    k = x.kernel(lc.kernel)
+                    if k is not None:
+                        out.append(k)
+    return out
+
+
+def trivial_kernel(kernel: Function, facts: CudaFacts) -> bool:
+    """A kernel whose every store writes a plain load of another parameter or a literal: a copy or
+    a fill, the cheap arm of a data-dependent shortcut."""
+    stores = facts.flow.stores(kernel)
+    sites = [s for sites in stores.by_param.values() for s in sites]
+    if not sites or any(s.how != "assign" for s in sites):
+        return False
+    for s in sites:
+        right = s.node.child_by_field_name("right")
+        op = s.node.child_by_field_name("operator")
+        if right is None or op is None or op.type != "=":
+            return False
+        r = right
+        while r.type == "parenthesized_expression" and r.named_child_count:
+            r = r.named_children[0]
+        if r.type not in ("subscript_expression", "number_literal", "pointer_expression", "identifier"):
+            return False
+        if r.type == "identifier" and text(r) not in ("0", "zero"):
+            # ``y[i] = v;`` where v was computed: trivial only if v is itself a plain load
+            values = kernel.assigned.get(text(r), [])
+            if not values or any(v.type not in ("subscript_expression", "number_literal") for v in values):
+                return False
+    return True
 
 
 def launches_after(fn: Function, facts: CudaFacts, node: ts.Node) -> bool:
