@@ -48,7 +48,8 @@ class Flow(NamedTuple):
             return self
         if self is EMPTY:
             return other
-        return _new(Flow, map(_or, self, other))
+        # most fields are empty: skip the unions that cannot change anything
+        return _new(Flow, [a if (not b or a is b) else (b if not a else a | b) for a, b in zip(self, other)])
 
     @staticmethod
     def join_all(flows: "list[Flow] | tuple[Flow, ...]") -> "Flow":
@@ -70,7 +71,11 @@ class Flow(NamedTuple):
 
     def with_(self, **kw: frozenset) -> "Flow":
         """The same flow with ``kw``'s sets added to the named fields."""
-        return self._replace(**{k: getattr(self, k) | v for k, v in kw.items()})
+        vals = list(self)
+        for k, v in kw.items():
+            i = _INDEX[k]
+            vals[i] = vals[i] | v
+        return _new(Flow, vals)
 
     # ------------------------------------------------------------------ predicates used by rules
     @property
@@ -104,4 +109,4 @@ class Flow(NamedTuple):
 
 EMPTY = Flow()
 _new = tuple.__new__
-_or = frozenset.__or__
+_INDEX = {name: i for i, name in enumerate(Flow._fields)}

@@ -13,6 +13,7 @@ an extension (``self.use_custom = ext is not None``), or the extension's own nam
 from __future__ import annotations
 
 import ast
+import bisect
 from typing import Iterable
 
 from .catalog import IDENTITY_INIT_MODULES, MODULE_PARAMS, STATELESS_MODULES, CONTAINER_MODULES
@@ -45,35 +46,43 @@ class FunctionIndex:
     def __init__(self, host: HostModule):
         self.host = host
         self._cache: dict[ast.AST, tuple[list[ast.AST], list[ast.Call], list[ast.FunctionDef]]] = {}
+        self._by_line: dict[str, tuple[list[tuple[int, int]], list[ast.AST]]] = {}
+
+    def _sorted(self, key: str, types: tuple[type, ...]) -> tuple[list[tuple[int, int]], list[ast.AST]]:
+        cached = self._by_line.get(key)
+        if cached is None:
+            nodes = sorted(self.host.of_type(*types), key=lambda n: (n.lineno, n.col_offset))
+            cached = ([(n.lineno, n.col_offset) for n in nodes], nodes)
+            self._by_line[key] = cached
+        return cached
 
     def _collect(self, fn: ast.AST) -> tuple[list[ast.AST], list[ast.Call], list[ast.FunctionDef]]:
         found = self._cache.get(fn)
         if found is not None:
             return found
-        host = self.host
         if isinstance(fn, ast.Module):
             lo, hi = (0, -1), (10**9, 0)
         else:
             lo, hi = (fn.lineno, fn.col_offset), (fn.end_lineno or fn.lineno, fn.end_col_offset or 0)
 
-        def span(n: ast.AST) -> tuple[tuple[int, int], tuple[int, int]]:
-            return (n.lineno, n.col_offset), (n.end_lineno or n.lineno, n.end_col_offset or 0)  # type: ignore[attr-defined]
+        def within(key: str, types: tuple[type, ...]) -> list[ast.AST]:
+            starts, nodes = self._sorted(key, types)
+            i, j = bisect.bisect_right(starts, lo), bisect.bisect_right(starts, hi)
+            return [n for n in nodes[i:j] if ((n.end_lineno or n.lineno), n.end_col_offset or 0) <= hi]  # type: ignore[attr-defined]
 
-        nested = []
-        for d in host.of_type(ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
-            a, b = span(d)
-            if d is not fn and lo < a and b <= hi:
-                nested.append((a, b, d))
+        nested = [((d.lineno, d.col_offset), ((d.end_lineno or d.lineno), d.end_col_offset or 0), d)
+                  for d in within("defs", (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) if d is not fn]
 
         def mine(n: ast.AST) -> bool:
-            a, b = span(n)
-            if not (lo < a and b <= hi):
-                return False
+            if not nested:
+                return True
+            a = (n.lineno, n.col_offset)  # type: ignore[attr-defined]
+            b = ((n.end_lineno or n.lineno), n.end_col_offset or 0)  # type: ignore[attr-defined]
             return not any(da <= a and b <= db and n is not d for da, db, d in nested)
 
-        assigns = [n for n in host.of_type(ast.Assign, ast.AnnAssign) if mine(n)]
-        calls = [n for n in host.of_type(ast.Call) if mine(n)]
-        defs = [d for a, b, d in nested if not isinstance(d, ast.Lambda) and mine(d)]
+        assigns = [n for n in within("assigns", (ast.Assign, ast.AnnAssign)) if mine(n)]
+        calls = [n for n in within("calls", (ast.Call,)) if mine(n)]
+        defs = [d for _a, _b, d in nested if not isinstance(d, ast.Lambda) and mine(d)]
         found = (assigns, calls, defs)  # type: ignore[assignment]
         self._cache[fn] = found  # type: ignore[assignment]
         return found  # type: ignore[return-value]
@@ -170,8 +179,7 @@ class MemberScanner:
                         if chain is not None and "." not in chain:
                             self._assign(prefix + chain, node.value, prefix, depth)  # type: ignore[attr-defined]
                         elif isinstance(t, (ast.Name, ast.Tuple)):
-                            reads = frozenset(prefix + c for c in _self_reads(node.value)) | \
-                                self._local_reads(node.value)  # type: ignore[attr-defined]
+                            reads = self._reads(node.value, prefix)  # type: ignore[attr-defined]
                             if reads:
                                 for n in (t.elts if isinstance(t, ast.Tuple) else [t]):
                                     if isinstance(n, ast.Name):
@@ -182,8 +190,7 @@ class MemberScanner:
                     chain = self_chain(node.func.value)
                     if chain is not None:
                         chain = prefix + (chain[:-5] if chain.endswith(".data") else chain)
-                        reads = frozenset(prefix + c for c in _self_reads(node.args[0])) | \
-                            self._local_reads(node.args[0])
+                        reads = self._reads(node.args[0], prefix)
                         if reads:
                             self.derived[chain] = self.derived.get(chain, frozenset()) | reads
                     continue
@@ -197,12 +204,32 @@ class MemberScanner:
                     value = node.args[1] if len(node.args) > 1 else None
                     if value is not None and isinstance(value, ast.Constant) and value.value is None:
                         continue
-                    reads = (frozenset(prefix + c for c in _self_reads(value)) | self._local_reads(value)) \
+                    reads = self._reads(value, prefix) \
                         if value is not None else frozenset()
                     if reads:
                         self.derived[attr] = reads
                     self.holders[attr] = Holder(attr, kind, f"nn.Module.{node.func.attr}", node,
                                                 identity_init=self._identity_fill(value))
+
+    def _reads(self, value: ast.AST, prefix: str) -> frozenset[str]:
+        """Attributes ``value`` reads: ``self.x`` chains and, through init locals, what those were made of."""
+        if isinstance(value, ast.Constant):
+            return frozenset()
+        nodes = subtree(value)
+        local = getattr(self, "local_reads", None) or {}
+        methods = {n.func for n in nodes if type(n) is ast.Call and type(n.func) is ast.Attribute}  # type: ignore[attr-defined]
+        chains: set[str] = set()
+        out: set[str] = set()
+        for n in nodes:
+            t = type(n)
+            if t is ast.Attribute:
+                chain = self_chain(n.value if n in methods else n)  # type: ignore[attr-defined]
+                if chain is not None:
+                    chains.add(chain)
+            elif t is ast.Name and n.id in local:  # type: ignore[attr-defined]
+                out |= local[n.id]  # type: ignore[attr-defined]
+        out.update(prefix + c for c in chains if not any(o != c and o.startswith(c + ".") for o in chains))
+        return frozenset(out)
 
     def _local_reads(self, value: ast.AST) -> frozenset[str]:
         names = getattr(self, "local_reads", None)
@@ -380,7 +407,7 @@ class MemberScanner:
                     name.endswith(_LOADERS) or name in CUPY_KERNELS:
                 reads = frozenset()  # constructors of modules and extensions: nothing derived
             else:
-                reads = frozenset(prefix + c for c in _self_reads(value)) | self._local_reads(value)
+                reads = self._reads(value, prefix)
             if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
                 if reads:
                     self.derived[attr] = reads
@@ -436,7 +463,7 @@ class MemberScanner:
                 self.derived[attr] = reads
             self.holders[attr] = Holder(attr, "unknown", name or "<call>", value)
             return
-        reads = frozenset(prefix + c for c in _self_reads(value)) | self._local_reads(value)
+        reads = self._reads(value, prefix)
         if isinstance(value, ast.Attribute) and not reads:
             self.holders[attr] = Holder(attr, "callable", host.canonical(value) or dotted_name(value), value,
                                         target=host.canonical(value) or dotted_name(value))

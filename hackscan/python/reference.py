@@ -151,6 +151,26 @@ def _module_constants(mod: HostModule) -> dict[str, int | float]:
     return out
 
 
+_LEAVES = (ast.expr_context, ast.boolop, ast.operator, ast.unaryop, ast.cmpop)
+
+
+def _walk(node: ast.AST) -> list[ast.AST]:
+    """The nodes under ``node`` in ``ast.walk`` order, without its generator overhead (this runs per file)."""
+    out = [node]
+    i = 0
+    AST = ast.AST
+    while i < len(out):
+        n = out[i]
+        i += 1
+        for name in n._fields:
+            v = getattr(n, name, None)
+            if type(v) is list:
+                out.extend(c for c in v if isinstance(c, AST) and not isinstance(c, _LEAVES))
+            elif isinstance(v, AST) and not isinstance(v, _LEAVES):
+                out.append(v)
+    return out
+
+
 def _function(mod: HostModule, name: str) -> ast.FunctionDef | None:
     for stmt in mod.tree.body:
         if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
@@ -241,7 +261,7 @@ def _get_inputs(mod: HostModule) -> list[InputSpec]:
     scope = mod.scope_of(fn.body[0]) if fn.body else mod.module_scope
     local_defs: dict[str, ast.AST] = {}
     ret: ast.AST | None = None
-    for stmt in ast.walk(fn):
+    for stmt in _walk(fn):
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             local_defs[stmt.targets[0].id] = stmt.value
         elif isinstance(stmt, ast.Return):
@@ -259,7 +279,7 @@ def _get_init_inputs(mod: HostModule) -> list[Any]:
     fn = _function(mod, "get_init_inputs")
     if fn is None:
         return []
-    for stmt in ast.walk(fn):
+    for stmt in _walk(fn):
         if isinstance(stmt, ast.Return) and stmt.value is not None:
             v = mod.resolver.try_value(stmt.value, mod.scope_of(stmt), stmt.lineno + 1)
             if isinstance(v, list):
@@ -274,7 +294,7 @@ def _init_members(mod: HostModule, model: ast.ClassDef) -> tuple[dict[str, str],
     for fn in model.body:
         if not (isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):
             continue
-        for node in ast.walk(fn):
+        for node in _walk(fn):
             if isinstance(node, ast.Assign):
                 for t in node.targets:
                     if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
@@ -305,7 +325,7 @@ def _sequential_members(mod: HostModule, model: ast.ClassDef) -> dict[str, tuple
     for fn in model.body:
         if not (isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):
             continue
-        for node in ast.walk(fn):
+        for node in _walk(fn):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and \
                     mod.canonical(node.value.func) in ("torch.nn.Sequential", "torch.nn.ModuleList"):
                 names = tuple(mod.canonical(a.func) for a in node.value.args if isinstance(a, ast.Call))
@@ -321,13 +341,15 @@ def _forward_ops(mod: HostModule, model: ast.ClassDef, submodules: Mapping[str, 
     methods = {f.name: f for f in model.body if isinstance(f, ast.FunctionDef)}
     # forward, then the methods it calls on self (one level): ``return self._impl(x)``
     reached = [methods["forward"]] if "forward" in methods else []
-    for node in ast.walk(reached[0]) if reached else ():
+    walked = {reached[0]: _walk(reached[0])} if reached else {}
+    for node in walked.get(reached[0], []) if reached else ():
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                 isinstance(node.func.value, ast.Name) and node.func.value.id == "self" and \
                 node.func.attr in methods and node.func.attr != "forward" and methods[node.func.attr] not in reached:
             reached.append(methods[node.func.attr])
     for fn in reached:
-        for node in ast.walk(fn):
+        nodes = walked.get(fn) or _walk(fn)
+        for node in nodes:
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
@@ -343,10 +365,10 @@ def _forward_ops(mod: HostModule, model: ast.ClassDef, submodules: Mapping[str, 
             elif isinstance(func, ast.Attribute):
                 ops.append(f"Tensor.{func.attr}")
         # operators: a @ b, a * b (on tensors or not: the reference's arithmetic is its computation)
-        for node in ast.walk(fn):
+        for node in nodes:
             if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
                 ops.append("torch.matmul")
-        for node in ast.walk(fn):
+        for node in nodes:
             if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS and \
                     not (isinstance(node.left, ast.Constant) and isinstance(node.right, ast.Constant)):
                 ops.append(_OPERATORS[type(node.op)])
