@@ -159,6 +159,7 @@ class _Analyser:
         self.mutation_keys: set[tuple[ast.AST, str]] = set()
         self.shape_nodes: set[ast.AST] = set()
         self.void_cache: dict[tuple[str, str], bool] = {}
+        self.hidden_results: dict[str, Flow] = {}
         self.self_state: dict[str, Flow] = {}
         # ``self.kernel = mod.get_function(...)`` / ``Cls._fn = load_inline(...).fn``: what the attribute runs
         self.attr_callables: dict[str, tuple[str, str]] = {}
@@ -1470,8 +1471,13 @@ class _Analyser:
             fwd = self._methods(cls).get("forward")
             if fwd is None or any(f.qualname == f"{fwd[1]}.forward" for f in self.stack):
                 continue
-            out = out.join(self._invoke(fwd[0], f"{fwd[1]}.forward", fwd[1], f"{holder.attr}.*.", e, bind_self=True,
-                                        kind="submodule"))
+            # each possible member class is analysed once per file: a ResNet calls its layers many times
+            cached = self.hidden_results.get(cls)
+            if cached is None:
+                cached = self._invoke(fwd[0], f"{fwd[1]}.forward", fwd[1], f"{holder.attr}.*.", e, bind_self=True,
+                                      kind="submodule")
+                self.hidden_results[cls] = cached
+            out = out.join(cached)
         return out
 
     def _super_call(self, e: ast.Call, method: str) -> Flow:

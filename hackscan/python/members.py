@@ -392,7 +392,12 @@ class MemberScanner:
                 # a closure over init locals (``weight = self.conv.weight; def f(x): ... weight ...``)
                 body = self.host_def(ref)
                 if body is not None:
-                    reads = self._closure_reads(body, prefix)
+                    # ``def f`` defined on several branches: any of them may be the one stored
+                    bodies = [body]
+                    if isinstance(body, ast.FunctionDef):
+                        owner = self.index._owner(body)
+                        bodies = [d for d in self.index.defs(owner) if d.name == body.name] or [body]
+                    reads = frozenset().union(*(self._closure_reads(b, prefix) for b in bodies))
                     if reads:
                         self.derived[attr] = reads
             return
