@@ -16,8 +16,8 @@ from ..model import Finding
 from ..registry import Registry
 from .probes import SHAPE_VARIANTS, VALUE_ORDER, shape_value, spec
 
-# extra candidate calls spent on integrity probes (repeat 3, follow 2, poison 1, decoy 1, census 2)
-INTEGRITY_CALLS = 9
+# candidate calls each integrity probe makes
+INTEGRITY_CALLS = {"follow": 2, "poison": 1, "repeat": 4, "decoy": 1, "census": 3}
 
 
 @dataclass
@@ -69,13 +69,21 @@ class Plan:
 
 
 def _probe_cost(t32: float, t64: float | None, numel: int, ratio: float) -> float:
+    """The reference's float32 and float64 calls, the candidate's call, the transfers."""
     t64 = t64 if t64 is not None else 2 * t32
     transfer = numel * 4 * 4 / 1.5e9  # inputs and outputs through the parent, roughly
     return ratio * (2 * t32 + t64 + transfer) + 0.002
 
 
+FIRST_ROUND = ("original", "original_b", "params", "shape_smaller_odd")
+
+
 def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: float, *,
-              has_params: bool, perf_sets: int = 0, census: bool = True) -> Plan:
+              has_params: bool, perf_sets: int = 0, census: bool = True,
+              measured: dict[str, float] | None = None) -> Plan:
+    """All probes worth their time, in order.  ``measured`` (seconds per probe at the task's shape,
+    ``full``, and at the smaller shape, ``small``) replaces the estimates once the first round ran:
+    how a cost scales with shape (linear for ReLU, cubic for a matmul) is known only then."""
     t32 = float(load.get("t32") or 0.0)
     t64 = load.get("t64")
     numel = int(load.get("input_numel") or 0)
@@ -84,10 +92,21 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
     skipped: list[dict[str, Any]] = []
     spent = 0.0
     base_cost = _probe_cost(t32, t64, numel, 1.0)
+    if measured and measured.get("full"):
+        base_cost = measured["full"]
+        t32 = min(t32, base_cost) if t32 else base_cost / 3
+
+    # the budget is for optional probes: what always runs does not eat it (a heavy task's two
+    # fresh draws may cost more than the budget, and its smaller-shape probes still fit)
+    fixed = 0.0
 
     def take(p: dict[str, Any], cost: float, must: bool = False) -> bool:
-        nonlocal spent
-        if must or spent + cost <= budget_s:
+        nonlocal spent, fixed
+        if must:
+            probes.append(p)
+            fixed += cost
+            return True
+        if spent + cost <= budget_s:
             probes.append(p)
             spent += cost
             return True
@@ -97,11 +116,36 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
 
     # always: two fresh draws (the harness's own distribution), the integrity calls
     first = spec("original", "original", base_seed)
-    first["repeat"] = True
     first["census"] = census
-    take(first, base_cost + t32, must=True)
+    take(first, base_cost + (2 * t32 if census else 0.0), must=True)
     take(spec("original_b", "original", base_seed), base_cost, must=True)
-    spent += INTEGRITY_CALLS * t32 * (1.0 + (0.5 if steer.has(8) else 0.0))
+    integrity: list[dict[str, Any]] = []
+    cycles = 4 if steer.has(8) else 2
+
+    def take_integrity(kind: str, must: bool) -> None:
+        nonlocal spent, fixed
+        calls = cycles if kind == "follow" else INTEGRITY_CALLS[kind]
+        item: dict[str, Any] = {"kind": kind, "probe": "original", "id": kind}
+        if kind in ("follow", "repeat"):
+            item["other"] = "original_b"
+        if kind == "follow":
+            item["cycles"] = cycles
+        cost = calls * t32
+        # integrity probes are cheap next to a probe (no reference calls): run them unless the
+        # candidate's own calls are a real share of the budget
+        if must or cost <= 0.1 * budget_s:
+            integrity.append(item)
+            fixed += cost
+        elif spent + cost <= budget_s:
+            integrity.append(item)
+            spent += cost
+        else:
+            skipped.append({"probe": f"integrity:{kind}", "input": "get_inputs() with a fresh seed",
+                            "reason": f"over the time budget ({budget_s:.1f} s; {calls} calls of about {t32:.2f} s)"})
+
+    # caching and unwritten output are checked whatever the budget: they are what fresh seeds miss
+    take_integrity("follow", True)
+    take_integrity("poison", True)
     if has_params:
         take(spec("params", "original", base_seed, setup="redrawn", family="params",
                   description="get_inputs() with a fresh seed; every parameter and buffer redrawn "
@@ -162,40 +206,46 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
     # interleave: the cheapest shape probe first, then values, then the rest
     smaller = [s for s in shape_specs if s[0]["id"] == "shape_smaller_odd"]
     others = [s for s in shape_specs if s[0]["id"] != "shape_smaller_odd"]
-    for p, ratio in smaller:
-        take(p, _probe_cost(t32, t64, numel, ratio), must=steer.has(2))
+    small_cost = _probe_cost(t32, t64, numel, smaller[0][1]) if smaller else base_cost
+    if measured and measured.get("small"):
+        small_cost = measured["small"]
+    for p, _ratio in smaller:
+        take(p, small_cost, must=steer.has(2))
+    # breadth before size: every transform at the task's shape if they all fit, else the steered
+    # ones there and the others at the smaller shape (a shape-general candidate passed it above)
     reduced: list[dict[str, Any]] = []
+    all_fit = spent + base_cost * len(value_specs) <= budget_s
     for p in value_specs:
-        if not take(p, base_cost, must=bool(p["steered_by"]) and base_cost < budget_s):
+        if all_fit or (p["steered_by"] and base_cost < budget_s):
+            take(p, base_cost, must=not all_fit)
+        else:
             reduced.append(p)
-    for p, ratio in sorted(others, key=lambda s: s[1]):
-        take(p, _probe_cost(t32, t64, numel, ratio), must=bool(p["steered_by"]) and p["id"] != "shape_larger")
-    take(spec("strided", "strided", base_seed, layout="strided"), base_cost)
-
-    # value probes that did not fit at task shape: run them at the smaller shape, if that is cheap
     if reduced and smaller and smaller[0][0] in probes:
         small_dims = smaller[0][0]["dims"]
-        small_cost = _probe_cost(t32, t64, numel, smaller[0][1])
         for p in reduced:
             q = spec(p["id"] + "@small", p["transform"], base_seed, dims=small_dims,
                      description=p["description"] + " (at the smaller shape: " + _dims_text(small_dims) + ")",
                      steered_by=p["steered_by"])
             q["reduced_from"] = p["id"]
-            if take(q, small_cost):
-                skipped[:] = [s for s in skipped if s["probe"] != p["id"]]
+            q["family"] = p["family"]
+            if not take(q, small_cost):
+                skipped[-1]["reason"] += f"; at the task's shape about {base_cost:.2f} s"
+    else:
+        for p in reduced:
+            take(p, base_cost)
+    for p, ratio in sorted(others, key=lambda s: s[1]):
+        take(p, _probe_cost(t32, t64, numel, ratio) if not measured else base_cost * ratio,
+             must=bool(p["steered_by"]) and p["id"] != "shape_larger")
+    take(spec("strided", "strided", base_seed, layout="strided"), base_cost)
+    take_integrity("repeat", False)
+    take_integrity("decoy", False)
+    if census:
+        # the only evidence for HS508, and cheap next to the compilation a custom candidate paid
+        take_integrity("census", True)
     for i in range(perf_sets):
         take(spec(f"perf_{i}", "original", base_seed, description="a fresh get_inputs() draw for timing"),
              base_cost * 0.5, must=True)
-    integrity = [
-        {"kind": "repeat", "probe": "original", "other": "original_b", "id": "repeat"},
-        {"kind": "follow", "probe": "original", "other": "original_b", "id": "follow",
-         "cycles": 4 if steer.has(8) else 2},
-        {"kind": "poison", "probe": "original", "id": "poison"},
-        {"kind": "decoy", "probe": "original", "id": "decoy"},
-    ]
-    if census:
-        integrity.append({"kind": "census", "probe": "original", "id": "census"})
-    return Plan(probes, skipped, spent, integrity)
+    return Plan(probes, skipped, fixed + spent, integrity)
 
 
 def _vary(value: Any, variant: str) -> Any:

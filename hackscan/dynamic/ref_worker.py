@@ -27,6 +27,8 @@ class ReferenceWorker(Worker):
         self.models: dict[tuple[str, str], list[Any]] = {}
         self.init_inputs: list[Any] = []
         self.inputs: dict[str, list[Any]] = {}
+        # probe id -> (setup, init inputs): what the lazy extras need to run that probe again
+        self.contexts: dict[str, tuple[str, list[Any]]] = {}
 
     # ------------------------------------------------------------------------------- commands
     def handle(self, cmd: str, msg: dict[str, Any]) -> dict[str, Any]:
@@ -34,6 +36,8 @@ class ReferenceWorker(Worker):
             return self.load(msg)
         if cmd == "probe":
             return self.probe(msg)
+        if cmd == "extras":
+            return self.extras(msg)
         if cmd == "perf":
             from .perf_hook import run_perf
 
@@ -60,8 +64,9 @@ class ReferenceWorker(Worker):
         torch.manual_seed(int(msg["seed"]))
         base = to_device(as_list(ns["get_inputs"]()), self.device)
         model32, model64 = self._pair(msg["setups"][0]["name"], self.init_inputs)
+        _, first = self.timed_call(model32, clone_all(base))
         _, t32 = self.timed_call(model32, clone_all(base))
-        _, t32 = self.timed_call(model32, clone_all(base))
+        t32 = min(first, t32)
         t64 = None
         if model64 is not None:
             _, t64 = self.timed_call(model64, to_double(clone_all(base)))
@@ -121,9 +126,7 @@ class ReferenceWorker(Worker):
             "mutates_inputs": mutated,
             "aliases_input": aliases,
         }
-        if p.get("repeat"):
-            out_b, _ = self.timed_call(model32, clone_all(inputs))
-            reply["out32b"] = [_detach(x) for x in flatten(out_b)[0]]
+        self.contexts[p["id"]] = (p["setup"], init_inputs)
         if p.get("census"):
             from .census import census
 
@@ -135,19 +138,38 @@ class ReferenceWorker(Worker):
             out64, t64 = self.timed_call(model64, to_double(clone_all(inputs)))
             reply["out64"] = [_detach(x) for x in flatten(out64)[0]]
             reply["t64"] = t64
-        model_q = self._rounded(p["setup"], init_inputs, model32)
-        if model_q is not None:
-            # what a reduced-precision implementation gets: inputs, parameters and output rounded
-            # to TF32 / fp16 precision (10 mantissa bits)
-            try:
-                out_q, _ = self.timed_call(model_q, [_round_reduced(v) for v in clone_all(inputs)])
-                reply["outq"] = [_round_reduced(_detach(x)) for x in flatten(out_q)[0]]
-            except Exception:
-                pass
         if changed_init:
             reply["init_inputs"] = pack(init_inputs)
             reply["state"] = self._state(model32)
         return reply
+
+    def extras(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """What only some comparisons need, computed when the parent asks: the reduced-precision
+        run (for a candidate beyond float32 level) and a second float32 run (for a candidate that
+        is not bitwise reproducible).  On a heavy task each costs as much as a probe."""
+        out: dict[str, dict[str, Any]] = {}
+        for pid in msg.get("rounded", []):
+            if pid not in self.contexts:
+                continue
+            setup, init_inputs = self.contexts[pid]
+            model32 = self._model(setup, init_inputs)
+            model_q = self._rounded(setup, init_inputs, model32)
+            if model_q is None:
+                continue
+            # what a reduced-precision implementation gets: inputs, parameters and output rounded
+            # to TF32 / fp16 precision (10 mantissa bits)
+            try:
+                out_q, _ = self.timed_call(model_q, [_round_reduced(v) for v in clone_all(self.inputs[pid])])
+                out.setdefault(pid, {})["outq"] = [_round_reduced(_detach(x)) for x in flatten(out_q)[0]]
+            except Exception:
+                pass
+        for pid in msg.get("repeat", []):
+            if pid not in self.contexts:
+                continue
+            setup, init_inputs = self.contexts[pid]
+            out_b, _ = self.timed_call(self._model(setup, init_inputs), clone_all(self.inputs[pid]))
+            out.setdefault(pid, {})["out32b"] = [_detach(x) for x in flatten(out_b)[0]]
+        return {"extras": out}
 
     def _model(self, setup_name: str, init_inputs: list[Any]) -> Any:
         return self._pair(setup_name, init_inputs)[0]

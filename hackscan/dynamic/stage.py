@@ -22,7 +22,7 @@ from . import runnable
 from .compare import Tolerance
 from .judge import R_DOES_NOT_RUN, Judge, ProbeRecord
 from .link import link_findings
-from .plan import Plan, make_plan, steering_from
+from .plan import FIRST_ROUND, Plan, make_plan, steering_from
 from .pool import Session, WorkerFailure, WorkerPool, default_pool, total_memory
 
 BATCHES = (("original", "params"), ("value", "magnitude", "layout"), ("shape",))
@@ -157,14 +157,27 @@ class DynamicRun:
         steer = steering_from(self.report.findings, self.registry)
         budget = float(self.opts.get("budget_s", 2.0))
         perf_sets = int(self.opts.get("perf_sets", 1)) if self._perf_wanted() else 0
-        plan = make_plan(r_load, self.seed, steer, budget, has_params=has_params, perf_sets=perf_sets,
-                         census=target.custom)
+        # two rounds: the probes that always run and the smaller shape first, whose measured costs
+        # then price the rest (a matmul's cost scales with the cube of its size, a ReLU's linearly)
+        kw = dict(has_params=has_params, perf_sets=perf_sets, census=target.custom)
+        first = make_plan(r_load, self.seed, steer, budget, **kw)
+        round1 = [p for p in first.probes if p["id"] in FIRST_ROUND or p["id"].startswith("perf_")]
         t = time.perf_counter()
-        r_probe = self._ask(ref, {"cmd": "probe", "probes": plan.probes})
+        r_probe = self._ask(ref, {"cmd": "probe", "probes": round1})
         if not r_probe.get("ok"):
             err = r_probe.get("error") or {}
             return self._skip(f"the reference fails while building probes: {err.get('message', '?')[-400:]}")
         refs = {p["id"]: p for p in r_probe["probes"]}
+        plan = make_plan(r_load, self.seed, steer, budget, measured=_measured(refs, r_load), **kw)
+        round2 = [p for p in plan.probes if p["id"] not in refs]
+        if round2:
+            r_more = self._ask(ref, {"cmd": "probe", "probes": round2})
+            if r_more.get("ok"):
+                refs.update({p["id"]: p for p in r_more["probes"]})
+                r_probe["changes"] = r_more.get("changes", r_probe.get("changes", []))
+            else:
+                for p in round2:
+                    refs[p["id"]] = {"id": p["id"], "skipped": "the reference worker failed on this round"}
         self.timings["reference_probes_s"] = time.perf_counter() - t
 
         try:
@@ -243,6 +256,7 @@ class DynamicRun:
                               next(c["error"]["message"] for c in cands.values()
                                    if "error" in c and c["error"].get("needs"))[-200:])
         judge = self._judge()
+        self._fetch_extras(ref, refs, cands, integrity)
         records: dict[str, ProbeRecord] = {}
         for p in plan.probes:
             rec = judge.record(p, refs.get(p["id"]), cands.get(p["id"]), crashes.get(p["id"]))
@@ -273,6 +287,44 @@ class DynamicRun:
         return findings
 
     # ------------------------------------------------------------------------------- pieces
+    def _fetch_extras(self, ref: Session, refs: dict[str, dict[str, Any]], cands: dict[str, dict[str, Any]],
+                      integrity: list[dict[str, Any]]) -> None:
+        """Ask the reference for the runs only some comparisons need (see ReferenceWorker.extras)."""
+        from .compare import bitwise_equal, compare
+
+        rounded: set[str] = set()
+
+        def check(out: Any, structure: str, pid: str) -> None:
+            r = refs.get(pid)
+            if not r or "skipped" in r or out is None:
+                return
+            if compare(out, structure, r["out32"], r.get("out64"), r["structure"], self.tol).level != "pass":
+                rounded.add(pid)
+
+        for pid, c in cands.items():
+            if "out" in c:
+                check(c["out"], c["structure"], pid)
+        repeat: list[str] = []
+        for item in integrity:
+            if item.get("kind") == "follow":
+                for out, src in zip(item.get("outs") or [], item.get("order") or []):
+                    r = refs.get(src) or {}
+                    check(out, r.get("structure", ""), src)
+            elif item.get("kind") == "poison" and item.get("out") is not None:
+                check(item["out"], (refs.get("original") or {}).get("structure", ""), "original")
+            elif item.get("kind") == "repeat":
+                outs = item.get("outs") or []
+                if any(not bitwise_equal(outs[0], o) for o in outs[1:]):
+                    repeat.append(item.get("probe", "original"))
+        if not rounded and not repeat:
+            return
+        t = time.perf_counter()
+        reply = self._ask(ref, {"cmd": "extras", "rounded": sorted(rounded), "repeat": repeat})
+        self.timings["reference_extras_s"] = time.perf_counter() - t
+        for pid, extra in (reply.get("extras") or {}).items():
+            if pid in refs:
+                refs[pid].update(extra)
+
     def _judge(self) -> Judge:
         return Judge(self.make, self.tol, self.seed, bool(self.sub.self_reference), self.target.custom,
                      self.fallback_opts)
@@ -414,6 +466,23 @@ class DynamicRun:
             return []
         self.info["_performance"] = performance
         return list(findings)
+
+
+def _measured(refs: dict[str, dict[str, Any]], load: dict[str, Any]) -> dict[str, float]:
+    """Seconds per probe at the task's shape and at the smaller shape, from the first round
+    (the reference's wall time, plus about a third again for the candidate's call)."""
+    def wall(pid: str) -> float | None:
+        r = refs.get(pid) or {}
+        return float(r["wall"]) * 4 / 3 if "wall" in r and "skipped" not in r else None
+
+    full = [w for w in (wall("original"), wall("original_b")) if w is not None]
+    out: dict[str, float] = {}
+    if full:
+        out["full"] = min(full)
+    small = wall("shape_smaller_odd")
+    if small is not None:
+        out["small"] = small
+    return out
 
 
 def _dtype(x: Any) -> str:
