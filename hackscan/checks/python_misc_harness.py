@@ -129,8 +129,7 @@ def frame_inspection(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    if not facts.mentions("inspect", "_getframe", "_current_frames", "traceback", "f_back", "f_globals", "f_locals",
-                          "f_code", "f_lineno"):
+    if not facts.uses(*_FRAME_ATTRS_CALLS, "inspect", "traceback", *FRAME_ATTRS):
         return
     reads: list[tuple[ast.AST, str]] = []
     for call in facts.calls_named(*_FRAME_ATTRS_CALLS):
@@ -201,8 +200,8 @@ def environment_branch(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    if not facts.mentions("environ", "getenv", "argv", "getppid", "psutil", "getpgid", "getsid", "/proc/",
-                          "sys.modules"):
+    if not facts.uses(*(_ENV_ATTRS - {"open"}), "environ", "argv", "orig_argv", "modules") and not (
+            facts.uses("open") and facts.mentions("/proc/")):
         return
     for node, what, key in _env_reads(ctx, facts):
         if facts.is_main_guarded(node):
@@ -250,7 +249,7 @@ def call_counter_branch(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    if not facts.mentions("+=", "+ 1"):
+    if not host.of_type(ast.AugAssign) and not facts.mentions("+ 1"):
         return
     reach = facts.reachable
     if not reach:

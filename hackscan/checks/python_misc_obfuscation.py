@@ -68,7 +68,7 @@ def _builtin_called(host, call: ast.Call, names: set[str]) -> str:
 def dynamic_code_execution(ctx: ScanContext) -> Iterator[Hit]:
     """HS190: exec / eval / compile of anything but a plain literal (a literal is a warning)."""
     host = ctx.host
-    if host is None or not misc_facts(host).mentions("exec", "eval", "compile"):
+    if host is None or not misc_facts(host).uses("exec", "eval", "compile"):
         return
     for call in misc_facts(host).calls_named("exec", "eval", "compile"):
         if isinstance(call.func, ast.Name):
@@ -124,7 +124,7 @@ def encoded_payload(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    if not facts.mentions("decode", "decompress", "unhexlify", "a2b_", "fromhex", "loads"):
+    if not facts.uses(*_DECODER_ATTRS):
         return
     for call, name in _decode_calls(host, facts):
         if name in _CODE_LOADERS:
@@ -182,7 +182,7 @@ def computed_import(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    if not facts.mentions("__import__", "import_module", "exec_module"):
+    if not facts.uses("__import__", "import_module", "exec_module"):
         return
     names = object_names(facts)
     for call in facts.calls_named("__import__", "import_module", "exec_module"):
@@ -224,7 +224,7 @@ def runtime_shell(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    if not facts.mentions("system", "popen", "subprocess", "spawn", "exec", "pip", "getoutput", "commands"):
+    if not facts.uses(*_SHELL_ATTRS):
         return
     for call in facts.calls_named(*_SHELL_ATTRS):
         name = facts.cname(call)
@@ -247,8 +247,7 @@ def foreign_library(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    if not facts.mentions("DLL", "LoadLibrary", "load_library", "dlopen", "ctypeslib", "ExtensionFileLoader",
-                          "RawModule", "cdll", "pydll"):
+    if not facts.uses(*_LIB_ATTRS, "cdll", "pydll"):
         return
     names = object_names(facts)
     for call in facts.calls_named(*_LIB_ATTRS):

@@ -25,7 +25,7 @@ HALF_DTYPES = {
 _HALF_STRINGS = {"float16": "float16", "torch.float16": "float16", "half": "float16", "bfloat16": "bfloat16",
                  "torch.bfloat16": "bfloat16", "torch.cuda.HalfTensor": "float16", "torch.HalfTensor": "float16"}
 HALF_METHODS = {"half": "float16", "bfloat16": "bfloat16"}
-_HALF_NEEDLES = ("half", "float16", "bfloat16", "float8", "HalfTensor", "BFloat16")
+_HALF_NEEDLES = tuple({n.rsplit(".", 1)[-1] for n in HALF_DTYPES} | set(HALF_METHODS))
 AUTOCAST = {
     "torch.autocast", "torch.cuda.amp.autocast", "torch.amp.autocast", "torch.cpu.amp.autocast",
     "torch.amp.autocast_mode.autocast", "torch.cuda.amp.autocast_mode.autocast", "torch.set_autocast_enabled",
@@ -169,7 +169,7 @@ def _dtype_dispatch(host, node: ast.AST, dtype_vars: dict[str, str], facts=None,
 def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
     """HS170: float16 / bfloat16 casts and allocations when the reference computes in float32."""
     host = ctx.host
-    if host is None or not misc_facts(host).mentions(*_HALF_NEEDLES):
+    if host is None or not misc_facts(host).uses(*_HALF_NEEDLES):
         return
     if ctx.reference is None or not ctx.reference.is_fp32 or reference_uses_low_precision(ctx):
         return
@@ -210,7 +210,7 @@ def _enabled(call: ast.Call) -> bool:
 def autocast_region(ctx: ScanContext) -> Iterator[Hit]:
     """HS171: autocast (float16 / bfloat16) around the candidate's compute when the reference is float32."""
     host = ctx.host
-    if host is None or not misc_facts(host).mentions("autocast"):
+    if host is None or not misc_facts(host).uses(*_AUTOCAST_ATTRS):
         return
     if ctx.reference is None or not ctx.reference.is_fp32 or reference_uses_low_precision(ctx):
         return
@@ -266,7 +266,7 @@ def _reference_affected(ctx: ScanContext, kind: str) -> bool:
 def tf32_enabled(ctx: ScanContext) -> Iterator[Hit]:
     """HS172: TF32 switches (allow_tf32, fp32_precision, set_float32_matmul_precision) turned on."""
     host = ctx.host
-    if host is None or not misc_facts(host).mentions("tf32", "fp32_precision", "set_float32_matmul_precision"):
+    if host is None or not misc_facts(host).uses("allow_tf32", "fp32_precision", "set_float32_matmul_precision"):
         return
     ref = ctx.reference
     if ref is not None and (not ref.is_fp32 or reference_uses_low_precision(ctx)):

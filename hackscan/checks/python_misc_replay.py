@@ -102,7 +102,7 @@ def seeded_input_regeneration(ctx: ScanContext) -> Iterator[Hit]:
     if not wanted:
         return
     facts = misc_facts(host)
-    if not facts.mentions("seed", "RandomState", "default_rng"):
+    if not facts.uses(*_SEED_ATTRS):
         return
     seeds_by_owner: dict[ast.AST | None, list[ast.Call]] = {}
     for call in facts.calls_named(*_SEED_ATTRS):
@@ -173,7 +173,7 @@ def stored_input_comparison(ctx: ScanContext) -> Iterator[Hit]:
             return e.id
         return None
 
-    if not facts.mentions("equal", "allclose", "isclose", "eq(", ".all()", ".any()"):
+    if not facts.uses(*_COMPARE_ATTRS):
         return
     for fn in facts.reachable:
         inputs: frozenset[str] | None = None

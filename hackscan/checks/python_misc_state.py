@@ -294,6 +294,12 @@ def _identity_keys(facts: MiscFacts, fn: ast.AST) -> tuple[dict[ast.AST, str], s
     return found, names
 
 
+def _reduced(expr: ast.AST) -> bool:
+    """``x.sum()`` / ``x.mean()`` / ``x.norm()``: the receiver of an ``.item()`` that fingerprints contents."""
+    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in (
+        "sum", "mean", "norm", "abs", "max", "min")
+
+
 def _roots_in(expr: ast.AST, names: frozenset[str] | set[str]) -> bool:
     return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(expr))
 
@@ -318,12 +324,14 @@ def identity_keyed_state(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    if not facts.mentions("data_ptr", "id(", "hash(", "tobytes", "tolist", ".item()", "numpy()"):
+    if not facts.uses("data_ptr", "id", "hash", "tobytes", "tolist", "item", "numpy"):
         return
     globals_ = _global_containers(facts)
+    key_calls = [c for c in facts.calls_named("data_ptr", "tobytes", "tolist", "id", "hash", "item", "numpy")
+                 if not (isinstance(c.func, ast.Attribute) and c.func.attr == "item" and not _reduced(c.func.value))]
+    owners = {facts.owner(c) for c in key_calls}
     for fn in facts.reachable:
-        if not any(isinstance(c.func, ast.Attribute) and c.func.attr in _KEY_ATTRS or isinstance(c.func, ast.Name)
-                   and c.func.id in ("id", "hash") for c in facts.in_functions([fn], ast.Call)):
+        if fn not in owners:
             continue
         found, names = _identity_keys(facts, fn)
         if not found:
@@ -383,7 +391,7 @@ def lru_cache_on_tensors(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    if not facts.mentions("cache"):
+    if not facts.uses("lru_cache", "cache"):
         return
     decorated: dict[ast.AST, ast.AST] = {}
     for fn in host.of_type(ast.FunctionDef, ast.AsyncFunctionDef):
@@ -428,7 +436,7 @@ def graph_replay_stale_inputs(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    if not facts.mentions(".replay("):
+    if not facts.uses("replay"):
         return
     for fn in facts.reachable:
         for call in facts.in_functions([fn], ast.Call):

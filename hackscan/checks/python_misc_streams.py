@@ -157,7 +157,7 @@ def unjoined_side_stream(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    if not facts.mentions("Stream", "stream"):
+    if not facts.uses("Stream", "stream", "set_stream", "ExternalStream", "using_stream"):
         return
     side = _side_streams(facts)
     if not side:
@@ -185,8 +185,7 @@ def background_thread(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    if not facts.mentions("Thread", "Timer", "Executor", "Process", "Pool", "start_new_thread", "asyncio",
-                          "run_in_executor"):
+    if not facts.uses(*_THREAD_ATTRS):
         return
     runs = facts.runs
     for call in facts.calls_named(*_THREAD_ATTRS):
@@ -245,7 +244,7 @@ def deferred_tensor(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    if not facts.mentions("__torch_function__", "__torch_dispatch__", "_make_subclass", "_make_wrapper_subclass"):
+    if not facts.uses("__torch_function__", "__torch_dispatch__", "_make_subclass", "_make_wrapper_subclass"):
         return
     lazy: dict[str, tuple[ast.ClassDef, str]] = {}
     for cls in host.of_type(ast.ClassDef):

@@ -142,9 +142,10 @@ _CTYPES_WRITES = {"ctypes.memmove", "ctypes.memset", "ctypes.pythonapi", "ctypes
                   "ctypes.cast"}
 _SYS_STATE = ("sys.modules", "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache")
 _FRAME_STATE = ("f_globals", "f_locals", "f_builtins")
-_INTERPRETER_NEEDLES = ("modules", "gc", "settrace", "setprofile", "addaudithook", "monitoring", "ctypes",
-                        "__builtins__", "f_globals", "f_locals", "f_builtins", "__code__", "__globals__",
-                        "__closure__", "meta_path", "path_hooks", "path_importer_cache")
+_INTERPRETER_NEEDLES = ("modules", "gc", "get_objects", "get_referrers", "get_referents", "settrace", "setprofile",
+                        "addaudithook", "monitoring", "ctypes", "pythonapi", "memmove", "memset", "__builtins__",
+                        "f_globals", "f_locals", "f_builtins", "__code__", "__globals__", "__closure__", "meta_path",
+                        "path_hooks", "path_importer_cache")
 
 
 _INTERPRETER_CALLS = frozenset(n.rsplit(".", 1)[-1] for n in _GC_WALKS | _TRACE_HOOKS | _CTYPES_WRITES) | {
@@ -158,7 +159,7 @@ def interpreter_tampering(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    if not facts.mentions(*_INTERPRETER_NEEDLES):
+    if not facts.uses(*_INTERPRETER_NEEDLES):
         return
     names = object_names(facts)
 
@@ -198,7 +199,7 @@ def interpreter_tampering(ctx: ScanContext) -> Iterator[Hit]:
             if what:
                 yield ctx.hit(ctx.at(t), args={"what": f"writes {what}"}, evidence={"state": what})
     candidates = facts.calls_named(*_INTERPRETER_CALLS)
-    if facts.mentions("pythonapi"):
+    if facts.uses("pythonapi"):
         candidates = candidates + [c for c in host.of_type(ast.Call) if "pythonapi" in ast.unparse(c.func)]
     for call in candidates:
         fname = facts.cname(call)
@@ -231,7 +232,7 @@ def computed_harness_attribute(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    if not facts.mentions("getattr", "hasattr"):
+    if not facts.uses("getattr", "hasattr"):
         return
     names = object_names(facts)
     for call in facts.calls_named("getattr", "hasattr"):

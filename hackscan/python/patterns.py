@@ -283,6 +283,31 @@ class MiscFacts:
             out.extend(by.get(n, ()))
         return out
 
+    @cached_property
+    def idents(self) -> frozenset[str]:
+        """Every identifier the file uses: names, attributes, keyword arguments, defined and imported names.
+
+        Rules test their trigger words against it (``facts.uses("autocast")``): one set lookup per
+        word, where a substring search of the source would cost a pass over the text each.
+        """
+        out: set[str] = set()
+        nodes = self.host.nodes
+        out.update(n.id for n in nodes.get(ast.Name, ()))
+        out.update(n.attr for n in nodes.get(ast.Attribute, ()))
+        out.update(k.arg for k in nodes.get(ast.keyword, ()) if k.arg)
+        for t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            out.update(n.name for n in nodes.get(t, ()))
+        for a in nodes.get(ast.alias, ()):
+            out.update(a.name.split("."))
+            if a.asname:
+                out.add(a.asname)
+        return frozenset(out)
+
+    def uses(self, *names: str) -> bool:
+        """Whether the file uses any of these identifiers (see ``idents``)."""
+        ids = self.idents
+        return any(n in ids for n in names)
+
     def cname(self, call: ast.Call) -> str:
         """Canonical name of a call's function, computed once per call node for all rules."""
         key = id(call)
