@@ -334,3 +334,19 @@ def test_dynamic_stage_budget_shapes_the_options() -> None:
     assert worker_side.resolve_options({"budget_s": 1.0, "compile": "always"}, cuda).compile == "always"
     cpu = worker_side.resolve_options({"budget_s": 1.0}, torch.device("cpu"))
     assert "compile_skipped" not in cpu.extra and not cpu.compile_enabled("cpu")
+
+
+def test_deadline_skips_phases_that_do_not_fit(prepared: Any) -> None:
+    class Slow(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            time.sleep(0.1)
+            return x * 2.0 + 1.0
+
+    opts = FAST.with_(deadline_s=1.0, iterations=3, min_iterations=3, time_budget_s=0.3)
+    t0 = time.perf_counter()
+    raw = worker_side.measure(Slow(), {"original": sets()}, role="reference", device="cpu", options=opts,
+                              prepared=prepared)
+    assert time.perf_counter() - t0 < 3.0
+    assert "hidden:mixed" in raw["skipped"] and "skipped" in raw["memory"]["error"]
+    perf, _ = evaluate(raw, raw)
+    assert "hidden:mixed" in perf["skipped"]["reference"]

@@ -44,6 +44,9 @@ class PerfOptions:
     validate_upto: int | None = None
     # the calls of the outside-clock check (back-to-back, one synchronisation at the end)
     spin_budget_s: float = 1.0
+    # wall-clock limit of one measure() call; phases that would not fit are skipped and said so
+    # (the dynamic stage sets it from its budget, so that its worker timeout is never reached)
+    deadline_s: float | None = None
     seed: int = 20240917
     extra: Mapping[str, Any] = field(default_factory=dict)
 

@@ -271,6 +271,10 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
         if perf["outside_clock"].get("contradicts"):
             invalid.append("contradicted by the parent's clock")
 
+    skipped = {side: {_s(k, 60): _s(v, 200) for k, v in list(_d(raw.get("skipped")).items())[:20]}
+               for side, raw in (("candidate", cand), ("reference", ref)) if _d(raw.get("skipped"))}
+    if skipped:
+        perf["skipped"] = skipped
     flags = _d(cand.get("precision_flags"))
     before, after = _d(flags.get("before")), _d(flags.get("after"))
     changed_flags = {k: {"before": before.get(k), "after": after.get(k)} for k in after if before and before.get(k) != after.get(k)}

@@ -121,6 +121,9 @@ def resolve_options(options: PerfOptions | Mapping[str, Any] | None, device: tor
         # a total for this worker: half for the main series, a quarter for the hidden ones
         opts = opts.with_(time_budget_s=min(opts.time_budget_s, 0.5 * budget),
                           hidden_budget_s=min(opts.hidden_budget_s, 0.25 * budget / max(1, MAX_HIDDEN)))
+        if "deadline_s" not in mine:
+            # the dynamic stage waits max(30, 20 x budget) seconds for a worker's reply
+            opts = opts.with_(deadline_s=max(10.0, 10.0 * budget))
         if (budget < COMPILE_MIN_BUDGET_S and "compile" not in mine and opts.compile == "auto"
                 and opts.compile_enabled(device.type)):
             # the first call of torch.compile alone takes 5-60 s: more than this worker may spend
@@ -150,6 +153,22 @@ def device_info(device: torch.device) -> dict[str, Any]:
     else:
         info.update(name="cpu", threads=torch.get_num_threads())
     return info
+
+
+class _Deadline:
+    """What is left of ``deadline_s``; a phase runs only when its estimated cost fits."""
+
+    def __init__(self, clock: Clock, seconds: float | None):
+        self.clock = clock
+        self.end = clock.now() + seconds if seconds else None
+
+    def allows(self, seconds: float) -> bool:
+        return self.end is None or self.clock.now() + seconds <= self.end
+
+
+def _per_call_s(series: Mapping[str, Any]) -> float:
+    walls = sorted(v for v in series.get("wall_ms", []) if isinstance(v, (int, float)))
+    return walls[len(walls) // 2] / 1e3 if walls else 0.0
 
 
 @dataclass
@@ -226,13 +245,24 @@ def _series(st: _Setup, name: str, call: Callable[[list[Any]], Any], start: int,
     return s.to_dict()
 
 
-def _hidden_series(st: _Setup, call: Callable[[list[Any]], Any], keep_fingerprints: bool = True) -> dict[str, Any]:
-    return {f"hidden:{name}": _series(st, f"hidden:{name}", call, start, plan=hp, transform=tr, hidden=True,
-                                      keep_fingerprints=keep_fingerprints)
-            for name, (hp, tr, start) in st.hidden.items()}
+def _hidden_series(st: _Setup, call: Callable[[list[Any]], Any], per_call_s: float, deadline: _Deadline,
+                   skipped: dict[str, str], keep_fingerprints: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, (hp, tr, start) in st.hidden.items():
+        need = per_call_s * (1 + 2 * min(5, st.opts.hidden_iterations))
+        if not deadline.allows(need):
+            skipped[f"hidden:{name}"] = f"not enough time left (needs about {need:.1f} s)"
+            continue
+        out[f"hidden:{name}"] = _series(st, f"hidden:{name}", call, start, plan=hp, transform=tr, hidden=True,
+                                        keep_fingerprints=keep_fingerprints)
+    return out
 
 
-def _safe_memory(st: _Setup, call: Callable[[list[Any]], Any], model: Any) -> dict[str, Any]:
+def _safe_memory(st: _Setup, call: Callable[[list[Any]], Any], model: Any, per_call_s: float = 0.0,
+                 deadline: _Deadline | None = None) -> dict[str, Any]:
+    need = per_call_s * (2 + st.opts.memory_repeats)
+    if deadline is not None and not deadline.allows(need):
+        return {"error": f"skipped: not enough time left (needs about {need:.1f} s)"}
     try:
         mem = memory_mod.measure(call, model, st.plan, st.prepared.device, st.prepared.memory, MEMORY_START,
                                  st.opts.memory_repeats, st.prepared.clock.sync,
@@ -286,12 +316,16 @@ def measure_candidate(model: Any, input_sets: Sequence[Sequence[Any]],
     """Time the candidate on the main series and the hidden series; measure its memory."""
     st = _setup(model, input_sets, hidden_sets or {}, options, prepared)
     t0 = st.prepared.clock.now()
+    deadline = _Deadline(st.prepared.clock, st.opts.deadline_s)
+    skipped: dict[str, str] = {}
     out = _common(st, "candidate")
     series = {"main": _series(st, "main", st.call, 0)}
     if series["main"]["error"] is None:
-        series.update(_hidden_series(st, st.call))
-        out["memory"] = _safe_memory(st, st.call, model)
+        per_call = _per_call_s(series["main"])
+        series.update(_hidden_series(st, st.call, per_call, deadline, skipped))
+        out["memory"] = _safe_memory(st, st.call, model, per_call, deadline)
     out["series"] = series
+    out["skipped"] = skipped
     return _finish(st, out, t0)
 
 
@@ -303,12 +337,19 @@ def measure_reference(model: Any, input_sets: Sequence[Sequence[Any]],
     st = _setup(model, input_sets, hidden_sets or {}, options, prepared)
     dev, clock, opts = st.prepared.device, st.prepared.clock, st.opts
     t0 = clock.now()
+    deadline = _Deadline(clock, opts.deadline_s)
+    skipped: dict[str, str] = {}
     out = _common(st, "reference")
     headline = baselines.headline_for(dev)
     results: dict[str, Any] = {}
+    per_call = 0.0
     for name in baselines.names_for(dev, opts.compile_enabled(dev.type)):
         tf32 = baselines.uses_tf32(name, dev)
         entry: dict[str, Any] = {"tf32": tf32}
+        need = per_call * (max(opts.warmup, 1) + opts.min_iterations)
+        if results and not deadline.allows(need):
+            results[name] = {"tf32": tf32, "skipped": f"not enough time left (needs about {need:.1f} s)"}
+            continue
         try:
             with baselines.precision(tf32):
                 target = st.call
@@ -319,8 +360,9 @@ def measure_reference(model: Any, input_sets: Sequence[Sequence[Any]],
                     clock.sync()
                     entry["compile_s"] = clock.now() - c0
                 entry["series"] = {"main": _series(st, "main", target, 0, keep_fingerprints=name == baselines.STRICT)}
+                per_call = max(per_call, _per_call_s(entry["series"]["main"]))
                 if name == headline:
-                    entry["series"].update(_hidden_series(st, target))
+                    entry["series"].update(_hidden_series(st, target, per_call, deadline, skipped))
         except Exception as exc:
             entry = {"tf32": tf32, "skipped": f"{type(exc).__name__}: {exc}"[:500]}
         results[name] = entry
@@ -334,6 +376,9 @@ def measure_reference(model: Any, input_sets: Sequence[Sequence[Any]],
     with baselines.precision(False):
         for j in range(opts.calls):
             if str(j) not in main_fp:
+                if not deadline.allows(per_call * 2):
+                    skipped["fingerprints"] = f"stopped at call {j}: not enough time left"
+                    break
                 try:
                     main_fp[str(j)] = fingerprint(st.call(st.plan.inputs_for(j)), opts.fingerprint_samples)
                 except Exception:
@@ -343,8 +388,9 @@ def measure_reference(model: Any, input_sets: Sequence[Sequence[Any]],
             if key.startswith("hidden:"):
                 fingerprints[key] = series.pop("fingerprints", {})
         out["work"] = _work(st)
-        out["memory"] = _safe_memory(st, st.call, model)
+        out["memory"] = _safe_memory(st, st.call, model, per_call, deadline)
     out["fingerprints"] = fingerprints
+    out["skipped"] = skipped
     out["fingerprint_precision"] = {"main": "strict fp32", "hidden": "tf32" if baselines.uses_tf32(headline, dev) else "strict fp32"}
     try:
         # measured with the clocks bound before the reference was imported, and never written to
