@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from ..context import Hit, ScanContext
 from ..model import Confidence, Severity

@@ -10,7 +10,7 @@ itself is half precision (or uses the same switches), none of this is a downgrad
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..context import Hit, ScanContext
 from ..model import Confidence, Severity

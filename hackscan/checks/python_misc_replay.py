@@ -10,7 +10,7 @@ initialisation (a seed before ``nn.Linear`` or parameter draws) is the legitimat
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..context import Hit, ScanContext
 from ..model import Confidence, Severity

@@ -12,8 +12,8 @@ call writes it with values computed from forward's inputs.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from ..context import Hit, ScanContext
 from ..model import Confidence, Severity

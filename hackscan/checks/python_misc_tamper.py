@@ -11,7 +11,7 @@ names, module ``__dict__``s) and for the interpreter-level back doors (``sys.mod
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..context import Hit, ScanContext
 from ..model import Severity
@@ -161,7 +161,6 @@ def interpreter_tampering(ctx: ScanContext) -> Iterator[Hit]:
     facts = misc_facts(host)
     if not facts.uses(*_INTERPRETER_NEEDLES):
         return
-    names = object_names(facts)
 
     def state_of(expr: ast.AST, owner: ast.AST | None) -> str:
         e = expr

@@ -12,9 +12,9 @@ the host object, which lives exactly as long as one scan.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable, Iterator
 
 from .module import HostModule
 from .resolve import dotted_name

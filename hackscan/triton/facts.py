@@ -14,8 +14,8 @@ Built lazily once per file as ``ctx.triton``; a file without Triton kernels neve
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from ..python.module import HostModule
 from ..python.patterns import ALLOC_FUNCS, ALLOC_METHODS, MiscFacts, is_alias_expr, misc_facts
@@ -215,7 +215,7 @@ class _KernelReader:
         args = fn.args
         self.params = tuple(a.arg for a in args.posonlyargs + args.args)
         defaults = list(args.defaults)
-        self.defaults: dict[str, ast.AST] = dict(zip(self.params[len(self.params) - len(defaults):], defaults))
+        self.defaults: dict[str, ast.AST] = dict(zip(self.params[len(self.params) - len(defaults):], defaults, strict=True))
         self.constexpr: dict[str, int | str | None] = {}
         for a in args.posonlyargs + args.args:
             ann = a.annotation
@@ -380,7 +380,7 @@ def _autotune_values(host: HostModule, fn: ast.FunctionDef) -> dict[str, set[int
             continue
         for cfg in configs.elts:
             if isinstance(cfg, ast.Call) and cfg.args and isinstance(cfg.args[0], ast.Dict):
-                for k, v in zip(cfg.args[0].keys, cfg.args[0].values):
+                for k, v in zip(cfg.args[0].keys, cfg.args[0].values, strict=True):
                     if isinstance(k, ast.Constant) and isinstance(k.value, str) and _int(v) is not None:
                         out.setdefault(k.value, set()).add(_int(v))  # type: ignore[arg-type]
     return out
