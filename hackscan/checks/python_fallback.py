@@ -146,6 +146,8 @@ def exception_fallback(ctx: ScanContext) -> Iterator[Hit]:
         k = t.body.kernels[0]
         for h in t.handlers:
             arm = h.arm
+            if not arm.terminates and not arm.ops and not arm.bindings and t.after is not None:
+                arm = t.after  # ``except: pass``: the code after the try is the fallback
             if arm.kernels:
                 continue  # retries with another kernel
             ops = list(arm.ops)
@@ -197,6 +199,8 @@ def flag_fallback(ctx: ScanContext) -> Iterator[Hit]:
                 continue
             if not _produces_output(arm):
                 continue
+            if arm.label == "after" and not b.body.terminates and all(r.flow.kernels for r in arm.returns):
+                continue  # the rest of the function runs on both paths, after the kernel too
             ranked = rank_ops(arm.ops, ref)
             ref_ops = [o for o in ranked if is_reference_op(o, ref)]
             severity = Severity.ERROR if ref_ops else Severity.WARNING

@@ -628,8 +628,10 @@ class _Analyser:
         else_term = self._block(s.orelse) if s.orelse else False
         else_state = frame.state
         else_names = self._bound_since(frame, mark)
-        orelse = self._arm("orelse", s.orelse, start, frame.depth, else_term,
-                           {n: else_state[n] for n in else_names if n in else_state})
+        else_bindings = {n: else_state[n] for n in else_names if n in else_state}
+        if not s.orelse:  # no else: the names the body rebinds keep their old values on this path
+            else_bindings = {n: before[n] for n in body_names if n in before}
+        orelse = self._arm("orelse", s.orelse, start, frame.depth, else_term, else_bindings)
         if s not in self.branch_nodes:
             self.branch_nodes.add(s)
             self.facts.branches.append(Branch(s, "if", frame.qualname, frame.depth, cond, body, orelse))
@@ -1693,28 +1695,43 @@ class _Analyser:
     def _finish(self) -> None:
         facts = self.facts
         facts.returns = sorted(self.returns.values(), key=lambda r: (r.depth, r.line))
-        # ``if c: return a`` with no else: the else arm is the rest of the function
+        # ``if c: ...`` with no else: the path where c is false runs the rest of the function
         for i, br in enumerate(facts.branches):
-            if br.kind == "if" and not br.node.orelse and br.body.terminates and br.orelse.empty:
-                after = [r for r in facts.returns if r.function == br.function and r.line > (br.node.end_lineno or 0)]
-                if after:
-                    arm = self._after_arm(br, after)
+            if br.kind == "if" and not br.node.orelse:
+                arm = self._after_arm(br.node, br.function, br.orelse.bindings)
+                if arm is not None:
                     facts.branches[i] = Branch(br.node, br.kind, br.function, br.depth, br.condition, br.body, arm)
+        # ``try: ... except: pass`` falls through: the fallback is what follows the try
+        for i, t in enumerate(facts.tries):
+            if any(not h.arm.terminates for h in t.handlers):
+                after = self._after_arm(t.node, t.function, {})
+                if after is not None:
+                    facts.tries[i] = TryBlock(t.node, t.function, t.depth, t.body, t.handlers, after)
 
-    def _after_arm(self, br: Branch, after: list[Return]) -> Arm:
-        """The rest of the function after ``if c: return ...``: its ops, kernels and returns."""
+    def _after_arm(self, node: ast.AST, function: str, bindings: dict[str, Flow]) -> Arm | None:
+        """The rest of ``function`` after ``node``: its ops, kernels and returns (helpers included)."""
+        end = node.end_lineno or node.lineno  # type: ignore[attr-defined]
+        after = [r for r in self.facts.returns if r.function == function and r.line > end]
+        if not after:
+            return None
         first, last = after[0].line, max(r.line for r in after)
-        start_line = (br.node.end_lineno or br.line) + 1
-        kernels = tuple(k for k in self.facts.kernels if k.function == br.function and k.line >= start_line)
-        ops = tuple(o for o in self.facts.ops if o.function == br.function and o.line >= start_line)
-        allocs = tuple(a for a in self.facts.allocs if a.function == br.function and a.line >= start_line)
-        # helpers called after the branch contribute their kernels and ops
-        for edge in self.facts.calls:
-            if edge.caller == br.function and edge.node.lineno >= start_line:
-                kernels += tuple(k for k in self.facts.kernels if k.function == edge.callee)
-                ops += tuple(o for o in self.facts.ops if o.function == edge.callee)
+        start_line = end + 1
+        kernels = tuple(k for k in self.facts.kernels if k.function == function and k.line >= start_line)
+        ops = tuple(o for o in self.facts.ops if o.function == function and o.line >= start_line)
+        allocs = tuple(a for a in self.facts.allocs if a.function == function and a.line >= start_line)
+        # helpers called after the node, and what they call, contribute their kernels and ops
+        callees = {e.callee for e in self.facts.calls if e.caller == function and e.node.lineno >= start_line}
+        frontier = list(callees)
+        while frontier:
+            fn = frontier.pop()
+            for e in self.facts.calls:
+                if e.caller == fn and e.callee not in callees and e.callee != function:
+                    callees.add(e.callee)
+                    frontier.append(e.callee)
+        kernels += tuple(k for k in self.facts.kernels if k.function in callees)
+        ops += tuple(o for o in self.facts.ops if o.function in callees)
         return Arm("after", min(first, start_line), last, tuple(_uniq(list(kernels))), tuple(_uniq(list(ops))),
-                   allocs, tuple(after), False, {}, None, True)
+                   allocs, tuple(after), False, bindings, None, True)
 
 
 _EVAL = {

@@ -216,7 +216,7 @@ class Condition:
 class Arm:
     """What one arm of a branch (or a try body / handler) does, inlined helpers included."""
 
-    label: str  # body | orelse | after | try | handler | else
+    label: str  # body | orelse | after | try | handler
     first_line: int
     last_line: int
     kernels: tuple[KernelCall, ...] = ()
@@ -243,7 +243,8 @@ class Branch:
     depth: int
     condition: Condition
     body: Arm
-    # the else arm; for ``if c: return ...`` with no else, the rest of the function (label "after")
+    # the else arm; with no ``else``, the rest of the function (label "after"), whose ``bindings`` are the
+    # old values of the names the body rebinds
     orelse: Arm
 
     @property
@@ -274,6 +275,8 @@ class TryBlock:
     depth: int
     body: Arm
     handlers: tuple[Handler, ...]
+    # what runs after the try when a handler falls through (``except: pass`` then ``return torch_op(x)``)
+    after: Arm | None = None
 
     @property
     def line(self) -> int:
