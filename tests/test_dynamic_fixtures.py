@@ -2,8 +2,8 @@
 
 The same annotated-source contract as the static fixtures: ``# expect: HS4xx`` / ``HS5xx`` on the
 line of ModelNew's ``def forward``, ``# legit-for:`` for look-alikes, matched by (rule, line).
-Fixtures that need a GPU (CUDA sources) are skipped here with the stage's own reason and run by
-``tests/test_dynamic_gpu.py``.
+Everything here runs on the CPU (``--device cpu``), also on a GPU host; the CUDA fixtures under
+``fixtures/dynamic/gpu`` run in ``tests/test_dynamic_gpu.py``.
 """
 
 from __future__ import annotations
@@ -29,10 +29,15 @@ REGISTRY = load_registry()
 DYNAMIC_IDS = {r.id for r in REGISTRY if r.stage is Stage.DYNAMIC}
 
 
-def _dynamic_fixtures() -> list[Submission]:
+GPU_FIXTURES = FIXTURES / "dynamic" / "gpu"
+
+
+def dynamic_fixtures(gpu: bool = False) -> list[Submission]:
     out = []
     for sub in discover([str(FIXTURES)]):
         if not isinstance(sub, Submission) or not sub.reference:
+            continue
+        if (GPU_FIXTURES in Path(sub.path).parents) != gpu:
             continue
         ann = parse_annotations(sub.code).restricted(DYNAMIC_IDS)
         if ann.expected or ann.legit_for or ann.todo:
@@ -40,7 +45,7 @@ def _dynamic_fixtures() -> list[Submission]:
     return out
 
 
-SUBMISSIONS = _dynamic_fixtures()
+SUBMISSIONS = dynamic_fixtures()
 
 
 @pytest.fixture(scope="module")
@@ -52,15 +57,13 @@ def pool():
     p.close()
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("sub", SUBMISSIONS, ids=[str(Path(s.path).relative_to(FIXTURES)) for s in SUBMISSIONS])
-def test_fixture_dynamic_findings_match_annotations(sub: Submission, pool) -> None:
+def check_fixture(sub: Submission, pool, device: str) -> None:
     from hackscan.dynamic import run_dynamic_stage
 
     ann = parse_annotations(sub.code).restricted(DYNAMIC_IDS)
     report = StaticScanner(Config()).scan(sub)
-    report = run_dynamic_stage(sub, report, RunOptions(seed=20261202, perf=False, timeout=120.0), Config(),
-                               pool=pool)
+    report = run_dynamic_stage(sub, report, RunOptions(seed=20261202, perf=False, timeout=120.0, device=device),
+                               Config(), pool=pool)
     dyn = report.dynamic or {}
     reason = str(dyn.get("reason", ""))
     if not dyn.get("ran") and any(w in reason for w in ("CUDA", "GPU", "Triton")):
@@ -76,10 +79,16 @@ def test_fixture_dynamic_findings_match_annotations(sub: Submission, pool) -> No
     assert cmp.ok, cmp.describe() + "\ndynamic findings:\n" + detail
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("sub", SUBMISSIONS, ids=[str(Path(s.path).relative_to(FIXTURES)) for s in SUBMISSIONS])
+def test_fixture_dynamic_findings_match_annotations(sub: Submission, pool) -> None:
+    check_fixture(sub, pool, "cpu")
+
+
 def test_there_are_dynamic_fixtures_for_every_dynamic_rule() -> None:
     hacks = set()
     legit = set()
-    for sub in SUBMISSIONS:
+    for sub in SUBMISSIONS:  # CPU fixtures alone cover every rule
         ann = parse_annotations(sub.code).restricted(DYNAMIC_IDS)
         hacks |= ann.expected_rules
         legit |= set(ann.legit_for)

@@ -37,7 +37,11 @@ def abstract_inputs(get_inputs: Callable[[], Any], overrides: dict[str, Any]) ->
         with torch.device("meta"):
             out = fn()
     except Exception:
-        return None
+        # `.cuda()` or a data-dependent draw does not work on meta tensors: draw for real
+        try:
+            out = fn()
+        except Exception:
+            return None
     return shapes_of(as_list(out))
 
 

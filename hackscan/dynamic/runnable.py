@@ -90,6 +90,8 @@ def choose_device(requested: str, info: dict[str, Any], target: Target) -> tuple
     if requested == "cuda" and not has_gpu:
         return None, "--device cuda was asked for, but torch sees no CUDA GPU here"
     device = "cuda" if requested == "cuda" or (requested == "auto" and has_gpu) else "cpu"
+    if requested == "auto" and "cxx" in target.needs and "cuda" not in target.needs and not target.mentions_cuda:
+        device = "cpu"  # a C++-only extension is CPU code: its loops would read device pointers
     if "cuda" in target.needs:
         if device != "cuda":
             return None, ("the candidate compiles CUDA code and needs a CUDA GPU" +
