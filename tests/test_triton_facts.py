@@ -152,3 +152,35 @@ class ModelNew(torch.nn.Module):
     assert launch.arg_for("src_ptr").source == "allocation"
     assert launch.arg_for("dst_ptr").source == "forward-input"  # the kernel writes the caller's x
     assert launch.grid_value == (4,)
+
+
+def test_stores_through_a_jit_helper_count_for_the_caller() -> None:
+    src = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _store_block(dst, vals, mask):
+    tl.store(dst, vals, mask=mask)
+
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    _store_block(out_ptr + offs, tl.maximum(x, 0.0), mask)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+        return out
+'''
+    tf = build_triton_facts(HostModule.parse(src, "h.py"))
+    k = tf.kernels["relu_kernel"]
+    assert "out_ptr" in k.pointer_params and k.stores_to("out_ptr")
+    assert not k.stores_to("x_ptr")

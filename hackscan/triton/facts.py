@@ -683,9 +683,35 @@ def read_launches(host: HostModule, kernels: dict[str, KernelFacts], facts: Misc
     return out
 
 
+def _inline_helper_stores(host: HostModule, kernels: dict[str, KernelFacts]) -> None:
+    """A kernel that hands a pointer to another ``@triton.jit`` function stores through it when
+    that function does (``_store_tile(out_ptr + offs, acc, mask)``): credit the caller's parameter."""
+    for _ in range(2):  # helpers of helpers
+        for k in kernels.values():
+            reader = None
+            for call in (n for n in ast.walk(k.node) if isinstance(n, ast.Call)):
+                callee = call.func.id if isinstance(call.func, ast.Name) else None
+                helper = kernels.get(callee) if callee and callee != k.name else None
+                if helper is None:
+                    continue
+                reader = reader or _KernelReader(host, k.node)
+                bound = [(helper.params[i], a) for i, a in enumerate(call.args) if i < len(helper.params)]
+                bound += [(kw.arg, kw.value) for kw in call.keywords if kw.arg in helper.params]
+                for hp, arg in bound:
+                    if not helper.stores_to(hp):
+                        continue
+                    mine = frozenset(p for p in reader.pointers(arg) if p in k.params)
+                    if mine and not any(a.node is call for a in k.accesses):
+                        k.accesses.append(Access("store", call, mine, True, (), reader.enclosing_loop(call),
+                                                 False, False))
+                        if not set(mine) <= set(k.pointer_params):
+                            k.pointer_params = tuple(p for p in k.params if p in set(k.pointer_params) | mine)
+
+
 def build_triton_facts(host: HostModule) -> TritonFacts:
     """Facts for every ``@triton.jit`` kernel of ``host`` and every launch of one."""
     kernels = {name: read_kernel(host, fn) for name, fn in host.triton_kernels.items()}
+    _inline_helper_stores(host, kernels)
     facts = misc_facts(host)
     return TritonFacts(kernels=kernels, launches=read_launches(host, kernels, facts))
 
