@@ -1,0 +1,246 @@
+"""HS118: the branch the benchmark takes runs torch, not the kernel (classes 3 and 5).
+
+Dispatch on metadata is legitimate when the kernel serves the benchmark's case (``if not x.is_cuda:
+return torch.relu(x)`` never fires under the harness).  It is a fallback in disguise when the arm the
+harness takes is the torch one: ``if not x.requires_grad: return torch.relu_(x)`` (benchmark inputs do
+not require grad), ``if not self.training: kernel`` (KernelBench never calls ``.eval()``),
+``if x.size(0) <= 128: torch`` when the benchmark's batch is 128.  This module decides such conditions
+under what a KernelBench-style harness guarantees: inputs from ``get_inputs()`` on CUDA, with the
+reference's shapes and dtype, contiguous, not requiring grad; the model in training mode; CUDA available.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from typing import Any, Iterator
+
+from ..context import Hit, ScanContext
+from ..model import Confidence, Severity
+from ..python.facts import Arm, PythonFacts
+from ..python.reference import InputSpec
+from .python_common import describe_kernel, describe_ops, is_reference_op, rank_ops, reference_families
+
+_DTYPES = {"torch.float32": "float32", "torch.float": "float32", "torch.float16": "float16", "torch.half": "float16",
+           "torch.bfloat16": "bfloat16", "torch.float64": "float64", "torch.double": "float64",
+           "torch.int64": "int64", "torch.long": "int64", "torch.int32": "int32", "torch.int": "int32"}
+_CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+        ast.Gt: operator.gt, ast.GtE: operator.ge}
+
+
+class HarnessModel:
+    """Three-valued evaluation (True / False / None = unknown) of metadata conditions under the harness."""
+
+    def __init__(self, ctx: ScanContext, facts: PythonFacts):
+        self.host = facts.host
+        self.inputs: dict[str, InputSpec] = {}
+        ref = ctx.reference
+        if ref is not None:
+            for name, spec in zip(facts.args, ref.inputs):
+                if spec.kind not in ("scalar", "unknown") or spec.shape is not None:
+                    self.inputs[name] = spec
+        self.self_name = "self"
+        fwd = facts.forward
+        if fwd is not None and fwd.node.args.args:
+            self.self_name = fwd.node.args.args[0].arg
+        self.reasons: list[str] = []
+        self.depth = 0
+        self.flags = frozenset(facts.fallback_flags)
+
+    # ------------------------------------------------------------------ values
+    def value(self, e: ast.AST) -> Any:
+        """A Python value for a metadata expression, or ``None`` when unknown."""
+        if isinstance(e, ast.Constant):
+            return e.value
+        if isinstance(e, (ast.Tuple, ast.List)):
+            vals = [self.value(x) for x in e.elts]
+            return None if any(v is None for v in vals) else tuple(vals)
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+            v = self.value(e.operand)
+            return -v if isinstance(v, (int, float)) else None
+        canon = self.host.canonical(e) if isinstance(e, (ast.Name, ast.Attribute)) else ""
+        if canon in _DTYPES:
+            return ("dtype", _DTYPES[canon])
+        if isinstance(e, ast.Attribute):
+            spec = self._input(e.value)
+            if spec is not None:
+                if e.attr == "is_cuda":
+                    return self._note(True, f"`{ast.unparse(e)}` is True (inputs are on the GPU)")
+                if e.attr == "requires_grad":
+                    return self._note(False, f"`{ast.unparse(e)}` is False (benchmark inputs do not require grad)")
+                if e.attr == "dtype":
+                    return ("dtype", spec.dtype)
+                if e.attr == "shape" and spec.shape and all(d is not None for d in spec.shape):
+                    return tuple(spec.shape)
+                if e.attr == "ndim" and spec.shape:
+                    return len(spec.shape)
+            if isinstance(e.value, ast.Name) and e.value.id == self.self_name and f"self.{e.attr}" in self.flags:
+                return None
+            if e.attr == "training" and self._is_self_chain(e.value):
+                return self._note(True, f"`{ast.unparse(e)}` is True (the harness never calls .eval())")
+            if e.attr == "type" and isinstance(e.value, ast.Attribute) and e.value.attr == "device" and \
+                    self._input(e.value.value) is not None:
+                return "cuda"
+        if isinstance(e, ast.Subscript):
+            base = self.value(e.value)
+            idx = self.value(e.slice)
+            if isinstance(base, tuple) and isinstance(idx, int) and -len(base) <= idx < len(base):
+                return base[idx]
+            return None
+        if isinstance(e, ast.Call):
+            return self._call(e)
+        if isinstance(e, ast.Name) and e.id not in self.inputs:
+            if e.id in self.flags:
+                return None  # whether the kernel built: unknown by design
+            scope = self.host.scope_of(e)
+            found = scope.lookup(e.id, e.lineno)
+            # ``N = x.shape[0]`` then ``if N <= 128``: follow one local assignment of a metadata expression
+            if found is not None and found[1] == "assign" and self.depth < 3 and \
+                    isinstance(found[0], (ast.Attribute, ast.Subscript, ast.Call)):
+                self.depth += 1
+                try:
+                    return self.value(found[0])
+                finally:
+                    self.depth -= 1
+            v = self.host.resolver.try_value(e, scope, e.lineno)
+            return v if isinstance(v, (int, float, bool)) else None
+        return None
+
+    def _call(self, e: ast.Call) -> Any:
+        canon = self.host.canonical(e.func)
+        if canon == "torch.cuda.is_available":
+            return self._note(True, "`torch.cuda.is_available()` is True")
+        if isinstance(e.func, ast.Name) and e.func.id == "len" and len(e.args) == 1:
+            v = self.value(e.args[0])
+            return len(v) if isinstance(v, tuple) else None
+        if isinstance(e.func, ast.Name) and e.func.id == "isinstance" and len(e.args) == 2 and \
+                self._input(e.args[0]) is not None and self.host.canonical(e.args[1]) == "torch.Tensor":
+            return True
+        if not isinstance(e.func, ast.Attribute):
+            return None
+        spec = self._input(e.func.value)
+        if spec is None:
+            return None
+        m = e.func.attr
+        shape = spec.shape if spec.shape and all(d is not None for d in spec.shape) else None
+        if m == "is_contiguous" and not e.args and not e.keywords:
+            return self._note(True, f"`{ast.unparse(e)}` is True (fresh inputs are contiguous)")
+        if m in ("dim", "ndimension") and spec.shape:
+            return len(spec.shape)
+        if m in ("numel", "nelement") and shape:
+            n = 1
+            for d in shape:
+                n *= d
+            return n
+        if m == "size" and shape:
+            if not e.args:
+                return tuple(shape)
+            i = self.value(e.args[0])
+            return shape[i] if isinstance(i, int) and -len(shape) <= i < len(shape) else None
+        if m == "is_floating_point":
+            return spec.dtype.startswith(("float", "bfloat"))
+        return None
+
+    def _input(self, e: ast.AST) -> InputSpec | None:
+        return self.inputs.get(e.id) if isinstance(e, ast.Name) else None
+
+    def _is_self_chain(self, e: ast.AST) -> bool:
+        while isinstance(e, ast.Attribute):
+            e = e.value
+        return isinstance(e, ast.Name) and e.id == self.self_name
+
+    def _note(self, value: Any, reason: str) -> Any:
+        self.reasons.append(reason)
+        return value
+
+    # ------------------------------------------------------------------ truth
+    def truth(self, e: ast.AST) -> bool | None:
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+            t = self.truth(e.operand)
+            return None if t is None else not t
+        if isinstance(e, ast.BoolOp):
+            outer = self.reasons
+            parts = []
+            for v in e.values:
+                self.reasons = []
+                parts.append((self.truth(v), self.reasons))
+            self.reasons = outer
+            vals = [t for t, _ in parts]
+            decisive = False if isinstance(e.op, ast.And) else True
+            if decisive in vals:  # one part decides: only its reasons explain the outcome
+                self.reasons.extend(next(r for t, r in parts if t is decisive))
+                return decisive
+            if all(v is (not decisive) for v in vals):
+                for _, r in parts:
+                    self.reasons.extend(r)
+                return not decisive
+            return None
+        if isinstance(e, ast.Compare):
+            left = self.value(e.left)
+            result: bool | None = True
+            for op, right_node in zip(e.ops, e.comparators):
+                right = self.value(right_node)
+                if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right_node, (ast.Tuple, ast.List, ast.Set)):
+                    opts = [self.value(x) for x in right_node.elts]
+                    if left is None or any(o is None for o in opts):
+                        return None
+                    ok = left in opts
+                    step = ok if isinstance(op, ast.In) else not ok
+                elif type(op) in _CMP and left is not None and right is not None:
+                    try:
+                        step = bool(_CMP[type(op)](left, right))
+                    except TypeError:
+                        return None
+                else:
+                    return None
+                if not step:
+                    result = False
+                left = right
+            if result is not None:
+                self.reasons.append(f"`{ast.unparse(e)}` is {result} for the benchmark's inputs")
+            return result
+        v = self.value(e)
+        return v if isinstance(v, bool) else None
+
+
+def harness_path_fallback(ctx: ScanContext) -> Iterator[Hit]:
+    """HS118."""
+    facts = ctx.python
+    if facts is None or facts.forward is None or not facts.kernels:
+        return
+    model = HarnessModel(ctx, facts)
+    ref = reference_families(ctx)
+    for b in facts.branches:
+        if b.kind not in ("if", "ifexp") or not facts.feeds_output(b.function):
+            continue
+        cond = b.condition
+        if cond.value_dependent:
+            continue  # HS101 speaks for these; a flag only matters if the truth depends on it (then it is None)
+        model.reasons = []
+        t = model.truth(cond.node)
+        if t is None:
+            continue
+        taken, other = (b.body, b.orelse) if t else (b.orelse, b.body)
+        # the kernel must sit on the arm the benchmark skips: a choice between two torch paths is not ours
+        if not _torch_path(taken, b.body.terminates) or not other.kernels:
+            continue
+        ranked = rank_ops(taken.ops, ref)
+        ref_ops = [o for o in ranked if is_reference_op(o, ref)]
+        kernel = other.kernels[0]
+        why = "; ".join(dict.fromkeys(model.reasons)) or f"`{ast.unparse(cond.node)}` is {t}"
+        yield ctx.hit(ctx.at(b.node), args={"why": why, "ops": describe_ops(ref_ops or ranked),
+                                            "kernel": describe_kernel(kernel), "kernel_line": kernel.line},
+                      evidence={"condition": ast.unparse(cond.node)[:200], "truth": t, "arm": taken.label,
+                                "ops": [o.name for o in ranked]},
+                      severity=Severity.ERROR if ref_ops else Severity.WARNING,
+                      confidence=Confidence.HIGH if ref_ops else Confidence.MEDIUM)
+
+
+def _torch_path(arm: Arm, body_terminates: bool) -> bool:
+    """The arm computes with torch and hands back a value no kernel touched."""
+    if arm.empty or arm.kernels or not arm.ops:
+        return False
+    if arm.label == "after" and not body_terminates:
+        return any(not r.flow.kernels for r in arm.returns) and all(not r.flow.kernels for r in arm.returns)
+    outputs = [r.flow for r in arm.returns] + ([arm.value] if arm.value is not None else [])
+    return any(not f.kernels for f in outputs) or bool(arm.bindings and not arm.raises)
