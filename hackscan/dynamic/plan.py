@@ -52,11 +52,15 @@ def steering_from(findings: Iterable[Finding], registry: Registry) -> Steering:
         for c in rule.taxonomy:
             if c:
                 st.by_class.setdefault(c, []).append(f.key)
-        if 2 in rule.taxonomy:
-            for key in ("dim", "value", "literal"):
-                v = f.evidence.get(key) if isinstance(f.evidence, dict) or hasattr(f.evidence, "get") else None
-                if isinstance(v, int) and not isinstance(v, bool):
-                    st.dims.setdefault(v, []).append(f.key)
+        if 2 in rule.taxonomy and hasattr(f.evidence, "get"):
+            # the static rules name the literal under one of these keys, alone or in a list
+            for key in ("dim", "value", "literal", "values", "literals"):
+                v = f.evidence.get(key)
+                for x in (v if isinstance(v, (list, tuple)) else [v]):
+                    if isinstance(x, int) and not isinstance(x, bool) and x > 1:
+                        keys = st.dims.setdefault(x, [])
+                        if f.key not in keys:
+                            keys.append(f.key)
     return st
 
 

@@ -75,6 +75,7 @@ def perturbed_init(seed: int) -> Iterator[None]:
     init = torch.nn.init
     saved = {n: getattr(init, n) for n in ("ones_", "zeros_", "constant_")}
     param_new = torch.nn.Parameter.__new__
+    register_buffer = torch.nn.Module.register_buffer
 
     def noise_like(t: torch.Tensor) -> torch.Tensor:
         return torch.rand(t.shape, generator=gen, dtype=torch.float32).to(t.dtype)
@@ -99,14 +100,25 @@ def perturbed_init(seed: int) -> Iterator[None]:
                     data = data + (noise_like(data) - 0.5) * max(1.0, abs(float(flat[0])))
         return param_new(cls, data, requires_grad)
 
+    def buffer(self: torch.nn.Module, name: str, tensor: Any, persistent: bool = True) -> Any:
+        # constant float buffers (a scale of ones, a zero shift) are parameters by another name
+        if torch.is_tensor(tensor) and tensor.is_floating_point() and tensor.numel() > 0 and \
+                tensor.device.type != "meta":
+            flat = tensor.reshape(-1)
+            if bool((flat == flat[0]).all()):
+                tensor = tensor + (noise_like(tensor) - 0.5) * max(1.0, abs(float(flat[0]))) * 0.5
+        return register_buffer(self, name, tensor, persistent)
+
     init.ones_, init.zeros_, init.constant_ = ones_, zeros_, constant_
     torch.nn.Parameter.__new__ = new  # type: ignore[method-assign]
+    torch.nn.Module.register_buffer = buffer  # type: ignore[method-assign]
     try:
         yield
     finally:
         for n, f in saved.items():
             setattr(init, n, f)
         torch.nn.Parameter.__new__ = param_new  # type: ignore[method-assign]
+        torch.nn.Module.register_buffer = register_buffer  # type: ignore[method-assign]
 
 
 def construct(cls: type, init_inputs: list[Any], seed: int, perturb: bool, device: str) -> torch.nn.Module:

@@ -78,6 +78,9 @@ def _child(ctrl: socket.socket, fd: int, spec: dict[str, Any]) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if spec.get("device") == "cpu":
+            # Triton kernels run on the CPU through Triton's interpreter (read at decoration time)
+            os.environ.setdefault("TRITON_INTERPRET", "1")
         mem = spec.get("mem_bytes")
         if mem and spec.get("device") == "cpu":
             resource.setrlimit(resource.RLIMIT_AS, (int(mem), int(mem)))
