@@ -84,7 +84,7 @@ FIRST_ROUND = ("original", "original_b", "params", "shape_smaller_odd")
 
 def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: float, *,
               has_params: bool, perf_sets: int = 0, census: bool = True,
-              measured: dict[str, float] | None = None) -> Plan:
+              measured: dict[str, float] | None = None, memory_budget_gb: float = 3.0) -> Plan:
     """All probes worth their time, in order.  ``measured`` (seconds per probe at the task's shape,
     ``full``, and at the smaller shape, ``small``) replaces the estimates once the first round ran:
     how a cost scales with shape (linear for ReLU, cubic for a matmul) is known only then."""
@@ -96,6 +96,12 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
     skipped: list[dict[str, Any]] = []
     spent = 0.0
     base_cost = _probe_cost(t32, t64, numel, 1.0)
+    # the parent holds each probe's float32 and float64 reference outputs and the candidate's until
+    # judging (about five copies of a float32 tensor of the input's size): on a large task the
+    # task-shaped optional probes are limited by memory as well as time
+    per_probe_bytes = max(numel, 1) * 4 * 5
+    max_full = max(0, int(memory_budget_gb * 2**30 // per_probe_bytes) - 3)
+    full_taken = 0
     if measured and measured.get("full"):
         base_cost = measured["full"]
         t32 = min(t32, base_cost) if t32 else base_cost / 3
@@ -105,14 +111,21 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
     fixed = 0.0
 
     def take(p: dict[str, Any], cost: float, must: bool = False) -> bool:
-        nonlocal spent, fixed
+        nonlocal spent, fixed, full_taken
         if must:
             probes.append(p)
             fixed += cost
             return True
+        full_size = not p.get("dims")
+        if full_size and full_taken >= max_full:
+            skipped.append({"probe": p["id"], "input": p["description"],
+                            "reason": f"over the memory budget ({memory_budget_gb:g} GiB for task-shaped probes; "
+                                      f"about {per_probe_bytes / 2**30:.2f} GiB each)"})
+            return False
         if spent + cost <= budget_s:
             probes.append(p)
             spent += cost
+            full_taken += int(full_size)
             return True
         skipped.append({"probe": p["id"], "input": p["description"],
                         "reason": f"over the time budget ({budget_s:.1f} s; this probe would cost about {cost:.2f} s)"})
@@ -218,7 +231,7 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
     # breadth before size: every transform at the task's shape if they all fit, else the steered
     # ones there and the others at the smaller shape (a shape-general candidate passed it above)
     reduced: list[dict[str, Any]] = []
-    all_fit = spent + base_cost * len(value_specs) <= budget_s
+    all_fit = spent + base_cost * len(value_specs) <= budget_s and full_taken + len(value_specs) <= max_full
     for p in value_specs:
         if all_fit or (p["steered_by"] and base_cost < budget_s):
             take(p, base_cost, must=not all_fit)

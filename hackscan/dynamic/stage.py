@@ -159,7 +159,8 @@ class DynamicRun:
         perf_sets = int(self.opts.get("perf_sets", 1)) if self._perf_wanted() else 0
         # two rounds: the probes that always run and the smaller shape first, whose measured costs
         # then price the rest (a matmul's cost scales with the cube of its size, a ReLU's linearly)
-        kw = dict(has_params=has_params, perf_sets=perf_sets, census=target.custom)
+        kw = dict(has_params=has_params, perf_sets=perf_sets, census=target.custom,
+                  memory_budget_gb=float(self.opts.get("memory_budget_gb", 3.0)))
         first = make_plan(r_load, self.seed, steer, budget, **kw)
         round1 = [p for p in first.probes if p["id"] in FIRST_ROUND or p["id"].startswith("perf_")]
         t = time.perf_counter()
@@ -245,6 +246,9 @@ class DynamicRun:
             for r in reply.get("probes", []):
                 if not r.get("stored"):
                     cands[r["id"]] = r
+            for p in batch:  # forwarded: the parent no longer needs them (a large task's are GiBs)
+                if p["id"] not in ("original", "original_b") and p["id"] in refs:
+                    refs[p["id"]].pop("inputs", None)
             integrity.extend(reply.get("integrity", []))
             if bi == 0 and not any(cands.get(p["id"], {}).get("out") is not None for p in batch):
                 break  # nothing runs on the task's own inputs: other probes would only repeat that
