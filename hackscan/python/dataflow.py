@@ -1419,6 +1419,9 @@ class _Analyser:
             members = tuple(m for m in holder.target.split(",") if m) if holder.kind == "container" else ()
             op = self._op(e, holder.cls, "module", members, inputs=args)
             out = args.fresh().join(state).with_(ops=frozenset([op]))
+            if holder.inplace and e.args:
+                self._mutate(e.args[0], out, e, "inplace",
+                             lambda: f"self.{holder.attr}({_src(e.args[0], 30)}) with inplace=True")
             if holder.kind == "container":
                 out = out.join(self._hidden_modules(e, holder, members))
             return out

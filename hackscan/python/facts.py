@@ -297,6 +297,8 @@ class Holder:
     identity_init: bool = False
     # for callables: what the attribute refers to (``ext.relu``, ``torch.relu``, ``Fn.apply``)
     target: str = ""
+    # built with ``inplace=True`` (``nn.ReLU(inplace=True)``): calling it writes into its argument
+    inplace: bool = False
 
     @property
     def line(self) -> int:

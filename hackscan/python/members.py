@@ -424,7 +424,8 @@ class MemberScanner:
                     members = tuple(host.canonical(a.func) for a in value.args if isinstance(a, ast.Call))
                     self.holders[attr] = Holder(attr, "container", name, value, target=",".join(members))
                 elif short in STATELESS_MODULES:
-                    self.holders[attr] = Holder(attr, "stateless", name, value)
+                    inplace = isinstance(_kw(value, "inplace"), ast.Constant) and _kw(value, "inplace").value is True  # type: ignore[union-attr]
+                    self.holders[attr] = Holder(attr, "stateless", name, value, inplace=inplace)
                 else:
                     params = MODULE_PARAMS.get(short, ())
                     if "bias" in params and _false(_kw(value, "bias")):
