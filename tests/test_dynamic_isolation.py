@@ -177,3 +177,19 @@ def test_reference_outputs_never_enter_the_candidate_worker(pool, monkeypatch) -
     cand_keys = keys(sent["candidate"], set())
     assert sent["candidate"] and not cand_keys & {"out32", "out32b", "out64", "outq", "census"}
     assert {"inputs", "setups"} <= cand_keys
+
+
+def test_the_clock_stops_while_a_build_runs_but_only_for_the_allowance() -> None:
+    from hackscan.dynamic.pool import Session
+
+    s = Session.__new__(Session)
+    s.deadline, s.compile_allowance, s._paused_remaining, s._paused_at, s.builds = 100.0, 50.0, None, 0.0, []
+    s._progress({"build": "start", "at": 10.0})
+    assert s.deadline == 60.0  # the build may take the allowance
+    s._progress({"build": "end", "at": 40.0})
+    assert s.deadline == 130.0 and s.compile_allowance == 20.0  # the 90 s left at the start come back
+    s._progress({"build": "start", "at": 50.0})
+    s._progress({"build": "end", "at": 100.0})
+    assert s.compile_allowance == -30.0 and s.deadline == 180.0
+    s._progress({"build": "start", "at": 110.0})
+    assert s.deadline == 110.0  # spent: a worker's own notices cannot stop the clock again

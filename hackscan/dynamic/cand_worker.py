@@ -24,13 +24,19 @@ class CandidateWorker(Worker):
     def __init__(self, spec: dict[str, Any]):
         super().__init__(spec)
         self.path = spec.get("path", "<candidate>")
-        self.cache = ExtensionCache(Path(spec.get("cache_dir") or default_cache_dir()))
+        self.cache = ExtensionCache(Path(spec.get("cache_dir") or default_cache_dir()), self._progress)
         self.module: Any = None
         self.cls: Any = None
         self.setups: dict[str, dict[str, Any]] = {}
         self.models: dict[tuple[str, str], Any] = {}
         self.matches: dict[tuple[str, str], dict[str, Any]] = {}
         self.inputs: dict[str, list[Any]] = {}
+
+    def _progress(self, event: dict[str, Any]) -> None:
+        if self.channel is not None:
+            from . import wire
+
+            wire.send(self.channel, {"__progress__": event})
 
     def handle(self, cmd: str, msg: dict[str, Any]) -> dict[str, Any]:
         if cmd == "load":

@@ -28,10 +28,12 @@ def default_cache_dir() -> Path:
 
 
 class ExtensionCache:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, on_event: Callable[[dict[str, Any]], None] | None = None):
         self.root = Path(root)
         self.compile_seconds = 0.0
         self.builds: list[dict[str, Any]] = []
+        # tells the parent a build started / ended, so its time limit can allow for compilation
+        self.on_event = on_event
 
     def _key(self, kind: str, args: dict[str, Any]) -> str:
         import torch
@@ -62,12 +64,17 @@ class ExtensionCache:
             bound["build_directory"] = str(folder)
             bound["verbose"] = False
             start = time.perf_counter()
+            if cache.on_event is not None:
+                cache.on_event({"build": "start", "name": name, "key": key, "at": time.monotonic()})
             try:
                 return original(**bound)
             finally:
                 spent = time.perf_counter() - start
                 cache.compile_seconds += spent
                 cache.builds.append({"name": name, "key": key, "seconds": round(spent, 3)})
+                if cache.on_event is not None:
+                    cache.on_event({"build": "end", "name": name, "seconds": round(spent, 3),
+                                    "at": time.monotonic()})
 
         cached.__wrapped__ = original  # type: ignore[attr-defined]
         return cached

@@ -236,6 +236,11 @@ class Session:
         self.dead: WorkerFailure | None = None
         self.peak_rss = 0
         self.pending = False
+        # seconds a build may take; the time limit stops while one runs (the worker says so)
+        self.compile_allowance = 0.0
+        self._paused_remaining: float | None = None
+        self._paused_at = 0.0
+        self.builds: list[dict[str, Any]] = []
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -270,26 +275,52 @@ class Session:
         end = self.deadline if timeout is None else min(self.deadline, time.monotonic() + timeout)
         while True:
             left = end - time.monotonic()
-            if left <= 0:
-                self._died("timeout", "the worker ran past its time limit" if end >= self.deadline
-                           else "the worker did not answer in time")
+            # read what has arrived before judging the deadline: a build-started notice may be
+            # waiting, and it moves the deadline
             try:
-                frame = self.reader.poll(min(left, 0.25))
+                frame = self.reader.poll(max(min(left, 0.25), 0.005))
             except wire.PeerClosed:
                 self._died("crash", "the worker died")
             except wire.WireError as exc:
                 self._died("protocol", f"the worker sent a malformed frame: {exc}")
             if frame is not None:
-                self.pending = False
                 try:
-                    return wire.decode(frame[0], frame[1], side="parent")
+                    msg = wire.decode(frame[0], frame[1], side="parent")
                 except wire.WireError as exc:
                     self._died("protocol", f"the worker sent a malformed reply: {exc}")
+                if isinstance(msg, dict) and "__progress__" in msg:
+                    self._progress(msg["__progress__"])
+                    end = self.deadline if timeout is None else max(end, self.deadline)
+                    continue
+                self.pending = False
+                return msg
+            if time.monotonic() >= end:
+                self._died("timeout", "the worker ran past its time limit" if end >= self.deadline
+                           else "the worker did not answer in time")
             rss = _rss_bytes(self.pid)
             self.peak_rss = max(self.peak_rss, rss)
             if self.mem_bytes and rss > self.mem_bytes:
                 self._died("memory", f"the worker used {rss / 2**30:.1f} GiB, over the "
                                      f"{self.mem_bytes / 2**30:.1f} GiB limit")
+
+    def _progress(self, event: Any) -> None:
+        """A build started or ended in the worker: its time does not count against the limit."""
+        if not isinstance(event, dict) or not self.compile_allowance:
+            return
+        # the worker stamps events with CLOCK_MONOTONIC (shared by all processes): exact even when
+        # the parent reads them late, e.g. after the reference's probes
+        at = float(event.get("at") or time.monotonic())
+        # the allowance is spent, not renewed, by each build: a worker sending notices of its own
+        # cannot stop the clock for longer than compile_allowance in all
+        if event.get("build") == "start" and self._paused_remaining is None:
+            self._paused_remaining = max(self.deadline - at, 1.0)
+            self._paused_at = at
+            self.deadline = at + max(self.compile_allowance, 0.0)
+        elif event.get("build") == "end" and self._paused_remaining is not None:
+            self.compile_allowance -= max(at - self._paused_at, 0.0)
+            self.deadline = at + self._paused_remaining
+            self._paused_remaining = None
+            self.builds.append(event)
 
     def request(self, msg: dict[str, Any], timeout: float | None = None) -> Any:
         self.send(msg)

@@ -146,9 +146,11 @@ class DynamicRun:
         for s in setups:
             cand_setups.append(dict(s, init_inputs=r_load["init_inputs"], state=r_load["states"].get(s["name"], {})))
         # compiling an extension takes 35-45 s here and about a minute on a GPU host, and more on a
-        # busy machine: the load gets its own allowance, the probes the time limit afterwards
-        compile_allowance = float(self.opts.get("compile_timeout", 900.0)) if target.custom else 0.0
-        cand = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout + compile_allowance)
+        # busy machine: the clock stops while the worker reports a build running (up to
+        # compile_timeout per build), and restarts for the probes after the load
+        compile_allowance = float(self.opts.get("compile_timeout", 900.0))
+        cand = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout)
+        cand.compile_allowance = compile_allowance
         load_msg = {"cmd": "load", "code": sub.code, "setups": cand_setups}
         t_cand = time.perf_counter()
         cand.send(load_msg)
@@ -220,7 +222,14 @@ class DynamicRun:
                         crashes[p["id"]] = "not run: the candidate worker died too often"
                     continue
                 respawns += 1
-                cand = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout + compile_allowance)
+                try:
+                    cand = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout)
+                except WorkerFailure as exc:  # the candidate took the worker server down with it
+                    for p in batch:
+                        crashes[p["id"]] = f"not run: {exc}"
+                    cand = None
+                    break
+                cand.compile_allowance = compile_allowance
                 again = self._ask(cand, load_msg)
                 if not again.get("ok") or again.get("failed"):
                     break

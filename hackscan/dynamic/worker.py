@@ -160,6 +160,7 @@ class Worker:
         self.spec = spec
         self.changes: list[dict[str, str]] = []
         self._seen_changes: set[tuple[str, str]] = set()
+        self.channel: socket.socket | None = None
         from .perf_hook import load_measure
 
         self.perf_measure = load_measure()
@@ -200,6 +201,7 @@ def serve(sock: socket.socket, spec: dict[str, Any]) -> None:
     else:
         raise ValueError(f"unknown role {role!r}")
     worker = cls(spec)
+    worker.channel = sock
     send, recv = wire.send, wire.recv
     while True:
         try:

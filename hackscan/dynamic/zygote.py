@@ -78,6 +78,8 @@ def _child(ctrl: socket.socket, fd: int, spec: dict[str, Any]) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        # a candidate printing without end must not fill the disk with its log (builds stay far below)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4 << 30, 4 << 30))
         if spec.get("device") == "cpu":
             # Triton kernels run on the CPU through Triton's interpreter (read at decoration time)
             os.environ.setdefault("TRITON_INTERPRET", "1")
