@@ -99,7 +99,8 @@ def measure(candidate: Path, reference: Path, repeat: int, budget: float | None)
         for i in range(repeat + 1):
             label = "cold" if i == 0 else f"warm {i}"
             cpu0, t0 = _cpu_seconds(), time.perf_counter()
-            rep = run_dynamic_stage(sub, static, RunOptions(seed=11 + i, perf=False, timeout=300), Config(), pool=pool)
+            rep = run_dynamic_stage(sub, static, RunOptions(seed=11 + i, perf=False, timeout=300, extra=extra), Config(),
+                                    pool=pool)
             wall = time.perf_counter() - t0
             dyn = rep.dynamic or {}
             tm = dyn.get("timings", {})
@@ -111,7 +112,7 @@ def measure(candidate: Path, reference: Path, repeat: int, budget: float | None)
     phases = ["startup_s", "preload_s", "reference_load_s", "reference_probes_s", "candidate_load_s", "compile_s",
               "candidate_probes_s", "total_s"]
     print(f"{'run':<8} {'wall_s':>8} {'-compile':>9} {'cpu_s':>7} " + " ".join(f"{p[:-2]:>17}" for p in phases))
-    for label, wall, beyond, cpu, tm, dyn in rows:
+    for label, wall, beyond, cpu, tm, _dyn in rows:
         print(f"{label:<8} {wall:>8.2f} {beyond:>9.2f} {cpu:>7.2f} " +
               " ".join(f"{tm.get(p, 0.0):>17.3f}" for p in phases))
     dyn = rows[-1][5]

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["run_dynamic_stage"]
 
 
-def run_dynamic_stage(sub: "Submission", report: "Report", options: Any, config: "Config", **kw: Any) -> "Report":
+def run_dynamic_stage(sub: Submission, report: Report, options: Any, config: Config, **kw: Any) -> Report:
     """Run ``sub`` on hidden inputs in isolated workers; the report gains the dynamic findings."""
     from .stage import run_dynamic_stage as run
 

@@ -184,7 +184,7 @@ class CandidateWorker(Worker):
                 l4 = flatten(y4)[0]
                 res["reuses_output"] = overlaps(storages(l4), storages(l3))
                 res["clobbered"] = any(torch.is_tensor(a) and not torch.equal(_cpu(a), _cpu(b))
-                                       for a, b in zip(l3, res["outs"][2]))
+                                       for a, b in zip(l3, res["outs"][2], strict=False))
         elif kind == "follow":
             other = self.inputs[item["other"]]
             args = clone_all(inputs)
@@ -194,7 +194,7 @@ class CandidateWorker(Worker):
                 src_id, src = (pid, inputs) if k % 2 == 0 else (item["other"], other)
                 if k:
                     with torch.no_grad():
-                        for a, s in zip(args, src):
+                        for a, s in zip(args, src, strict=False):
                             if torch.is_tensor(a):
                                 a.copy_(s)
                 y, _ = self.timed_call(model, args)
@@ -230,7 +230,7 @@ class CandidateWorker(Worker):
                 set_det(True, warn_only=True)
                 tud.fill_uninitialized_memory = True
             blocks = []
-            for shape, dtype in zip(shapes, dtypes):
+            for shape, dtype in zip(shapes, dtypes, strict=False):
                 if dtype.is_floating_point:
                     for _ in range(3):
                         blocks.append(torch.full(shape, value, dtype=dtype, device=self.device))

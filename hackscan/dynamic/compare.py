@@ -14,8 +14,9 @@ half-precision level is measured instead: ``k_half`` times that run's error.  Nu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,7 @@ class Tolerance:
     half_cap: float = 1e-2
 
     @staticmethod
-    def from_options(opts: dict[str, Any]) -> "Tolerance":
+    def from_options(opts: dict[str, Any]) -> Tolerance:
         return Tolerance(
             k32=float(opts.get("k32", 64.0)),
             floor_ulps=float(opts.get("floor_ulps", 64.0)),
@@ -219,7 +220,7 @@ def compare(cand: Sequence[Any], cand_structure: str, r32: Sequence[Any], r64: S
 def max_difference(a: Sequence[Any], b: Sequence[Any]) -> float:
     """Largest element difference between two outputs of the same structure (inf if shapes differ)."""
     worst = 0.0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if shape_of(x) != shape_of(y):
             return float("inf")
         if x is None or isinstance(x, bool):
@@ -239,7 +240,7 @@ def max_difference(a: Sequence[Any], b: Sequence[Any]) -> float:
 
 
 def bitwise_equal(a: Sequence[Any], b: Sequence[Any]) -> bool:
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if shape_of(x) != shape_of(y) or dtype_name(x) != dtype_name(y):
             return False
         if x is None or isinstance(x, bool):

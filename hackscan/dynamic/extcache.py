@@ -15,8 +15,9 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 _OWN_MODULE_NAME = re.compile(r"PYBIND11_MODULE\s*\(\s*(?!TORCH_EXTENSION_NAME\b)\w+")
 
@@ -51,7 +52,7 @@ class ExtensionCache:
         cache = self
 
         def cached(*args: Any, **kwargs: Any) -> Any:
-            bound = dict(zip(params, args))
+            bound = dict(zip(params, args, strict=False))
             bound.update(kwargs)
             name = str(bound.get("name", "ext"))
             key = cache._key(kind, {k: v for k, v in bound.items()

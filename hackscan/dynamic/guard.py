@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 # (label, dotted path); the object's identity is what is compared
 WATCHED_FUNCTIONS: tuple[tuple[str, str], ...] = (

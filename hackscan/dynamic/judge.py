@@ -8,8 +8,9 @@ once as HS401); a probe the reference itself fails is skipped, never passed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..model import Confidence, Finding, Severity
 from .compare import Outcome, Tolerance, bitwise_equal, compare, fraction_equal, max_difference
@@ -348,7 +349,7 @@ class Judge:
             row["status"] = "skipped"
             row["reason"] = "the reference's output does not change between the two inputs"
             return
-        for k, (out, src) in enumerate(zip(outs, order)):
+        for k, (out, src) in enumerate(zip(outs, order, strict=False)):
             ref = refs[src]
             o = compare(out, ref["structure"], ref["out32"], ref.get("out64"), ref["structure"], self.tol,
                         ref.get("outq"))
@@ -457,9 +458,9 @@ def _ratio(rec: ProbeRecord) -> str:
 
 
 def _amax(x: Any) -> float:
-    from .compare import as_f64
-
     import numpy as np
+
+    from .compare import as_f64
 
     f = as_f64(x)
     if f.size == 0:

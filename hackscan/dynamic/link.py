@@ -7,7 +7,8 @@ written both ways, so a reader of either finding sees the other.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..model import Finding, Stage
 from ..registry import Registry

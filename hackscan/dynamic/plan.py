@@ -9,8 +9,9 @@ them to the front and add a few of their own (``steer``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from ..model import Finding
 from ..registry import Registry
@@ -173,7 +174,7 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
     shape_ratio = {}
     for variant in SHAPE_VARIANTS:
         ratio = 1.0
-        for name, d in dims.items():
+        for d in dims.values():
             vals = d["value"] if isinstance(d["value"], list) else [d["value"]]
             for v in vals:
                 ratio *= shape_value(variant, int(v)) / max(int(v), 1)

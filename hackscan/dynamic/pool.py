@@ -178,7 +178,7 @@ class Zygote:
         self.preloaded.update(wanted)
         return done
 
-    def spawn(self, spec: dict[str, Any], timeout: float, mem_bytes: int | None = None) -> "Session":
+    def spawn(self, spec: dict[str, Any], timeout: float, mem_bytes: int | None = None) -> Session:
         with self._lock:
             if not self.alive():
                 raise WorkerFailure("crash", "the worker server is gone", log_tail=self.log_tail())
@@ -262,7 +262,7 @@ class Session:
         self.sock.settimeout(max(self.remaining(), 1.0))
         try:
             wire.send(self.sock, msg)
-        except socket.timeout:
+        except TimeoutError:
             self._died("timeout", "the worker stopped reading its requests")
         except OSError:
             self._died("crash", "the worker closed its channel")

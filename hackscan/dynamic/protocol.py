@@ -7,8 +7,9 @@ findings located where the dynamic stage puts its own.  No torch: tensors are nu
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from ..model import Finding, Report
 from .compare import Tolerance, compare

@@ -320,7 +320,7 @@ class DynamicRun:
         repeat: list[str] = []
         for item in integrity:
             if item.get("kind") == "follow":
-                for out, src in zip(item.get("outs") or [], item.get("order") or []):
+                for out, src in zip(item.get("outs") or [], item.get("order") or [], strict=False):
                     r = refs.get(src) or {}
                     check(out, r.get("structure", ""), src)
             elif item.get("kind") == "poison" and item.get("out") is not None:

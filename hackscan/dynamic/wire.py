@@ -14,7 +14,8 @@ import json
 import socket
 import struct
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 MAGIC = b"HSF1"
 _HEAD = struct.Struct("<4sIQ")
@@ -203,7 +204,7 @@ class FrameReader:
                     out = (bytes(self._header), self._payload)
                     self._reset()
                     return out
-            except socket.timeout:
+            except TimeoutError:
                 return None
             except (BlockingIOError, InterruptedError):
                 continue

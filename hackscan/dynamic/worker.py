@@ -14,7 +14,8 @@ import socket
 import sys
 import traceback
 import types
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 
