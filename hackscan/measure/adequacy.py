@@ -39,6 +39,9 @@ class AdequacyOptions:
     dynamic_limit: int = 60
     compile_limit: int = 6
     timeout: float = 60.0
+    # a first compile takes 35-100 s on a loaded 2-core machine; a worker killed mid-build leaves
+    # torch's build lock behind, so builds get a limit they can meet
+    compile_timeout: float = 400.0
     classes: tuple[int, ...] = ()
     write_dir: str | None = None
     perf: bool = False  # timing on the CPU adds seconds per mutant and little evidence here
@@ -219,6 +222,8 @@ def _run_dynamic(tmp: Path, seeds: list[Seed], seed_subs: dict[str, Submission],
 
     config = Config(mode="gate")
     run_opts = RunOptions(device="cpu", timeout=opts.timeout, perf=opts.perf)
+    build_opts = RunOptions(device="cpu", timeout=max(opts.timeout, opts.compile_timeout), perf=opts.perf)
+    compiling = {id(r) for r, c in candidates if c}
     dyn_stages = {Stage.DYNAMIC, Stage.PERFORMANCE}
     picked = _pick_dynamic(candidates, opts.dynamic_limit, opts.compile_limit)
     by_seed = {s.name: s for s in seeds}
@@ -227,23 +232,24 @@ def _run_dynamic(tmp: Path, seeds: list[Seed], seed_subs: dict[str, Submission],
         seed_name = r.mutant.seed
         if seed_name not in baseline:
             sub = seed_subs[seed_name]
-            rep = run_dynamic_stage(sub, static_reports[seed_name], run_opts, config)
+            rep = run_dynamic_stage(sub, static_reports[seed_name], build_opts, config)
             ran = isinstance(rep.dynamic, dict) and rep.dynamic.get("ran", True) is not False
             baseline[seed_name] = _counted(rep, dyn_stages, taxonomy) if ran else None
             if baseline[seed_name]:
                 notes[seed_name] = (notes.get(seed_name, "") + "; dynamic stage flags the clean seed: "
                                     + ", ".join(sorted(baseline[seed_name]))).lstrip("; ")
             if not ran:
-                notes[seed_name] = f"dynamic stage did not run the seed: {(rep.dynamic or {}).get('reason')}"
+                notes[seed_name] = f"dynamic stage did not run the seed: {_why(rep)}"
         base = baseline[seed_name]
         if base is None:
             r.dynamic_note = "seed could not run"
             continue
         sub = _write(tmp, by_seed[seed_name], r.mutant)
-        rep = run_dynamic_stage(sub, static_reports[r.mutant.id], run_opts, config)
+        rep = run_dynamic_stage(sub, static_reports[r.mutant.id], build_opts if id(r) in compiling else run_opts,
+                                config)
         dyn = rep.dynamic if isinstance(rep.dynamic, dict) else {}
         if dyn.get("ran") is False:
-            r.dynamic_note = str(dyn.get("reason"))
+            r.dynamic_note = _why(rep)
             continue
         r.dynamic_ran = True
         r.dynamic_new = _new(_counted(rep, dyn_stages, taxonomy), base)
@@ -251,6 +257,14 @@ def _run_dynamic(tmp: Path, seeds: list[Seed], seed_subs: dict[str, Submission],
         if progress is not None:
             progress(n + 1, len(picked), f"dynamic: {r.mutant.id}")
     return None
+
+
+def _why(rep: Report) -> str:
+    dyn = rep.dynamic if isinstance(rep.dynamic, dict) else {}
+    for key in ("reason", "error", "status"):
+        if dyn.get(key):
+            return str(dyn[key]).splitlines()[0][:200]
+    return "did not run (no reason given)"
 
 
 # ------------------------------------------------------------------------------------------ rendering
