@@ -193,3 +193,31 @@ def test_the_clock_stops_while_a_build_runs_but_only_for_the_allowance() -> None
     assert s.compile_allowance == -30.0 and s.deadline == 180.0
     s._progress({"build": "start", "at": 110.0})
     assert s.deadline == 110.0  # spent: a worker's own notices cannot stop the clock again
+
+
+@pytest.mark.slow
+def test_a_file_that_defines_model_too_is_its_own_reference(tmp_path, pool) -> None:
+    from hackscan.dynamic import run_dynamic_stage
+    from hackscan.inputs import discover
+
+    path = tmp_path / "both.py"
+    path.write_text(REFERENCE + "\n\n" + _candidate("return x.clamp(min=0.0) if self.training else x"))
+    sub = next(iter(discover([str(path)])))
+    assert sub.self_reference
+    report = run_dynamic_stage(sub, StaticScanner(Config()).scan(sub), RunOptions(seed=3, perf=False), Config(),
+                               pool=pool)
+    assert report.dynamic["ran"] and not [f for f in report.findings if f.stage is Stage.DYNAMIC]
+
+
+@pytest.mark.slow
+def test_a_second_scan_does_not_recompile_the_extension(pool) -> None:
+    from hackscan.dynamic import run_dynamic_stage
+    from hackscan.inputs import discover
+
+    folder = FIXTURES / "dynamic" / "cpp"
+    sub = next(s for s in discover([str(folder)]) if s.path.endswith("legit_loop_matmul.py"))
+    runs = [run_dynamic_stage(sub, StaticScanner(Config()).scan(sub), RunOptions(seed=s, perf=False), Config(),
+                              pool=pool) for s in (1, 2)]
+    builds = [r.dynamic["compile"]["builds"] for r in runs]
+    assert builds[0] and builds[0][0]["key"] == builds[1][0]["key"]
+    assert runs[1].dynamic["compile"]["seconds"] < 10.0, runs[1].dynamic["compile"]
