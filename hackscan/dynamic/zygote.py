@@ -39,11 +39,7 @@ def _preload() -> dict[str, Any]:
     from . import cand_worker, census, hidden, perf_hook, ref_worker, values, worker  # noqa: F401
 
     perf_hook.load_measure()
-    try:
-        cuda = bool(torch.cuda.is_available())
-        count = torch.cuda.device_count() if cuda else 0
-    except Exception:
-        cuda, count = False, 0
+    cuda, count = _cuda_in_a_child()
     return {
         "torch": torch.__version__,
         "python": sys.version.split()[0],
@@ -56,6 +52,39 @@ def _preload() -> dict[str, Any]:
                                          if os.environ.get("CUDA_HOME") else None),
         "threads": torch.get_num_threads(),
     }
+
+
+def _cuda_in_a_child() -> tuple[bool, int]:
+    """Ask a throwaway child whether CUDA works: where NVML is missing, the check initialises the
+    CUDA runtime, and a zygote that did that could no longer fork workers that use CUDA."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            import torch
+
+            ok = bool(torch.cuda.is_available())
+            n = torch.cuda.device_count() if ok else 0
+            os.write(w, f"{int(ok)} {n}".encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    try:
+        while True:
+            chunk = os.read(r, 64)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+    try:
+        ok, n = data.decode().split()
+        return bool(int(ok)), int(n)
+    except ValueError:
+        return False, 0
 
 
 def _pdeathsig() -> None:
