@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from ..inputs import Submission
     from ..model import Report
 
-__all__ = ["run_dynamic_stage"]
+__all__ = ["run_dynamic_stage", "prewarm"]
 
 
 def run_dynamic_stage(sub: Submission, report: Report, options: Any, config: Config, **kw: Any) -> Report:
@@ -21,3 +21,19 @@ def run_dynamic_stage(sub: Submission, report: Report, options: Any, config: Con
     from .stage import run_dynamic_stage as run
 
     return run(sub, report, options, config, **kw)
+
+
+def prewarm(device: str = "auto") -> None:
+    """Start the worker server (its ``import torch`` takes about 2 s) in the background now, so the
+    first ``run_dynamic_stage`` does not wait for it.  A training loop calls this at start-up."""
+    import threading
+
+    from .pool import default_pool
+
+    def start() -> None:
+        try:
+            default_pool().zygote(device)
+        except Exception:  # the first real call reports why, with the candidate it concerns
+            pass
+
+    threading.Thread(target=start, name="hackscan-prewarm", daemon=True).start()
