@@ -327,7 +327,11 @@ def render_adequacy(result: AdequacyResult, fmt: str = "text", show_missed: bool
 
 
 def readme_section(result: AdequacyResult) -> str:
-    body = [START, "", f"Reproduce with `{COMMAND}` (add `--show-missed` for the mutants no stage caught).", ""]
+    n = len(result.results)
+    body = [START, "", "### Mutation adequacy", "",
+            f"{n} mutants: every hack class of TAXONOMY.md injected into {len(result.seeds)} clean kernels "
+            "(several AST and kernel-source variants per class, `hackscan/measure/mutators.py`), then scanned.  "
+            f"Reproduce with `{COMMAND}` (add `--show-missed` for the mutants no stage caught).", ""]
     body += table(result, markdown=True) + [""]
     body += ["- " + x for x in _legend(result)] + ["", END]
     return "\n".join(body)
