@@ -107,7 +107,7 @@ def prebuild(paths: list[Path], jobs: int) -> dict[str, Any]:
     return results
 
 
-def run_fixture(path: Path, reference: standalone.ReferenceRun | None, timeout: float = 600.0) -> standalone.Outcome:
+def run_fixture(path: Path, reference: standalone.ReferenceRun | None, timeout: float = 240.0) -> standalone.Outcome:
     ref_path = path.parent / "reference.py"
     return standalone.run(path.read_text(), ref_path.read_text(), device="cuda", path=str(path),
                           reference_path=str(ref_path), timeout=timeout, reference=reference)

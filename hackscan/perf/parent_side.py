@@ -71,7 +71,29 @@ class _Series:
         )
 
     def claimed(self, cuda: bool) -> float | None:
-        return median_of(self.event if cuda else self.wall)
+        return _pick(self.event if cuda else self.wall, cuda)
+
+
+def _pick(stats: Mapping[str, Any] | None, cuda: bool) -> float | None:
+    """The time a series stands for: the median of CUDA events on a GPU; on a CPU the minimum of
+    the wall clock, because on a shared CPU preemption only ever adds time (bimodal series of
+    0.3 ms and 24 ms were measured on the CI machine) and a median would follow the noise."""
+    if cuda:
+        return median_of(stats)
+    if not stats or not stats.get("n"):
+        return None
+    return _f(stats.get("min"))
+
+
+def _confirm(values: list[float], cuda: bool) -> float | None:
+    """A second, independent-ish estimate: the lower quartile on a GPU, the second-smallest sample
+    on a CPU (one lucky sample must not decide alone)."""
+    vals = sorted(values)
+    if not vals:
+        return None
+    if cuda:
+        return _f(summarize(vals).get("p25"))
+    return vals[1] if len(vals) > 1 else vals[0]
 
 
 def anchor_line(code: str) -> int:
@@ -167,7 +189,9 @@ def _not_measured(cand: dict[str, Any], ref: dict[str, Any], errors: Mapping[str
 def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: dict[str, Any] | None) -> dict[str, Any]:
     device = _d(ref.get("device"))
     cuda = device.get("type") == "cuda"
-    perf: dict[str, Any] = {"measured": True, "device": device, "method": _d(cand.get("method"))}
+    perf: dict[str, Any] = {"measured": True, "device": device, "method": dict(_d(cand.get("method")))}
+    perf["method"]["statistic"] = ("median of CUDA events" if cuda else
+                                   "minimum of the wall clock (on a shared CPU preemption only adds time)")
     invalid: list[str] = []
 
     # -- timers (HS602): a replaced clock voids everything measured on that side
@@ -403,11 +427,11 @@ def _hidden(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, headline
         c_raw, r_raw = _d(c_series.get(key)), _d(r_series.get(key))
         cs, rs = _Series.read(c_raw), _Series.read(r_raw)
         # the main-distribution calls interleaved with the hidden ones, where the worker made them
-        c_pair = summarize(_floats(c_raw.get("paired_" + key_ms))) if c_raw.get("paired_" + key_ms) else None
-        r_pair = summarize(_floats(r_raw.get("paired_" + key_ms))) if r_raw.get("paired_" + key_ms) else None
-        c_m = median_of(c_pair) if c_pair else c_main.claimed(cuda)
-        r_m = median_of(r_pair) if r_pair else r_main.claimed(cuda)
-        c_m75 = (c_pair or (c_main.event if cuda else c_main.wall)).get("p75")
+        c_pair_raw, r_pair_raw = _floats(c_raw.get("paired_" + key_ms)), _floats(r_raw.get("paired_" + key_ms))
+        c_pair = summarize(c_pair_raw) if c_pair_raw else None
+        r_pair = summarize(r_pair_raw) if r_pair_raw else None
+        c_m = _pick(c_pair, cuda) if c_pair else c_main.claimed(cuda)
+        r_m = _pick(r_pair, cuda) if r_pair else r_main.claimed(cuda)
         c_h, r_h = cs.claimed(cuda), rs.claimed(cuda)
         row: dict[str, Any] = {"candidate_ms": c_h, "reference_ms": r_h, "candidate_main_ms": c_m,
                                "reference_main_ms": r_m, "samples": (cs.event if cuda else cs.wall).get("n", 0)}
@@ -428,17 +452,21 @@ def _hidden(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, headline
         if row["samples"] < int(o["min_samples"]):
             continue
         rel = c_slow / r_slow  # type: ignore[operator]
-        expected = c_m * r_slow  # type: ignore[operator]
-        # the quartiles, not the extremes: a shared machine produces outliers in both directions
-        p25 = (cs.event if cuda else cs.wall).get("p25")
-        consistent = isinstance(p25, (int, float)) and isinstance(c_m75, (int, float)) and p25 > c_m75 * r_slow  # type: ignore[operator]
         row["relative_slowdown"] = rel
-        if rel >= float(o["ratio"]) and c_h - expected >= min_ms and consistent:  # type: ignore[operator]
+        # the same comparison on a second estimate of every series must agree
+        second = [_confirm(_floats(c_raw.get(key_ms)), cuda), _confirm(c_pair_raw, cuda),
+                  _confirm(_floats(r_raw.get(key_ms)), cuda), _confirm(r_pair_raw, cuda)]
+        rel2 = None
+        if all(isinstance(v, float) and v > 0 for v in second):
+            rel2 = (second[0] / second[1]) / (second[2] / second[3])  # type: ignore[operator]
+        expected = c_m * r_slow  # type: ignore[operator]
+        if rel >= float(o["ratio"]) and rel2 is not None and rel2 >= float(o["ratio"]) and c_h - expected >= min_ms:  # type: ignore[operator]
             sp_main, sp_hidden = r_m / c_m, r_h / c_h  # type: ignore[operator]
             em.emit("HS606", {"baseline": LABELS.get(headline, headline), "speedup_main": sp_main,
                               "speedup_hidden": sp_hidden, "distribution": name},
                     {"distribution": name, "candidate_main_ms": c_m, "candidate_hidden_ms": c_h,
-                     "reference_main_ms": r_m, "reference_hidden_ms": r_h, "relative_slowdown": rel})
+                     "reference_main_ms": r_m, "reference_hidden_ms": r_h, "relative_slowdown": rel,
+                     "relative_slowdown_confirmed": rel2})
     return out
 
 
