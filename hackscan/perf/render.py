@@ -7,12 +7,13 @@ from typing import Any, Mapping
 from .parent_side import LABELS
 
 
-def _ms(stats: Any) -> str:
+def _ms(stats: Any, key: str = "median") -> str:
+    """``key`` (the statistic the speedups use), then the spread: median on a GPU, min on a CPU."""
     if isinstance(stats, Mapping):
-        med, p10, p90 = stats.get("median"), stats.get("p10"), stats.get("p90")
-        if isinstance(med, (int, float)):
-            spread = f" [{p10:.4g}-{p90:.4g}]" if isinstance(p10, (int, float)) and isinstance(p90, (int, float)) else ""
-            return f"{med:.4g} ms{spread} n={stats.get('n', '?')}"
+        val, p10, p90 = stats.get(key), stats.get("p10"), stats.get("p90")
+        if isinstance(val, (int, float)):
+            spread = f" [p10-p90 {p10:.4g}-{p90:.4g}]" if isinstance(p10, (int, float)) and isinstance(p90, (int, float)) else ""
+            return f"{val:.4g} ms{spread} n={stats.get('n', '?')}"
     if isinstance(stats, (int, float)):
         return f"{stats:.4g} ms"
     return "-"
@@ -31,11 +32,12 @@ def table(perf: Mapping[str, Any] | None) -> str:
     rows: list[tuple[str, str, str]] = []
     cand = perf.get("candidate", {}) or {}
     cuda = (perf.get("device", {}) or {}).get("type") == "cuda"
+    key = "median" if cuda else "min"
     main_stats = cand.get("event_ms") if cuda else cand.get("wall_ms")
     note = ""
     if cand.get("time_ms") != cand.get("claimed_ms") and isinstance(cand.get("time_ms"), (int, float)):
         note = f"honest {cand['time_ms']:.4g} ms (wall)"
-    rows.append(("candidate", _ms(main_stats), note))
+    rows.append(("candidate", _ms(main_stats, key), note))
     speedups = perf.get("speedup", {}) or {}
     for name, entry in (perf.get("baselines", {}) or {}).items():
         label = LABELS.get(name, name)
@@ -48,17 +50,19 @@ def table(perf: Mapping[str, Any] | None) -> str:
         extra = f"speedup {sp:.2f}x" if isinstance(sp, (int, float)) else ""
         if isinstance(entry.get("compile_s"), (int, float)):
             extra += f" (compile {entry['compile_s']:.1f} s)"
-        rows.append((label, _ms(entry.get("time_ms")), extra.strip()))
+        rows.append((label, _ms(entry.get("time_ms"), key), extra.strip()))
     width = max(len(r[0]) for r in rows)
-    lines = ["  performance" + ("" if perf.get("valid", True) else "  [NOT CREDITED: " + "; ".join(perf.get("invalid_reasons", [])) + "]")]
+    head = "  performance (" + ("median of CUDA events" if cuda else "minimum of the wall clock") + ")"
+    lines = [head + ("" if perf.get("valid", True) else "  [NOT CREDITED: " + "; ".join(perf.get("invalid_reasons", [])) + "]")]
     for label, t, extra in rows:
-        lines.append(f"    {label:<{width}}  {t:<36} {extra}".rstrip())
+        lines.append(f"    {label:<{width}}  {t:<48} {extra}".rstrip())
     tf32 = perf.get("reference_tf32_speedup")
     if isinstance(tf32, (int, float)):
         lines.append(f"    reference: TF32 is {tf32:.2f}x faster than strict fp32")
     for name, row in (perf.get("hidden", {}) or {}).items():
         if isinstance(row, Mapping) and isinstance(row.get("speedup"), (int, float)):
-            lines.append(f"    hidden {name}: candidate {_ms(row.get('candidate_ms'))}, speedup {row['speedup']:.2f}x")
+            lines.append(f"    hidden {name}: candidate {_ms(row.get('candidate_main_ms'))} -> {_ms(row.get('candidate_ms'))}, "
+                         f"reference {_ms(row.get('reference_main_ms'))} -> {_ms(row.get('reference_ms'))}, speedup {row['speedup']:.2f}x")
     mem = perf.get("memory", {}) or {}
     if "candidate_bytes" in mem:
         r = mem.get("ratio")
