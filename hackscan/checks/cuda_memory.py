@@ -13,7 +13,7 @@ from ..context import Hit, ScanContext
 from ..cuda import names
 from ..cuda.branches import branches, enclosing, in_empty_branch, launch_effect, launch_sites
 from ..cuda.facts import CudaFacts, Export, Function, Launch, Variable, pos_of
-from ..cuda.flow import UNINITIALISED, Flow, Origin
+from ..cuda.flow import CAST_CALLS, UNINITIALISED, Flow, Origin
 from ..cuda.parser import call_args, callee_name, contains, identifiers, text
 from ..model import Confidence, Severity
 
@@ -21,6 +21,12 @@ from ..model import Confidence, Severity
 _MUTATORS = re.compile(r"^(copy_|fill_|zero_|index_put_|index_copy_|index_fill_|masked_fill_|masked_scatter_|"
                        r"scatter_|scatter_add_|put_|set_|uniform_|normal_|random_|bernoulli_|exponential_|"
                        r"clamp_|add_|mul_|sub_|div_|addmm_|baddbmm_|relu_|copy|.*_$)")
+# host calls that read pointers but never write through them
+_PURE_HOST = frozenset({"TORCH_CHECK", "printf", "fprintf", "sizeof", "min", "max", "assert", "cudaFuncSetAttribute",
+                        "cudaFuncGetAttributes", "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "cudaPointerGetAttributes",
+                        "cudaGetLastError", "C10_CUDA_CHECK", "AT_DISPATCH_FLOATING_TYPES",
+                        "AT_DISPATCH_FLOATING_TYPES_AND_HALF", "AT_DISPATCH_FLOATING_TYPES_AND2", "AT_DISPATCH_ALL_TYPES",
+                        "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemPrefetchAsync", "cudaMemAdvise"})
 _LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 _TUPLE_MAKERS = frozenset({"make_tuple", "make_pair", "tuple", "pair", "vector", "forward_as_tuple", "tie"})
 
@@ -102,112 +108,184 @@ def unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
         if fn.kind != "host" or id(fn) in done:
             continue
         done.add(id(fn))
-        outs: list[tuple[Origin, ts.Node]] = []
+        outs: list[tuple[Origin, ts.Node, ts.Node]] = []  # (allocation, returned expression, return)
         for r in flow.returns(fn):
             if r.value is None or in_empty_branch(r.node, fn.node):
                 continue
             for v in _returned_values(r.value):
                 for o in flow.origins(v, fn):
                     if o.kind == "alloc" and o.detail in UNINITIALISED and o.node is not None and not o.maybe:
-                        if all(o.node != seen.node for seen, _ in outs):
-                            outs.append((o, v))
+                        outs.append((o, v, r.node))
         if not outs:
             continue
-        written: dict[int, str] = {}
+        sites = _SiteMapper(facts, flow, fn)
+        # allocation id -> [(site in fn, "store" | "maybe")]; launches that receive it but do not store
+        written: dict[int, list[tuple[ts.Node, str]]] = {}
+        unstored: dict[int, list[tuple[ts.Node, Launch]]] = {}
         storing: dict[int, list[tuple[Launch, Function, int]]] = {}
+
+        def mark(alloc: ts.Node, where: ts.Node | None, how: str,
+                 written: dict[int, list[tuple[ts.Node, str]]] = written) -> None:
+            if where is not None:
+                written.setdefault(alloc.id, []).append((where, how))
+
         for lc in flow.launches_from(fn):
             kernel = facts.kernel_for(lc)
+            site = sites.site(lc.function, lc.node)
             for idx, arg in enumerate(lc.args):
                 if arg.type == "lambda_expression":
                     # a device lambda: whatever it captures may be written
                     for ident in identifiers(arg):
                         for o in flow.origins(ident, lc.function):
                             if o.kind == "alloc" and o.node is not None:
-                                written.setdefault(o.node.id, "maybe")
+                                mark(o.node, site, "maybe")
                     continue
                 for o in flow.origins(arg, lc.function):
                     if o.kind != "alloc" or o.node is None:
                         continue
                     if kernel is None or (o.aggregate and flow.stores(kernel).stores(idx)):
-                        written.setdefault(o.node.id, "maybe")
+                        mark(o.node, site, "maybe")
                     elif flow.stores(kernel).stores(idx):
-                        written[o.node.id] = "store"
+                        mark(o.node, site, "store")
                         storing.setdefault(o.node.id, []).append((lc, kernel, idx))
+                    elif not o.aggregate and site is not None:
+                        unstored.setdefault(o.node.id, []).append((site, lc))
             if kernel is None and lc.api != "<<<>>>":
-                for o, _ in outs:  # cudaLaunchKernel with an args array: cannot map parameters
-                    written.setdefault(o.node.id, "maybe")
+                for o, _, _ in outs:  # cudaLaunchKernel with an args array: cannot map parameters
+                    mark(o.node, site, "maybe")
         for host_fn, call in flow.host_calls_from(fn):
-            _mark_sinks(facts, flow, host_fn, call, written)
+            for alloc in _sink_allocs(facts, flow, host_fn, call):
+                mark(alloc, sites.site(host_fn, call.node), "maybe")
         for host_fn in flow.host_closure(fn):
-            for _, origins in flow.host_stores(host_fn):
+            for node, origins in flow.host_stores(host_fn):
                 for o in origins:
                     if o.kind == "alloc" and o.node is not None:
-                        written.setdefault(o.node.id, "maybe")
-        for o, v in outs:
-            state = written.get(o.node.id)
+                        mark(o.node, sites.site(host_fn, node), "maybe")
+        reported: set[int] = set()
+        for o, v, ret in outs:
+            if o.node.id in reported:
+                continue
+            writers = written.get(o.node.id, [])
             shown = " ".join(text(v).split())[:40]
             alloc = f"torch::{o.detail}" if not o.detail.startswith("new_") else f".{o.detail}()"
-            if state is None:
+            where = pos_of(o.function.unit if o.function else fn.unit, o.node)
+            why = None
+            if not writers:
                 targets = _unstoring_launches(facts, flow, fn, o)
                 why = (f"kernel `{targets[0]}` never stores through the parameter it receives it as" if targets
                        else "no launched kernel stores to it")
-                yield ctx.hit(pos_of(o.function.unit if o.function else fn.unit, o.node),
-                              args={"var": shown, "alloc": alloc, "function": fn.name, "why": why},
+            elif (o.function is fn and not _in_loop(ret, fn)
+                  and all(w.start_byte > ret.start_byte and not contains(ret, w) for w, _ in writers)):
+                why = f"the return on line {pos_of(fn.unit, ret).line} hands it back before anything writes it"
+            else:
+                why = _unwritten_arm([w for w, _ in writers], unstored.get(o.node.id, []), fn)
+            if why is not None:
+                reported.add(o.node.id)
+                yield ctx.hit(where, args={"var": shown, "alloc": alloc, "function": fn.name, "why": why},
                               evidence={"export": export.name, "alloc": text(o.node)[:80]})
                 continue
-            if state != "store":
+            if any(how != "store" for _, how in writers):
                 continue
-            launches = storing.get(o.node.id, [])
-            if not launches:
+            hit = _coverage(ctx, flow, o, storing.get(o.node.id, []), shown, alloc, fn, export, where)
+            if hit is not None:
+                reported.add(o.node.id)
+                yield hit
+
+
+def _coverage(ctx: ScanContext, flow: Flow, o: Origin, launches: list, shown: str, alloc: str, fn: Function,
+              export: Export, where) -> Hit | None:
+    """A warning when the only launches writing the output run a constant, small number of threads
+    with no loop around their stores."""
+    if not launches:
+        return None
+    small = []
+    for lc, kernel, idx in launches:
+        g = _dim_product(lc.grid, lc.function, flow)
+        b = _dim_product(lc.block, lc.function, flow)
+        if g is None or b is None or _stores_in_loop(kernel, flow, idx):
+            return None
+        small.append((lc, kernel, g * b))
+    most = max(t for _, _, t in small)
+    need = _input_numel(ctx, o, flow)
+    if need is None:
+        if o.detail != "empty_like" or most > 1024:
+            return None
+    elif most >= need:
+        return None
+    lc, kernel, _ = small[0]
+    why = (f"the only launch writing it (`{kernel.name}<<<...>>>`) runs {most} threads with no loop around "
+           f"its stores" + (f", fewer than the {need} elements" if need else ""))
+    return ctx.hit(where, severity=Severity.WARNING, confidence=Confidence.MEDIUM,
+                   args={"var": shown, "alloc": alloc, "function": fn.name, "why": why},
+                   evidence={"export": export.name, "threads": most, "elements": need})
+
+
+class _SiteMapper:
+    """Maps a node in a helper to the call in ``fn`` through which the helper runs."""
+
+    def __init__(self, facts: CudaFacts, flow: Flow, fn: Function):
+        self.facts, self.flow, self.fn = facts, flow, fn
+        self._closures: dict[int, set[int]] = {}
+
+    def site(self, where: Function, node: ts.Node) -> ts.Node | None:
+        if where is self.fn:
+            return node
+        x = self.facts.extensions[self.fn.ext]
+        for c in self.fn.calls:
+            if c.is_method:
                 continue
-            small = []
-            for lc, kernel, idx in launches:
-                threads = None
-                g = _dim_product(lc.grid, lc.function, flow)
-                b = _dim_product(lc.block, lc.function, flow)
-                if g is not None and b is not None:
-                    threads = g * b
-                if threads is None or _stores_in_loop(kernel, flow, idx):
-                    small = []
-                    break
-                small.append((lc, kernel, threads))
-            if not small:
-                continue
-            most = max(t for _, _, t in small)
-            need = _input_numel(ctx, o, flow)
-            if need is None:
-                if o.detail != "empty_like" or most > 1024:
+            for g in x.lookup(c.name, "host"):
+                if g is self.fn:
                     continue
-            elif most >= need:
-                continue
-            lc, kernel, _ = small[0]
-            why = (f"the only launch writing it (`{kernel.name}<<<...>>>`) runs {most} threads with no loop around "
-                   f"its stores" + (f", fewer than the {need} elements" if need else ""))
-            yield ctx.hit(pos_of(o.function.unit if o.function else fn.unit, o.node), severity=Severity.WARNING,
-                          confidence=Confidence.MEDIUM,
-                          args={"var": shown, "alloc": alloc, "function": fn.name, "why": why},
-                          evidence={"export": export.name, "threads": most, "elements": need})
+                closure = self._closures.get(id(g))
+                if closure is None:
+                    closure = self._closures[id(g)] = {id(h) for h in self.flow.host_closure(g)}
+                if id(where) in closure:
+                    return c.node
+        return None
 
 
-def _mark_sinks(facts: CudaFacts, flow: Flow, fn: Function, call, written: dict[int, str]) -> None:
-    """Calls other than launches that may write a tensor: ``out.copy_(...)``, ``at::mm_out(out, ...)``,
+def _in_loop(node: ts.Node, fn: Function) -> bool:
+    return enclosing(node, _LOOPS, fn.node) is not None
+
+
+def _unwritten_arm(storing: list[ts.Node], unstored: list[tuple[ts.Node, Launch]], fn: Function) -> str | None:
+    """A launch that receives the output without storing to it, on an ``if`` arm where nothing else
+    writes it while the other arm does: that path returns the output unwritten."""
+    for site, lc in unstored:
+        cur = site.parent
+        while cur is not None and cur != fn.node:
+            if cur.type == "if_statement":
+                then = cur.child_by_field_name("consequence")
+                other = cur.child_by_field_name("alternative")
+                if then is not None and other is not None:
+                    mine, theirs = (then, other) if contains(then, site) else (other, then)
+                    if (contains(mine, site) and not any(contains(mine, w) for w in storing)
+                            and any(contains(theirs, w) for w in storing)
+                            and not any(w.start_byte < cur.start_byte for w in storing)):
+                        return (f"on one branch only kernel `{lc.kernel}` receives it, and that kernel never stores "
+                                "through the parameter")
+            cur = cur.parent
+    return None
+
+
+def _sink_allocs(facts: CudaFacts, flow: Flow, fn: Function, call) -> list[ts.Node]:
+    """Allocations a non-launch call may write: ``out.copy_(...)``, ``at::mm_out(out, ...)``,
     ``cublasSgemm(..., out.data_ptr<float>(), ...)``, ``cudaMemcpy(out.data_ptr(), ...)``."""
     x = facts.extensions[fn.ext]
+    out: list[ts.Node] = []
     if call.is_method:
         if call.receiver is not None and _MUTATORS.match(call.base):
-            for o in flow.origins(call.receiver, fn):
-                if o.kind == "alloc" and o.node is not None:
-                    written.setdefault(o.node.id, "maybe")
-        return
+            out.extend(o.node for o in flow.origins(call.receiver, fn) if o.kind == "alloc" and o.node is not None)
+        return out
     base = call.base
-    if base in names.ATEN_ALLOWED or x.lookup(call.name, "host") or base in ("TORCH_CHECK", "printf", "sizeof"):
-        return
+    if base in names.ATEN_ALLOWED or x.lookup(call.name, "host") or base in _PURE_HOST or base in CAST_CALLS:
+        return out
     for a in call.args:
         if a.type in ("number_literal", "string_literal"):
             continue
-        for o in flow.origins(a, fn):
-            if o.kind == "alloc" and o.node is not None:
-                written.setdefault(o.node.id, "maybe")
+        out.extend(o.node for o in flow.origins(a, fn) if o.kind == "alloc" and o.node is not None)
+    return out
 
 
 def _unstoring_launches(facts: CudaFacts, flow: Flow, fn: Function, origin: Origin) -> list[str]:
@@ -318,6 +396,8 @@ def input_mutation(ctx: ScanContext) -> Iterator[Hit]:
     for export, root in facts.exported_functions():
         if root.kind != "host":
             continue
+        # (position, writer, parameter written, origin) for kernel stores and host stores alike
+        writes: list[tuple] = []
         for lc in flow.launches_from(root):
             kernel = facts.kernel_for(lc)
             if kernel is None:
@@ -326,33 +406,40 @@ def input_mutation(ctx: ScanContext) -> Iterator[Hit]:
             for idx in sorted(stores.by_param):
                 if idx >= len(lc.args):
                     continue
+                pname = kernel.params[idx].name if idx < len(kernel.params) else f"#{idx}"
                 for o in flow.origins(lc.args[idx], lc.function):
-                    if o.kind != "input" or o.function is not root or o.aggregate:
-                        continue
-                    key = (export.ext, export.name, o.index, kernel.name)
-                    if key in done:
-                        continue
-                    done.add(key)
-                    how, where = _python_caller(ctx, export, o.index, o.detail)
-                    if how == "own":
-                        continue
-                    if how == "forward":
-                        sev, conf = Severity.ERROR, Confidence.HIGH
-                        caller = f"; `forward` passes its own argument there ({where})"
-                    elif how == "state":
-                        sev, conf = Severity.WARNING, Confidence.MEDIUM
-                        caller = f"; the caller passes module state ({where})"
-                    elif how == "param":
-                        sev, conf = Severity.WARNING, Confidence.MEDIUM
-                        caller = f"; the caller passes its own argument ({where})"
-                    else:
-                        sev, conf = Severity.WARNING, Confidence.LOW
-                        caller = ""
-                    yield ctx.hit(lc.pos, severity=sev, confidence=conf,
-                                  args={"kernel": kernel.name, "param": kernel.params[idx].name if idx < len(
-                                      kernel.params) else f"#{idx}", "export": export.name, "index": o.index,
-                                        "caller": caller},
-                                  evidence={"export": export.name, "parameter": o.detail, "python": how})
+                    writes.append((lc.pos, f"kernel `{kernel.name}`", pname, o))
+        for g in flow.host_closure(root):
+            for node, origins in flow.host_stores(g):
+                for o in origins:
+                    writes.append((pos_of(g.unit, node), f"host code in `{g.name}`",
+                                   " ".join(text(node.child_by_field_name("left") or node).split())[:30], o))
+        for pos, writer, pname, o in writes:
+            if o.kind != "input" or o.function is not root or o.aggregate:
+                continue
+            key = (export.ext, export.name, o.index, writer)
+            if key in done:
+                continue
+            done.add(key)
+            how, where = _python_caller(ctx, export, o.index, o.detail)
+            if how == "own":
+                continue
+            if how == "forward":
+                sev, conf = Severity.ERROR, Confidence.HIGH
+                caller = f"; `forward` passes its own argument there ({where})"
+            elif how == "state":
+                sev, conf = Severity.WARNING, Confidence.MEDIUM
+                caller = f"; the caller passes module state ({where})"
+            elif how == "param":
+                sev, conf = Severity.WARNING, Confidence.MEDIUM
+                caller = f"; the caller passes its own argument ({where})"
+            else:
+                sev, conf = Severity.WARNING, Confidence.LOW
+                caller = ""
+            yield ctx.hit(pos, severity=sev, confidence=conf,
+                          message=f"{writer} stores into `{pname}`, which is the tensor passed to `{export.name}` "
+                                  f"as argument {o.index}{caller}",
+                          evidence={"export": export.name, "parameter": o.detail, "python": how})
 
 
 _ALIAS_PY = frozenset({"contiguous", "view", "reshape", "flatten", "squeeze", "unsqueeze", "view_as", "reshape_as",

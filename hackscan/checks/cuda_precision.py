@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 
 import tree_sitter as ts
 
@@ -16,6 +16,8 @@ from ..cuda.flow import Flow, pointer_base, strip_casts
 from ..cuda.parser import contains, descendants, identifiers, text
 from ..model import Confidence, Severity
 
+_HALF_CAST = re.compile(rb"static_cast\s*<\s*(at::Half|c10::Half|__half|half|__nv_bfloat16|at::BFloat16|c10::BFloat16)"
+                        rb"\s*>\s*\(|\(\s*(__half|half|at::Half|c10::Half|__nv_bfloat16)\s*\)\s*(?=[\w(])")
 _HALF_DTYPE = re.compile(r"\b(kHalf|kFloat16|kBFloat16|at::Half|at::BFloat16|c10::Half|torch::Half|ScalarType::Half|"
                          r"ScalarType::BFloat16)\b")
 _HALF_FRAGMENT = re.compile(r"fragment<.*\b(half|__half|__nv_bfloat16|bfloat16)\b")
@@ -59,6 +61,18 @@ def _narrowing(fn: Function) -> list[tuple[ts.Node, str]]:
                 out.append((c.node, f"casts a tensor with `.{c.base}()`"))
             elif c.base in ("to", "toType", "type") and any(_HALF_DTYPE.search(text(a)) for a in c.args):
                 out.append((c.node, f"casts a tensor to half precision (`{' '.join(text(c.node).split())[:50]}`)"))
+    if fn.body is not None and (fn.kind != "host" or fn.of_type("for_statement")):
+        # ``static_cast<at::Half>(acc)`` / ``(__half)v``: rounding an fp32 value through half
+        raw = fn.body.text or b""
+        for m in _HALF_CAST.finditer(raw):
+            tail = raw[m.end():m.end() + 24].lstrip()
+            if re.match(rb"[\d.]+f?\s*\)", tail):
+                continue  # a literal
+            node = fn.body.descendant_for_byte_range(fn.body.start_byte + m.start(), fn.body.start_byte + m.end())
+            if node is not None:
+                cast = m.group(0).decode(errors="replace").strip()
+                out.append((node, f"rounds fp32 values through half precision (`{cast}...`)"))
+                break
     return out
 
 
@@ -271,7 +285,10 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
     facts = ctx.cuda
     flow = facts.flow
     for fn in facts.functions:
-        if fn.kind not in ("kernel", "device"):
+        if fn.kind == "host":
+            # CPU extensions: loops in host code that write tensor memory
+            if fn.of_type("for_statement") and flow.host_stores(fn):
+                yield from _truncated_loops(ctx, fn, fn.of_type("for_statement"))
             continue
         loops = fn.of_type("for_statement")
         if not loops:
@@ -279,6 +296,7 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
         amap = flow.aliases(fn)
         if not amap:
             continue
+        yield from _truncated_loops(ctx, fn, loops)
         threads: set[str] | None = None
         by_block: set[str] = set()
         for loop in loops:
@@ -360,6 +378,67 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
                           args={"function": fn.name, "var": var, "step": m, "reads": len(reads), "array": array,
                                 "skipped": m - len(reads)},
                           evidence={"step_expr": text(step), "reads": sorted(reads)})
+
+
+_HALVED = re.compile(r"^\(?\s*(\w+)\s*(/\s*2|>>\s*1|\*\s*0\.5f?)\s*\)?$")
+_PAIRS = re.compile(r"\b(float2|double2|int2|half2|__half2|__nv_bfloat162|bfloat162)\b")
+
+
+def _runtime_name(name: str, fn: Function, consts: Container[str], depth: int = 0) -> bool:
+    """A size known only at run time: a scalar parameter, or a local computed from one (in host
+    code every non-constant name is, lambda parameters of ``at::parallel_for`` included)."""
+    if name in consts:
+        return False
+    if fn.kind == "host":
+        return True
+    p = fn.param(name)
+    if p is not None:
+        return not p.pointer
+    if depth > 3:
+        return False
+    for v in fn.assigned.get(name, ()):
+        for i in identifiers(v):
+            if _runtime_name(text(i), fn, consts, depth + 1):
+                return True
+    return False
+
+
+def _truncated_loops(ctx: ScanContext, fn: Function, loops: list[ts.Node]) -> Iterator[Hit]:
+    consts = ctx.cuda.extensions[fn.ext].env_for(fn)
+    """``for (i = 0; i < n / 2; ++i)`` over a run-time size, whose body never reaches the other
+    half (no ``n - 1 - i`` mirror, no ``i + n / 2`` partner, no two-wide vector loads)."""
+    for loop in loops:
+        cond = loop.child_by_field_name("condition")
+        lv = _loop_var(loop)
+        if cond is None or lv is None or cond.type != "binary_expression":
+            continue
+        var = lv[0]
+        op = cond.child_by_field_name("operator")
+        left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+        if op is None or op.type not in ("<", "<=") or left is None or right is None or text(left) != var:
+            continue
+        m = _HALVED.match(" ".join(text(right).split()))
+        if m is None:
+            continue
+        size = m.group(1)
+        body = loop.child_by_field_name("body")
+        btext = text(body) if body is not None else ""
+        if not _runtime_name(size, fn, consts):
+            # a compile-time tile: only suspicious when arrays sized by it are indexed by the loop
+            # variable itself (the tile is loaded whole and consumed by half)
+            sized = re.search(rf"\[\s*{re.escape(size)}\s*(\+\s*\d+\s*)?\]", text(fn.body) if fn.body else "")
+            if sized is None or not re.search(rf"\[\s*{re.escape(var)}\s*\]", btext):
+                continue
+        if _PAIRS.search(btext) or re.search(rf"\b{re.escape(size)}\s*(-|/\s*2|>>\s*1)", btext):
+            continue
+        halves = [n for n, vals in fn.assigned.items() if any(_HALVED.match(" ".join(text(v).split())) and
+                                                                size in text(v) for v in vals)]
+        if any(re.search(rf"\b{re.escape(h)}\b", btext) for h in halves):
+            continue
+        yield ctx.hit(pos_of(fn.unit, loop), severity=Severity.WARNING, confidence=Confidence.MEDIUM,
+                      message=f"loop in `{fn.name}` runs `{var}` over only the first half of `{size}` "
+                              f"(`{' '.join(text(cond).split())}`), and nothing in its body reaches the other half",
+                      evidence={"condition": text(cond), "size": size})
 
 
 def _accumulates(body: ts.Node) -> bool:

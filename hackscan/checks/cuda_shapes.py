@@ -12,7 +12,7 @@ from ..context import Hit, ScanContext
 from ..cuda import names
 from ..cuda.facts import Constant, CudaFacts, ExtensionFacts, Function, pos_of
 from ..cuda.flow import ALLOC_CALLS
-from ..cuda.parser import callee_name, text
+from ..cuda.parser import callee_name, identifiers, text
 from ..model import Confidence, Severity
 
 _CHECKS = frozenset({"TORCH_CHECK", "TORCH_INTERNAL_ASSERT", "AT_ASSERT", "AT_ASSERTM", "assert", "static_assert",
@@ -20,10 +20,27 @@ _CHECKS = frozenset({"TORCH_CHECK", "TORCH_INTERNAL_ASSERT", "AT_ASSERT", "AT_AS
 _USE_WORDS = {"loop": "a loop bound", "launch": "a launch configuration", "index": "an index stride",
               "alloc": "an allocation shape", "bound": "a bounds check", "array": "an array size",
               "expr": "a size in arithmetic"}
+_RUNTIME_SIZE = re.compile(r"\.(size|sizes|numel|dim|stride|shape)\s*\(|\b(size|numel|shape)\(|->\s*size")
 _STOP = frozenset({"compound_statement", "function_definition", "translation_unit", "lambda_expression"})
 
 
-def _context(node: ts.Node, kind: str) -> str:
+def _runtime_size(cond: ts.Node, fn: Function | None) -> bool:
+    """Does a condition read a size at run time (``x.size(1)``, or a local / parameter holding one)?"""
+    if _RUNTIME_SIZE.search(text(cond)):
+        return True
+    if fn is None:
+        return False
+    for ident in identifiers(cond):
+        name = text(ident)
+        p = fn.param(name)
+        if p is not None and not p.pointer:
+            return True
+        if any(_RUNTIME_SIZE.search(text(v)) for v in fn.assigned.get(name, ())):
+            return True
+    return False
+
+
+def _context(node: ts.Node, kind: str, fn: Function | None = None) -> str:
     """How a literal / constant use is used, walking up to the statement."""
     child = node
     cur = node.parent
@@ -44,7 +61,11 @@ def _context(node: ts.Node, kind: str) -> str:
         if t in ("if_statement", "while_statement", "switch_statement", "conditional_expression", "case_statement"):
             cond = cur.child_by_field_name("condition") or cur.child_by_field_name("value")
             if t == "case_statement" or (cond is not None and cond.start_byte <= node.start_byte < cond.end_byte):
-                return "guard" if kind == "host" else "bound"
+                if kind != "host":
+                    return "bound"
+                # a fast path picks the shape by comparing it with a size read at run time; comparing
+                # the constant with 0 or with another constant picks nothing
+                return "guard" if cond is not None and _runtime_size(cond, fn) else "expr"
             return "expr"
         if t == "for_statement":
             body = cur.child_by_field_name("body")
@@ -185,7 +206,7 @@ def hardcoded_shapes(ctx: ScanContext) -> Iterator[Hit]:
                 const = wanted[name][0]
                 if fn is None or (const.function and fn.name != const.function) or _is_definition(node):
                     continue
-                uses_by_name[name].append((fn, node, _context(node, "host" if fn.kind == "host" else "kernel")))
+                uses_by_name[name].append((fn, node, _context(node, "host" if fn.kind == "host" else "kernel", fn)))
             for name, (const, name_match, init_only) in wanted.items():
                 hit = _judge(ctx, uses_by_name[name], f"`{const.name}` ({const.value})", int(const.value), dim_label,
                              distinctive, name_match, const_pos=const.pos, weak=init_only)
@@ -201,7 +222,7 @@ def hardcoded_shapes(ctx: ScanContext) -> Iterator[Hit]:
             if fn is None:
                 continue
             by_value.setdefault(int(token), {}).setdefault(id(fn), []).append(
-                (fn, node, _context(node, "host" if fn.kind == "host" else "kernel")))
+                (fn, node, _context(node, "host" if fn.kind == "host" else "kernel", fn)))
         for v, by_fn in sorted(by_value.items()):
             if any(c == "guard" for uses in by_fn.values() for _, _, c in uses):
                 continue

@@ -195,18 +195,34 @@ def _arm(node: ts.Node | None, fn: Function, launch_nodes: list[ts.Node]) -> Arm
 
 
 def _launch_sites(fn: Function, facts: CudaFacts) -> list[ts.Node]:
-    """Nodes in ``fn`` that launch a kernel: launches and calls of host helpers that launch."""
+    """Nodes in ``fn`` that do the work: kernel launches, calls of host helpers that launch, and
+    for CPU extensions the host loops that write tensor memory (``at::parallel_for``, stores
+    through a ``data_ptr``)."""
+    cached = facts.flow._work_sites.get(id(fn))
+    if cached is not None:
+        return cached
     sites = [lc.node for lc in fn.launches]
     x = facts.extensions[fn.ext]
     flow = facts.flow
     for c in fn.calls:
         if c.is_method:
             continue
+        if c.base in ("parallel_for", "parallel_reduce"):
+            sites.append(c.node)
+            continue
         for g in x.lookup(c.name, "host"):
-            if g is not fn and flow.launches_from(g):
+            if g is not fn and (flow.launches_from(g) or _writes_tensors(g, flow)):
                 sites.append(c.node)
                 break
+    for node, origins in flow.host_stores(fn):
+        if any(o.kind in ("alloc", "input", "copy") for o in origins):
+            sites.append(node)
+    facts.flow._work_sites[id(fn)] = sites
     return sites
+
+
+def _writes_tensors(fn: Function, flow) -> bool:
+    return any(any(o.kind in ("alloc", "input", "copy") for o in origins) for _, origins in flow.host_stores(fn))
 
 
 def launch_effect(br: Branch, fn: Function, facts: CudaFacts) -> tuple[str, bool]:

@@ -207,6 +207,8 @@ class Flow:
         self.facts = facts
         self._stores: dict[int, Stores] = {}
         self._aliases: dict[int, dict[str, int]] = {}
+        # per function: the nodes that do its work (see branches.launch_sites)
+        self._work_sites: dict[int, list[ts.Node]] = {}
 
     # ------------------------------------------------------------------ kernel stores
     def aliases(self, fn: Function) -> dict[str, int]:

@@ -34,7 +34,8 @@ ATEN_ALLOWED = frozenset({
     "view", "reshape", "transpose", "permute", "flatten", "squeeze", "unsqueeze", "narrow", "select", "slice",
     "expand", "contiguous", "as_strided", "t", "split", "chunk", "unbind", "view_as_real", "view_as_complex",
     "empty_like_strided", "manual_seed", "set_num_threads", "get_num_threads",
-    # data movement: copies, no arithmetic
+    # CPU loop drivers and data movement: no arithmetic of their own
+    "parallel_for", "parallel_reduce", "in_parallel_region", "init_num_threads", "get_thread_num",
     "cat", "concat", "concatenate", "stack", "hstack", "vstack", "constant_pad_nd",
 })
 
