@@ -44,7 +44,7 @@ class Timeout(WireError):
 class BF16Array:
     """A bfloat16 tensor on the parent side (numpy has no bfloat16): the raw bits as ``uint16``."""
 
-    __slots__ = ("bits",)
+    __slots__ = ("bits", "__weakref__")
 
     def __init__(self, bits: Any):
         self.bits = bits
