@@ -62,10 +62,17 @@ class CandidateWorker(Worker):
                 raise LookupError("the candidate defines no ModelNew")
             phase = "init"
             matches = {}
-            for setup in msg["setups"]:
+            for i, setup in enumerate(msg["setups"]):
                 self.setups[setup["name"]] = setup
                 init_inputs = list(unpack(setup["init_inputs"]))
-                model = self._model(setup["name"], init_inputs, setup.get("state") or {})
+                try:
+                    model = self._model(setup["name"], init_inputs, setup.get("state") or {})
+                except Exception as exc:
+                    if i == 0:
+                        raise  # the harness's own setup: the candidate does not construct at all
+                    # only this setup's probes are lost (they report the error)
+                    matches[setup["name"]] = {"method": "failed", "error": describe_error(exc, self.path)}
+                    continue
                 del model
                 matches[setup["name"]] = self.matches[(setup["name"], repr(init_inputs))]
             self.note_changes("init")
