@@ -17,7 +17,8 @@ that nothing calls are nodes too, so "defined but never reached" is a graph quer
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import networkx as nx
 
@@ -31,7 +32,7 @@ KERNEL_KINDS = frozenset({"kernel", "triton", "custom_op", "cupy", "numba"})
 ENTRY_KINDS = frozenset({"export", "triton", "custom_op", "cupy", "numba"})
 
 
-def build_graph(ctx: "ScanContext") -> nx.DiGraph:
+def build_graph(ctx: ScanContext) -> nx.DiGraph:
     """The composed graph of one submission (lazy as ``ctx.graph``)."""
     g = python_graph(ctx.python) if ctx.python is not None else nx.DiGraph()
     if any(u.language in ("cuda", "cpp") for u in ctx.units):
@@ -44,7 +45,7 @@ def build_graph(ctx: "ScanContext") -> nx.DiGraph:
     return g
 
 
-def python_graph(facts: "PythonFacts") -> nx.DiGraph:
+def python_graph(facts: PythonFacts) -> nx.DiGraph:
     g = nx.DiGraph()
     host = facts.host
     for ext in host.extensions:

@@ -11,14 +11,20 @@
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..context import Hit, ScanContext
 from ..model import Confidence, Severity
 from ..python.catalog import HEAVY_FAMILIES
 from ..python.facts import Arm, PythonFacts, TorchOp
 from .python_common import (
-    describe_kernel, describe_ops, is_reference_op, kernel_names, rank_ops, reference_families, short_op,
+    describe_kernel,
+    describe_ops,
+    is_reference_op,
+    kernel_names,
+    rank_ops,
+    reference_families,
+    short_op,
 )
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import ast
 import operator
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ..context import Hit, ScanContext
 from ..model import Confidence, Severity
@@ -36,7 +37,7 @@ class HarnessModel:
         self.inputs: dict[str, InputSpec] = {}
         ref = ctx.reference
         if ref is not None:
-            for name, spec in zip(facts.args, ref.inputs):
+            for name, spec in zip(facts.args, ref.inputs, strict=False):
                 if spec.kind not in ("scalar", "unknown") or spec.shape is not None:
                     self.inputs[name] = spec
         self.self_name = "self"
@@ -178,7 +179,7 @@ class HarnessModel:
         if isinstance(e, ast.Compare):
             left = self.value(e.left)
             result: bool | None = True
-            for op, right_node in zip(e.ops, e.comparators):
+            for op, right_node in zip(e.ops, e.comparators, strict=False):
                 right = self.value(right_node)
                 if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right_node, (ast.Tuple, ast.List, ast.Set)):
                     opts = [self.value(x) for x in right_node.elts]

@@ -12,7 +12,7 @@ a candidate may drop them.  Reads count through attributes folded at init from t
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..context import Hit, ScanContext
 from ..model import Confidence, Severity

@@ -18,16 +18,41 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .catalog import (
-    BROADCASTS, CONSTANT_FILL, INPLACE_FUNCS, META_ATTRS, REDUCTIONS, UNINITIALISED, VIEW_ATTRS, classify_method,
-    classify_torch, is_inplace_method, module_kind,
+    BROADCASTS,
+    CONSTANT_FILL,
+    INPLACE_FUNCS,
+    META_ATTRS,
+    REDUCTIONS,
+    UNINITIALISED,
+    VIEW_ATTRS,
+    classify_method,
+    classify_torch,
+    is_inplace_method,
+    module_kind,
 )
 from .facts import (
-    Alloc, Arm, Branch, CallEdge, Condition, FunctionInfo, Handler, Holder, KernelCall, Mutation, PartialUse,
-    PythonFacts, ReferenceUse, Return, ShapeUse, Slice, TorchOp, TryBlock,
+    Alloc,
+    Arm,
+    Branch,
+    CallEdge,
+    Condition,
+    FunctionInfo,
+    Handler,
+    Holder,
+    KernelCall,
+    Mutation,
+    PartialUse,
+    PythonFacts,
+    ReferenceUse,
+    Return,
+    ShapeUse,
+    Slice,
+    TorchOp,
+    TryBlock,
 )
 from .flow import EMPTY, Flow
 from .imports import CONVENTIONAL
@@ -533,7 +558,7 @@ class _Analyser:
             return None
         return e.id if isinstance(e, ast.Name) else None
 
-    def _mutate(self, target: ast.AST, value: Flow, node: ast.AST, kind: str, how: "Callable[[], str]") -> None:
+    def _mutate(self, target: ast.AST, value: Flow, node: ast.AST, kind: str, how: Callable[[], str]) -> None:
         """An in-place write into ``target``: its flow absorbs ``value``; record writes into inputs."""
         frame = self.stack[-1]
         current = self._ev(target)
@@ -1640,7 +1665,7 @@ class _Analyser:
             result = self._consume_slices(result, e, oname, "strided")
         for k in e.keywords:
             if k.arg == "out":
-                self._mutate(k.value, result, e, "out", lambda: f"{oname}(..., out={_src(k.value, 30)})")
+                self._mutate(k.value, result, e, "out", lambda k=k: f"{oname}(..., out={_src(k.value, 30)})")
         return result
 
     # ------------------------------------------------------------------ inlining
@@ -1684,7 +1709,7 @@ class _Analyser:
             else:
                 d_index = i - (len(params) - len(defaults))
                 frame.state[p.arg] = self._ev(defaults[d_index]) if 0 <= d_index < len(defaults) else EMPTY
-        for p, d in zip(a.kwonlyargs, a.kw_defaults):
+        for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=False):
             frame.state[p.arg] = kw_flows.get(p.arg, EMPTY if d is None else EMPTY)
         if a.vararg is not None:
             frame.state[a.vararg.arg] = Flow.join_all(arg_flows[len(params):])

@@ -20,9 +20,9 @@ attributes below are documented and stable for the other rule families (HS13x-HS
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterator, Mapping
 
 from .catalog import op_family
 from .flow import EMPTY, Flow

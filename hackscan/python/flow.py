@@ -43,33 +43,33 @@ class Flow(NamedTuple):
     via: frozenset[str] = _E
 
     # ------------------------------------------------------------------ combination
-    def join(self, other: "Flow") -> "Flow":
+    def join(self, other: Flow) -> Flow:
         if other is self or other is EMPTY:
             return self
         if self is EMPTY:
             return other
         # most fields are empty: skip the unions that cannot change anything
-        return _new(Flow, [a if (not b or a is b) else (b if not a else a | b) for a, b in zip(self, other)])
+        return _new(Flow, [a if (not b or a is b) else (b if not a else a | b) for a, b in zip(self, other, strict=False)])
 
     @staticmethod
-    def join_all(flows: "list[Flow] | tuple[Flow, ...]") -> "Flow":
+    def join_all(flows: list[Flow] | tuple[Flow, ...]) -> Flow:
         out = EMPTY
         for f in flows:
             out = out.join(f)
         return out
 
-    def fresh(self) -> "Flow":
+    def fresh(self) -> Flow:
         """The same dependencies in new storage (the result of a computation)."""
         if not self.alias:
             return self
         return Flow(self.inputs, self.meta, _E, self.kernels, self.ops, self.allocs, self.state, self.opaque,
                     self.slices, self.partial, self.via)
 
-    def metadata(self) -> "Flow":
+    def metadata(self) -> Flow:
         """Only the shape/dtype of this value: its value dependencies become metadata dependencies."""
         return Flow(meta=self.meta | self.inputs | self.alias)
 
-    def with_(self, **kw: frozenset) -> "Flow":
+    def with_(self, **kw: frozenset) -> Flow:
         """The same flow with ``kw``'s sets added to the named fields."""
         vals = list(self)
         for k, v in kw.items():

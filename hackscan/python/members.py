@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import ast
 import bisect
-from typing import Iterable
+from collections.abc import Iterable
 
-from .catalog import IDENTITY_INIT_MODULES, MODULE_PARAMS, STATELESS_MODULES, CONTAINER_MODULES
+from .catalog import CONTAINER_MODULES, IDENTITY_INIT_MODULES, MODULE_PARAMS, STATELESS_MODULES
 from .facts import Holder
 from .module import CUPY_KERNELS, HostModule
 from .resolve import dotted_name
