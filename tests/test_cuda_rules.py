@@ -248,3 +248,54 @@ def test_strided_loops_that_skip_elements_are_subsampling() -> None:
     assert [(r, s) for r, s, _ in got] == [("HS216", Severity.WARNING)]
     got = scan(_mean_kernel("for (int c = threadIdx.x; c < cols; c += blockDim.x * 4) sum += r[c];"), "", "HS216")
     assert [(r, s) for r, s, _ in got] == [("HS216", Severity.ERROR)]
+
+
+def test_size_named_constant_equal_to_an_input_dim_is_a_hardcoded_shape() -> None:
+    cuda = """
+    #include <torch/extension.h>
+    __global__ void k(const float* x, float* y, int cols) {
+        int r = blockIdx.x, c = threadIdx.x;
+        if (c < cols) y[r * cols + c] = fmaxf(x[r * cols + c], 0.f);
+    }
+    torch::Tensor run(torch::Tensor x) {
+        const int rows = 16;
+        auto y = torch::empty_like(x);
+        k<<<rows, 1024>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.size(1));
+        return y;
+    }
+    """
+    got = scan(cuda, "", "HS203")
+    assert [(r, s) for r, s, _ in got] == [("HS203", Severity.WARNING)]
+    # the same value under a tiling name is a block size, not a shape
+    assert scan(cuda.replace("rows", "rows_per_block"), "", "HS203") == []
+
+
+def test_constants_interpolated_from_the_module_or_input_are_specialisation() -> None:
+    head = ("import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n"
+            "class ModelNew(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.dim = 16384\n"
+            "        src = f'''\n")
+    body = textwrap.dedent("""
+        #include <torch/extension.h>
+        constexpr int DIM = {VALUE};
+        __global__ void k(const float* x, float* y) {{
+            for (int i = threadIdx.x; i < DIM; i += blockDim.x) y[blockIdx.x * DIM + i] = fmaxf(x[blockIdx.x * DIM + i], 0.f);
+        }}
+        torch::Tensor run(torch::Tensor x) {{
+            auto y = torch::empty_like(x);
+            k<<<x.size(0), 256>>>(x.data_ptr<float>(), y.data_ptr<float>());
+            return y;
+        }}
+        """)
+    tail = ("'''\n        self.ext = load_inline(name='t', cpp_sources='', cuda_sources=src, functions=['run'])\n"
+            "    def forward(self, x):\n        return self.ext.run(x)\n")
+
+    def findings(value: str):
+        code = head + body.replace("{VALUE}", value) + tail
+        sub = Submission(path="t.py", code=code, file="t.py", reference=REF_RELU, reference_path="ref.py")
+        return [f.rule for f in StaticScanner(Config(select=("HS203",))).scan(sub).findings]
+
+    assert findings("{self.dim}") == []
+    assert findings("16384") == ["HS203"]

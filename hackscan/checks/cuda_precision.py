@@ -285,18 +285,22 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
     facts = ctx.cuda
     flow = facts.flow
     for fn in facts.functions:
-        if fn.kind == "host":
-            # CPU extensions: loops in host code that write tensor memory
-            if fn.of_type("for_statement") and flow.host_stores(fn):
-                yield from _truncated_loops(ctx, fn, fn.of_type("for_statement"))
-            continue
         loops = fn.of_type("for_statement")
         if not loops:
             continue
-        amap = flow.aliases(fn)
+        if fn.kind == "host":
+            # CPU extensions: loops in host code that write tensor memory
+            if not flow.host_stores(fn):
+                continue
+            yield from _truncated_loops(ctx, fn, loops)
+            # data pointers are locals there (``const float* row = x.data_ptr<float>() + r * cols``)
+            amap = {name: -1 for name, t in fn.local_types.items() if "*" in t}
+        else:
+            amap = flow.aliases(fn)
         if not amap:
             continue
-        yield from _truncated_loops(ctx, fn, loops)
+        if fn.kind != "host":
+            yield from _truncated_loops(ctx, fn, loops)
         threads: set[str] | None = None
         by_block: set[str] = set()
         for loop in loops:

@@ -20,6 +20,10 @@ _CHECKS = frozenset({"TORCH_CHECK", "TORCH_INTERNAL_ASSERT", "AT_ASSERT", "AT_AS
 _USE_WORDS = {"loop": "a loop bound", "launch": "a launch configuration", "index": "an index stride",
               "alloc": "an allocation shape", "bound": "a bounds check", "array": "an array size",
               "expr": "a size in arithmetic"}
+# what a shape dimension is called when it is read from a tensor (``const int rows = x.size(0)``)
+_SIZE_NAME = re.compile(r"^(rows|cols|num_rows|num_cols|n_rows|n_cols|batch|batch_size|bs|seq_len|seqlen|"
+                        r"features|in_features|out_features|channels|height|width|dim|hidden|hidden_size|"
+                        r"numel|total|total_elements|num_elements|n_elements|[NMKBCHWLD])$", re.I)
 _RUNTIME_SIZE = re.compile(r"\.(size|sizes|numel|dim|stride|shape)\s*\(|\b(size|numel|shape)\(|->\s*size")
 _STOP = frozenset({"compound_statement", "function_definition", "translation_unit", "lambda_expression"})
 
@@ -187,14 +191,15 @@ def hardcoded_shapes(ctx: ScanContext) -> Iterator[Hit]:
             v = const.value
             if not isinstance(v, int) or v not in dims:
                 continue
-            name_match = _norm(const.name) in ref_names.get(v, set())
+            name_match = _norm(const.name) in ref_names.get(v, set()) or (
+                v in input_dims and bool(_SIZE_NAME.match(const.name)))
             if not name_match and (names.TILE_NAME.search(const.name) or v not in distinctive):
                 continue
             named_values.add(v)
             unit = facts.unit(const.unit_id)
             init_only = v not in input_dims
-            if unit is not None and const.interpolated(unit) and init_only:
-                continue  # specialised at build time on the module's own hyperparameter
+            if unit is not None and const.interpolated(unit) and (init_only or _specialised(ctx, unit, const)):
+                continue  # specialised at build time on the module's own hyperparameter or a run-time shape
             wanted.setdefault(const.name, (const, name_match, init_only))
         if wanted:
             # one pass over the text for every constant of interest
@@ -231,6 +236,20 @@ def hardcoded_shapes(ctx: ScanContext) -> Iterator[Hit]:
                              weak=v not in input_dims)
                 if hit is not None:
                     yield hit
+
+
+def _specialised(ctx: ScanContext, unit, const: Constant) -> bool:
+    """The interpolated value comes from the module or the input (``{self.out_channels}``,
+    ``{x.shape[1]}``), so the extension is built for whatever shape it is given."""
+    if ctx.host is None or const.offset < 0:
+        return False
+    line, col = unit.byte_position(const.offset)
+    lines = ctx.host.source.lines
+    if not 1 <= line <= len(lines):
+        return False
+    # the f-string field the value came from starts at (or just before) the mapped column
+    window = lines[line - 1][col:]
+    return bool(re.match(r"\{?\s*(self\.|[\w.]*shape|[\w.]*size\()", window))
 
 
 def _is_definition(node: ts.Node) -> bool:
