@@ -299,3 +299,26 @@ def test_constants_interpolated_from_the_module_or_input_are_specialisation() ->
 
     assert findings("{self.dim}") == []
     assert findings("16384") == ["HS203"]
+
+
+def test_tensor_arithmetic_through_operators_is_aten_work() -> None:
+    cuda = """
+    #include <torch/extension.h>
+    torch::Tensor run(torch::Tensor x, torch::Tensor scale, torch::Tensor shift) {
+        const int64_t rows = x.size(0), cols = x.size(1);
+        TORCH_CHECK(rows * cols == x.numel(), "2-D input");
+        return x * scale + shift;
+    }
+    """
+    got = scan(cuda, "", "HS204")
+    assert [(r, s) for r, s, _ in got] == [("HS204", Severity.ERROR)]
+    with_kernel = KERNEL + """
+    torch::Tensor run(torch::Tensor x) {
+        auto y = x.clone();
+        const int n = y.size(0) * y.size(1);
+        relu_inplace<<<(n + 255) / 256, 256>>>(y.data_ptr<float>(), n);
+        return y / 2.0;
+    }
+    """
+    got = scan(with_kernel, "", "HS204")
+    assert [(r, s) for r, s, _ in got] == [("HS204", Severity.WARNING)]

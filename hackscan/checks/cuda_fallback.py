@@ -14,12 +14,20 @@ from ..cuda.branches import depends_on, enclosing, is_empty_check, launches_afte
 from ..cuda.facts import Call, CudaFacts, Function, pos_of
 from ..cuda.flow import UNINITIALISED, Origin
 from ..cuda.names import is_compute
-from ..cuda.parser import contains, identifiers, text
+from ..cuda.parser import contains, descendants, identifiers, text
 from ..model import Confidence, Severity
 
 _DEVICE_CHECK = re.compile(r"is_cpu\s*\(|is_cuda\s*\(|kCPU|DeviceType::CPU|device\(\)\.type\(\)")
 _CONST_ALLOCS = frozenset({"zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones",
                            "new_full", "arange", "tensor", "scalar_tensor"})
+
+
+_TENSOR_RETURNING = names.TENSOR_METHODS_COMPUTE | frozenset({
+    "contiguous", "view", "reshape", "flatten", "unsqueeze", "squeeze", "view_as", "reshape_as", "expand",
+    "expand_as", "transpose", "t", "permute", "narrow", "select", "slice", "clone", "to", "cuda", "cpu", "detach",
+    "float", "half", "double", "type", "toType", "as_strided", "index_select", "masked_select", "new_empty",
+    "new_zeros", "new_ones", "new_full", "copy_", "fill_", "zero_", "unflatten", "repeat", "tile", "flip", "roll"})
+_ARITH = frozenset({"+", "-", "*", "/"})
 
 
 def _tensor_expr(node: ts.Node, fn: Function, depth: int = 0) -> bool:
@@ -33,26 +41,27 @@ def _tensor_expr(node: ts.Node, fn: Function, depth: int = 0) -> bool:
         p = fn.param(name)
         if p is not None:
             return p.tensor
-        ltype = fn.local_types.get(name, "")
-        if "Tensor" in ltype and "Accessor" not in ltype:
-            return True
-        for v in fn.assigned.get(name, ()):
-            vt = text(v)
-            if vt.startswith(("torch::", "at::")) or (v.type == "call_expression" and
-                                                      v.child_by_field_name("function") is not None and
-                                                      v.child_by_field_name("function").type == "field_expression" and
-                                                      _tensor_expr(v.child_by_field_name("function")
-                                                                   .child_by_field_name("argument"), fn, depth + 1)):
+        ltype = fn.local_types.get(name)
+        if ltype is not None:
+            if "Tensor" in ltype and "Accessor" not in ltype:
                 return True
-        return False
+            if "auto" not in ltype:
+                return False  # ``const int rows = x.size(0)``: declared as something else
+        return any(_tensor_expr(v, fn, depth + 1) for v in fn.assigned.get(name, ()))
     if t == "call_expression":
         func = node.child_by_field_name("function")
         if func is None:
             return False
         if func.type == "field_expression":
+            field = func.child_by_field_name("field")
+            method = text(field.child_by_field_name("name") if field is not None and field.type == "template_method"
+                          else field)
+            if method not in _TENSOR_RETURNING:
+                return False  # x.size(0), x.numel(), x.data_ptr<float>(): not tensors
             recv = func.child_by_field_name("argument")
             return recv is not None and _tensor_expr(recv, fn, depth + 1)
-        return text(func).startswith(("torch::", "at::"))
+        name = text(func)
+        return name.startswith(("torch::", "at::")) and not name.endswith(("::size", "::numel"))
     if t == "parenthesized_expression" and node.named_child_count == 1:
         return _tensor_expr(node.named_children[0], fn, depth + 1)
     return False
@@ -162,6 +171,36 @@ def aten_compute(ctx: ScanContext) -> Iterator[Hit]:
                           severity=sev, confidence=conf,
                           evidence={"call": call.name, "function": fn.key, "export": export,
                                     "reference_op": same, "launches": len(launches)})
+        # ``return x * scale + shift;``: ATen arithmetic through operator overloads
+        for fn in flow.host_closure(root):
+            for node in _tensor_arithmetic(fn):
+                if node.id in seen or _in_catch(node) or _device_fallback(node, fn):
+                    continue
+                seen.add(node.id)
+                shown = " ".join(text(node).split())[:50]
+                if not launches:
+                    sev, conf, why = Severity.ERROR, Confidence.HIGH, ", and the exported path launches no kernel"
+                else:
+                    sev, conf, why = Severity.WARNING, Confidence.LOW, " (tensor arithmetic through operators)"
+                yield ctx.hit(pos_of(fn.unit, node), severity=sev, confidence=conf,
+                              args={"function": fn.name, "export": export, "call": shown, "why": why},
+                              evidence={"call": "operator", "function": fn.key, "export": export,
+                                        "launches": len(launches)})
+
+
+def _tensor_arithmetic(fn: Function) -> list[ts.Node]:
+    """Outermost ``a op b`` in host code where an operand is a tensor (ATen computes it)."""
+    if fn.body is None or fn.kind != "host":
+        return []
+    found: list[ts.Node] = []
+    for node in descendants(fn.body, "binary_expression"):
+        op = node.child_by_field_name("operator")
+        if op is None or op.type not in _ARITH:
+            continue
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if any(x is not None and _tensor_expr(x, fn) for x in (left, right)):
+            found.append(node)
+    return [n for n in found if not any(o is not n and contains(o, n) for o in found)]
 
 
 def catch_fallback(ctx: ScanContext) -> Iterator[Hit]:
