@@ -135,6 +135,7 @@ def aten_compute(ctx: ScanContext) -> Iterator[Hit]:
     ref_ops = _reference_compute_ops(ctx)
     seen: set[int] = set()
     reads: dict[int, list[ts.Node]] = {}
+    arithmetic: dict[int, list[ts.Node]] = {}
     for export, root in _exported_roots(facts):
         launches = flow.launches_from(root)
         for fn, call in flow.host_calls_from(root):
@@ -173,7 +174,9 @@ def aten_compute(ctx: ScanContext) -> Iterator[Hit]:
                                     "reference_op": same, "launches": len(launches)})
         # ``return x * scale + shift;``: ATen arithmetic through operator overloads
         for fn in flow.host_closure(root):
-            for node in _tensor_arithmetic(fn):
+            if id(fn) not in arithmetic:
+                arithmetic[id(fn)] = _tensor_arithmetic(fn)
+            for node in arithmetic[id(fn)]:
                 if node.id in seen or _in_catch(node) or _device_fallback(node, fn):
                     continue
                 seen.add(node.id)

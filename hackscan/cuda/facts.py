@@ -158,7 +158,7 @@ class Call:
     def is_method(self) -> bool:
         return self.name.startswith(".")
 
-    @property
+    @cached_property
     def base(self) -> str:
         """The last name segment: ``at::cuda::getCurrentCUDAStream`` -> ``getCurrentCUDAStream``."""
         return self.name.rsplit("::", 1)[-1].lstrip(".")
@@ -572,6 +572,7 @@ def _expand_call_macros(x: ExtensionFacts) -> None:
                 if expanded is not None and expanded != c.name:
                     c.macro = c.name
                     c.name = expanded
+                    c.__dict__.pop("base", None)
 
 
 def _finish_constants(x: ExtensionFacts) -> None:
