@@ -181,6 +181,14 @@ class DynamicRun:
             else:
                 for p in round2:
                     refs[p["id"]] = {"id": p["id"], "skipped": "the reference worker failed on this round"}
+        # a joint change of every dimension the reference rejects (a conv whose kernel no longer
+        # fits, channels no longer divisible by groups): try each dimension alone
+        alone = _one_dim_at_a_time(plan, refs, r_load.get("dims") or {}, self.seed)
+        if alone:
+            r_alone = self._ask(ref, {"cmd": "probe", "probes": alone})
+            if r_alone.get("ok"):
+                refs.update({p["id"]: p for p in r_alone["probes"]})
+                plan.probes.extend(alone)
         self.timings["reference_probes_s"] = time.perf_counter() - t
 
         try:
@@ -479,6 +487,26 @@ class DynamicRun:
             return []
         self.info["_performance"] = performance
         return list(findings)
+
+
+def _one_dim_at_a_time(plan: Plan, refs: dict[str, dict[str, Any]], dims: dict[str, Any], seed: int,
+                       limit: int = 4) -> list[dict[str, Any]]:
+    from .probes import shape_value, spec
+
+    joint_failed = [p for p in plan.probes if p["family"] == "shape" and p["id"] in ("shape_smaller_odd", "shape_near")
+                    and "skipped" in (refs.get(p["id"]) or {})]
+    if not joint_failed or len(dims) < 2:
+        return []
+    out = []
+    for name, d in list(dims.items())[:limit]:
+        v = d["value"]
+        changed = [shape_value("near", int(x)) for x in v] if isinstance(v, list) else shape_value("near", int(v))
+        pid = f"shape_{name}_alone"
+        if pid in refs:
+            continue
+        out.append(spec(pid, "original", seed, dims={name: changed}, family="shape",
+                        description=f"{name} alone changed ({name}={changed}): the reference rejects all at once"))
+    return out
 
 
 def _measured(refs: dict[str, dict[str, Any]], load: dict[str, Any]) -> dict[str, float]:
