@@ -216,7 +216,6 @@ class DynamicRun:
         respawns = 0
         batches = [[p for p in plan.probes if p["family"] in fams] for fams in BATCHES]
         batches.append([])  # integrity
-        est = max(float(r_load.get("t32") or 0.0), 1e-3)
         for bi, batch in enumerate(batches):
             is_integrity = bi == len(batches) - 1
             if not batch and not is_integrity:
@@ -242,9 +241,9 @@ class DynamicRun:
                 if not again.get("ok") or again.get("failed"):
                     break
                 cand.restart_clock(timeout)
-            limit = max(15.0, 60 * est * (len(batch) + 10))
+            cand.restart_clock(timeout)
             try:
-                reply = cand.request(msg, timeout=min(limit, max(cand.remaining(), 1.0)))
+                reply = cand.request(msg)
             except WorkerFailure as exc:
                 what = f"the candidate worker {exc.kind}: {exc}"
                 for p in batch:
@@ -252,7 +251,12 @@ class DynamicRun:
                 if is_integrity:
                     integrity.append({"kind": "integrity", "error": {"message": what}})
                 self.info.setdefault("worker_failures", []).append(dict(exc.describe(), batch=bi))
-                if bi == 0:
+                if bi == 0 or exc.kind == "timeout":
+                    # a hang costs the time limit once, not once per batch
+                    for later in batches[bi + 1:]:
+                        for p in later:
+                            crashes.setdefault(p["id"], f"not run: the candidate worker {exc.kind} on an "
+                                                         "earlier batch")
                     break
                 continue
             if not reply.get("ok"):
@@ -357,8 +361,9 @@ class DynamicRun:
         self.sessions.append(s)
         return s
 
-    @staticmethod
-    def _ask(session: Session, msg: dict[str, Any]) -> dict[str, Any]:
+    def _ask(self, session: Session, msg: dict[str, Any]) -> dict[str, Any]:
+        # each request of a phase gets the whole time limit: a heavy reference spends it per round
+        session.restart_clock(float(self.options.timeout))
         try:
             return session.request(msg)
         except WorkerFailure as exc:
@@ -458,9 +463,9 @@ class DynamicRun:
         raw: dict[str, Any] = {}
         t = time.perf_counter()
         for role, session in (("reference", ref), ("candidate", cand)):
+            session.restart_clock(max(float(self.options.timeout), 30.0 + 20 * opts["budget_s"]))
             try:
-                reply = session.request({"cmd": "perf", "sets": sets, "options": opts},
-                                        timeout=max(30.0, 20 * opts["budget_s"]))
+                reply = session.request({"cmd": "perf", "sets": sets, "options": opts})
                 if not reply.get("ok"):
                     errors[role] = (reply.get("error") or {}).get("message", "?")
                     raw[role] = None
