@@ -34,7 +34,10 @@ def ceilings_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     # a known entry, so the reference measurement does not spend a second measuring this machine
     directory = tmp_path_factory.getbasetemp() / "hackscan-cache"
     directory.mkdir(exist_ok=True)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # measurements on the CPU run single-threaded (PerfOptions.cpu_threads)
     key = bounds.device_key(torch.device("cpu"))
+    torch.set_num_threads(before)
     (directory / "ceilings.json").write_text(json.dumps({key: {
         "version": bounds.CEILINGS_VERSION, "bandwidth_Bps": 1.0e10, "peak_flops": 1.0e11, "flops": {"fp32": 1e11}}}))
     monkeypatch.setenv("HACKSCAN_CACHE_DIR", str(directory))
@@ -195,12 +198,15 @@ def measure_pair(model: torch.nn.Module, prepared: Any, opts: PerfOptions = FAST
 
 
 def test_honest_candidate_measures_clean(prepared: Any) -> None:
+    threads = torch.get_num_threads()
     cand, ref = measure_pair(Scale(), prepared)
+    assert torch.get_num_threads() == threads, "the thread count is restored"
     main = cand["series"]["main"]
     assert 3 <= len(main["wall_ms"]) <= 6 and main["error"] is None
     assert set(ref["baselines"]) == {"eager_fp32"}, "no TF32 on the CPU, no torch.compile unless asked"
     assert set(ref["fingerprints"]["main"]) >= set(main["fingerprints"])
     assert cand["timers"]["changed"] == [] and cand["method"]["clock_captured_before_import"]
+    assert cand["method"]["cpu_threads"] == 1, "timed single-threaded on the CPU"
     assert ref["ceilings"]["source"] == "cache"
     perf, findings = evaluate(cand, ref)
     assert findings == [], perf["hidden"]

@@ -44,6 +44,10 @@ class PerfOptions:
     validate_upto: int | None = None
     # the calls of the outside-clock check (back-to-back, one synchronisation at the end)
     spin_budget_s: float = 1.0
+    # intra-op threads while timing on the CPU: one, because an OpenMP barrier waiting for a thread
+    # that another process holds stalls a whole call (24 ms stalls measured on the shared CI box);
+    # None keeps torch's setting
+    cpu_threads: int | None = 1
     # wall-clock limit of one measure() call; phases that would not fit are skipped and said so
     # (the dynamic stage sets it from its budget, so that its worker timeout is never reached)
     deadline_s: float | None = None

@@ -21,8 +21,9 @@ per process.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
@@ -223,6 +224,7 @@ def _method(st: _Setup) -> dict[str, Any]:
         "flush_bytes": st.flush.nbytes,
         "hidden": {name: {"source": "transform" if tr else "sets", "sets": hp.size} for name, (hp, tr, _) in st.hidden.items()},
         "clock": "cuda-events+synchronized-wall" if st.prepared.clock.cuda else "perf_counter",
+        "cpu_threads": torch.get_num_threads() if st.prepared.device.type == "cpu" else None,
         "clock_captured_before_import": st.prepared.clock.captured_before_import,
         "memory_baseline_before_import": bool(st.prepared.memory.free or st.prepared.memory.rss),
     }
@@ -310,11 +312,30 @@ def measure(model: Any, input_sets: Mapping[str, Sequence[Sequence[Any]]] | Sequ
     raise ValueError(f"unknown role {role!r}")
 
 
+@contextlib.contextmanager
+def _threads(st: _Setup) -> Iterator[None]:
+    n = st.opts.cpu_threads
+    if st.prepared.device.type != "cpu" or not n:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def measure_candidate(model: Any, input_sets: Sequence[Sequence[Any]],
                       options: PerfOptions | Mapping[str, Any] | None = None, prepared: Prepared | None = None,
                       hidden_sets: Mapping[str, Sequence[Sequence[Any]]] | None = None) -> dict[str, Any]:
     """Time the candidate on the main series and the hidden series; measure its memory."""
     st = _setup(model, input_sets, hidden_sets or {}, options, prepared)
+    with _threads(st):
+        return _measure_candidate(st, model)
+
+
+def _measure_candidate(st: _Setup, model: Any) -> dict[str, Any]:
     t0 = st.prepared.clock.now()
     deadline = _Deadline(st.prepared.clock, st.opts.deadline_s)
     skipped: dict[str, str] = {}
@@ -335,6 +356,11 @@ def measure_reference(model: Any, input_sets: Sequence[Sequence[Any]],
     """Time the baselines on the same plan, fingerprint the outputs the candidate's calls must
     match, count FLOPs and bytes, read the device ceilings, and measure the reference's memory."""
     st = _setup(model, input_sets, hidden_sets or {}, options, prepared)
+    with _threads(st):
+        return _measure_reference(st, model)
+
+
+def _measure_reference(st: _Setup, model: Any) -> dict[str, Any]:
     dev, clock, opts = st.prepared.device, st.prepared.clock, st.opts
     t0 = clock.now()
     deadline = _Deadline(clock, opts.deadline_s)
