@@ -108,3 +108,12 @@ def test_helpers() -> None:
     assert not bitwise_equal([a], [np.array([1.0, 0.0], np.float32)])
     assert fraction_equal([np.array([1234.5, 1.0, 1234.5, 2.0])], 1234.5) == 0.5
     assert fraction_equal([a], float("nan")) == 0.5
+
+
+def test_scalar_outputs_compare_like_tensors() -> None:
+    from hackscan.dynamic.compare import max_difference
+
+    assert compare_leaf(np.array(1.5, np.float32), np.array(1.5, np.float32), np.array(1.5), TOL).level == "pass"
+    o = compare_leaf(np.array(2.5, np.float32), np.array(1.5, np.float32), np.array(1.5), TOL)
+    assert o.level == "wrong" and o.first_mismatch == []
+    assert max_difference([np.array(1.5)], [np.array(1.25)]) == 0.25

@@ -337,7 +337,7 @@ def max_difference(a: Sequence[Any], b: Sequence[Any]) -> float:
             if x != y:
                 return float("inf")
             continue
-        fx, fy = as_f64(x), as_f64(y)
+        fx, fy = np.atleast_1d(as_f64(x)), np.atleast_1d(as_f64(y))
         if fx.size == 0:
             continue
         both_nan = np.isnan(fx) & np.isnan(fy)
