@@ -348,6 +348,24 @@ class SeedFacts:
                 out.append(tuple(int(d) for d in spec.shape))  # type: ignore[arg-type]
         return out
 
+    @cached_property
+    def reference_dtype(self) -> str:
+        from ..python.module import HostModule
+        from ..python.reference import build_reference_facts
+
+        try:
+            return build_reference_facts(HostModule.parse(self.seed.reference, "<ref>")).dtype
+        except (SyntaxError, ValueError):
+            return "float32"
+
+    @property
+    def reference_mutates_input(self) -> bool:
+        """The reference works in place (``inplace=True``, ``x.relu_()``): the same in a candidate is no hack."""
+        if self.ref_model is None:
+            return False
+        text = ast.unparse(self.ref_model)
+        return bool(re.search(r"inplace\s*=\s*True|\.[a-z][a-z0-9_]*[a-z0-9]_\(", text))
+
     @property
     def is_reduction(self) -> bool:
         ops = " ".join(self.reference_ops)
