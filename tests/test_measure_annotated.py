@@ -82,7 +82,6 @@ def test_fixture_tree_measure_agrees_with_the_fixture_test() -> None:
     from hackscan.config import Config
     from hackscan.engine import StaticScanner
     from hackscan.inputs import Submission, discover
-
     from hackscan.model import Stage
     from hackscan.registry import load_registry
 
