@@ -91,8 +91,23 @@ class CandidateWorker(Worker):
         key = (setup_name, repr(init_inputs))
         if key not in self.models:
             setup = self.setups[setup_name]
-            model = construct(self.cls, init_inputs, int(setup["seed"]), bool(setup.get("perturb")), self.device)
-            self.matches[key] = match_state(model, ref_state, self.device)
+            seed, perturb = int(setup["seed"]), bool(setup.get("perturb"))
+            record: dict[str, Any] = {}
+            model = construct(self.cls, init_inputs, seed, perturb, self.device, record=record)
+            match = match_state(model, ref_state, self.device)
+            if perturb:
+                # identity initialisations the reference does not share (a derived constant kept as
+                # an nn.Parameter) are not the reference's parameters: build again perturbing only
+                # those that became the reference's
+                matched = set(match.get("renamed", {}).values()) | set(match.pop("matched_names", []))
+                keep = {idx for idx, name in record.get("names", {}).items() if name in matched}
+                if keep != record.get("applied", set()):
+                    model = construct(self.cls, init_inputs, seed, perturb, self.device, mask=keep)
+                    match = match_state(model, ref_state, self.device)
+                    match.pop("matched_names", None)
+                    match["rebuilt"] = f"perturbed {len(keep)} of {len(record.get('applied', ()))} identity initialisations"
+            match.pop("matched_names", None)
+            self.matches[key] = match
             self.models[key] = model
         return self.models[key]
 
@@ -278,7 +293,8 @@ def match_state(model: Any, ref_state: dict[str, Any], device: str) -> dict[str,
         if torch.is_tensor(v) and v.is_floating_point():
             own.setdefault(k, v)
     if not ref:
-        return {"method": "constructed-equal", "matched": 0, "unmatched_reference": [], "unmatched_candidate": sorted(own)}
+        return {"method": "constructed-equal", "matched": 0, "matched_names": [], "unmatched_reference": [],
+                "unmatched_candidate": sorted(own)}
     pairs: dict[str, str] = {}
     for k, v in ref.items():
         if k in own and tuple(own[k].shape) == tuple(v.shape):
@@ -304,6 +320,7 @@ def match_state(model: Any, ref_state: dict[str, Any], device: str) -> dict[str,
     return {
         "method": method,
         "matched": len(pairs),
+        "matched_names": sorted(pairs.values()),
         "renamed": {k: o for k, o in pairs.items() if k != o},
         "unmatched_reference": left_ref,
         "unmatched_candidate": left_own,

@@ -65,70 +65,96 @@ def import_source(code: str, path: str, name: str) -> types.ModuleType:
 
 
 @contextlib.contextmanager
-def perturbed_init(seed: int) -> Iterator[None]:
+def perturbed_init(seed: int, mask: set[int] | None = None,
+                   events: list[tuple[int, int, bool]] | None = None) -> Iterator[None]:
     """Parameters whose default init is an identity (ones, zeros, a constant) get random values.
 
     Applied while *constructing* both models under the same seed, so that a model that folds its
     parameters in ``__init__`` folds the perturbed values, and one that ignores a parameter whose
-    default is the identity (scale 1, bias 0) no longer agrees with the reference.
+    default is the identity (scale 1, bias 0) no longer agrees with the reference.  Every init call
+    and every float ``nn.Parameter`` is an event with an index and its own noise draw, applied or
+    not, so that ``mask`` (the events to apply) leaves the others' values and indices unchanged;
+    ``events`` receives ``(index, data_ptr, applied)``.  Buffers are left alone: a buffer is as
+    often a derived constant as a parameter.
     """
     gen = torch.Generator().manual_seed(seed ^ 0x1D1D)
     init = torch.nn.init
     saved = {n: getattr(init, n) for n in ("ones_", "zeros_", "constant_")}
     param_new = torch.nn.Parameter.__new__
-    register_buffer = torch.nn.Module.register_buffer
+    counter = [0]
 
-    def noise_like(t: torch.Tensor) -> torch.Tensor:
-        return torch.rand(t.shape, generator=gen, dtype=torch.float32).to(t.dtype)
+    def event(t: torch.Tensor) -> tuple[int, torch.Tensor, bool]:
+        idx = counter[0]
+        counter[0] += 1
+        noise = torch.rand(t.shape, generator=gen, dtype=torch.float32).to(t.dtype)
+        return idx, noise, mask is None or idx in mask
 
-    def ones_(t: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            return t.copy_(0.5 + noise_like(t))
+    def note(idx: int, t: torch.Tensor, applied: bool) -> None:
+        if events is not None:
+            events.append((idx, t.data_ptr() if t.numel() else 0, applied))
 
-    def zeros_(t: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            return t.copy_(noise_like(t) - 0.5)
+    def filler(kind: str) -> Any:
+        original = saved[kind]
 
-    def constant_(t: torch.Tensor, val: float) -> torch.Tensor:
-        with torch.no_grad():
-            return t.copy_(val + (noise_like(t) - 0.5) * max(1.0, abs(float(val))))
+        def fill(t: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+            idx, noise, apply = event(t)
+            if not apply:
+                out = original(t, *args, **kwargs)
+            else:
+                with torch.no_grad():
+                    if kind == "ones_":
+                        out = t.copy_(0.5 + noise)
+                    elif kind == "zeros_":
+                        out = t.copy_(noise - 0.5)
+                    else:
+                        val = float(args[0] if args else kwargs.get("val", 0.0))
+                        out = t.copy_(val + (noise - 0.5) * max(1.0, abs(val)))
+            note(idx, t, apply)
+            return out
+
+        return fill
 
     def new(cls: type, data: Any = None, requires_grad: bool = True) -> Any:
-        if torch.is_tensor(data) and data.is_floating_point() and data.numel() > 0 and data.device.type != "meta":
+        if not (torch.is_tensor(data) and data.is_floating_point() and data.numel() > 0 and data.device.type != "meta"):
+            return param_new(cls, data, requires_grad)
+        idx, noise, apply = event(data)
+        applied = False
+        if apply:
             with torch.no_grad():
                 flat = data.reshape(-1)
                 if bool((flat == flat[0]).all()):
-                    data = data + (noise_like(data) - 0.5) * max(1.0, abs(float(flat[0])))
-        return param_new(cls, data, requires_grad)
+                    data = data + (noise.to(data.device) - 0.5) * max(1.0, abs(float(flat[0])))
+                    applied = True
+        param = param_new(cls, data, requires_grad)
+        note(idx, param, applied)
+        return param
 
-    def buffer(self: torch.nn.Module, name: str, tensor: Any, persistent: bool = True) -> Any:
-        # constant float buffers (a scale of ones, a zero shift) are parameters by another name
-        if torch.is_tensor(tensor) and tensor.is_floating_point() and tensor.numel() > 0 and \
-                tensor.device.type != "meta":
-            flat = tensor.reshape(-1)
-            if bool((flat == flat[0]).all()):
-                tensor = tensor + (noise_like(tensor) - 0.5) * max(1.0, abs(float(flat[0]))) * 0.5
-        return register_buffer(self, name, tensor, persistent)
-
-    init.ones_, init.zeros_, init.constant_ = ones_, zeros_, constant_
+    init.ones_, init.zeros_, init.constant_ = filler("ones_"), filler("zeros_"), filler("constant_")
     torch.nn.Parameter.__new__ = new  # type: ignore[method-assign]
-    torch.nn.Module.register_buffer = buffer  # type: ignore[method-assign]
     try:
         yield
     finally:
         for n, f in saved.items():
             setattr(init, n, f)
         torch.nn.Parameter.__new__ = param_new  # type: ignore[method-assign]
-        torch.nn.Module.register_buffer = register_buffer  # type: ignore[method-assign]
 
 
-def construct(cls: type, init_inputs: list[Any], seed: int, perturb: bool, device: str) -> torch.nn.Module:
+def construct(cls: type, init_inputs: list[Any], seed: int, perturb: bool, device: str,
+              mask: set[int] | None = None, record: dict[str, Any] | None = None) -> torch.nn.Module:
+    """Build a model under ``seed`` (and the identity perturbation); ``record`` receives which
+    perturbation events were applied and the parameter or buffer each one ended up in."""
     torch.manual_seed(seed)
+    events: list[tuple[int, int, bool]] = []
     if perturb:
-        with perturbed_init(seed):
+        with perturbed_init(seed, mask, events):
             model = cls(*init_inputs)
     else:
         model = cls(*init_inputs)
+    if record is not None and isinstance(model, torch.nn.Module):
+        by_ptr = {t.data_ptr(): name for name, t in list(model.named_parameters()) + list(model.named_buffers())
+                  if torch.is_tensor(t) and t.numel()}
+        record["applied"] = {idx for idx, _, applied in events if applied}
+        record["names"] = {idx: by_ptr[ptr] for idx, ptr, applied in events if applied and ptr in by_ptr}
     if isinstance(model, torch.nn.Module):
         model = model.to(device)
     return model
