@@ -166,6 +166,21 @@ class ScanContext:
 
         return build_graph(self)
 
+    # ------------------------------------------------------------------ end of scan
+    def release(self) -> None:
+        """Drop the facts built for this scan.
+
+        Some facts point back at the host that caches them (``patterns.misc_facts``): left alone,
+        the whole tree of every scanned file would wait for a full garbage collection, and each
+        younger collection would walk it again.  Breaking the links lets reference counting free
+        a scan's objects as soon as it ends.
+        """
+        for module in (self.host, self.__dict__.get("reference_module")):
+            if module is not None:
+                module.__dict__.pop("_misc_facts", None)
+                module.__dict__.pop("_object_names", None)
+        self.__dict__.clear()
+
 
 def location_for(ctx: ScanContext, hit: Hit) -> Location:
     sub = ctx.submission

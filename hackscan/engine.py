@@ -69,7 +69,6 @@ class StaticScanner:
                       record=item.record)
 
     def _scan(self, sub: Submission) -> Report:
-        findings: list[Finding] = []
         host = None
         units: list[Unit]
         if sub.language == "python":
@@ -84,6 +83,26 @@ class StaticScanner:
             units = [Unit(id=sub.path.rsplit("/", 1)[-1], language=sub.language,
                           mapped=MappedText.verbatim(sub.code, 1, 0), role="file")]
         ctx = ScanContext(sub, host, units, self.config.rule_options, self.config.mode)
+        try:
+            findings, skipped = self._run_rules(sub, ctx)
+        finally:
+            ctx.release()
+        findings = self._apply_suppressions(sub, findings)
+        findings = _dedupe(findings)
+        findings.sort(key=lambda f: (f.location.path, f.location.line, f.location.column, f.rule))
+        findings = [self._with_snippet(sub, f) for f in findings]
+        return Report(
+            path=sub.path,
+            verdict=verdict_for(findings),
+            findings=tuple(findings),
+            skipped=tuple(skipped),
+            record=sub.record,
+            reference=sub.reference_path,
+            meta=dict(sub.meta),
+        )
+
+    def _run_rules(self, sub: Submission, ctx: ScanContext) -> tuple[list[Finding], list[SkippedRule]]:
+        findings: list[Finding] = []
         skipped: list[SkippedRule] = []
         for rule in self.rules:
             if not self._applies(rule, ctx):
@@ -103,19 +122,7 @@ class StaticScanner:
                 continue
             for hit in hits:
                 findings.append(self._from_hit(rule, ctx, hit))
-        findings = self._apply_suppressions(sub, findings)
-        findings = _dedupe(findings)
-        findings.sort(key=lambda f: (f.location.path, f.location.line, f.location.column, f.rule))
-        findings = [self._with_snippet(sub, f) for f in findings]
-        return Report(
-            path=sub.path,
-            verdict=verdict_for(findings),
-            findings=tuple(findings),
-            skipped=tuple(skipped),
-            record=sub.record,
-            reference=sub.reference_path,
-            meta=dict(sub.meta),
-        )
+        return findings, skipped
 
     @staticmethod
     def _applies(rule: Rule, ctx: ScanContext) -> bool:
