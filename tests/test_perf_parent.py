@@ -197,6 +197,33 @@ def test_no_collapse_when_the_reference_slows_down_alike() -> None:
     assert "HS606" not in found
 
 
+def _hidden_with(values: list[float], paired: list[float]) -> dict[str, Any]:
+    s = raw.series(1.0, n=len(values), start=100_000, warmup=1, fingerprints={})
+    s["event_ms"] = s["wall_ms"] = values
+    s["paired_event_ms"] = s["paired_wall_ms"] = paired
+    return s
+
+
+def test_noise_seen_in_the_corpus_is_not_a_collapse() -> None:
+    # L1/53 on the shared CPU: the reference's interleaved calls all stalled (5.6 ms against 1.3 ms),
+    # which made the candidate look 4x worse relative to it although it did not slow down at all
+    cand = raw.candidate(0.45, device="cpu")
+    cand["series"]["hidden:mixed"] = _hidden_with([0.44, 0.47, 0.51, 0.45, 0.46], [0.47, 0.5, 0.49, 0.52, 0.48])
+    ref = raw.reference(strict_ms=1.3, device="cpu")
+    ref["baselines"]["eager_fp32"]["series"]["hidden:mixed"] = _hidden_with([1.29, 1.3, 1.4, 1.3, 1.35],
+                                                                            [5.6, 5.7, 5.62, 5.8, 5.9])
+    _, found = run(cand, ref)
+    assert "HS606" not in found
+    # L1/85: calls flip between 28 ms and 42 ms whatever the input; the hidden ones happened to be slow
+    cand = raw.candidate(28.0, device="cpu")
+    cand["series"]["hidden:negated"] = _hidden_with([40.2, 41.0, 42.1, 40.0, 40.5], [23.5, 41.0, 24.0, 42.3, 40.8])
+    ref = raw.reference(strict_ms=30.0, device="cpu")
+    ref["baselines"]["eager_fp32"]["series"]["hidden:negated"] = _hidden_with([31.1, 30.9, 42.0, 31.5, 30.2],
+                                                                              [30.4, 30.2, 41.9, 30.8, 30.0])
+    perf, found = run(cand, ref)
+    assert "HS606" not in found and perf["hidden"]["negated"]["pairs_slower"] < 0.75
+
+
 def test_memory_well_above_the_reference() -> None:
     cand = raw.candidate(0.5, memory=raw.memory(call_peak=512 * MIB, outside=4096 * MIB))
     ref = raw.reference(memory=raw.memory(call_peak=1024 * MIB))

@@ -85,17 +85,6 @@ def _pick(stats: Mapping[str, Any] | None, cuda: bool) -> float | None:
     return _f(stats.get("min"))
 
 
-def _confirm(values: list[float], cuda: bool) -> float | None:
-    """A second, independent-ish estimate: the lower quartile on a GPU, the second-smallest sample
-    on a CPU (one lucky sample must not decide alone)."""
-    vals = sorted(values)
-    if not vals:
-        return None
-    if cuda:
-        return _f(summarize(vals).get("p25"))
-    return vals[1] if len(vals) > 1 else vals[0]
-
-
 def anchor_line(code: str) -> int:
     """The line of ``ModelNew.forward`` (where performance findings are reported), else of
     ``class ModelNew``, else 1.  Parses the candidate; never runs it."""
@@ -461,22 +450,24 @@ def _hidden(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, headline
             continue
         if row["samples"] < int(o["min_samples"]):
             continue
-        rel = c_slow / r_slow  # type: ignore[operator]
+        # the reference getting faster on hidden inputs is no evidence against the candidate
+        yardstick = max(r_slow, 1.0)  # type: ignore[type-var]
+        rel = c_slow / yardstick  # type: ignore[operator]
         row["relative_slowdown"] = rel
-        # the same comparison on a second estimate of every series must agree
-        second = [_confirm(_floats(c_raw.get(key_ms)), cuda), _confirm(c_pair_raw, cuda),
-                  _confirm(_floats(r_raw.get(key_ms)), cuda), _confirm(r_pair_raw, cuda)]
-        rel2 = None
-        if all(isinstance(v, float) and v > 0 for v in second):
-            rel2 = (second[0] / second[1]) / (second[2] / second[3])  # type: ignore[operator]
-        expected = c_m * r_slow  # type: ignore[operator]
-        if rel >= float(o["ratio"]) and rel2 is not None and rel2 >= float(o["ratio"]) and c_h - expected >= min_ms:  # type: ignore[operator]
+        # every hidden call against every interleaved original-distribution call: on a noisy machine
+        # single statistics flip between modes, a systematic slowdown shows in nearly all pairs
+        hidden_vals = _floats(c_raw.get(key_ms))
+        pairs = [h >= float(o["ratio"]) * yardstick * m for h in hidden_vals for m in c_pair_raw] if c_pair_raw else []
+        agree = sum(pairs) / len(pairs) if pairs else 0.0
+        row["pairs_slower"] = agree
+        if (rel >= float(o["ratio"]) and agree >= float(o["pair_fraction"])
+                and c_h - c_m * yardstick >= min_ms):  # type: ignore[operator]
             sp_main, sp_hidden = r_m / c_m, r_h / c_h  # type: ignore[operator]
             em.emit("HS606", {"baseline": LABELS.get(headline, headline), "speedup_main": sp_main,
                               "speedup_hidden": sp_hidden, "distribution": name},
                     {"distribution": name, "candidate_main_ms": c_m, "candidate_hidden_ms": c_h,
                      "reference_main_ms": r_m, "reference_hidden_ms": r_h, "relative_slowdown": rel,
-                     "relative_slowdown_confirmed": rel2})
+                     "pairs_slower": agree})
     return out
 
 
