@@ -8,6 +8,10 @@ end, the firing count per HS6xx rule, the reasons for records not measured, and 
 
     python benchmarks/perf_corpus.py [--limit N] [--device cpu|cuda] [--all] [--max-input-mib 64]
                                      [--jsonl PATH] [--out results.json]
+    python benchmarks/perf_corpus.py --reevaluate results.json   # the parent side again, no workers
+
+``--out`` keeps both workers' raw measurements, so a change to the parent side (thresholds, rules)
+can be checked against the same measurements with ``--reevaluate``.
 """
 
 from __future__ import annotations
@@ -54,6 +58,21 @@ def input_bytes(ref_code: str) -> int | None:
     return total
 
 
+def reevaluate(path: Path) -> int:
+    from hackscan.perf.parent_side import evaluate
+
+    fired: Counter[str] = Counter()
+    for row in json.loads(path.read_text()):
+        if not row.get("candidate_raw") or not row.get("reference_raw"):
+            continue
+        perf, findings = evaluate(row["candidate_raw"], row["reference_raw"])
+        rules = sorted(f"{f.rule}:{f.severity.value}" for f in findings)
+        fired.update(f.rule for f in findings)
+        print(f"{row['task']:>10} {perf.get('headline', '')[:60]:<60} {' '.join(rules)}")
+    print("findings per rule:", dict(sorted(fired.items())) or "none")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jsonl", default=str(CORPUS))
@@ -63,7 +82,10 @@ def main() -> int:
     ap.add_argument("--max-input-mib", type=float, default=64.0)
     ap.add_argument("--timeout", type=float, default=180.0)
     ap.add_argument("--out")
+    ap.add_argument("--reevaluate", help="a --out file: evaluate its raw measurements again")
     args = ap.parse_args()
+    if args.reevaluate:
+        return reevaluate(Path(args.reevaluate))
     path = Path(args.jsonl)
     if not path.is_file():
         print(f"no corpus at {path}")
@@ -114,7 +136,8 @@ def main() -> int:
             status = "not measured: " + reason[:120].replace("\n", " ")
         print(f"{name:>10} {out.seconds:6.1f}s {status:<40} {' '.join(rules)}", flush=True)
         rows.append({"record": lineno, "task": name, "status": status, "findings": [f.to_dict() for f in out.findings],
-                     "claimed": rec.get("score_default") or rec.get("score"), "performance": perf})
+                     "claimed": rec.get("score_default") or rec.get("score"), "performance": perf,
+                     "candidate_raw": out.candidate_raw, "reference_raw": out.reference_raw})
     print()
     print(f"ran {ran} records in {time.perf_counter() - t0:.0f} s; skipped: {dict(skipped)}")
     print(f"not measured: {dict(not_measured)}")
