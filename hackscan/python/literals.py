@@ -63,7 +63,13 @@ class _SpanPos:
 
     def __init__(self, span: str, line: int, col: int):
         self.line, self.col = line, col
-        self.newlines = [i for i, ch in enumerate(span) if ch == "\n"]
+        # str.find runs in C: a CUDA source is thousands of characters and a handful of lines
+        newlines: list[int] = []
+        find, i = span.find, span.find("\n")
+        while i >= 0:
+            newlines.append(i)
+            i = find("\n", i + 1)
+        self.newlines = newlines
 
     def __call__(self, offset: int) -> tuple[int, int]:
         k = bisect.bisect_left(self.newlines, offset)

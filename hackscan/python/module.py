@@ -9,6 +9,7 @@ function.  Everything downstream (facts, rules, the dynamic stage's steering) re
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -32,20 +33,50 @@ _LOAD_POS = ("name", "sources")
 
 
 _SKIP = (ast.expr_context, ast.boolop, ast.operator, ast.unaryop, ast.cmpop)
+# ASDL field types that never hold a child worth indexing: values, and the operator / context
+# singletons (a parent map for those would be wrong anyway: one object is shared by every use)
+_LEAF_TYPES = frozenset({"identifier", "string", "constant", "int", "object", "expr_context", "boolop", "operator",
+                         "unaryop", "cmpop"})
+_FIELD_SPEC = re.compile(r"(\w+)([*?]?) (\w+)")
+
+
+def _child_fields(t: type) -> tuple[tuple[str, bool], ...] | None:
+    """The fields of node type ``t`` that hold child nodes, each with whether it is a list.
+
+    Read from the ASDL signature CPython puts in each node class's docstring
+    (``Call(expr func, expr* args, keyword* keywords)``); None when it cannot be read, and the
+    caller then inspects every field's value.
+    """
+    doc = (t.__doc__ or "").strip()
+    fields = getattr(t, "_fields", ())
+    head = f"{t.__name__}("
+    if not doc.startswith(head) or not doc.endswith(")"):
+        return () if not fields else None
+    inner = doc[len(head):-1].strip()
+    specs = [_FIELD_SPEC.fullmatch(part.strip()) for part in inner.split(",")] if inner else []
+    if any(m is None for m in specs) or tuple(m.group(3) for m in specs) != tuple(fields):
+        return None
+    return tuple((m.group(3), m.group(2) == "*") for m in specs if m.group(1) not in _LEAF_TYPES)
+
+
+_CHILD_FIELDS: dict[type, tuple[tuple[str, bool], ...] | None] = {}
 
 
 def index_tree(tree: ast.AST) -> tuple[dict[ast.AST, ast.AST], dict[type, list[ast.AST]]]:
     """One pass over the tree: the parent of every node, and every node by type.
 
-    Hand-rolled rather than ``ast.walk``: this runs once per scanned file and ``ast.walk`` costs
-    half again as much.  Operator and context nodes are singletons in CPython's ``ast`` and are
-    skipped (a parent map for them would be wrong anyway).
+    Hand-rolled rather than ``ast.walk``: this runs twice per scanned file (candidate and
+    reference), and a walk that inspects every field of every node costs half as much again as the
+    parse.  Each node type's child fields come from a table built once per process, so a ``Name``
+    or ``Constant`` costs a dictionary lookup.  Operator and context nodes are singletons in
+    CPython's ``ast`` and are skipped (a parent map for them would be wrong anyway).  Children are
+    visited in the same order as a walk over ``_fields`` would visit them.
     """
     parents: dict[ast.AST, ast.AST] = {}
     nodes: dict[type, list[ast.AST]] = {}
     stack = [tree]
     pop, push = stack.pop, stack.append
-    AST = ast.AST
+    table = _CHILD_FIELDS
     while stack:
         node = pop()
         t = type(node)
@@ -54,17 +85,39 @@ def index_tree(tree: ast.AST) -> tuple[dict[ast.AST, ast.AST], dict[type, list[a
             nodes[t] = [node]
         else:
             bucket.append(node)
-        for name in node._fields:
+        spec = table.get(t, False)
+        if spec is False:
+            spec = table[t] = _child_fields(t)
+        if spec is None:
+            _index_fields_generic(node, parents, push)
+            continue
+        for name, many in spec:
             v = getattr(node, name, None)
-            if type(v) is list:
+            if v is None:
+                continue
+            if many:
                 for c in v:
-                    if isinstance(c, AST) and not isinstance(c, _SKIP):
+                    if c is not None:
                         parents[c] = node
                         push(c)
-            elif isinstance(v, AST) and not isinstance(v, _SKIP):
+            else:
                 parents[v] = node
                 push(v)
     return parents, nodes
+
+
+def _index_fields_generic(node: ast.AST, parents: dict[ast.AST, ast.AST], push) -> None:  # type: ignore[no-untyped-def]
+    AST = ast.AST
+    for name in node._fields:
+        v = getattr(node, name, None)
+        if type(v) is list:
+            for c in v:
+                if isinstance(c, AST) and not isinstance(c, _SKIP):
+                    parents[c] = node
+                    push(c)
+        elif isinstance(v, AST) and not isinstance(v, _SKIP):
+            parents[v] = node
+            push(v)
 
 
 @dataclass(frozen=True)
@@ -206,21 +259,27 @@ class HostModule:
 
     # ------------------------------------------------------------------ extraction
     def _extract(self) -> None:
-        calls = sorted(self.of_type(ast.Call), key=lambda c: (c.lineno, c.col_offset))
-        for node in calls:
+        loaders = []
+        for node in self.of_type(ast.Call):
             func = node.func
-            last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-            if last not in _LOADER_NAMES:
-                continue
-            name = self.canonical(func)
+            t = type(func)
+            last = func.attr if t is ast.Attribute else func.id if t is ast.Name else ""
+            if last in _LOADER_NAMES:
+                loaders.append(node)
+        # a stable sort of the loader calls alone keeps the order a sort of every call would give them
+        loaders.sort(key=lambda c: (c.lineno, c.col_offset))
+        for node in loaders:
+            name = self.canonical(node.func)
             if name == LOAD_INLINE or name.endswith("cpp_extension.load_inline"):
                 self._extension(node, "load_inline")
             elif name == LOAD or name.endswith("cpp_extension.load"):
                 self._extension(node, "load")
             elif name in CUPY_KERNELS:
                 self._extension(node, "cupy")
-        for fn in sorted(self.of_type(ast.FunctionDef, ast.AsyncFunctionDef), key=lambda f: f.lineno):
-            if fn.decorator_list and any(self._is_triton_decorator(d) for d in fn.decorator_list):
+        decorated = [f for f in self.of_type(ast.FunctionDef, ast.AsyncFunctionDef) if f.decorator_list]
+        decorated.sort(key=lambda f: f.lineno)
+        for fn in decorated:
+            if any(self._is_triton_decorator(d) for d in fn.decorator_list):
                 self._triton_unit(fn)
         if any(self.enclosing(e.call, ast.FunctionDef, ast.AsyncFunctionDef) for e in self.extensions):
             self._bind_returned_extensions(self._functions_returning_loads())
@@ -379,7 +438,20 @@ class HostModule:
     def _functions_returning_loads(self) -> dict[str, ast.AST]:
         """Functions whose return value is a local bound to a load call (``m = load_inline(); return m``)."""
         found: dict[str, ast.AST] = {}
+        # only a function that contains such an assignment (nested functions included) can
+        # return one: walk those alone
+        holders: set[ast.AST] = set()
+        for node in self.of_type(ast.Assign):
+            if isinstance(node.value, ast.Call):
+                name = self.canonical(node.value.func)
+                if name.endswith(("load_inline", "cpp_extension.load")) or name in CUPY_KERNELS:
+                    holders.update(a for a in self.ancestors(node)
+                                   if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)))
+        if not holders:
+            return found
         for fn in self.of_type(ast.FunctionDef, ast.AsyncFunctionDef):
+            if fn not in holders:
+                continue
             locals_from_load: set[str] = set()
             for node in ast.walk(fn):
                 if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
