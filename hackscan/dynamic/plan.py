@@ -98,9 +98,9 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
     spent = 0.0
     base_cost = _probe_cost(t32, t64, numel, 1.0)
     # the parent holds each probe's float32 and float64 reference outputs and the candidate's until
-    # judging (about five copies of a float32 tensor of the input's size): on a large task the
-    # task-shaped optional probes are limited by memory as well as time
-    per_probe_bytes = max(numel, 1) * 4 * 5
+    # judging (four float32 copies of the output, and the inputs until forwarded): on a large task
+    # the task-shaped optional probes are limited by memory as well as time
+    per_probe_bytes = probe_bytes(load)
     max_full = max(0, int(memory_budget_gb * 2**30 // per_probe_bytes) - 3)
     full_taken = 0
     if measured and measured.get("full"):
@@ -264,6 +264,13 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
         take(spec(f"perf_{i}", "original", base_seed, description="a fresh get_inputs() draw for timing"),
              base_cost * 0.5, must=True)
     return Plan(probes, skipped, fixed + spent, integrity)
+
+
+def probe_bytes(load: dict[str, Any]) -> int:
+    """What the parent holds for one task-shaped probe, roughly."""
+    numel = int(load.get("input_numel") or 0)
+    out = int(load.get("output_numel") or numel)
+    return max(numel + 4 * out, 1) * 4
 
 
 def _vary(value: Any, variant: str) -> Any:

@@ -64,7 +64,9 @@ class ReferenceWorker(Worker):
         torch.manual_seed(int(msg["seed"]))
         base = to_device(as_list(ns["get_inputs"]()), self.device)
         model32, model64 = self._pair(msg["setups"][0]["name"], self.init_inputs)
-        _, first = self.timed_call(model32, clone_all(base))
+        out, first = self.timed_call(model32, clone_all(base))
+        out_numel = sum(x.numel() for x in flatten(out)[0] if torch.is_tensor(x))
+        del out
         _, t32 = self.timed_call(model32, clone_all(base))
         t32 = min(first, t32)
         t64 = None
@@ -78,6 +80,7 @@ class ReferenceWorker(Worker):
             "t32": t32,
             "t64": t64,
             "input_numel": numel,
+            "output_numel": out_numel,
             "input_shapes": [list(v.shape) if torch.is_tensor(v) else None for v in base],
             "input_dtypes": [str(v.dtype).replace("torch.", "") if torch.is_tensor(v) else type(v).__name__
                              for v in base],

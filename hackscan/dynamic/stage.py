@@ -53,7 +53,8 @@ class DynamicRun:
         self.info: dict[str, Any] = {"ran": False, "seed": self.seed}
         self.target = runnable.inspect(sub)
         mem_gb = self.opts.get("memory_gb")
-        self.mem_bytes = int(float(mem_gb) * 2**30) if mem_gb else max(2 << 30, int(total_memory() * 0.6))
+        # two workers and the parent share the machine: each worker gets about a third of it
+        self.mem_bytes = int(float(mem_gb) * 2**30) if mem_gb else max(2 << 30, int(total_memory() * 0.3))
         self.sessions: list[Session] = []
         self.lines = sub.code.splitlines()
 
@@ -140,6 +141,15 @@ class DynamicRun:
             err = r_load.get("error") or {}
             return self._skip(f"the reference does not run: {err.get('message', '?')[-400:]}")
         self.timings["reference_load_s"] = time.perf_counter() - t
+        # the probes that always run (two fresh draws, the redrawn parameters) must fit in memory
+        from .plan import probe_bytes
+
+        mem_budget = self._memory_budget_gb()
+        need = 3 * probe_bytes(r_load)
+        if need > mem_budget * 2**30:
+            return self._skip(f"the task's outputs are too large to compare here: about {need / 2**30:.1f} GiB for "
+                              f"the probes that always run, over memory_budget_gb = {mem_budget:g} "
+                              f"(output: {r_load.get('output_numel')} elements)")
 
         # candidate: load in the background (compilation overlaps the reference's probes)
         cand_setups = []
@@ -162,7 +172,7 @@ class DynamicRun:
         # two rounds: the probes that always run and the smaller shape first, whose measured costs
         # then price the rest (a matmul's cost scales with the cube of its size, a ReLU's linearly)
         kw = dict(has_params=has_params, perf_sets=perf_sets, census=target.custom,
-                  memory_budget_gb=float(self.opts.get("memory_budget_gb", 3.0)))
+                  memory_budget_gb=self._memory_budget_gb())
         first = make_plan(r_load, self.seed, steer, budget, **kw)
         round1 = [p for p in first.probes if p["id"] in FIRST_ROUND or p["id"].startswith("perf_")]
         t = time.perf_counter()
@@ -312,6 +322,11 @@ class DynamicRun:
         return findings
 
     # ------------------------------------------------------------------------------- pieces
+    def _memory_budget_gb(self) -> float:
+        """What the parent may hold of reference and candidate outputs (default: a quarter of RAM)."""
+        value = self.opts.get("memory_budget_gb")
+        return float(value) if value else total_memory() * 0.25 / 2**30
+
     def _fetch_extras(self, ref: Session, refs: dict[str, dict[str, Any]], cands: dict[str, dict[str, Any]],
                       integrity: list[dict[str, Any]]) -> None:
         """Ask the reference for the runs only some comparisons need (see ReferenceWorker.extras)."""
