@@ -40,11 +40,14 @@ def tensor_args(ctx: ScanContext, facts: PythonFacts) -> frozenset[str]:
 
 def rank_ops(ops: Iterable[TorchOp], ref_fams: frozenset[str]) -> list[TorchOp]:
     """The ops that best explain where the work happens: the reference's heavy ops first."""
-    def key(op: TorchOp) -> tuple[int, int, str]:
+    def key(op: TorchOp) -> tuple[int, int, str, int, int]:
         fams = op.families
         in_ref = bool(fams & ref_fams)
         heavy = bool(fams & HEAVY_FAMILIES)
-        return (0 if in_ref and heavy else 1 if in_ref else 2 if heavy else 3, op.line, op.name)
+        # ties (two modules called on one line) by column, then discovery order: a set of ops
+        # iterates in an order that follows memory addresses, so the first op must not depend on it
+        return (0 if in_ref and heavy else 1 if in_ref else 2 if heavy else 3, op.line, op.name,
+                getattr(op.node, "col_offset", 0), op.id)
     return sorted(set(ops), key=key)
 
 

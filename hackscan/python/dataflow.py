@@ -171,6 +171,7 @@ class _Analyser:
             and any(host.canonical(b).startswith("torch.nn.") or (isinstance(b, ast.Name) and b.id in self.classes)
                     for b in c.bases)]
         self.index = FunctionIndex(host)
+        self.methods_cache: dict[str, dict[str, tuple[ast.FunctionDef, str]]] = {}
         self.stack: list[_Frame] = []
         self.log: list[tuple[str, object, int]] = []
         self.op_ids: dict[ast.AST, int] = {}
@@ -205,12 +206,11 @@ class _Analyser:
         for _ in range(2):
             for name, defs in self.function_alts.items():
                 if name not in kernel_words and any(
-                        w in line for f in defs for line in lines[f.lineno - 1:f.end_lineno] for w in kernel_words):
+                        _mentions(lines, f.lineno - 1, f.end_lineno, kernel_words) for f in defs):
                     kernel_words.add(name)
         self.kernel_classes = [
             c for c in self.module_classes
-            if any(w in line for line in lines[self.classes[c].lineno - 1:self.classes[c].end_lineno]
-                   for w in kernel_words)]
+            if _mentions(lines, self.classes[c].lineno - 1, self.classes[c].end_lineno, kernel_words)]
 
     # ================================================================== module-level knowledge
     def _module_bindings(self) -> dict[str, str]:
@@ -286,6 +286,13 @@ class _Analyser:
         return max(candidates, key=lambda c: c.lineno)
 
     def _methods(self, cls_name: str) -> dict[str, tuple[ast.FunctionDef, str]]:
+        """Methods of a class defined here, its local bases' included (read-only: shared by every caller)."""
+        cached = self.methods_cache.get(cls_name)
+        if cached is None:
+            cached = self.methods_cache[cls_name] = self._collect_methods(cls_name)
+        return cached
+
+    def _collect_methods(self, cls_name: str) -> dict[str, tuple[ast.FunctionDef, str]]:
         out: dict[str, tuple[ast.FunctionDef, str]] = {}
         for name in reversed([cls_name, *self._all_bases(cls_name)]):
             cls = self.classes.get(name)
@@ -1775,6 +1782,23 @@ _EVAL = {
 _AUG = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.MatMult: "@", ast.Pow: "**",
         ast.FloorDiv: "//", ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|"}
 _BUILTIN_NAMES = frozenset(dir(builtins))
+
+
+def _mentions(lines: tuple[str, ...], start: int, end: int | None, words: set[str]) -> bool:
+    """Whether some line of ``lines[start:end]`` contains one of ``words``.
+
+    One substring search per word over the joined span rather than one per line and word.  A word
+    with a non-printable character (every line break is one) could match across lines in the
+    joined text, and the empty word matches any line but no empty span: those take the
+    line-by-line path.
+    """
+    span = lines[start:end]
+    if not span:
+        return False
+    if any(not w or not w.isprintable() for w in words):
+        return any(w in line for line in span for w in words)
+    text = "".join(span)
+    return any(w in text for w in words)
 
 
 def _uniq(items: list) -> list:

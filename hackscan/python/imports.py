@@ -72,14 +72,21 @@ class ImportMap:
 
         ``F.relu`` -> ``torch.nn.functional.relu``; ``x.relu`` -> ``x.relu`` (a local).
         """
+        t = type(expr)
+        if t is ast.Name:  # the common case: a bare name
+            name = expr.id  # type: ignore[attr-defined]
+            got = self.aliases.get(name)
+            return got if got is not None else CONVENTIONAL.get(name, name)
+        if t is not ast.Attribute:
+            return ""
         parts: list[str] = []
         e = expr
-        while isinstance(e, ast.Attribute):
-            parts.append(e.attr)
-            e = e.value
-        if not isinstance(e, ast.Name):
+        while type(e) is ast.Attribute:
+            parts.append(e.attr)  # type: ignore[attr-defined]
+            e = e.value  # type: ignore[attr-defined]
+        if type(e) is not ast.Name:
             return ""
-        parts.append(self.resolve_name(e.id))
+        parts.append(self.resolve_name(e.id))  # type: ignore[attr-defined]
         return ".".join(reversed(parts))
 
     def imported(self, prefix: str) -> bool:

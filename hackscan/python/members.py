@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 from .catalog import CONTAINER_MODULES, IDENTITY_INIT_MODULES, MODULE_PARAMS, STATELESS_MODULES
 from .facts import Holder
-from .module import CUPY_KERNELS, HostModule
+from .module import CUPY_KERNELS, HostModule, subtree  # noqa: F401  (subtree: re-exported)
 from .resolve import dotted_name
 
 _TENSOR_FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty", "full", "tensor", "arange", "eye",
@@ -104,37 +104,17 @@ class FunctionIndex:
         return self._collect(fn)[1]
 
 
-_LEAF_TYPES = (ast.expr_context, ast.boolop, ast.operator, ast.unaryop, ast.cmpop)
-
-
-def subtree(node: ast.AST) -> list[ast.AST]:
-    """Every node under ``node`` (itself included); a leaner ``ast.walk`` for small expressions."""
-    out = [node]
-    i = 0
-    AST = ast.AST
-    while i < len(out):
-        n = out[i]
-        i += 1
-        for name in n._fields:
-            v = getattr(n, name, None)
-            if type(v) is list:
-                for c in v:
-                    if isinstance(c, AST) and not isinstance(c, _LEAF_TYPES):
-                        out.append(c)
-            elif isinstance(v, AST) and not isinstance(v, _LEAF_TYPES):
-                out.append(v)
-    return out
-
-
 def self_chain(node: ast.AST, self_name: str = "self") -> str | None:
     """``self.a.b`` -> ``a.b``; None when the chain is not rooted at ``self``."""
-    parts: list[str] = []
     e = node
-    while isinstance(e, ast.Attribute):
-        parts.append(e.attr)
-        e = e.value
-    if isinstance(e, ast.Name) and e.id == self_name and parts:
-        return ".".join(reversed(parts))
+    if type(e) is not ast.Attribute:
+        return None
+    parts: list[str] = []
+    while type(e) is ast.Attribute:
+        parts.append(e.attr)  # type: ignore[attr-defined]
+        e = e.value  # type: ignore[attr-defined]
+    if type(e) is ast.Name and e.id == self_name:  # type: ignore[attr-defined]
+        return parts[0] if len(parts) == 1 else ".".join(reversed(parts))
     return None
 
 

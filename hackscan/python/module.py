@@ -106,6 +106,42 @@ def index_tree(tree: ast.AST) -> tuple[dict[ast.AST, ast.AST], dict[type, list[a
     return parents, nodes
 
 
+def subtree(node: ast.AST) -> list[ast.AST]:
+    """``node`` and every node under it in ``ast.walk`` order (breadth first), operator and context
+    singletons left out: a list built from the child-field table, several times cheaper than
+    ``ast.walk``'s generators."""
+    out = [node]
+    append = out.append
+    table = _CHILD_FIELDS
+    i = 0
+    while i < len(out):
+        n = out[i]
+        i += 1
+        t = type(n)
+        spec = table.get(t, False)
+        if spec is False:
+            spec = table[t] = _child_fields(t)
+        if spec is None:
+            for name in n._fields:
+                v = getattr(n, name, None)
+                if type(v) is list:
+                    out.extend(c for c in v if isinstance(c, ast.AST) and not isinstance(c, _SKIP))
+                elif isinstance(v, ast.AST) and not isinstance(v, _SKIP):
+                    append(v)
+            continue
+        for name, many in spec:
+            v = getattr(n, name, None)
+            if v is None:
+                continue
+            if many:
+                for c in v:
+                    if c is not None:
+                        append(c)
+            else:
+                append(v)
+    return out
+
+
 def _index_fields_generic(node: ast.AST, parents: dict[ast.AST, ast.AST], push) -> None:  # type: ignore[no-untyped-def]
     AST = ast.AST
     for name in node._fields:

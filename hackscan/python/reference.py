@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from ..units import MappedText
 from .module import HostModule
+from .module import subtree as _walk  # ast.walk order, without its generators
 from .resolve import Unresolved
 
 TENSOR_FACTORIES = {
@@ -148,26 +149,6 @@ def _module_constants(mod: HostModule) -> dict[str, int | float]:
                         v = mod.resolver.try_value(vv, mod.module_scope, stmt.lineno + 1)
                         if isinstance(v, (int, float)) and not isinstance(v, bool):
                             out[tt.id] = v
-    return out
-
-
-_LEAVES = (ast.expr_context, ast.boolop, ast.operator, ast.unaryop, ast.cmpop)
-
-
-def _walk(node: ast.AST) -> list[ast.AST]:
-    """The nodes under ``node`` in ``ast.walk`` order, without its generator overhead (this runs per file)."""
-    out = [node]
-    i = 0
-    AST = ast.AST
-    while i < len(out):
-        n = out[i]
-        i += 1
-        for name in n._fields:
-            v = getattr(n, name, None)
-            if type(v) is list:
-                out.extend(c for c in v if isinstance(c, AST) and not isinstance(c, _LEAVES))
-            elif isinstance(v, AST) and not isinstance(v, _LEAVES):
-                out.append(v)
     return out
 
 

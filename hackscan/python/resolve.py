@@ -417,12 +417,17 @@ def _remap_like(base: MappedText, new_text: str) -> MappedText:
 
 
 def _dotted(e: ast.AST) -> str:
+    t = type(e)
+    if t is ast.Name:
+        return e.id  # type: ignore[attr-defined]
+    if t is not ast.Attribute:
+        return ""
     parts: list[str] = []
-    while isinstance(e, ast.Attribute):
-        parts.append(e.attr)
-        e = e.value
-    if isinstance(e, ast.Name):
-        parts.append(e.id)
+    while type(e) is ast.Attribute:
+        parts.append(e.attr)  # type: ignore[attr-defined]
+        e = e.value  # type: ignore[attr-defined]
+    if type(e) is ast.Name:
+        parts.append(e.id)  # type: ignore[attr-defined]
         return ".".join(reversed(parts))
     return ""
 
