@@ -182,23 +182,6 @@ class DynamicRun:
             return self._skip(f"the reference fails while building probes: {err.get('message', '?')[-400:]}")
         refs = {p["id"]: p for p in r_probe["probes"]}
         plan = make_plan(r_load, self.seed, steer, budget, measured=_measured(refs, r_load), **kw)
-        round2 = [p for p in plan.probes if p["id"] not in refs]
-        if round2:
-            r_more = self._ask(ref, {"cmd": "probe", "probes": round2})
-            if r_more.get("ok"):
-                refs.update({p["id"]: p for p in r_more["probes"]})
-                r_probe["changes"] = r_more.get("changes", r_probe.get("changes", []))
-            else:
-                for p in round2:
-                    refs[p["id"]] = {"id": p["id"], "skipped": "the reference worker failed on this round"}
-        # a joint change of every dimension the reference rejects (a conv whose kernel no longer
-        # fits, channels no longer divisible by groups): try each dimension alone
-        alone = _one_dim_at_a_time(plan, refs, r_load.get("dims") or {}, self.seed)
-        if alone:
-            r_alone = self._ask(ref, {"cmd": "probe", "probes": alone})
-            if r_alone.get("ok"):
-                refs.update({p["id"]: p for p in r_alone["probes"]})
-                plan.probes.extend(alone)
         self.timings["reference_probes_s"] = time.perf_counter() - t
 
         try:
@@ -218,42 +201,44 @@ class DynamicRun:
             if p["setup"] == "redrawn":
                 p["match_method"] = (matches.get("redrawn") or {}).get("method")
 
-        # candidate probes, batch by batch; a dead worker is replaced for the next batch
+        # candidate probes, batch by batch; a dead worker is replaced for the next batch.  The task's
+        # own inputs go first, so that a candidate that cannot run here (or at all) costs the
+        # reference no more probes
         t = time.perf_counter()
         cands: dict[str, dict[str, Any]] = {}
         crashes: dict[str, str] = {}
         integrity: list[dict[str, Any]] = []
         respawns = 0
-        batches = [[p for p in plan.probes if p["family"] in fams] for fams in BATCHES]
-        batches.append([])  # integrity
-        for bi, batch in enumerate(batches):
-            is_integrity = bi == len(batches) - 1
-            if not batch and not is_integrity:
-                continue
+        state = {"cand": cand}
+
+        def run_batch(bi: int, batch: list[dict[str, Any]], is_integrity: bool, later: list[list[dict[str, Any]]]) -> bool:
+            """False when the remaining batches should not run."""
+            nonlocal respawns
             msg = self._candidate_batch(batch, refs, plan, is_integrity)
             if not msg["probes"] and not msg.get("plan"):
-                continue
-            if cand is None or cand.dead is not None:
+                return True
+            c = state["cand"]
+            if c is None or c.dead is not None:
                 if respawns >= MAX_RESPAWNS:
                     for p in batch:
                         crashes[p["id"]] = "not run: the candidate worker died too often"
-                    continue
+                    return True
                 respawns += 1
                 try:
-                    cand = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout)
+                    c = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout)
                 except WorkerFailure as exc:  # the candidate took the worker server down with it
                     for p in batch:
                         crashes[p["id"]] = f"not run: {exc}"
-                    cand = None
-                    break
-                cand.compile_allowance = compile_allowance
-                again = self._ask(cand, load_msg)
+                    state["cand"] = None
+                    return False
+                state["cand"] = c
+                c.compile_allowance = compile_allowance
+                again = self._ask(c, load_msg)
                 if not again.get("ok") or again.get("failed"):
-                    break
-                cand.restart_clock(timeout)
-            cand.restart_clock(timeout)
+                    return False
+            c.restart_clock(timeout)
             try:
-                reply = cand.request(msg)
+                reply = c.request(msg)
             except WorkerFailure as exc:
                 what = f"the candidate worker {exc.kind}: {exc}"
                 for p in batch:
@@ -263,17 +248,17 @@ class DynamicRun:
                 self.info.setdefault("worker_failures", []).append(dict(exc.describe(), batch=bi))
                 if bi == 0 or exc.kind == "timeout":
                     # a hang costs the time limit once, not once per batch
-                    for later in batches[bi + 1:]:
-                        for p in later:
+                    for rest in later:
+                        for p in rest:
                             crashes.setdefault(p["id"], f"not run: the candidate worker {exc.kind} on an "
                                                          "earlier batch")
-                    break
-                continue
+                    return False
+                return True
             if not reply.get("ok"):
                 err = reply.get("error") or {}
                 for p in batch:
                     cands[p["id"]] = {"id": p["id"], "error": err}
-                continue
+                return True
             for r in reply.get("probes", []):
                 if not r.get("stored"):
                     cands[r["id"]] = r
@@ -281,8 +266,30 @@ class DynamicRun:
                 if p["id"] not in ("original", "original_b") and p["id"] in refs:
                     refs[p["id"]].pop("inputs", None)
             integrity.extend(reply.get("integrity", []))
-            if bi == 0 and not any(cands.get(p["id"], {}).get("out") is not None for p in batch):
-                break  # nothing runs on the task's own inputs: other probes would only repeat that
+            return True
+
+        first_batch = [p for p in plan.probes if p["family"] in BATCHES[0]]
+        go_on = run_batch(0, first_batch, False, [])
+        runs = any(cands.get(p["id"], {}).get("out") is not None for p in first_batch)
+        if go_on and runs:
+            t2 = time.perf_counter()
+            self._reference_round2(ref, plan, refs, r_load, r_probe)
+            self.timings["reference_probes_s"] += time.perf_counter() - t2
+            batches = [[p for p in plan.probes if p["family"] in fams] for fams in BATCHES[1:]]
+            batches.append([])  # integrity
+            for bi, batch in enumerate(batches, start=1):
+                is_integrity = bi == len(batches)
+                if not batch and not is_integrity:
+                    continue
+                if not run_batch(bi, batch, is_integrity, batches[bi:]):
+                    break
+        else:
+            # nothing runs on the task's own inputs: other probes would only repeat that
+            for p in plan.probes:
+                if p["family"] not in BATCHES[0]:
+                    refs.setdefault(p["id"], {"id": p["id"], "skipped": "not run: ModelNew fails on the task's "
+                                                                       "own inputs"})
+        cand = state["cand"]
         self.timings["candidate_probes_s"] = time.perf_counter() - t
 
         needs = next((c["error"].get("needs") for c in cands.values() if "error" in c and c["error"].get("needs")), None)
@@ -322,6 +329,27 @@ class DynamicRun:
         return findings
 
     # ------------------------------------------------------------------------------- pieces
+    def _reference_round2(self, ref: Session, plan: Plan, refs: dict[str, dict[str, Any]], r_load: dict[str, Any],
+                          r_probe: dict[str, Any]) -> None:
+        """The probes the first round priced, then each dimension alone where all at once failed."""
+        round2 = [p for p in plan.probes if p["id"] not in refs]
+        if round2:
+            r_more = self._ask(ref, {"cmd": "probe", "probes": round2})
+            if r_more.get("ok"):
+                refs.update({p["id"]: p for p in r_more["probes"]})
+                r_probe["changes"] = r_more.get("changes", r_probe.get("changes", []))
+            else:
+                for p in round2:
+                    refs[p["id"]] = {"id": p["id"], "skipped": "the reference worker failed on this round"}
+        # a joint change of every dimension the reference rejects (a conv whose kernel no longer
+        # fits, channels no longer divisible by groups): try each dimension alone
+        alone = _one_dim_at_a_time(plan, refs, r_load.get("dims") or {}, self.seed)
+        if alone:
+            r_alone = self._ask(ref, {"cmd": "probe", "probes": alone})
+            if r_alone.get("ok"):
+                refs.update({p["id"]: p for p in r_alone["probes"]})
+                plan.probes.extend(alone)
+
     def _memory_budget_gb(self) -> float:
         """What the parent may hold of reference and candidate outputs (default: a quarter of RAM)."""
         value = self.opts.get("memory_budget_gb")
