@@ -90,7 +90,8 @@ class StaticScanner:
         findings = self._apply_suppressions(sub, findings)
         findings = _dedupe(findings)
         findings.sort(key=lambda f: (f.location.path, f.location.line, f.location.column, f.rule))
-        findings = [self._with_snippet(sub, f) for f in findings]
+        code_lines: list[str] = []  # the submission's lines, split once for every finding
+        findings = [self._with_snippet(sub, f, code_lines) for f in findings]
         return Report(
             path=sub.path,
             verdict=verdict_for(findings),
@@ -207,7 +208,8 @@ class StaticScanner:
         return out
 
     @staticmethod
-    def _with_snippet(sub: Submission, f: Finding) -> Finding:
+    def _with_snippet(sub: Submission, f: Finding, code_lines: list[str] | None = None) -> Finding:
+        """``f`` with the source line it points at; ``code_lines`` caches ``sub.code``'s lines across calls."""
         if f.snippet is not None or f.location.line <= 0:
             return f
         if f.location.path not in (sub.file, sub.path):
@@ -216,6 +218,10 @@ class StaticScanner:
                     lines = fh.read().splitlines()
             except OSError:
                 return f
+        elif code_lines is not None:
+            if not code_lines:
+                code_lines.extend(sub.code.splitlines())
+            lines = code_lines
         else:
             lines = sub.code.splitlines()
         if f.location.line <= len(lines):

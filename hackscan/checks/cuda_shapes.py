@@ -108,18 +108,49 @@ def _function_of(node: ts.Node, by_node: dict[int, Function]) -> Function | None
     return None
 
 
-def _occurrences(facts: CudaFacts, x: ExtensionFacts, rx: re.Pattern[bytes], node_types: tuple[str, ...],
-                 by_node: dict[int, Function]) -> list[tuple[bytes, Function | None, ts.Node]]:
-    """Every match of ``rx`` in the extension's units that is a node of ``node_types``, with the
-    matched token (group 1) and the function it sits in."""
+_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_WORD_OR_DOT = _WORD_BYTES | {ord(".")}
+
+
+def _token_matches(tokens: list[bytes], tail: bytes, raw: bytes) -> list[re.Match[bytes]]:
+    """``re.finditer(rb"(?<![\w.])(tok1|tok2...)" + tail, raw)``, longest token first, fast.
+
+    A pattern that starts with a look-behind makes the regex engine try every position of a
+    kernel source; without it the engine skips ahead to candidate starts.  The look-behind is then
+    checked by hand, which finds the same matches: a rejected match only covers word bytes
+    (the tokens are ASCII words and the tails add word bytes), and every start inside it follows a
+    word byte, where the look-behind would have failed as well.
+    """
+    if not any(t in raw for t in tokens):
+        return []
+    alt = b"|".join(re.escape(t) for t in tokens)
     out = []
+    for m in re.compile(rb"(" + alt + rb")" + tail).finditer(raw):
+        start = m.start()
+        if start == 0 or raw[start - 1] not in _WORD_OR_DOT:
+            out.append(m)
+    return out
+
+
+def _occurrences(facts: CudaFacts, x: ExtensionFacts, tokens: list[bytes], tail: bytes, node_types: tuple[str, ...],
+                 by_node: dict[int, Function]) -> list[tuple[bytes, Function | None, ts.Node]]:
+    """Every match of ``(?<![\w.])(tokens)tail`` in the extension's units that is a node of
+    ``node_types``, with the matched token (group 1) and the function it sits in."""
+    out = []
+    if not all(t and all(b in _WORD_BYTES for b in t) for t in tokens):  # the fast path's premise
+        alt = b"|".join(re.escape(t) for t in tokens)
+        rx = re.compile(rb"(?<![\w.])(" + alt + rb")" + tail)
+        scan = rx.finditer
+    else:
+        def scan(raw: bytes) -> list[re.Match[bytes]]:
+            return _token_matches(tokens, tail, raw)
     for unit in x.units:
         tree = facts.trees.get(unit.id)
         if tree is None:
             continue
         raw = unit.text.encode("utf-8")
         root = tree.root_node
-        for m in rx.finditer(raw):
+        for m in scan(raw):
             node = root.descendant_for_byte_range(m.start(1), m.end(1))
             if node is None or node.type not in node_types:
                 continue
@@ -203,10 +234,9 @@ def hardcoded_shapes(ctx: ScanContext) -> Iterator[Hit]:
             wanted.setdefault(const.name, (const, name_match, init_only))
         if wanted:
             # one pass over the text for every constant of interest
-            alt = b"|".join(re.escape(n.encode()) for n in sorted(wanted, key=len, reverse=True))
-            rx = re.compile(rb"(?<![\w.])(" + alt + rb")(?![\w])")
+            tokens = [n.encode() for n in sorted(wanted, key=len, reverse=True)]
             uses_by_name: dict[str, list] = {n: [] for n in wanted}
-            for token, fn, node in _occurrences(facts, x, rx, ("identifier",), by_node):
+            for token, fn, node in _occurrences(facts, x, tokens, rb"(?![\w])", ("identifier",), by_node):
                 name = token.decode()
                 const = wanted[name][0]
                 if fn is None or (const.function and fn.name != const.function) or _is_definition(node):
@@ -220,10 +250,9 @@ def hardcoded_shapes(ctx: ScanContext) -> Iterator[Hit]:
         literals = sorted(distinctive - named_values)
         if not literals:
             continue
-        alt = b"|".join(str(v).encode() for v in sorted(literals, key=lambda v: -len(str(v))))
-        rx = re.compile(rb"(?<![\w.])(" + alt + rb")[uUlL]*(?![\w.])")
+        tokens = [str(v).encode() for v in sorted(literals, key=lambda v: -len(str(v)))]
         by_value: dict[int, dict[int, list]] = {}
-        for token, fn, node in _occurrences(facts, x, rx, ("number_literal",), by_node):
+        for token, fn, node in _occurrences(facts, x, tokens, rb"[uUlL]*(?![\w.])", ("number_literal",), by_node):
             if fn is None:
                 continue
             by_value.setdefault(int(token), {}).setdefault(id(fn), []).append(

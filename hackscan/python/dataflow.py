@@ -202,15 +202,16 @@ class _Analyser:
         kernel_words = {b.split(".")[0] for e in host.extensions for b in e.bound_to} | \
             set(host.triton_kernels) | set(self.ext_functions) | {"load_inline", "get_function"}
         lines = host.source.lines
+        spans: dict[tuple[int, int | None], str] = {}
         # module functions that mention a kernel count as kernel words too (``residual_relu(out, x)``)
         for _ in range(2):
             for name, defs in self.function_alts.items():
                 if name not in kernel_words and any(
-                        _mentions(lines, f.lineno - 1, f.end_lineno, kernel_words) for f in defs):
+                        _mentions(lines, f.lineno - 1, f.end_lineno, kernel_words, spans) for f in defs):
                     kernel_words.add(name)
         self.kernel_classes = [
             c for c in self.module_classes
-            if _mentions(lines, self.classes[c].lineno - 1, self.classes[c].end_lineno, kernel_words)]
+            if _mentions(lines, self.classes[c].lineno - 1, self.classes[c].end_lineno, kernel_words, spans)]
 
     # ================================================================== module-level knowledge
     def _module_bindings(self) -> dict[str, str]:
@@ -362,18 +363,19 @@ class _Analyser:
         if self.budget < 0:
             self.facts.truncated = True
         frame = self.stack[-1]
-        if isinstance(s, ast.Assign):
+        t = type(s)  # parsed trees hold the concrete node classes only: no subclass to miss
+        if t is ast.Assign:
             value = self._ev(s.value)
-            for t in s.targets:
-                self._bind(t, value, s.value)
-        elif isinstance(s, ast.AnnAssign):
+            for target in s.targets:
+                self._bind(target, value, s.value)
+        elif t is ast.AnnAssign:
             if s.value is not None:
                 self._bind(s.target, self._ev(s.value), s.value)
-        elif isinstance(s, ast.AugAssign):
+        elif t is ast.AugAssign:
             self._augassign(s)
-        elif isinstance(s, ast.Expr):
+        elif t is ast.Expr:
             self._ev(s.value, discarded=True)
-        elif isinstance(s, ast.Return):
+        elif t is ast.Return:
             flow = self._ev(s.value) if s.value is not None else EMPTY
             frame.returns.append(flow)
             ret = self.returns.get(s)
@@ -384,28 +386,28 @@ class _Analyser:
                 ret.flow = ret.flow.join(flow)
             self.log.append(("return", ret, frame.depth))
             return True
-        elif isinstance(s, ast.If):
+        elif t is ast.If:
             return self._if(s)
-        elif isinstance(s, (ast.For, ast.AsyncFor)):
+        elif t is ast.For or t is ast.AsyncFor:
             self._for(s)
-        elif isinstance(s, ast.While):
+        elif t is ast.While:
             self._while(s)
-        elif isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
+        elif t is ast.Try or t.__name__ == "TryStar":
             return self._try(s)  # type: ignore[arg-type]
-        elif isinstance(s, (ast.With, ast.AsyncWith)):
+        elif t is ast.With or t is ast.AsyncWith:
             for item in s.items:
                 f = self._ev(item.context_expr)
                 if item.optional_vars is not None:
                     self._bind(item.optional_vars, f, item.context_expr)
             return self._block(s.body)
-        elif isinstance(s, ast.Raise):
+        elif t is ast.Raise:
             if s.exc is not None:
                 self._ev(s.exc)
             self.log.append(("raise", s, frame.depth))
             return True
-        elif isinstance(s, ast.Assert):
+        elif t is ast.Assert:
             self._branch_expr(s, s.test, None, None, "assert")
-        elif isinstance(s, ast.Match):
+        elif t is ast.Match:
             self._ev(s.subject)
             before = dict(frame.state)
             states = []
@@ -414,9 +416,9 @@ class _Analyser:
                 if not self._block(case.body):
                     states.append(frame.state)
             frame.state = self._join_states(states or [before])
-        elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        elif t is ast.FunctionDef or t is ast.AsyncFunctionDef:
             frame.callables[s.name] = ("def", f"{s.lineno}:{s.col_offset}")
-        elif isinstance(s, ast.Delete):
+        elif t is ast.Delete:
             for t in s.targets:
                 if isinstance(t, ast.Name):
                     frame.state.pop(t.id, None)
@@ -1116,8 +1118,10 @@ class _Analyser:
     def _call(self, e: ast.Call, discarded: bool) -> Flow:
         func = e.func
         frame = self.stack[-1]
+        ft = type(func)
+        is_attr, is_name, is_sub = ft is ast.Attribute, ft is ast.Name, ft is ast.Subscript
         # --- Triton launch: kernel[grid](...)
-        if isinstance(func, ast.Subscript):
+        if is_sub:
             tname = self._triton_name(func.value)
             if tname is not None:
                 self._ev(func.slice)
@@ -1132,7 +1136,7 @@ class _Analyser:
             return callee.join(self._args(e)).fresh().with_(opaque=frozenset([e.lineno]))
         # --- extension function (not a method of a local tensor that happens to share its name)
         found = None
-        if isinstance(func, ast.Attribute) and (func.attr in self.ext_functions or self.ext_unlisted):
+        if is_attr and (func.attr in self.ext_functions or self.ext_unlisted):
             receiver = frame.state.get(func.value.id) if isinstance(func.value, ast.Name) else None
             if receiver is None or not receiver.tensorish:
                 found = self.host.extension_for_call(e)
@@ -1155,11 +1159,11 @@ class _Analyser:
             op = self._op(e, canon, "call", inputs=args)
             return args.fresh().with_(ops=frozenset([op]))
         # --- local callables (fn = ext.relu; layer in self.layers; self.kernel = mod.get_function(...))
-        desc = frame.callables.get(func.id) if isinstance(func, ast.Name) else None
-        if desc is None and isinstance(func, ast.Name) and func.id in self.module_values and \
+        desc = frame.callables.get(func.id) if is_name else None
+        if desc is None and is_name and func.id in self.module_values and \
                 func.id not in frame.state:
             desc = self._callable_of_value(self.module_values[func.id])
-        if desc is None and isinstance(func, ast.Attribute):
+        if desc is None and is_attr:
             chain = self._chain(func)
             key = "self." + chain if chain is not None else dotted_name(func)
             desc = self.attr_callables.get(key) if key else None
@@ -1185,7 +1189,7 @@ class _Analyser:
             if kind == "torch":
                 return self._torch_call(e, target, discarded)
         # --- self.something(...)
-        if isinstance(func, ast.Attribute) and frame.self_name is not None and isinstance(func.value, ast.Name) \
+        if is_attr and frame.self_name is not None and isinstance(func.value, ast.Name) \
                 and func.value.id == frame.self_name and frame.cls is not None:
             methods = self._methods(frame.cls)
             if func.attr in methods:
@@ -1206,11 +1210,11 @@ class _Analyser:
             assigned = self.self_state.get(chain)
             return args.fresh().join(assigned or EMPTY).with_(opaque=frozenset([e.lineno]))
         # --- super().method(...)
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and \
+        if is_attr and isinstance(func.value, ast.Call) and \
                 isinstance(func.value.func, ast.Name) and func.value.func.id == "super":
             return self._super_call(e, func.attr)
         # --- LocalClass.apply(...) / Model.forward(self, ...) / LocalClass.method(...)
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.classes \
+        if is_attr and isinstance(func.value, ast.Name) and func.value.id in self.classes \
                 and func.value.id not in frame.state:
             cls = func.value.id
             methods = self._methods(cls)
@@ -1224,11 +1228,11 @@ class _Analyser:
                     self._reference_call(e, "model-forward", f"Model.{func.attr}(...)")
                 return self._invoke(node, f"{owner}.{func.attr}", owner, "", e, bind_self=not _is_static(node),
                                     kind="method", explicit_self=not _is_static(node))
-        if isinstance(func, ast.Attribute) and canon in ("Model.forward",) and "Model" not in self.classes:
+        if is_attr and canon in ("Model.forward",) and "Model" not in self.classes:
             self._reference_call(e, "model-forward", "Model.forward(...)")
             return self._args(e).fresh().with_(opaque=frozenset([e.lineno]))
         # --- module-level function / class instantiation
-        if isinstance(func, ast.Name) and func.id not in frame.state:
+        if is_name and func.id not in frame.state:
             if func.id in self.functions:
                 alts = self.function_alts[func.id]
                 out = EMPTY
@@ -1248,7 +1252,7 @@ class _Analyser:
         if canon.startswith("torch."):
             return self._torch_call(e, canon, discarded)
         # --- builtins and arithmetic helpers
-        if isinstance(func, ast.Name) and func.id not in frame.state:
+        if is_name and func.id not in frame.state:
             name = func.id
             if name in _META_BUILTINS:
                 if name == "range":
@@ -1276,7 +1280,7 @@ class _Analyser:
         if canon.startswith(_ARITH_MODULES) or canon in ("triton.cdiv", "triton.next_power_of_2"):
             return self._args(e)
         # --- a method on a value
-        if isinstance(func, ast.Attribute):
+        if is_attr:
             return self._method(e, func, discarded)
         # --- anything else: an unknown callable
         callee = self._ev(func)
@@ -1784,7 +1788,8 @@ _AUG = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.MatMult: "@
 _BUILTIN_NAMES = frozenset(dir(builtins))
 
 
-def _mentions(lines: tuple[str, ...], start: int, end: int | None, words: set[str]) -> bool:
+def _mentions(lines: tuple[str, ...], start: int, end: int | None, words: set[str],
+              spans: dict[tuple[int, int | None], str]) -> bool:
     """Whether some line of ``lines[start:end]`` contains one of ``words``.
 
     One substring search per word over the joined span rather than one per line and word.  A word
@@ -1797,7 +1802,9 @@ def _mentions(lines: tuple[str, ...], start: int, end: int | None, words: set[st
         return False
     if any(not w or not w.isprintable() for w in words):
         return any(w in line for line in span for w in words)
-    text = "".join(span)
+    text = spans.get((start, end))
+    if text is None:
+        text = spans[(start, end)] = "".join(span)
     return any(w in text for w in words)
 
 

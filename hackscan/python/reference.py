@@ -15,7 +15,15 @@ from typing import Any, Mapping
 
 from ..units import MappedText
 from .module import HostModule
-from .module import subtree as _walk  # ast.walk order, without its generators
+from .module import subtree
+
+class _Walks(dict):
+    """Each function's nodes in ``ast.walk`` order, walked once per reference (``__init__`` is
+    read by two of the fact builders)."""
+
+    def __missing__(self, fn: ast.AST) -> list[ast.AST]:
+        got = self[fn] = subtree(fn)
+        return got
 from .resolve import Unresolved
 
 TENSOR_FACTORIES = {
@@ -115,11 +123,12 @@ def build_reference_facts(mod: HostModule) -> ReferenceFacts:
     forward_ops: list[str] = []
     submodules: dict[str, str] = {}
     parameters: list[str] = []
+    walks = _Walks()
     if model is not None:
-        submodules, parameters = _init_members(mod, model)
-        forward_ops = _forward_ops(mod, model, submodules, _sequential_members(mod, model))
-    inputs = _get_inputs(mod)
-    init_inputs = _get_init_inputs(mod)
+        submodules, parameters = _init_members(mod, model, walks)
+        forward_ops = _forward_ops(mod, model, submodules, _sequential_members(mod, model, walks), walks)
+    inputs = _get_inputs(mod, walks)
+    init_inputs = _get_init_inputs(mod, walks)
     dtypes = [s.dtype for s in inputs if s.kind not in ("scalar", "unknown", "randint")]
     dtype = dtypes[0] if dtypes else "float32"
     return ReferenceFacts(
@@ -235,14 +244,14 @@ def _shape(mod: HostModule, args: list[ast.AST], scope: Any, line: int) -> tuple
     return tuple(dims)
 
 
-def _get_inputs(mod: HostModule) -> list[InputSpec]:
+def _get_inputs(mod: HostModule, walks: _Walks) -> list[InputSpec]:
     fn = _function(mod, "get_inputs")
     if fn is None:
         return []
     scope = mod.scope_of(fn.body[0]) if fn.body else mod.module_scope
     local_defs: dict[str, ast.AST] = {}
     ret: ast.AST | None = None
-    for stmt in _walk(fn):
+    for stmt in walks[fn]:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             local_defs[stmt.targets[0].id] = stmt.value
         elif isinstance(stmt, ast.Return):
@@ -256,11 +265,11 @@ def _get_inputs(mod: HostModule) -> list[InputSpec]:
     return [_tensor_spec(mod, e, scope, local_defs) for e in ret.elts]
 
 
-def _get_init_inputs(mod: HostModule) -> list[Any]:
+def _get_init_inputs(mod: HostModule, walks: _Walks) -> list[Any]:
     fn = _function(mod, "get_init_inputs")
     if fn is None:
         return []
-    for stmt in _walk(fn):
+    for stmt in walks[fn]:
         if isinstance(stmt, ast.Return) and stmt.value is not None:
             v = mod.resolver.try_value(stmt.value, mod.scope_of(stmt), stmt.lineno + 1)
             if isinstance(v, list):
@@ -269,13 +278,13 @@ def _get_init_inputs(mod: HostModule) -> list[Any]:
     return []
 
 
-def _init_members(mod: HostModule, model: ast.ClassDef) -> tuple[dict[str, str], list[str]]:
+def _init_members(mod: HostModule, model: ast.ClassDef, walks: _Walks) -> tuple[dict[str, str], list[str]]:
     submodules: dict[str, str] = {}
     parameters: list[str] = []
     for fn in model.body:
         if not (isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):
             continue
-        for node in _walk(fn):
+        for node in walks[fn]:
             if isinstance(node, ast.Assign):
                 for t in node.targets:
                     if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
@@ -300,13 +309,13 @@ _OPERATORS = {ast.Add: "torch.add", ast.Sub: "torch.sub", ast.Mult: "torch.mul",
               ast.Pow: "torch.pow", ast.FloorDiv: "torch.floor_divide", ast.Mod: "torch.remainder"}
 
 
-def _sequential_members(mod: HostModule, model: ast.ClassDef) -> dict[str, tuple[str, ...]]:
+def _sequential_members(mod: HostModule, model: ast.ClassDef, walks: _Walks) -> dict[str, tuple[str, ...]]:
     """``self.seq = nn.Sequential(nn.Conv2d(...), nn.ReLU())`` -> {"seq": ("torch.nn.Conv2d", "torch.nn.ReLU")}."""
     out: dict[str, tuple[str, ...]] = {}
     for fn in model.body:
         if not (isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):
             continue
-        for node in _walk(fn):
+        for node in walks[fn]:
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and \
                     mod.canonical(node.value.func) in ("torch.nn.Sequential", "torch.nn.ModuleList"):
                 names = tuple(mod.canonical(a.func) for a in node.value.args if isinstance(a, ast.Call))
@@ -317,19 +326,18 @@ def _sequential_members(mod: HostModule, model: ast.ClassDef) -> dict[str, tuple
 
 
 def _forward_ops(mod: HostModule, model: ast.ClassDef, submodules: Mapping[str, str],
-                 members: Mapping[str, tuple[str, ...]] | None = None) -> list[str]:
+                 members: Mapping[str, tuple[str, ...]] | None, walks: _Walks) -> list[str]:
     ops: list[str] = []
     methods = {f.name: f for f in model.body if isinstance(f, ast.FunctionDef)}
     # forward, then the methods it calls on self (one level): ``return self._impl(x)``
     reached = [methods["forward"]] if "forward" in methods else []
-    walked = {reached[0]: _walk(reached[0])} if reached else {}
-    for node in walked.get(reached[0], []) if reached else ():
+    for node in walks[reached[0]] if reached else ():
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                 isinstance(node.func.value, ast.Name) and node.func.value.id == "self" and \
                 node.func.attr in methods and node.func.attr != "forward" and methods[node.func.attr] not in reached:
             reached.append(methods[node.func.attr])
     for fn in reached:
-        nodes = walked.get(fn) or _walk(fn)
+        nodes = walks[fn]
         for node in nodes:
             if not isinstance(node, ast.Call):
                 continue
