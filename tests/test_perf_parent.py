@@ -162,6 +162,22 @@ def test_honest_time_above_the_bound_and_an_untrustworthy_bound() -> None:
     assert "HS604" not in found and "launch overhead" in perf["bound"]["why"]
 
 
+def test_bytes_the_cache_absorbs_do_not_count() -> None:
+    # 16 MiB written into a 60 MiB L2 need not reach memory before the kernel ends
+    small = {**BIG, "bytes_read": 64 * MIB, "bytes_written": 16 * MIB}
+    cand, ref = raw.candidate(0.004), raw.reference(strict_ms=0.02, tf32_ms=0.02, work=small)
+    for r in (cand, ref):
+        r["device"]["l2_bytes"] = 60 * MIB
+    perf, found = run(cand, ref)
+    assert perf["bound"]["write_floor_ms"] == 0.0 and perf["bound"]["cache_bytes"] == 60 * MIB
+    assert found["HS604"].severity is Severity.WARNING  # still below reading 64 MiB from memory, never an error
+    # on a CPU the inputs may stay cached too: a working set inside the cache has no bound at all
+    cpu_c, cpu_r = raw.candidate(0.001, device="cpu"), raw.reference(strict_ms=0.3, device="cpu", work=small)
+    cpu_r["method"]["flush_bytes"] = 32 * MIB
+    perf, found = run(cpu_c, cpu_r)
+    assert "HS604" not in found and perf["bound"]["reliable"] is False
+
+
 def test_compute_bound_uses_the_flop_count() -> None:
     work = {"flops": 2 * 4096**3, "flops_by_op": {"aten.mm": 2 * 4096**3}, "bytes_read": 128 * MIB,
             "bytes_written": 64 * MIB, "aliased_outputs": 0}
@@ -262,6 +278,11 @@ def test_memory_growing_with_every_call() -> None:
     assert found["HS608"].severity is Severity.WARNING
     cand = raw.candidate(0.5, memory=raw.memory(growth=0.2 * MIB))
     _, found = run(cand, raw.reference())
+    assert "HS608" not in found
+    # an allocator warming up: one jump, then flat (L2/61 on the CPU, measured by RSS)
+    mem = raw.memory()
+    mem["held_after_calls"], mem["growth_per_call"] = [411e6, 437e6, 437e6], 13e6
+    _, found = run(raw.candidate(0.5, memory=mem), raw.reference())
     assert "HS608" not in found
 
 
