@@ -172,7 +172,8 @@ def test_bytes_the_cache_absorbs_do_not_count() -> None:
     assert perf["bound"]["write_floor_ms"] == 0.0 and perf["bound"]["cache_bytes"] == 60 * MIB
     assert found["HS604"].severity is Severity.WARNING  # still below reading 64 MiB from memory, never an error
     # on a CPU the inputs may stay cached too: a working set inside the cache has no bound at all
-    cpu_c, cpu_r = raw.candidate(0.001, device="cpu"), raw.reference(strict_ms=0.3, device="cpu", work=small)
+    inside = {**BIG, "bytes_read": 16 * MIB, "bytes_written": 16 * MIB}
+    cpu_c, cpu_r = raw.candidate(0.001, device="cpu"), raw.reference(strict_ms=0.3, device="cpu", work=inside)
     cpu_r["method"]["flush_bytes"] = 32 * MIB
     perf, found = run(cpu_c, cpu_r)
     assert "HS604" not in found and perf["bound"]["reliable"] is False
