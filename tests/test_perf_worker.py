@@ -76,7 +76,7 @@ class Hoarder(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = x * 2.0 + 1.0
-        self.kept.append(y.repeat(64, 1))  # 1 MiB per call for a 64x64 input
+        self.kept.append(y.repeat(256, 1))  # 4 MiB per call for a 64x64 input
         return y
 
 
@@ -255,7 +255,7 @@ def test_patched_timer_during_the_measurement_is_reported(prepared: Any) -> None
 def test_memory_growth_and_excess_are_measured(prepared: Any) -> None:
     cand, ref = measure_pair(Hoarder(), prepared, opts=FAST.with_(memory_repeats=4))
     mem = cand["memory"]
-    assert mem["kind"] == "rss" and mem["growth_per_call"] > 0.5 * (1 << 20)
+    assert mem["kind"] == "rss" and mem["growth_per_call"] > 2 * (1 << 20)
     assert mem["resident"] >= 10 * (1 << 20), "the kept outputs count as tensors the model holds"
     perf, findings = evaluate(cand, ref)
     rules = {f.rule for f in findings}
