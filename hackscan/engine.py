@@ -39,6 +39,22 @@ class StaticScanner:
         selected = self.registry.select(self.config.select, self.config.ignore)
         self.rules: list[Rule] = [r for r in selected if r.stage is Stage.STATIC and r.check]
         self._selected_ids = {r.id for r in selected}
+        self._plans: list[tuple[Rule, frozenset[str]]] = []
+        self._planned: tuple[int, int] = (0, -1)
+
+    def _plan(self) -> list[tuple[Rule, frozenset[str]]]:
+        """Each rule with the languages that make it apply (``any`` stands for all; a CUDA rule
+        applies to C++ units and the reverse): worked out once, not per rule and submission."""
+        key = (id(self.rules), len(self.rules))
+        if key != self._planned:
+            plans = []
+            for rule in self.rules:
+                langs = set(rule.languages)
+                if langs & {"cuda", "cpp"}:
+                    langs |= {"cuda", "cpp"}
+                plans.append((rule, frozenset(langs)))
+            self._plans, self._planned = plans, key
+        return self._plans
 
     # ------------------------------------------------------------------ entry points
     def scan(self, item: Submission | InputProblem) -> Report:
@@ -105,8 +121,9 @@ class StaticScanner:
     def _run_rules(self, sub: Submission, ctx: ScanContext) -> tuple[list[Finding], list[SkippedRule]]:
         findings: list[Finding] = []
         skipped: list[SkippedRule] = []
-        for rule in self.rules:
-            if not self._applies(rule, ctx):
+        langs = ctx.languages
+        for rule, applies_to in self._plan():
+            if "any" not in applies_to and applies_to.isdisjoint(langs):
                 continue
             if rule.requires_reference and ctx.reference is None:
                 why = "no reference given" if not sub.reference else "the reference could not be parsed"

@@ -17,6 +17,7 @@ from ..context import Hit, ScanContext
 from ..model import Confidence, Severity
 from ..python.facts import Arm, Branch, PythonFacts
 from ..python.flow import Flow
+from ..python.module import children
 from ..python.resolve import Unresolved
 from .python_common import describe_kernel, describe_ops, rank_ops, reference_families, tensor_args
 
@@ -251,7 +252,7 @@ def _leaves(arg: ast.AST, call: ast.AST) -> Iterator[ast.AST]:
         elif isinstance(n, ast.Name):
             yield n
         elif isinstance(n, (ast.Tuple, ast.List, ast.BinOp, ast.UnaryOp, ast.Starred)):
-            stack.extend(ast.iter_child_nodes(n))
+            stack.extend(children(n))
         # calls, attributes and subscripts carry sizes read from tensors: not hardcoded
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from ..context import Hit, ScanContext
 from ..model import Confidence, Severity
+from ..python.module import subtree
 from ..python.patterns import misc_facts
 
 HALF_DTYPES = {
@@ -154,7 +155,7 @@ def _dtype_dispatch(host, node: ast.AST, dtype_vars: dict[str, str], facts=None,
     fn = None
     for anc in host.ancestors(node):
         if isinstance(anc, (ast.If, ast.IfExp)):
-            for sub in ast.walk(anc.test):
+            for sub in subtree(anc.test):
                 if isinstance(sub, (ast.Attribute, ast.Name, ast.Constant)) and _half_expr(host, sub, dtype_vars):
                     return True
         if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef)):

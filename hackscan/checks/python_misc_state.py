@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..context import Hit, ScanContext
 from ..model import Confidence, Severity
+from ..python.module import subtree
 from ..python.patterns import VIEW_METHODS, MiscFacts, is_alias_expr, misc_facts, state_key, value_refs
 from ..python.resolve import dotted_name
 
@@ -287,8 +288,8 @@ def _identity_keys(facts: MiscFacts, fn: ast.AST) -> tuple[dict[ast.AST, str], s
         for name, exprs in flow.defs.items():
             if name in names:
                 continue
-            if any(any(n in found for n in ast.walk(e)) or any(isinstance(n, ast.Name) and n.id in names
-                                                              for n in ast.walk(e)) for e in exprs):
+            if any(any(n in found for n in subtree(e)) or any(isinstance(n, ast.Name) and n.id in names
+                                                              for n in subtree(e)) for e in exprs):
                 names.add(name)
                 changed = True
     return found, names

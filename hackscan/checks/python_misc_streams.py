@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 from ..context import Hit, ScanContext
 from ..model import Confidence, Severity
+from ..python.module import subtree
 from ..python.patterns import MiscFacts, misc_facts
 from ..python.resolve import dotted_name
 
@@ -49,7 +50,7 @@ def _side_streams(facts: MiscFacts) -> set[str]:
     if not ctor_calls:
         return out
     for node in host.of_type(ast.Assign):
-        if any(id(n) in ctor_calls for n in ast.walk(node.value)):
+        if any(id(n) in ctor_calls for n in subtree(node.value)):
             for t in node.targets:
                 for tt in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
                     name = dotted_name(tt)

@@ -57,7 +57,7 @@ from .facts import (
 from .flow import EMPTY, Flow
 from .imports import CONVENTIONAL
 from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain, subtree
-from .module import HostModule
+from .module import HostModule, children
 from .resolve import Unresolved, dotted_name
 
 MAX_DEPTH = 6
@@ -796,7 +796,7 @@ class _Analyser:
                 if isinstance(n, ast.Name) and f is not None and f.inputs and n.id in frame.state:
                     value_reads.append((n.id, n))
                     continue
-                stack.extend(ast.iter_child_nodes(n))
+                stack.extend(children(n))
         for n in subtree(test):
             if isinstance(n, ast.Compare):
                 sides = [n.left, *n.comparators]

@@ -249,7 +249,7 @@ class MemberScanner:
             if value is None:
                 continue
             reads = frozenset(_self_reads(value))
-            for n in ast.walk(value):
+            for n in subtree(value):
                 if isinstance(n, ast.Name) and n.id in local:
                     reads |= local[n.id]
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore[attr-defined]
@@ -258,7 +258,7 @@ class MemberScanner:
                     if isinstance(n, ast.Name) and reads:
                         local[n.id] = local.get(n.id, frozenset()) | reads
         out = set(_self_reads(body))
-        for n in ast.walk(body):
+        for n in subtree(body):
             if isinstance(n, ast.Name) and n.id in local:
                 out |= local[n.id]
         return frozenset(prefix + c for c in out)
@@ -550,7 +550,7 @@ def fallback_flags(host: HostModule) -> dict[str, str]:
         if isinstance(value, ast.Call) and not (isinstance(value.func, ast.Name) and
                                                 value.func.id in ("hasattr", "bool", "callable", "all", "any")):
             continue
-        mentioned = {dotted_name(n) for n in ast.walk(value) if isinstance(n, (ast.Name, ast.Attribute))}
+        mentioned = {dotted_name(n) for n in subtree(value) if isinstance(n, (ast.Name, ast.Attribute))}
         if mentioned & known:
             for name in targets_of(node):
                 flags.setdefault(name, f"derived from whether the extension loaded (line {node.lineno})")

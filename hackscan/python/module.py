@@ -142,6 +142,27 @@ def subtree(node: ast.AST) -> list[ast.AST]:
     return out
 
 
+def children(node: ast.AST) -> list[ast.AST]:
+    """The direct children of ``node`` in ``ast.iter_child_nodes`` order, operator and context
+    singletons left out."""
+    t = type(node)
+    spec = _CHILD_FIELDS.get(t, False)
+    if spec is False:
+        spec = _CHILD_FIELDS[t] = _child_fields(t)
+    if spec is None:
+        return [c for c in ast.iter_child_nodes(node) if not isinstance(c, _SKIP)]
+    out: list[ast.AST] = []
+    for name, many in spec:
+        v = getattr(node, name, None)
+        if v is None:
+            continue
+        if many:
+            out.extend(c for c in v if c is not None)
+        else:
+            out.append(v)
+    return out
+
+
 def _index_fields_generic(node: ast.AST, parents: dict[ast.AST, ast.AST], push) -> None:  # type: ignore[no-untyped-def]
     AST = ast.AST
     for name in node._fields:
@@ -489,7 +510,7 @@ class HostModule:
             if fn not in holders:
                 continue
             locals_from_load: set[str] = set()
-            for node in ast.walk(fn):
+            for node in subtree(fn):
                 if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                     name = self.canonical(node.value.func)
                     if name.endswith(("load_inline", "cpp_extension.load")) or name in CUPY_KERNELS:

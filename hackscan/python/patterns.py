@@ -12,14 +12,16 @@ the host object, which lives exactly as long as one scan.
 from __future__ import annotations
 
 import ast
+import operator
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .module import HostModule
+from .module import HostModule, children
 from .resolve import dotted_name
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+_ID, _ATTR, _NAME = operator.attrgetter("id"), operator.attrgetter("attr"), operator.attrgetter("name")
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 # Tensor attributes and methods that read metadata or identity, not values: an expression that
@@ -133,7 +135,7 @@ def value_refs(expr: ast.AST | None, names: set[str] | frozenset[str]) -> bool:
             continue
         if isinstance(e, (ast.Lambda, *_FUNCS)):
             continue
-        stack.extend(ast.iter_child_nodes(e))
+        stack.extend(children(e))
     return False
 
 
@@ -163,7 +165,7 @@ def value_names(expr: ast.AST | None) -> set[str]:
             stack.extend(e.args)
             stack.extend(k.value for k in e.keywords)
         elif not isinstance(e, (ast.Lambda, *_FUNCS)):
-            stack.extend(ast.iter_child_nodes(e))
+            stack.extend(children(e))
     return out
 
 
@@ -251,6 +253,7 @@ class MiscFacts:
 
     _cnames: dict[int, str] = field(default_factory=dict)
     _deps: dict[tuple[ast.AST, str], dict[str, set[str]]] = field(default_factory=dict)
+    _targets: dict[ast.AST, list[FunctionNode]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ cheap pre-checks
     def mentions(self, *needles: str) -> bool:
@@ -292,11 +295,11 @@ class MiscFacts:
         """
         out: set[str] = set()
         nodes = self.host.nodes
-        out.update(n.id for n in nodes.get(ast.Name, ()))
-        out.update(n.attr for n in nodes.get(ast.Attribute, ()))
+        out.update(map(_ID, nodes.get(ast.Name, ())))
+        out.update(map(_ATTR, nodes.get(ast.Attribute, ())))
         out.update(k.arg for k in nodes.get(ast.keyword, ()) if k.arg)
         for t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
-            out.update(n.name for n in nodes.get(t, ()))
+            out.update(map(_NAME, nodes.get(t, ())))
         for a in nodes.get(ast.alias, ()):
             out.update(a.name.split("."))
             if a.asname:
@@ -347,8 +350,17 @@ class MiscFacts:
         got = self._by_owner.get(typ)
         if got is None:
             got = {}
+            cache = self._owner
+            owner = self.owner
             for n in self.host.of_type(typ):
-                got.setdefault(self.owner(n), []).append(n)
+                o = cache.get(n, 0)
+                if o == 0:
+                    o = owner(n)
+                bucket = got.get(o)
+                if bucket is None:
+                    got[o] = [n]
+                else:
+                    bucket.append(n)
             self._by_owner[typ] = got
         return got
 
@@ -425,7 +437,13 @@ class MiscFacts:
         return got
 
     def call_targets(self, call: ast.Call) -> list[FunctionNode]:
-        """Functions of this file that ``call`` may invoke."""
+        """Functions of this file that ``call`` may invoke (the list is shared: do not change it)."""
+        got = self._targets.get(call)
+        if got is None:
+            got = self._targets[call] = self._call_targets(call)
+        return got
+
+    def _call_targets(self, call: ast.Call) -> list[FunctionNode]:
         f = call.func
         out: list[FunctionNode] = []
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls"):

@@ -66,7 +66,9 @@ def build_scope(node: ast.AST, parent: Scope | None = None, klass: Scope | None 
     body = getattr(node, "body", [])
     if not isinstance(body, list):  # a Lambda's body is one expression, not statements
         body = []
-    for stmt in _flat_statements(body):
+    stmts: list[ast.stmt] = []
+    _flatten(body, stmts)
+    for stmt in stmts:
         _record(scope, stmt)
     if isinstance(node, ast.ClassDef):
         # ``self.x = ...`` inside methods, for lookups of ``self.x``
@@ -80,6 +82,40 @@ def build_scope(node: ast.AST, parent: Scope | None = None, klass: Scope | None 
     for entries in list(scope.bindings.values()) + list(scope.self_bindings.values()):
         entries.sort(key=lambda e: e[0])
     return scope
+
+
+_NESTED = ("body", "orelse", "finalbody")
+_OPAQUE = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+# per statement type: the fields ``_flat_statements`` descends into (none for simple statements)
+_BLOCK_FIELDS: dict[type, tuple[tuple[str, ...], bool, bool]] = {}
+
+
+def _block_fields(t: type) -> tuple[tuple[str, ...], bool, bool]:
+    fields = getattr(t, "_fields", ())
+    got = (tuple(f for f in _NESTED if f in fields), "handlers" in fields, "cases" in fields)
+    _BLOCK_FIELDS[t] = got
+    return got
+
+
+def _flatten(body: list[ast.stmt], out: list[ast.stmt]) -> None:
+    """``_flat_statements`` into a list, without a generator per nesting level."""
+    for stmt in body:
+        out.append(stmt)
+        t = type(stmt)
+        if issubclass(t, _OPAQUE):
+            continue
+        spec = _BLOCK_FIELDS.get(t) or _block_fields(t)
+        nested, handlers, cases = spec
+        for name in nested:
+            sub = getattr(stmt, name, None)
+            if isinstance(sub, list):
+                _flatten(sub, out)
+        if handlers:
+            for handler in getattr(stmt, "handlers", []) or []:
+                _flatten(handler.body, out)
+        if cases:
+            for case in getattr(stmt, "cases", []) or []:
+                _flatten(case.body, out)
 
 
 def _flat_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
@@ -122,24 +158,41 @@ def _unpack(target: ast.AST, value: ast.AST) -> Iterator[tuple[ast.AST, ast.AST,
         yield target, value, "assign"
 
 
+_ASSIGNS = (ast.Assign, ast.AnnAssign, ast.AugAssign)
+
+
 def _record(scope: Scope, stmt: ast.stmt) -> None:
-    for target, value, kind in _assign_pairs(stmt):
-        if isinstance(target, ast.Name):
-            scope.bindings.setdefault(target.id, []).append((stmt.lineno, kind, value))
+    bindings = scope.bindings
+    t = type(stmt)
+    if t is ast.Assign:
+        value = stmt.value  # type: ignore[attr-defined]
+        for target in stmt.targets:  # type: ignore[attr-defined]
+            if type(target) is ast.Name:  # the common case, without the generators of _unpack
+                bindings.setdefault(target.id, []).append((stmt.lineno, "assign", value))
+                continue
+            for tgt, v, kind in _unpack(target, value):
+                if isinstance(tgt, ast.Name):
+                    bindings.setdefault(tgt.id, []).append((stmt.lineno, kind, v))
+        return
+    if issubclass(t, _ASSIGNS):
+        for target, value, kind in _assign_pairs(stmt):
+            if isinstance(target, ast.Name):
+                bindings.setdefault(target.id, []).append((stmt.lineno, kind, value))
+        return
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        scope.bindings.setdefault(stmt.name, []).append((stmt.lineno, "def", stmt))
+        bindings.setdefault(stmt.name, []).append((stmt.lineno, "def", stmt))
     elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
         for alias in stmt.names:
             name = alias.asname or alias.name.split(".")[0]
-            scope.bindings.setdefault(name, []).append((stmt.lineno, "import", stmt))
+            bindings.setdefault(name, []).append((stmt.lineno, "import", stmt))
     elif isinstance(stmt, (ast.For, ast.AsyncFor)):
         for t, v, _ in _unpack(stmt.target, stmt.iter):
             if isinstance(t, ast.Name):
-                scope.bindings.setdefault(t.id, []).append((stmt.lineno, "opaque", v))
+                bindings.setdefault(t.id, []).append((stmt.lineno, "opaque", v))
     elif isinstance(stmt, (ast.With, ast.AsyncWith)):
         for item in stmt.items:
             if isinstance(item.optional_vars, ast.Name):
-                scope.bindings.setdefault(item.optional_vars.id, []).append((stmt.lineno, "opaque", item.context_expr))
+                bindings.setdefault(item.optional_vars.id, []).append((stmt.lineno, "opaque", item.context_expr))
 
 
 class Resolver:
