@@ -514,7 +514,8 @@ def _memory(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter) -> dict[str
     if ct is None or rt is None:
         return out
     r = ct / rt if rt > 0 else (math.inf if ct > 0 else 1.0)
-    out["ratio"] = r if math.isfinite(r) else None
+    # below a MiB the numbers are page and heap noise (RSS on the CPU): no ratio worth printing
+    out["ratio"] = r if math.isfinite(r) and max(ct, rt) >= MIB else None
     o = em.options("HS607")
     if r >= float(o["ratio"]) and ct - rt >= float(o["min_excess_mib"]) * MIB:
         parts = {"tensors held": _f(cm.get("resident")) or 0.0, "call peak": _f(cm.get("call_peak")) or 0.0,
