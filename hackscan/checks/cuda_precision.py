@@ -200,11 +200,11 @@ def _thread_derived(fn: Function, seeds: frozenset[str] = _THREAD_SEEDS,
     while changed and rounds < 6:
         changed = False
         rounds += 1
-        for name, values in fn.assigned.items():
+        for name, values in fn.assigned_texts.items():
             if name in out:
                 continue
-            for v in values:
-                if calls.search(text(v)) or any(text(i) in out for i in identifiers(v)):
+            for vtext, idents in values:
+                if calls.search(vtext) or any(i in out for i in idents):
                     out.add(name)
                     changed = True
                     break

@@ -33,6 +33,7 @@ from .parser import (
     compact,
     declarator_name,
     first_error,
+    identifiers,
     kernel_config,
     language,
     method_receiver,
@@ -116,6 +117,13 @@ class Function:
     def pos(self) -> Pos:
         decl = self.node.child_by_field_name("declarator")
         return pos_of(self.unit, decl if decl is not None else self.node)
+
+    @cached_property
+    def assigned_texts(self) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
+        """``assigned`` as text: each value's source and the identifiers it reads (fixpoints over the
+        locals read these every round)."""
+        return {name: [(text(v), tuple(text(i) for i in identifiers(v))) for v in values]
+                for name, values in self.assigned.items()}
 
     def param(self, name: str) -> Param | None:
         for p in self.params:
