@@ -14,6 +14,7 @@ reference's ``forward_ops``.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Literal
 
@@ -196,6 +197,7 @@ _PREFIXES = ("torch.nn.functional.", "torch.nn.", "torch.linalg.", "torch.specia
 _CAMEL = re.compile(r"[^a-z0-9_]")
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of a name; names repeat across files
 def op_family(name: str) -> str:
     """One name for every spelling of an operation: ``F.relu``, ``x.relu_()``, ``nn.ReLU`` -> ``relu``."""
     short = name
@@ -217,6 +219,7 @@ def is_heavy(name: str) -> bool:
     return op_family(name) in HEAVY_FAMILIES
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of a name; names repeat across files
 def classify_torch(name: str) -> Kind:
     """Kind of a canonical ``torch.*`` callable (``torch.nn.functional.relu``, ``torch.empty``)."""
     if name.startswith(MISC_PREFIXES):
@@ -246,6 +249,7 @@ _C_COMPUTE = ("torch._C._nn.", "torch._C._VariableFunctions.", "torch._C._linalg
               "torch._C._special.", "torch._C._TensorBase.", "torch._C.TensorBase.")
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of a name; names repeat across files
 def classify_method(name: str) -> Kind | None:
     """Kind of a method called on a tensor; ``None`` when the name is not a known tensor method."""
     if name in META_METHODS:

@@ -74,7 +74,11 @@ def build_scope(node: ast.AST, parent: Scope | None = None, klass: Scope | None 
         # ``self.x = ...`` inside methods, for lookups of ``self.x``
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                for sub in _flat_statements(stmt.body):
+                subs: list[ast.stmt] = []
+                _flatten(stmt.body, subs)
+                for sub in subs:
+                    if not isinstance(sub, _ASSIGNS):
+                        continue  # _assign_pairs yields nothing for other statements
                     for target, value, kind in _assign_pairs(sub):
                         if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
                                 and target.value.id == "self"):
