@@ -9,6 +9,8 @@ submissions or threads.
 from __future__ import annotations
 
 import ast
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Mapping
@@ -58,14 +60,76 @@ class Pos:
     path: str | None = None
 
 
+_UNSET: Any = object()
+
+
+class ReferenceEntry:
+    """One reference parsed once, with its facts filled in by the first scan that asks for them.
+
+    Shared by every scan of the same reference text, from any thread: the fields only ever go
+    from unset to a value that any scan would compute the same way (two threads racing on one
+    field both compute it, and either result is the same).
+    """
+
+    __slots__ = ("module", "facts", "python")
+
+    def __init__(self, module: "HostModule | None"):
+        self.module = module
+        self.facts: Any = _UNSET
+        self.python: Any = _UNSET
+
+
+class ReferenceCache:
+    """Parsed references and their facts, most recently used kept (bounded, thread-safe).
+
+    In a training loop many candidates are scanned against one reference: each of them would
+    parse and analyse the same text again.  The cache is keyed by the reference text (and the path
+    it came from, which decides where ``load(sources=...)`` files are read).  A small bound keeps
+    memory, and the work of the garbage collector over the retained trees, negligible when every
+    reference is different.
+    """
+
+    def __init__(self, size: int = 8):
+        self.size = size
+        self._entries: OrderedDict[tuple[str, str], ReferenceEntry] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, code: str, path: str) -> ReferenceEntry:
+        key = (code, path)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                return entry
+        from .python.module import HostModule
+
+        try:
+            module: HostModule | None = HostModule.parse(code, path)
+        except (SyntaxError, ValueError):
+            module = None
+        entry = ReferenceEntry(module)
+        if self.size > 0:
+            with self._lock:
+                entry = self._entries.setdefault(key, entry)  # a racing thread's entry wins
+                self._entries.move_to_end(key)
+                while len(self._entries) > self.size:
+                    self._entries.popitem(last=False)
+        return entry
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 class ScanContext:
     def __init__(self, submission: "Submission", host: "HostModule | None", units: list[Unit],
-                 options: Mapping[str, Mapping[str, Any]] | None = None, mode: str = "gate"):
+                 options: Mapping[str, Mapping[str, Any]] | None = None, mode: str = "gate",
+                 references: ReferenceCache | None = None):
         self.submission = submission
         self.host = host
         self.units = units
         self.mode = mode
         self._options = options or {}
+        self._references = references
         # the rule being run; set by the engine so ``options`` needs no argument
         self.rule_id: str = ""
         self.rule_defaults: Mapping[str, Any] = {}
@@ -127,6 +191,14 @@ class ScanContext:
         return build_triton_facts(self.host)
 
     @cached_property
+    def _reference_entry(self) -> ReferenceEntry | None:
+        """The shared entry of this submission's reference, when the scanner keeps a cache."""
+        code = self.submission.reference
+        if not code or self._references is None or (self.submission.self_reference and self.host is not None):
+            return None
+        return self._references.get(code, self.submission.reference_path or "<reference>")
+
+    @cached_property
     def reference_module(self) -> "HostModule | None":
         """The reference parsed like a host file; None when absent or unparsable."""
         code = self.submission.reference
@@ -134,6 +206,9 @@ class ScanContext:
             return None
         if self.submission.self_reference and self.host is not None:
             return self.host
+        entry = self._reference_entry
+        if entry is not None:
+            return entry.module
         from .python.module import HostModule
 
         try:
@@ -143,22 +218,34 @@ class ScanContext:
 
     @cached_property
     def reference(self) -> "ReferenceFacts | None":
+        entry = self._reference_entry
+        if entry is not None and entry.facts is not _UNSET:
+            return entry.facts  # type: ignore[no-any-return]
         module = self.reference_module
-        if module is None:
-            return None
-        from .python.reference import build_reference_facts
+        facts = None
+        if module is not None:
+            from .python.reference import build_reference_facts
 
-        return build_reference_facts(module)
+            facts = build_reference_facts(module)
+        if entry is not None:
+            entry.facts = facts
+        return facts
 
     @cached_property
     def reference_python(self) -> "PythonFacts | None":
         """The reference's ``Model`` analysed like a candidate: its ops, holders and in-place writes."""
+        entry = self._reference_entry
+        if entry is not None and entry.python is not _UNSET:
+            return entry.python  # type: ignore[no-any-return]
         module = self.reference_module
-        if module is None:
-            return None
-        from .python.facts import build_python_facts
+        facts = None
+        if module is not None:
+            from .python.facts import build_python_facts
 
-        return build_python_facts(module, "Model")
+            facts = build_python_facts(module, "Model")
+        if entry is not None:
+            entry.python = facts
+        return facts
 
     @cached_property
     def graph(self) -> "nx.DiGraph":
@@ -175,11 +262,14 @@ class ScanContext:
         younger collection would walk it again.  Breaking the links lets reference counting free
         a scan's objects as soon as it ends.
         """
-        for module in (self.host, self.__dict__.get("reference_module")):
+        shared = self.__dict__.get("_reference_entry") is not None  # a cached reference outlives the scan
+        for module in (self.host, None if shared else self.__dict__.get("reference_module")):
             if module is not None:
                 module.__dict__.pop("_misc_facts", None)
                 module.__dict__.pop("_object_names", None)
+        references = self._references
         self.__dict__.clear()
+        self._references = references
 
 
 def location_for(ctx: ScanContext, hit: Hit) -> Location:

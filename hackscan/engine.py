@@ -1,7 +1,8 @@
 """The static stage: submission -> units -> facts -> rules -> findings -> report.
 
 One ``StaticScanner`` holds the selected rules and configuration and is safe to share across
-threads (it holds no per-scan state); each ``scan`` builds a fresh ``ScanContext``.  A rule that
+threads (it holds no per-scan state, only a small thread-safe cache of parsed references); each
+``scan`` builds a fresh ``ScanContext``.  A rule that
 crashes becomes an ``analysis-failure`` finding for that submission; it never takes the scan down.
 """
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from .config import Config
-from .context import Hit, ScanContext, location_for
+from .context import Hit, ReferenceCache, ScanContext, location_for
 from .inputs import InputProblem, Submission
 from .model import Confidence, Finding, Location, Report, Severity, SkippedRule, Stage, Verdict, verdict_for
 from .registry import Registry, Rule, load_registry
@@ -33,8 +34,11 @@ class ScanOptions:
 
 
 class StaticScanner:
-    def __init__(self, config: Config | None = None, registry: Registry | None = None):
+    def __init__(self, config: Config | None = None, registry: Registry | None = None,
+                 reference_cache_size: int = 8):
         self.config = config or Config()
+        # references parsed once for consecutive candidates of one task (0 turns the cache off)
+        self.references = ReferenceCache(reference_cache_size)
         self.registry = registry or load_registry()
         selected = self.registry.select(self.config.select, self.config.ignore)
         self.rules: list[Rule] = [r for r in selected if r.stage is Stage.STATIC and r.check]
@@ -98,7 +102,7 @@ class StaticScanner:
         else:
             units = [Unit(id=sub.path.rsplit("/", 1)[-1], language=sub.language,
                           mapped=MappedText.verbatim(sub.code, 1, 0), role="file")]
-        ctx = ScanContext(sub, host, units, self.config.rule_options, self.config.mode)
+        ctx = ScanContext(sub, host, units, self.config.rule_options, self.config.mode, self.references)
         try:
             findings, skipped = self._run_rules(sub, ctx)
         finally:
