@@ -88,3 +88,28 @@ def test_the_fallback_share_counts_work_in_the_references_own_ops_only() -> None
     share, _ = fallback_share(_census({"aten.empty_like": (0.5, 1000), "aten.copy_": (0.5, 1000)}), ref)
     assert share == 0.0
     assert fallback_share({}, ref)[0] is None
+
+
+def test_cuda_source_the_static_stage_cannot_resolve_still_makes_a_cuda_candidate() -> None:
+    # the kernel is written to a file at run time and the extension falls back to torch on a CPU:
+    # running it there would judge the fallback, not the candidate
+    code = """
+    import os, tempfile, torch
+    import torch.nn as nn
+    from torch.utils.cpp_extension import load
+    class ModelNew(nn.Module):
+        def __init__(self):
+            super().__init__()
+            src = "__global__ void k(float* y) { y[threadIdx.x] = 0.f; }"
+            path = os.path.join(tempfile.mkdtemp(), "k" + ".cu")
+            open(path, "w").write(src)
+            try:
+                self.ext = load(name="k", sources=[path])
+            except Exception:
+                self.ext = None
+        def forward(self, x):
+            return self.ext.k(x) if self.ext is not None and x.is_cuda else torch.relu(x)
+    """
+    t = inspect(_sub(code))
+    assert "cuda" in t.needs and t.custom
+    assert choose_device("auto", CPU, t)[0] is None

@@ -78,12 +78,14 @@ class CandidateWorker(Worker):
             self.note_changes("init")
         except BaseException as exc:  # noqa: BLE001
             return {"failed": phase, "error": describe_error(exc, self.path), "changes": self.changes,
-                    "compile_s": self.cache.compile_seconds, "builds": self.cache.builds}
+                    "compile_s": self.cache.compile_seconds, "builds": self.cache.builds,
+                    "cuda_builds": self.cache.cuda_builds}
         return {
             "matches": matches,
             "changes": self.changes,
             "compile_s": self.cache.compile_seconds,
             "builds": self.cache.builds,
+            "cuda_builds": self.cache.cuda_builds,
             "load_s": self.timers.perf_counter() - start - self.cache.compile_seconds,
         }
 

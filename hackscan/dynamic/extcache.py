@@ -33,6 +33,8 @@ class ExtensionCache:
         self.root = Path(root)
         self.compile_seconds = 0.0
         self.builds: list[dict[str, Any]] = []
+        # builds of CUDA code: on a CPU worker the candidate's custom path cannot be what runs
+        self.cuda_builds = 0
         # tells the parent a build started / ended, so its time limit can allow for compilation
         self.on_event = on_event
 
@@ -60,6 +62,9 @@ class ExtensionCache:
             folder = cache.root / "ext" / key
             folder.mkdir(parents=True, exist_ok=True)
             text = " ".join(_read(s) for s in _sources_of(kind, bound))
+            if (kind == "load_inline" and bound.get("cuda_sources")) or any(
+                    str(x).endswith((".cu", ".cuh")) for x in _sources_of(kind, bound)) or "__global__" in text:
+                cache.cuda_builds += 1
             if not _OWN_MODULE_NAME.search(text):
                 bound["name"] = f"{name}_{key[:12]}"
             bound["build_directory"] = str(folder)

@@ -17,6 +17,9 @@ from typing import Any
 from ..inputs import Submission
 
 _CUDA_CALLS = re.compile(r"\.cuda\(|device\s*=\s*['\"]cuda|torch\.device\(\s*['\"]cuda|\.to\(\s*['\"]cuda")
+# CUDA source text anywhere in the file: a kernel built at run time from strings the static stage
+# could not resolve (written to a temp file, assembled in a method) is still a CUDA candidate
+_CUDA_SOURCE = re.compile(r"__global__\s+void|<<<[^>]*>>>|\bcuda_sources\s*=\s*[^N\s]|['\"][^'\"]*\.cu['\"]")
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,10 @@ def inspect(sub: Submission) -> Target:
             needs.add("cxx")
     if "cuda" in languages:
         needs.add("cuda")
+    elif _CUDA_SOURCE.search(sub.code):
+        # its custom path is CUDA: on a CPU only its fallback would run, which is not the candidate
+        needs.add("cuda")
+        custom = True
     if "cpp" in languages and "cuda" not in languages:
         needs.add("cxx")
     return Target(forward_line=line, forward_column=col, needs=frozenset(needs), custom=custom,

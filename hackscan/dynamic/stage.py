@@ -193,6 +193,9 @@ class DynamicRun:
         self.timings["compile_s"] = float(c_load.get("compile_s") or 0.0)
         self.info["compile"] = {"seconds": round(self.timings["compile_s"], 3), "builds": c_load.get("builds", [])}
         findings: list[Finding] = []
+        if device == "cpu" and c_load.get("cuda_builds"):
+            # its custom path is CUDA: on a CPU only a fallback could run, which is not the candidate
+            return self._skip("the candidate builds CUDA code at run time and needs a CUDA GPU")
         if not c_load.get("ok") or c_load.get("failed"):
             return findings + self._load_failure(c_load)
         matches = c_load.get("matches", {})
