@@ -101,6 +101,16 @@ _SHAPE_VIEWS = frozenset({"view", "reshape", "expand", "broadcast_to", "repeat",
                           "new_ones", "unflatten"})
 _WRAPPERS = frozenset({"torch.compile", "torch.jit.script", "torch.jit.trace", "functools.partial",
                        "torch.cuda.make_graphed_callables", "torch._dynamo.optimize"})
+# the last names of _WRAPPERS: an attribute call with another last name cannot canonicalise to one
+_WRAPPER_LASTS = frozenset(w.rsplit(".", 1)[-1] for w in _WRAPPERS)
+
+
+def _may_wrap(func: ast.AST) -> bool:
+    """Cheap pre-check for ``canonical(func) in _WRAPPERS``: an attribute chain keeps its last name
+    (``x.y.compile`` -> ``....compile``); a bare name may be an alias of anything."""
+    return type(func) is not ast.Attribute or func.attr in _WRAPPER_LASTS  # type: ignore[attr-defined]
+
+
 _PARAM_HOLDERS = frozenset({"module", "parameter", "buffer", "tensor", "container", "stateless"})
 _DYNAMIC_SELF = frozenset({"parameters", "named_parameters", "state_dict", "modules", "named_modules", "children",
                            "named_children", "buffers", "named_buffers", "__dict__", "_modules", "_parameters",
@@ -172,6 +182,8 @@ class _Analyser:
                     for b in c.bases)]
         self.index = FunctionIndex(host)
         self.methods_cache: dict[str, dict[str, tuple[ast.FunctionDef, str]]] = {}
+        # holders are fixed before forward is walked: a chain's state name never changes
+        self.state_names: dict[str, str] = {}
         self.stack: list[_Frame] = []
         self.log: list[tuple[str, object, int]] = []
         self.op_ids: dict[ast.AST, int] = {}
@@ -497,7 +509,8 @@ class _Analyser:
         """What calling the value of ``node`` runs: a kernel, a torch function, a module held by self."""
         if isinstance(node, ast.Lambda):
             return ("lambda", f"{node.lineno}:{node.col_offset}")
-        if isinstance(node, ast.Call) and node.args and self.host.canonical(node.func) in _WRAPPERS and depth < 2:
+        if isinstance(node, ast.Call) and node.args and depth < 2 and _may_wrap(node.func) and \
+                self.host.canonical(node.func) in _WRAPPERS:
             return self._callable_of_value(node.args[0], depth + 1)
         frame = self.stack[-1]
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
@@ -968,6 +981,12 @@ class _Analyser:
 
     def _state_name(self, chain: str) -> str:
         """``param:fc.weight`` for learned state held by a parameter holder, ``self.cache`` otherwise."""
+        got = self.state_names.get(chain)
+        if got is None:
+            got = self.state_names[chain] = self._holder_state_name(chain)
+        return got
+
+    def _holder_state_name(self, chain: str) -> str:
         parts = chain.split(".")
         for i in range(len(parts), 0, -1):
             holder = self.facts.holders.get(".".join(parts[:i]))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import operator
 from collections.abc import Iterable
 
 from .catalog import CONTAINER_MODULES, IDENTITY_INIT_MODULES, MODULE_PARAMS, STATELESS_MODULES
@@ -36,6 +37,9 @@ _NONTENSOR_BUILTINS = frozenset({"int", "float", "str", "bool", "dict", "list", 
                                  "collections.defaultdict"})
 
 
+_POSITION = operator.attrgetter("lineno", "col_offset")
+
+
 class FunctionIndex:
     """Assignments, calls and nested defs of one function, collected on demand from its own subtree.
 
@@ -51,8 +55,8 @@ class FunctionIndex:
     def _sorted(self, key: str, types: tuple[type, ...]) -> tuple[list[tuple[int, int]], list[ast.AST]]:
         cached = self._by_line.get(key)
         if cached is None:
-            nodes = sorted(self.host.of_type(*types), key=lambda n: (n.lineno, n.col_offset))
-            cached = ([(n.lineno, n.col_offset) for n in nodes], nodes)
+            nodes = sorted(self.host.of_type(*types), key=_POSITION)
+            cached = (list(map(_POSITION, nodes)), nodes)
             self._by_line[key] = cached
         return cached
 
@@ -151,7 +155,7 @@ class MemberScanner:
             # locals computed from attributes (``b = (self.bias - c) * m``) fold parameters at init
             self.local_reads: dict[str, frozenset[str]] = {}
             self._current = (fn, cls_name)
-            for node in sorted(self.index.assigns(fn), key=lambda n: (n.lineno, n.col_offset)):
+            for node in self.index.assigns(fn):  # in source order already
                 if node.value is not None:  # type: ignore[attr-defined]
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore[attr-defined]
                     for t in targets:
@@ -244,7 +248,7 @@ class MemberScanner:
         """Attributes a closure reads, directly or through locals of the function defining it."""
         owner = self.index._owner(body)
         local: dict[str, frozenset[str]] = {}
-        for node in sorted(self.index.assigns(owner), key=lambda n: (n.lineno, n.col_offset)):
+        for node in self.index.assigns(owner):  # in source order already
             value = node.value  # type: ignore[attr-defined]
             if value is None:
                 continue
