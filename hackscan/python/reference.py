@@ -285,7 +285,8 @@ def _init_members(mod: HostModule, model: ast.ClassDef, walks: _Walks) -> tuple[
         if not (isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):
             continue
         for node in walks[fn]:
-            if isinstance(node, ast.Assign):
+            nt = type(node)  # parsed trees hold the concrete node classes only
+            if nt is ast.Assign:
                 for t in node.targets:
                     if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
                             and isinstance(node.value, ast.Call)):
@@ -297,7 +298,7 @@ def _init_members(mod: HostModule, model: ast.ClassDef, walks: _Walks) -> tuple[
                                 parameters.append(t.attr)
                         elif short == "Parameter":
                             parameters.append(t.attr)
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+            elif nt is ast.Call and isinstance(node.func, ast.Attribute) and node.func.attr in (
                     "register_buffer", "register_parameter") and node.args:
                 v = node.args[0]
                 if isinstance(v, ast.Constant) and isinstance(v.value, str):
@@ -316,7 +317,7 @@ def _sequential_members(mod: HostModule, model: ast.ClassDef, walks: _Walks) -> 
         if not (isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):
             continue
         for node in walks[fn]:
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and \
+            if type(node) is ast.Assign and isinstance(node.value, ast.Call) and \
                     mod.canonical(node.value.func) in ("torch.nn.Sequential", "torch.nn.ModuleList"):
                 names = tuple(mod.canonical(a.func) for a in node.value.args if isinstance(a, ast.Call))
                 for t in node.targets:
@@ -337,10 +338,14 @@ def _forward_ops(mod: HostModule, model: ast.ClassDef, submodules: Mapping[str, 
                 node.func.attr in methods and node.func.attr != "forward" and methods[node.func.attr] not in reached:
             reached.append(methods[node.func.attr])
     for fn in reached:
-        nodes = walks[fn]
-        for node in nodes:
-            if not isinstance(node, ast.Call):
-                continue
+        calls, binops = [], []
+        for node in walks[fn]:
+            t = type(node)
+            if t is ast.Call:
+                calls.append(node)
+            elif t is ast.BinOp:
+                binops.append(node)
+        for node in calls:
             func = node.func
             name = mod.canonical(func)
             if name.startswith("torch."):
@@ -354,11 +359,11 @@ def _forward_ops(mod: HostModule, model: ast.ClassDef, submodules: Mapping[str, 
             elif isinstance(func, ast.Attribute):
                 ops.append(f"Tensor.{func.attr}")
         # operators: a @ b, a * b (on tensors or not: the reference's arithmetic is its computation)
-        for node in nodes:
-            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+        for node in binops:
+            if isinstance(node.op, ast.MatMult):
                 ops.append("torch.matmul")
-        for node in nodes:
-            if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS and \
+        for node in binops:
+            if type(node.op) in _OPERATORS and \
                     not (isinstance(node.left, ast.Constant) and isinstance(node.right, ast.Constant)):
                 ops.append(_OPERATORS[type(node.op)])
     seen: dict[str, None] = {}
