@@ -12,10 +12,10 @@ import ast
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .model import Confidence, Location, Severity
+from .python.lazy import cached_property
 from .units import Unit
 
 if TYPE_CHECKING:  # imported lazily at run time: listing rules must not pay for analysis imports
@@ -73,7 +73,7 @@ class ReferenceEntry:
 
     __slots__ = ("module", "facts", "python")
 
-    def __init__(self, module: "HostModule | None"):
+    def __init__(self, module: HostModule | None):
         self.module = module
         self.facts: Any = _UNSET
         self.python: Any = _UNSET

@@ -113,7 +113,7 @@ _WORD_OR_DOT = _WORD_BYTES | {ord(".")}
 
 
 def _token_matches(tokens: list[bytes], tail: bytes, raw: bytes) -> list[re.Match[bytes]]:
-    """``re.finditer(rb"(?<![\w.])(tok1|tok2...)" + tail, raw)``, longest token first, fast.
+    r"""``re.finditer(rb"(?<![\w.])(tok1|tok2...)" + tail, raw)``, longest token first, fast.
 
     A pattern that starts with a look-behind makes the regex engine try every position of a
     kernel source; without it the engine skips ahead to candidate starts.  The look-behind is then
@@ -134,7 +134,7 @@ def _token_matches(tokens: list[bytes], tail: bytes, raw: bytes) -> list[re.Matc
 
 def _occurrences(facts: CudaFacts, x: ExtensionFacts, tokens: list[bytes], tail: bytes, node_types: tuple[str, ...],
                  by_node: dict[int, Function]) -> list[tuple[bytes, Function | None, ts.Node]]:
-    """Every match of ``(?<![\w.])(tokens)tail`` in the extension's units that is a node of
+    r"""Every match of ``(?<![\w.])(tokens)tail`` in the extension's units that is a node of
     ``node_types``, with the matched token (group 1) and the function it sits in."""
     out = []
     if not all(t and all(b in _WORD_BYTES for b in t) for t in tokens):  # the fast path's premise

@@ -18,12 +18,12 @@ import re
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 import tree_sitter as ts
 
 from ..context import Pos
+from ..python.lazy import cached_property
 from ..units import Unit
 from . import names
 from .consts import fold, fold_text

@@ -12,11 +12,11 @@ from __future__ import annotations
 import re
 from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 import tree_sitter as ts
 
+from ..python.lazy import cached_property
 from . import names
 from .consts import fold
 from .parser import call_args, callee_name, contains, descendants, identifiers, strip_parens, text

@@ -22,10 +22,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from .catalog import op_family
 from .flow import EMPTY, Flow
+from .lazy import cached_property
 from .module import Extension, HostModule
 
 

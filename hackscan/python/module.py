@@ -11,12 +11,12 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Iterator
 
 from ..units import MappedText, Unit
 from .imports import ImportMap
+from .lazy import cached_property
 from .literals import HostSource
 from .resolve import Resolver, Scope, Unresolved, build_scope, dotted_name
 

@@ -15,8 +15,8 @@ import ast
 import operator
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
 
+from .lazy import cached_property
 from .module import HostModule, children
 from .resolve import dotted_name
 

@@ -10,20 +10,11 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Mapping
 
 from ..units import MappedText
-from .module import HostModule
-from .module import subtree
-
-class _Walks(dict):
-    """Each function's nodes in ``ast.walk`` order, walked once per reference (``__init__`` is
-    read by two of the fact builders)."""
-
-    def __missing__(self, fn: ast.AST) -> list[ast.AST]:
-        got = self[fn] = subtree(fn)
-        return got
+from .lazy import cached_property
+from .module import HostModule, subtree
 from .resolve import Unresolved
 
 TENSOR_FACTORIES = {
@@ -159,6 +150,15 @@ def _module_constants(mod: HostModule) -> dict[str, int | float]:
                         if isinstance(v, (int, float)) and not isinstance(v, bool):
                             out[tt.id] = v
     return out
+
+
+class _Walks(dict):
+    """Each function's nodes in ``ast.walk`` order, walked once per reference (``__init__`` is
+    read by two of the fact builders)."""
+
+    def __missing__(self, fn: ast.AST) -> list[ast.AST]:
+        got = self[fn] = subtree(fn)
+        return got
 
 
 def _function(mod: HostModule, name: str) -> ast.FunctionDef | None:
