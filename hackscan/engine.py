@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from .config import Config
 from .context import Hit, ReferenceCache, ScanContext, location_for
@@ -43,12 +43,13 @@ class StaticScanner:
         selected = self.registry.select(self.config.select, self.config.ignore)
         self.rules: list[Rule] = [r for r in selected if r.stage is Stage.STATIC and r.check]
         self._selected_ids = {r.id for r in selected}
-        self._plans: list[tuple[Rule, frozenset[str]]] = []
+        self._plans: list[tuple[Rule, frozenset[str], Callable[..., Any] | None]] = []
         self._planned: tuple[int, int] = (0, -1)
 
-    def _plan(self) -> list[tuple[Rule, frozenset[str]]]:
+    def _plan(self) -> list[tuple[Rule, frozenset[str], Callable[..., Any] | None]]:
         """Each rule with the languages that make it apply (``any`` stands for all; a CUDA rule
-        applies to C++ units and the reverse): worked out once, not per rule and submission."""
+        applies to C++ units and the reverse) and its check function: worked out once, not per
+        rule and submission."""
         key = (id(self.rules), len(self.rules))
         if key != self._planned:
             plans = []
@@ -56,7 +57,11 @@ class StaticScanner:
                 langs = set(rule.languages)
                 if langs & {"cuda", "cpp"}:
                     langs |= {"cuda", "cpp"}
-                plans.append((rule, frozenset(langs)))
+                try:
+                    check = rule.check_function()
+                except Exception:  # resolved again in the scan, where the failure becomes a finding
+                    check = None
+                plans.append((rule, frozenset(langs), check))
             self._plans, self._planned = plans, key
         return self._plans
 
@@ -126,7 +131,7 @@ class StaticScanner:
         findings: list[Finding] = []
         skipped: list[SkippedRule] = []
         langs = ctx.languages
-        for rule, applies_to in self._plan():
+        for rule, applies_to, check in self._plan():
             if "any" not in applies_to and applies_to.isdisjoint(langs):
                 continue
             if rule.requires_reference and ctx.reference is None:
@@ -135,7 +140,7 @@ class StaticScanner:
                 continue
             ctx.rule_id, ctx.rule_defaults = rule.id, rule.options
             try:
-                hits = list(rule.check_function()(ctx) or ())
+                hits = list((check or rule.check_function())(ctx) or ())
             except Exception as exc:
                 findings.append(self._finding_for(
                     self.registry.get(ANALYSIS_FAILURE), Location(sub.file or sub.path, 1, 1, record=sub.record),

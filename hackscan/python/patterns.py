@@ -308,8 +308,7 @@ class MiscFacts:
 
     def uses(self, *names: str) -> bool:
         """Whether the file uses any of these identifiers (see ``idents``)."""
-        ids = self.idents
-        return any(n in ids for n in names)
+        return not self.idents.isdisjoint(names)
 
     def cname(self, call: ast.Call) -> str:
         """Canonical name of a call's function, computed once per call node for all rules."""
