@@ -71,7 +71,10 @@ class ReferenceWorker(Worker):
         t32 = min(first, t32)
         t64 = None
         if model64 is not None:
-            _, t64 = self.timed_call(model64, to_double(clone_all(base)))
+            try:
+                _, t64 = self._call64(model64, base)
+            except Exception:  # float64 does not work for this model: compare against float32
+                self.models[(msg["setups"][0]["name"], repr(self.init_inputs))][1] = None
         numel = sum(v.numel() for v in base if torch.is_tensor(v))
         return {
             "dims": dims,
@@ -138,9 +141,12 @@ class ReferenceWorker(Worker):
             except Exception as exc:  # the census is evidence, not a requirement
                 reply["census"] = {"error": f"{type(exc).__name__}: {exc}"}
         if model64 is not None:
-            out64, t64 = self.timed_call(model64, to_double(clone_all(inputs)))
-            reply["out64"] = [_detach(x) for x in flatten(out64)[0]]
-            reply["t64"] = t64
+            try:
+                out64, t64 = self._call64(model64, inputs)
+                reply["out64"] = [_detach(x) for x in flatten(out64)[0]]
+                reply["t64"] = t64
+            except Exception as exc:
+                reply["no64"] = f"{type(exc).__name__}: {exc}"[:300]
         if changed_init:
             reply["init_inputs"] = pack(init_inputs)
             reply["state"] = self._state(model32)
@@ -186,7 +192,7 @@ class ReferenceWorker(Worker):
             self.note_changes("reference init")
             model64 = None
             try:
-                model64 = copy.deepcopy(model32).double()
+                model64 = _float64_copy(model32)
             except Exception:
                 try:
                     model64 = construct(cls, init_inputs, int(setup["seed"]), bool(setup.get("perturb")),
@@ -196,6 +202,15 @@ class ReferenceWorker(Worker):
             self.models[key] = [model32, model64]
         m32, m64 = self.models[key]
         return m32, m64
+
+    def _call64(self, model64: Any, inputs: list[Any]) -> tuple[Any, float]:
+        """The float64 call; tensors the model creates as it runs default to float64 too."""
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            return self.timed_call(model64, to_double(clone_all(inputs)))
+        finally:
+            torch.set_default_dtype(previous)
 
     def _rounded(self, setup_name: str, init_inputs: list[Any], model32: Any) -> Any:
         key = ("q", setup_name, repr(init_inputs))
@@ -222,6 +237,20 @@ class ReferenceWorker(Worker):
     def perf_model(self) -> Any:
         name = next(iter(self.setups))
         return self._model(name, self.init_inputs)
+
+
+def _float64_copy(model: Any) -> Any:
+    """A float64 copy: parameters and buffers, and plain tensor attributes (an initial LSTM state
+    kept as ``self.h0``) that ``.double()`` does not reach."""
+    m = copy.deepcopy(model)
+    if not isinstance(m, torch.nn.Module):
+        return m
+    m = m.double()
+    for mod in m.modules():
+        for name, value in list(vars(mod).items()):
+            if torch.is_tensor(value) and value.is_floating_point() and not isinstance(value, torch.nn.Parameter):
+                setattr(mod, name, value.double())
+    return m
 
 
 def _round_reduced(v: Any) -> Any:

@@ -25,7 +25,8 @@ from .guard import GlobalState, Hasher, Timers, capture_timers
 _CUDA_MISSING = re.compile(
     r"Torch not compiled with CUDA|Found no NVIDIA driver|no CUDA GPUs are available|CUDA driver version is "
     r"insufficient|CUDA_HOME environment variable is not set|No CUDA runtime is found|"
-    r"Cannot access accelerator device when none is available|nvcc: not found|nvcc.*No such file",
+    r"Cannot access accelerator device when none is available|nvcc: not found|nvcc.*No such file|"
+    r"Tried to instantiate dummy base class",
     re.I)
 _TRITON_MISSING = re.compile(r"No module named 'triton'|triton.*(requires|needs).*(GPU|CUDA)|0 active drivers", re.I)
 
