@@ -218,6 +218,11 @@ class Judge:
         if family == "layout":
             return f"ModelNew gives wrong results on non-contiguous inputs ({where}): {what}"
         if family == "params":
+            if o is not None and o.reason.startswith("output "):
+                # a wrong form (structure, shape, dtype) says the redrawn model misbehaves, not which
+                # parameter it ignores
+                return (f"ModelNew built with redrawn parameters (identically in both models) returns the wrong "
+                        f"output: {what}")
             return (f"ModelNew ignores the model's parameters: with every parameter redrawn (identically in both "
                     f"models) its output is wrong ({what}, error {_ratio(worst)}x the reference's)")
         return f"ModelNew is wrong on {where}: {what}"
