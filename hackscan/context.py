@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from .model import Confidence, Location, Severity
 from .python.lazy import cached_property
+from .python.records import quick_init
 from .units import Unit
 
 if TYPE_CHECKING:  # imported lazily at run time: listing rules must not pay for analysis imports
@@ -29,6 +30,7 @@ if TYPE_CHECKING:  # imported lazily at run time: listing rules must not pay for
     from .triton.facts import TritonFacts
 
 
+@quick_init
 @dataclass(frozen=True)
 class Hit:
     """What a check reports; the engine turns it into a ``Finding`` with the rule's metadata.
@@ -52,6 +54,7 @@ class Hit:
     path: str | None = None  # for units read from another file (``load(sources=[...])``)
 
 
+@quick_init
 @dataclass(frozen=True)
 class Pos:
     line: int

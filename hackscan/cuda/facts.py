@@ -24,6 +24,7 @@ import tree_sitter as ts
 
 from ..context import Pos
 from ..python.lazy import cached_property
+from ..python.records import quick_init
 from ..units import Unit
 from . import names
 from .consts import fold, fold_text
@@ -73,6 +74,7 @@ def interpolated(unit: Unit, byte_offset: int) -> bool:
     return not segs[i].verbatim
 
 
+@quick_init
 @dataclass(frozen=True)
 class Param:
     name: str
@@ -241,6 +243,7 @@ class Variable:
         return "*" in self.type or "uintptr_t" in self.type or "intptr_t" in self.type
 
 
+@quick_init
 @dataclass(frozen=True)
 class Constant:
     """A named compile-time number: ``#define N 1024``, ``constexpr int N = 1024``, ``const int N``."""
@@ -273,6 +276,7 @@ class Macro:
         return "##" in self.body
 
 
+@quick_init
 @dataclass(frozen=True)
 class Export:
     """A function Python can call: a ``functions=`` entry, a PYBIND11 ``m.def`` or a cupy kernel."""
@@ -367,6 +371,7 @@ class CudaFacts:
         self.functions: list[Function] = []
         self.parse_errors: list[ParseError] = []
         self.trees: dict[str, ts.Tree] = {}
+        self._callees: dict[int, list[Function]] = {}
 
     # --------------------------------------------------------------- lookups
     def ext(self, name: str) -> ExtensionFacts:
@@ -435,7 +440,14 @@ class CudaFacts:
         return out
 
     def callees(self, fn: Function) -> list[Function]:
-        """Functions of the same extension that ``fn`` calls or launches (by name)."""
+        """Functions of the same extension that ``fn`` calls or launches (by name); the list is
+        shared by every caller (the call graph is fixed once the facts are built)."""
+        got = self._callees.get(id(fn))
+        if got is None:
+            got = self._callees[id(fn)] = self._find_callees(fn)
+        return got
+
+    def _find_callees(self, fn: Function) -> list[Function]:
         x = self.extensions[fn.ext]
         out: list[Function] = []
         seen: set[int] = set()

@@ -27,9 +27,11 @@ from .catalog import op_family
 from .flow import EMPTY, Flow
 from .lazy import cached_property
 from .module import Extension, HostModule
+from .records import quick_init
 
 
 # ---------------------------------------------------------------------------------------- records
+@quick_init
 @dataclass(frozen=True)
 class FunctionInfo:
     """A Python function reachable from forward (forward itself included)."""
@@ -40,6 +42,7 @@ class FunctionInfo:
     kind: str  # forward | method | function | autograd | submodule
 
 
+@quick_init
 @dataclass(frozen=True)
 class CallEdge:
     caller: str
@@ -47,6 +50,7 @@ class CallEdge:
     node: ast.Call
 
 
+@quick_init
 @dataclass(frozen=True)
 class TorchOp:
     """A torch computation: ``torch.matmul``, ``Tensor.sum``, ``torch.nn.Conv2d`` (a module call), ``+``."""
@@ -72,6 +76,7 @@ class TorchOp:
         return frozenset([self.family, *(op_family(m) for m in self.members)])
 
 
+@quick_init
 @dataclass(frozen=True)
 class KernelCall:
     """A custom kernel launch: an extension function, a Triton launch, ``torch.ops.<ns>.<op>``, cupy."""
@@ -95,6 +100,7 @@ class KernelCall:
         return self.node.lineno
 
 
+@quick_init
 @dataclass(frozen=True)
 class Alloc:
     id: int
@@ -124,6 +130,7 @@ class Return:
         return self.node.lineno
 
 
+@quick_init
 @dataclass(frozen=True)
 class ShapeUse:
     """A call whose arguments fix a shape: an allocation, a view / reshape / expand target, a kernel
@@ -140,6 +147,7 @@ class ShapeUse:
         return getattr(self.node, "lineno", 0)
 
 
+@quick_init
 @dataclass(frozen=True)
 class Mutation:
     """An in-place write into a forward argument (or a view of one)."""
@@ -155,6 +163,7 @@ class Mutation:
         return getattr(self.node, "lineno", 0)
 
 
+@quick_init
 @dataclass(frozen=True)
 class Slice:
     """A strided (``x[:, ::16]``) or first-row (``x[0:1]``, ``x[:, :1]``) slice of a tensor."""
@@ -169,6 +178,7 @@ class Slice:
     axis: int = 0
 
 
+@quick_init
 @dataclass(frozen=True)
 class PartialUse:
     """A slice consumed so that only part of the input decides the output (class 15)."""
@@ -184,6 +194,7 @@ class PartialUse:
         return getattr(self.consumer, "lineno", 0)
 
 
+@quick_init
 @dataclass(frozen=True)
 class Condition:
     node: ast.expr
@@ -212,6 +223,7 @@ class Condition:
         return self.node.lineno
 
 
+@quick_init
 @dataclass(frozen=True)
 class Arm:
     """What one arm of a branch (or a try body / handler) does, inlined helpers included."""
@@ -235,6 +247,7 @@ class Arm:
         return self.first_line == 0
 
 
+@quick_init
 @dataclass(frozen=True)
 class Branch:
     node: ast.AST
@@ -256,6 +269,7 @@ class Branch:
         return (self.body, self.orelse)
 
 
+@quick_init
 @dataclass(frozen=True)
 class Handler:
     node: ast.ExceptHandler
@@ -268,6 +282,7 @@ class Handler:
         return self.node.lineno
 
 
+@quick_init
 @dataclass(frozen=True)
 class TryBlock:
     node: ast.Try
@@ -283,6 +298,7 @@ class TryBlock:
         return self.node.lineno
 
 
+@quick_init
 @dataclass(frozen=True)
 class Holder:
     """A ``self`` attribute assigned in ``__init__`` that holds parameters, modules or tensors."""
@@ -309,6 +325,7 @@ class Holder:
         return self.kind in ("module", "parameter", "buffer", "tensor", "local", "container")
 
 
+@quick_init
 @dataclass(frozen=True)
 class ReferenceUse:
     """Where the candidate reuses the reference model (class 12)."""
