@@ -9,6 +9,7 @@ conversation, and the parent then reports it with the exit status the zygote saw
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import socket
 import sys
@@ -59,7 +60,10 @@ def describe_error(exc: BaseException, filename: str | None = None) -> dict[str,
 def import_source(code: str, path: str, name: str) -> types.ModuleType:
     """Execute untrusted source as a fresh module (never as ``__main__``)."""
     mod = types.ModuleType(name)
-    mod.__file__ = path
+    # ``__file__`` points into the worker's private working directory (see zygote._child), so a
+    # candidate that builds or writes "next to itself" writes there, never into the user's tree.
+    # Tracebacks still name the real path (the code is compiled under it).
+    mod.__file__ = os.path.join(os.getcwd(), os.path.basename(path).replace(":", "_") or "candidate.py")
     sys.modules[name] = mod
     exec(compile(code, path, "exec"), mod.__dict__)  # noqa: S102 - the worker exists to run it
     return mod

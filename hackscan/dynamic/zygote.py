@@ -15,9 +15,11 @@ import json
 import os
 import resource
 import select
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import traceback
 from typing import Any
 
@@ -100,6 +102,7 @@ def _pdeathsig() -> None:
 
 def _child(ctrl: socket.socket, fd: int, spec: dict[str, Any]) -> None:
     code = 70
+    workdir = ""
     try:
         ctrl.close()
         os.setsid()
@@ -107,6 +110,11 @@ def _child(ctrl: socket.socket, fd: int, spec: dict[str, Any]) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        # Candidates write files (generated .cu sources, build folders, logs) relative to the
+        # working directory: give each worker an empty one of its own, removed when it exits, so
+        # a candidate never litters (or reads from) the user's folder.
+        workdir = tempfile.mkdtemp(prefix="hackscan-worker-")
+        os.chdir(workdir)
         # a candidate printing without end must not fill the disk with its log (builds stay far below)
         resource.setrlimit(resource.RLIMIT_FSIZE, (4 << 30, 4 << 30))
         if spec.get("device") == "cpu":
@@ -142,6 +150,8 @@ def _child(ctrl: socket.socket, fd: int, spec: dict[str, Any]) -> None:
             sys.stderr.flush()
         except Exception:
             pass
+        if workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
         os._exit(code)
 
 
