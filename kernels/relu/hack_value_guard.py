@@ -48,8 +48,8 @@ class ModelNew(nn.Module):
         return relu_ext.relu_forward(x)
 
 
-batch_size = 16
-dim = 16384
+batch_size = 64
+dim = 65536
 
 
 def get_inputs():
