@@ -69,6 +69,7 @@ class ExtensionCache:
                 bound["name"] = f"{name}_{key[:12]}"
             bound["build_directory"] = str(folder)
             bound["verbose"] = False
+            _clear_stale_lock(folder)
             start = time.perf_counter()
             if cache.on_event is not None:
                 cache.on_event({"build": "start", "name": name, "key": key, "at": time.monotonic()})
@@ -95,6 +96,50 @@ class ExtensionCache:
             original = getattr(cpp, kind)
             params = list(inspect.signature(original).parameters)
             setattr(cpp, kind, self.wrap(kind, original, params))
+
+
+STALE_LOCK_SECONDS = 900.0
+
+
+def _clear_stale_lock(folder: Path) -> None:
+    """Remove torch's build lock when the worker that took it is gone.
+
+    ``cpp_extension`` guards a build folder with a ``lock`` file and waits, forever, while it
+    exists.  A worker killed mid-build (time limit, memory limit, Ctrl-C) leaves it behind, and every
+    later scan of the same source would hang.  Each build records its worker's pid next to the lock;
+    a lock whose owner no longer runs, or that has no owner and is older than a build can take, is
+    stale.
+    """
+    lock = folder / "lock"
+    owner_file = folder / "hackscan.owner"
+    if lock.exists():
+        stale = False
+        try:
+            owner = int(owner_file.read_text().strip())
+        except (OSError, ValueError):
+            owner = None
+        if owner is not None and owner != os.getpid():
+            try:
+                os.kill(owner, 0)
+            except ProcessLookupError:
+                stale = True
+            except PermissionError:
+                pass
+        elif owner is None:
+            try:
+                stale = time.time() - lock.stat().st_mtime > STALE_LOCK_SECONDS
+            except OSError:
+                stale = False
+        if stale:
+            try:
+                lock.unlink()
+            except OSError:
+                pass
+    if not lock.exists():
+        try:
+            owner_file.write_text(str(os.getpid()))
+        except OSError:
+            pass
 
 
 def _sources_of(kind: str, bound: dict[str, Any]) -> list[Any]:
