@@ -1184,7 +1184,7 @@ class _Analyser:
             desc = self._callable_of_value(self.module_values[func.id])
         if desc is None and is_attr:
             chain = self._chain(func)
-            key = "self." + chain if chain is not None else dotted_name(func)
+            key = "self." + chain if chain is not None else dotted
             desc = self.attr_callables.get(key) if key else None
             if desc is None and chain is not None:
                 holder = self.facts.holders.get(chain)

@@ -113,13 +113,20 @@ def self_chain(node: ast.AST, self_name: str = "self") -> str | None:
     e = node
     if type(e) is not ast.Attribute:
         return None
+    depth = 0
+    while type(e) is ast.Attribute:  # find the root first: most chains are not rooted at self
+        e = e.value  # type: ignore[attr-defined]
+        depth += 1
+    if type(e) is not ast.Name or e.id != self_name:  # type: ignore[attr-defined]
+        return None
+    if depth == 1:
+        return node.attr  # type: ignore[attr-defined]
     parts: list[str] = []
+    e = node
     while type(e) is ast.Attribute:
         parts.append(e.attr)  # type: ignore[attr-defined]
         e = e.value  # type: ignore[attr-defined]
-    if type(e) is ast.Name and e.id == self_name:  # type: ignore[attr-defined]
-        return parts[0] if len(parts) == 1 else ".".join(reversed(parts))
-    return None
+    return ".".join(reversed(parts))
 
 
 def _kw(call: ast.Call, name: str) -> ast.AST | None:
