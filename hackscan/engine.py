@@ -2,15 +2,16 @@
 
 One ``StaticScanner`` holds the selected rules and configuration and is safe to share across
 threads (it holds no per-scan state, only a small thread-safe cache of parsed references); each
-``scan`` builds a fresh ``ScanContext``.  A rule that
-crashes becomes an ``analysis-failure`` finding for that submission; it never takes the scan down.
+``scan`` builds a fresh ``ScanContext`` and releases its facts when done.  A rule that crashes
+becomes an ``analysis-failure`` finding for that submission; it never takes the scan down.
 """
 
 from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from .config import Config
 from .context import Hit, ReferenceCache, ScanContext, location_for
@@ -150,16 +151,6 @@ class StaticScanner:
             for hit in hits:
                 findings.append(self._from_hit(rule, ctx, hit))
         return findings, skipped
-
-    @staticmethod
-    def _applies(rule: Rule, ctx: ScanContext) -> bool:
-        langs = ctx.languages
-        for lang in rule.languages:
-            if lang == "any" or lang in langs:
-                return True
-            if lang in ("cuda", "cpp") and ({"cuda", "cpp"} & langs):
-                return True
-        return False
 
     def _syntax_error(self, sub: Submission, exc: Exception) -> Report:
         line = getattr(exc, "lineno", None) or 1
