@@ -9,8 +9,8 @@ becomes an ``analysis-failure`` finding for that submission; it never takes the 
 from __future__ import annotations
 
 import traceback
-from dataclasses import dataclass
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from .config import Config
