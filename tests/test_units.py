@@ -117,3 +117,23 @@ def test_non_ascii_host_columns() -> None:
     src = 'from torch.utils.cpp_extension import load_inline\ncuda = "// größe\\n__global__ void k(float* y) { y[0] = 1; }"\next = load_inline(name="e", cpp_sources="", cuda_sources=cuda)\n'
     line, col, text = _unit_pos(src, "y[0] = 1")
     assert line == 2 and text == "y[0] = 1"
+
+
+def test_load_reads_only_files_beside_the_candidate(tmp_path) -> None:
+    (tmp_path / "k.cu").write_text("__global__ void k(float* y) { y[0] = 1.f; }\n")
+    outside = tmp_path.parent / "outside_secret.cu"
+    outside.write_text("__global__ void z(float* y) { y[0] = 2.f; }\n")
+    src = (
+        "from torch.utils.cpp_extension import load\n"
+        f"a = load(name='a', sources=['k.cu'])\n"
+        f"b = load(name='b', sources=['{outside}'])\n"
+        "c = load(name='c', sources=['../outside_secret.cu'])\n"
+    )
+    cand = tmp_path / "cand.py"
+    cand.write_text(src)
+    mod = HostModule.parse(src, str(cand))
+    assert [u.id for u in mod.units] == ["a:k.cu"]
+    reasons = sorted(p.reason for p in mod.problems)
+    assert len(reasons) == 2 and all("outside the candidate's folder" in r for r in reasons)
+    rec = HostModule.parse(src, str(tmp_path / "data.jsonl"))
+    assert not rec.units and len(rec.problems) == 3

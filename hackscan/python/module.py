@@ -459,13 +459,26 @@ class HostModule:
             line, col = self.position(node)
             self.problems.append(SourceProblem(line, col, "sources", "file list not constant", ext.name))
             return
-        base = Path(self.path).parent if self.path and not self.path.startswith("<") else Path(".")
+        # Only files beside the candidate are read: a path the candidate names outside its own
+        # folder (an absolute /tmp path, ../..) says nothing reliable about the submission, would
+        # make the static verdict depend on the machine it runs on, and must not let untrusted code
+        # steer what the analyser reads.  A JSONL record has no folder of its own.
+        is_file = bool(self.path) and not self.path.startswith("<") and not self.path.endswith((".jsonl", ".ndjson"))
+        base = Path(self.path).resolve().parent if is_file else None
         for f in files:
-            p = base / f.text
+            line, col = self.position(node)
+            if base is None:
+                self.problems.append(SourceProblem(line, col, "sources", f"{f.text} is not part of the submission", ext.name))
+                continue
+            p = (base / f.text).resolve()
+            if base not in p.parents:
+                self.problems.append(SourceProblem(line, col, "sources", f"{f.text} lies outside the candidate's folder", ext.name))
+                continue
             try:
+                if p.stat().st_size > 2_000_000:
+                    raise OSError("too large")
                 text = p.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):
-                line, col = self.position(node)
                 self.problems.append(SourceProblem(line, col, "sources", f"cannot read {f.text}", ext.name))
                 continue
             language = "cpp" if p.suffix in (".cpp", ".cc", ".cxx", ".c") else "cuda"
