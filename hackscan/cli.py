@@ -106,6 +106,9 @@ def scan(
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for hidden inputs (replay a finding)."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds per candidate for the dynamic stage."),
     no_perf: bool = typer.Option(False, "--no-perf", help="Skip timing and memory measurement."),
+    baselines: Optional[str] = typer.Option(
+        None, "--baselines", help="What speedups are measured against: eager (strict fp32, always), tf32 (GPU), "
+                                  "compile (torch.compile). Default: eager,tf32,compile on a GPU, eager on the CPU."),
     jobs: int = typer.Option(1, "--jobs", "-j", min=0, help="Scan in this many parallel processes (0: one per core)."),
     code_field: Optional[str] = typer.Option(None, "--code-field", help="JSONL field holding the candidate code."),
     ref_field: Optional[str] = typer.Option(None, "--ref-field", help="JSONL field holding the reference code."),
@@ -150,7 +153,16 @@ def scan(
         from .parallel import default_jobs
 
         jobs = default_jobs()
-    options = RunOptions(static_only=static, device=device.value, seed=seed, timeout=timeout, perf=not no_perf, jobs=jobs)
+    chosen = None
+    if baselines is not None:
+        from .perf.options import normalise_baseline
+
+        try:
+            chosen = tuple(dict.fromkeys(normalise_baseline(b) for b in _split([baselines])))
+        except ValueError as exc:
+            raise _fail(str(exc))
+    options = RunOptions(static_only=static, device=device.value, seed=seed, timeout=timeout, perf=not no_perf, jobs=jobs,
+                         baselines=chosen)
     # a bar on a terminal only: in CI logs and pipes it would be noise
     show_progress = progress if progress is not None else sys.stderr.isatty()
     reporter = ProgressBar(sys.stderr) if show_progress else None

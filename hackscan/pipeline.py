@@ -24,6 +24,8 @@ class RunOptions:
     timeout: float = 120.0  # seconds per candidate for the dynamic stage
     perf: bool = True  # time candidates that pass correctness
     jobs: int = 1
+    # baselines to time against ("eager", "tf32", "compile"); None: all on a GPU, eager on the CPU
+    baselines: tuple[str, ...] | None = None
     extra: dict = field(default_factory=dict)
 
 

@@ -47,6 +47,10 @@ class CandidateWorker(Worker):
             from .perf_hook import run_perf
 
             return run_perf(self, msg, role="candidate")
+        if cmd == "spin":
+            from .perf_hook import run_spin
+
+            return run_spin(self, msg)
         raise ValueError(f"unknown command {cmd!r}")
 
     # ------------------------------------------------------------------------------- load
@@ -268,6 +272,13 @@ class CandidateWorker(Worker):
     def perf_model(self) -> Any:
         name = next(iter(self.setups))
         return self._model(name, list(unpack(self.setups[name]["init_inputs"])), {})
+
+    def perf_release(self) -> None:
+        """Keep only the model that is timed (the harness setup at the task's init inputs)."""
+        name = next(iter(self.setups))
+        keep = (name, repr(list(unpack(self.setups[name]["init_inputs"]))))
+        for key in [k for k in self.models if k != keep]:
+            del self.models[key]
 
 
 def _cpu(x: Any, copy: bool = False) -> Any:

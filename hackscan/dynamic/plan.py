@@ -101,7 +101,8 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
     # judging (four float32 copies of the output, and the inputs until forwarded): on a large task
     # the task-shaped optional probes are limited by memory as well as time
     per_probe_bytes = probe_bytes(load)
-    max_full = max(0, int(memory_budget_gb * 2**30 // per_probe_bytes) - 3)
+    # the three that always run and the fresh draws kept for timing come first
+    max_full = max(0, int(memory_budget_gb * 2**30 // per_probe_bytes) - 3 - perf_sets)
     full_taken = 0
     if measured and measured.get("full"):
         base_cost = measured["full"]

@@ -28,6 +28,8 @@ class PerfContext:
     tolerance: Tolerance = Tolerance()
     finding_factory: Callable[..., Finding] | None = None
     static_report: Report | None = None
+    # the parent's own timing of back-to-back calls (HS609): {"calls", "parent_s", "rtt_s", "child_s"}
+    outside: Mapping[str, Any] | None = None
 
     def check(self, key: str, index: int, output: Sequence[Any]) -> tuple[bool, dict[str, Any]]:
         """Is ``output`` (the leaves of one timed call's output) right for input set ``index`` of ``key``?"""

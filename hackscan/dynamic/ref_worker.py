@@ -42,6 +42,14 @@ class ReferenceWorker(Worker):
             from .perf_hook import run_perf
 
             return run_perf(self, msg, role="reference")
+        if cmd == "perf_compile":
+            from .perf_hook import run_compile
+
+            return run_compile(self, msg)
+        if cmd == "spin":
+            from .perf_hook import run_spin
+
+            return run_spin(self, msg)
         raise ValueError(f"unknown command {cmd!r}")
 
     def load(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -237,6 +245,18 @@ class ReferenceWorker(Worker):
     def perf_model(self) -> Any:
         name = next(iter(self.setups))
         return self._model(name, self.init_inputs)
+
+    def perf_release(self) -> None:
+        """Keep only the float32 model that is timed: the float64 copies, the TF32-rounded ones and
+        the other setups' models would count as the reference's memory."""
+        name = next(iter(self.setups))
+        keep = (name, repr(self.init_inputs))
+        for key in list(self.models):
+            if key != keep:
+                del self.models[key]
+        if keep in self.models:
+            self.models[keep][1] = None
+        self.contexts.clear()
 
 
 def _float64_copy(model: Any) -> Any:

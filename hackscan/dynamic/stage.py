@@ -57,6 +57,9 @@ class DynamicRun:
         self.mem_bytes = int(float(mem_gb) * 2**30) if mem_gb else max(2 << 30, int(total_memory() * 0.3))
         self.sessions: list[Session] = []
         self.lines = sub.code.splitlines()
+        self.timing_sets: Any = None
+        self._r_load: dict[str, Any] | None = None
+        self._perf_on: bool | None = None
 
     # ------------------------------------------------------------------------------- findings
     def make(self, rule_id: str, message: str, evidence: dict[str, Any] | None = None,
@@ -141,6 +144,7 @@ class DynamicRun:
             err = r_load.get("error") or {}
             return self._skip(f"the reference does not run: {err.get('message', '?')[-400:]}")
         self.timings["reference_load_s"] = time.perf_counter() - t
+        self._r_load = {k: r_load.get(k) for k in ("input_shapes", "input_dtypes", "dims")}
         # the probes that always run (two fresh draws, the redrawn parameters) must fit in memory
         from .plan import probe_bytes
 
@@ -168,7 +172,13 @@ class DynamicRun:
         has_params = any(getattr(v, "size", 0) for v in r_load["states"].get("harness", {}).values())
         steer = steering_from(self.report.findings, self.registry)
         budget = float(self.opts.get("budget_s", 2.0))
-        perf_sets = int(self.opts.get("perf_sets", 1)) if self._perf_wanted() else 0
+        perf_sets = 0
+        if self._perf_wanted():
+            from .perf_run import TimingSets
+
+            self.timing_sets = TimingSets.plan(device, probe_bytes(r_load), mem_budget,
+                                               int(self.opts.get("perf_input_sets") or 0) or None)
+            perf_sets = self.timing_sets.extra
         # two rounds: the probes that always run and the smaller shape first, whose measured costs
         # then price the rest (a matmul's cost scales with the cube of its size, a ReLU's linearly)
         kw = dict(has_params=has_params, perf_sets=perf_sets, census=target.custom,
@@ -402,8 +412,10 @@ class DynamicRun:
 
     def _spawn(self, zygote: Any, role: str, path: str, device: str, timeout: float) -> Session:
         threads = self.opts.get("threads") or max(1, (os.cpu_count() or 2) // 2)
+        # perf: the worker binds its clocks and takes the memory baseline before the untrusted import
         s = zygote.spawn({"role": role, "path": path, "device": device, "threads": int(threads),
-                          "cache_dir": self.opts.get("cache_dir")}, timeout=timeout, mem_bytes=self.mem_bytes)
+                          "cache_dir": self.opts.get("cache_dir"), "perf": self._perf_wanted()},
+                         timeout=timeout, mem_bytes=self.mem_bytes)
         self.sessions.append(s)
         return s
 
@@ -477,6 +489,11 @@ class DynamicRun:
         return findings + j.findings
 
     def _perf_wanted(self) -> bool:
+        if self._perf_on is None:
+            self._perf_on = self._find_perf()
+        return self._perf_on
+
+    def _find_perf(self) -> bool:
         if not getattr(self.options, "perf", False):
             return False
         import importlib.util
@@ -488,11 +505,16 @@ class DynamicRun:
 
     def _perf(self, ref: Session, cand: Session | None, j: Any, refs: dict[str, dict[str, Any]], plan: Plan,
               device: str) -> list[Finding]:
+        """Time reference and candidate, check the candidate's times with this process's clock, add
+        the torch.compile baseline (see ``perf_run``), and judge them (``hackscan.perf.parent_side``)."""
         if not j.correctness_passed or cand is None or cand.dead is not None or ref.dead is not None:
-            self.info["performance_skipped"] = "the candidate did not pass correctness" if not j.correctness_passed \
-                else "a worker is gone"
+            why = "the candidate did not pass correctness" if not j.correctness_passed else "a worker is gone"
+            self.info["performance_skipped"] = why
+            self.info["_performance"] = {"measured": False, "reason": why}
             return []
         from hackscan.perf import parent_side  # type: ignore[import-not-found]
+
+        from . import perf_run
 
         originals = [p["id"] for p in plan.probes if p["family"] == "original" and p["id"] in j.records
                      and j.records[p["id"]].status == "pass"]
@@ -501,15 +523,25 @@ class DynamicRun:
             if p["family"] == "value" and not p.get("dims") and j.records.get(p["id"]) and \
                     j.records[p["id"]].status == "pass":
                 sets.setdefault(p["transform"], []).append(p["id"])
-        opts = {"budget_s": float(self.opts.get("perf_budget_s", 1.0)), "seed": self.seed,
-                "sets": len(originals),
+        try:
+            run_base, why_not = perf_run.wanted_baselines(getattr(self.options, "baselines", None), device)
+        except ValueError as exc:
+            run_base, why_not = perf_run.wanted_baselines(None, device)
+            self.info["performance_note"] = str(exc)
+        budget = float(self.opts.get("perf_budget_s") or perf_run.PERF_BUDGET_S.get(device, 1.0))
+        opts = {"budget_s": budget, "seed": self.seed, "sets": len(originals),
+                # the torch.compile baseline has a request of its own (below), with its own allowance
+                "compile": "never", "tf32": run_base["tf32"],
+                # the other worker stays alive: the device's free memory is not this worker's alone
+                "exclusive_device": False,
                 "rules": {r.id: self.config.options_for(r.id, r.options) for r in self.registry
                           if r.id.startswith("HS6")}}
         errors: dict[str, str] = {}
         raw: dict[str, Any] = {}
         t = time.perf_counter()
+        # the reference first: it fingerprints the calls the candidate's timed outputs are checked against
         for role, session in (("reference", ref), ("candidate", cand)):
-            session.restart_clock(max(float(self.options.timeout), 30.0 + 20 * opts["budget_s"]))
+            session.restart_clock(max(float(self.options.timeout), 30.0 + 20 * budget))
             try:
                 reply = session.request({"cmd": "perf", "sets": sets, "options": opts})
                 if not reply.get("ok"):
@@ -523,6 +555,22 @@ class DynamicRun:
                 errors[role] = f"the {role} worker {exc.kind}: {exc}"
                 raw[role] = None
         self.timings["perf_s"] = time.perf_counter() - t
+
+        outside = None
+        if isinstance(raw.get("candidate"), dict) and not raw["candidate"].get("error") and cand.dead is None:
+            t = time.perf_counter()
+            outside = perf_run.outside_clock(cand, raw["candidate"], perf_run.SPIN_BUDGET_S.get(device, 0.5),
+                                             max(float(self.options.timeout), 60.0))
+            self.timings["perf_outside_clock_s"] = time.perf_counter() - t
+            if outside is not None and "error" in outside:
+                self.info["performance_outside_clock"] = outside["error"]
+                outside = None
+
+        if isinstance(raw.get("reference"), dict) and isinstance(raw["reference"].get("baselines"), dict):
+            t = time.perf_counter()
+            raw["reference"]["baselines"]["compile"] = self._compile_baseline(ref, sets, run_base, why_not, raw,
+                                                                              device, opts)
+            self.timings["perf_compile_s"] = time.perf_counter() - t
         from .protocol import PerfContext
 
         ctx = PerfContext(
@@ -530,14 +578,42 @@ class DynamicRun:
             reference_outputs={k: [refs[i]["out32"] for i in ids] for k, ids in sets.items()},
             reference_outputs64={k: [refs[i].get("out64") for i in ids] for k, ids in sets.items()},
             structures={k: [refs[i]["structure"] for i in ids] for k, ids in sets.items()},
-            tolerance=self.tol, finding_factory=self.make, static_report=self.report)
+            tolerance=self.tol, finding_factory=self.make, static_report=self.report, outside=outside)
         try:
             performance, findings = parent_side.evaluate(raw.get("candidate"), raw.get("reference"), ctx)
         except Exception as exc:  # the perf stage's bug must not lose the dynamic findings
             self.info["performance_error"] = f"{type(exc).__name__}: {exc}"
             return []
+        if self.timing_sets is not None and performance.get("measured"):
+            performance["input_sets"] = perf_run.timing_sets_report(self.timing_sets, len(originals), performance)
         self.info["_performance"] = performance
         return list(findings)
+
+    def _compile_baseline(self, ref: Session, sets: dict[str, list[str]], run_base: dict[str, bool],
+                          why_not: dict[str, str], raw: dict[str, Any], device: str,
+                          opts: dict[str, Any]) -> dict[str, Any]:
+        """The torch.compile entry: measured now, reused from an earlier candidate of the same
+        reference in this process, or skipped with the reason."""
+        from . import perf_run
+
+        tf32 = device == "cuda" and run_base["tf32"]
+        if not run_base["compile"]:
+            return {"tf32": tf32, "skipped": why_not.get("compile", "not requested")}
+        if ref.dead is not None:
+            return {"tf32": tf32, "skipped": f"the reference worker is gone: {ref.dead}"}
+        compile_opts = {k: v for k, v in opts.items() if k != "compile"}
+        compile_opts["compile_mode"] = str(self.opts.get("perf_compile_mode") or "default")
+        device_info = raw["reference"].get("device") if isinstance(raw["reference"].get("device"), dict) else {}
+        key = perf_run.CompileCache.key(self.sub.reference or "", device_info, self._r_load or {}, compile_opts)
+        cached = perf_run.COMPILE_CACHE.get(key)
+        if cached is not None:
+            cached["reused"] = True
+            return cached
+        timeout = float(self.opts.get("perf_compile_timeout") or perf_run.COMPILE_TIMEOUT_S)
+        entry = perf_run.measure_compile(ref, sets, compile_opts, timeout, tf32)
+        entry["measured_with"] = self.sub.path
+        perf_run.COMPILE_CACHE.put(key, entry)
+        return entry
 
 
 def _one_dim_at_a_time(plan: Plan, refs: dict[str, dict[str, Any]], dims: dict[str, Any], seed: int,

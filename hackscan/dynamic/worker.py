@@ -193,9 +193,16 @@ class Worker:
         self.changes: list[dict[str, str]] = []
         self._seen_changes: set[tuple[str, str]] = set()
         self.channel: socket.socket | None = None
-        from .perf_hook import load_measure
+        from . import perf_hook
 
-        self.perf_measure = load_measure()
+        self.perf_api = perf_hook.load_api()
+        self.perf_measure = self.perf_api.measure if self.perf_api is not None else None
+        self.perf_prepared: Any = None
+        self.perf_prepare_error: str | None = None
+        self.perf_inputs: dict[str, list[list[Any]]] = {}
+        self.perf_spin_inputs: list[Any] | None = None
+        # clocks and the memory baseline, before anything untrusted is imported or built
+        perf_hook.prepare(self)
 
     def note_changes(self, phase: str) -> list[dict[str, str]]:
         fresh = []
@@ -244,6 +251,9 @@ def serve(sock: socket.socket, spec: dict[str, Any]) -> None:
         if cmd == "exit":
             send(sock, {"ok": True})
             return
+        if cmd == "ping":  # a round trip with no work: the parent's clock subtracts it (HS609)
+            send(sock, {"ok": True})
+            continue
         try:
             reply = worker.handle(str(cmd), msg)
             reply["ok"] = True

@@ -55,17 +55,17 @@ def precision(tf32: bool) -> Iterator[None]:
         torch.set_float32_matmul_precision(saved["float32_matmul_precision"])
 
 
-def names_for(device: torch.device, compile_enabled: bool) -> list[str]:
+def names_for(device: torch.device, compile_enabled: bool, tf32: bool = True) -> list[str]:
     names = [STRICT]
-    if device.type == "cuda":
+    if device.type == "cuda" and tf32:
         names.append(TF32)
     if compile_enabled:
         names.append(COMPILE)
     return names
 
 
-def headline_for(device: torch.device) -> str:
-    return TF32 if device.type == "cuda" else STRICT
+def headline_for(device: torch.device, tf32: bool = True) -> str:
+    return TF32 if device.type == "cuda" and tf32 else STRICT
 
 
 def uses_tf32(name: str, device: torch.device) -> bool:

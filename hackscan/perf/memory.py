@@ -68,6 +68,9 @@ class MemoryBaseline:
     total: int = 0
     rss: int = 0
     process: int | None = None  # NVML's count for this process (context included)
+    # the process id NVML knows this process by: our own pid, or, in a PID namespace (a container),
+    # the one process that appeared in NVML's list while this process created its CUDA context
+    nvml_pid: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -78,22 +81,44 @@ def baseline(device: torch.device) -> MemoryBaseline:
     the candidate's cost)."""
     gc.collect()
     if device.type == "cuda":
+        # NVML's process list before and after this process creates its context: where NVML lists
+        # processes by their pid outside a PID namespace, the process that appeared is this one
+        before = nvml_processes()
         torch.cuda.init()
         torch.empty(1, device=device)  # creates the context and the allocator's first segment
         torch.cuda.synchronize(device)
         free, total = torch.cuda.mem_get_info(device)
+        after = nvml_processes()
+        pid = own_nvml_pid(before, after)
+        process = after.get(pid) if after is not None and pid is not None else None
         return MemoryBaseline(str(device), torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device),
-                              free, total, _proc_status().get("VmRSS", 0), process_device_bytes())
+                              free, total, _proc_status().get("VmRSS", 0), process, pid if process is not None else None)
     return MemoryBaseline(str(device), rss=_proc_status().get("VmRSS", 0))
 
 
-def _outside(device: torch.device, base: MemoryBaseline) -> tuple[int, str]:
-    """Device memory held outside the allocator since the baseline, and how it was read."""
+def own_nvml_pid(before: dict[int, int] | None, after: dict[int, int] | None) -> int | None:
+    """The pid NVML lists this process under: its own, else the single newcomer between the two
+    lists (taken around this process's context creation; none when that is ambiguous)."""
+    if after is None:
+        return None
+    if os.getpid() in after:
+        return os.getpid()
+    if before is None:
+        return None
+    new = [p for p in after if p not in before]
+    return new[0] if len(new) == 1 else None
+
+
+def _outside(device: torch.device, base: MemoryBaseline, exclusive: bool = True) -> tuple[int | None, str]:
+    """Device memory held outside the allocator since the baseline, and how it was read; None when
+    it cannot be read (no NVML entry for this process and the device is shared with another worker)."""
     grown = torch.cuda.memory_reserved(device) - base.reserved
     if base.process is not None:
-        now = process_device_bytes()
+        now = process_device_bytes(base.nvml_pid)
         if now is not None:
             return max(0, (now - base.process) - grown), "nvml-process"
+    if not exclusive:
+        return None, "unavailable"
     free, _ = torch.cuda.mem_get_info(device)
     # device-wide: only right when no other process allocates on this GPU meanwhile
     return max(0, (base.free - free) - grown), "device-free"
@@ -121,34 +146,43 @@ def _nvml() -> Any:
     return _NVML
 
 
-def process_device_bytes() -> int | None:
-    """Device memory this process holds on all GPUs (CUDA context included), from NVML's list of
-    compute processes.  Per process, so other processes using the GPU at the same time do not
-    disturb it (``cudaMemGetInfo`` is device-wide).  None where NVML cannot be loaded or does not
-    list this process (a PID namespace)."""
+def nvml_processes() -> dict[int, int] | None:
+    """pid -> device memory (all GPUs, CUDA context included) of every compute process NVML lists;
+    None where NVML cannot be loaded.  Processes whose usage NVML cannot tell are left out."""
     lib = _nvml()
     if not lib:
         return None
     count = ctypes.c_uint()
     if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
         return None
-    pid = os.getpid()
-    total, found = 0, False
+    fn = getattr(lib, "nvmlDeviceGetComputeRunningProcesses_v2", None)
+    if fn is None:
+        return None
+    out: dict[int, int] = {}
     for i in range(count.value):
         handle = ctypes.c_void_p()
         if lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)) != 0:
             continue
-        n = ctypes.c_uint(64)
-        infos = (_ProcInfo * 64)()
-        fn = getattr(lib, "nvmlDeviceGetComputeRunningProcesses_v2", None)
-        if fn is None or fn(handle, ctypes.byref(n), infos) != 0:
+        n = ctypes.c_uint(256)
+        infos = (_ProcInfo * 256)()
+        if fn(handle, ctypes.byref(n), infos) != 0:
             continue
-        for k in range(min(n.value, 64)):
+        for k in range(min(n.value, 256)):
             used = infos[k].usedGpuMemory
-            if infos[k].pid == pid and used < (1 << 63):
-                total += int(used)
-                found = True
-    return total if found else None
+            if used < (1 << 63):
+                out[int(infos[k].pid)] = out.get(int(infos[k].pid), 0) + int(used)
+    return out
+
+
+def process_device_bytes(pid: int | None = None) -> int | None:
+    """Device memory this process (or NVML's ``pid``) holds on all GPUs (CUDA context included),
+    from NVML's list of compute processes.  Per process, so other processes using the GPU at the
+    same time do not disturb it (``cudaMemGetInfo`` is device-wide).  None where NVML cannot be
+    loaded or does not list the process (a PID namespace: see ``own_nvml_pid``)."""
+    procs = nvml_processes()
+    if procs is None:
+        return None
+    return procs.get(os.getpid() if pid is None else pid)
 
 
 def model_tensor_bytes(model: Any, depth: int = 3) -> int:
@@ -193,15 +227,18 @@ def model_tensor_bytes(model: Any, depth: int = 3) -> int:
 
 def measure(call: Callable[[list[Any]], Any], model: Any, plan: InputPlan, device: torch.device,
             base: MemoryBaseline | None, start: int, repeats: int, sync: Callable[[], None],
-            harness_bytes: int = 0) -> dict[str, Any]:
+            harness_bytes: int = 0, exclusive: bool = True) -> dict[str, Any]:
     """Measure one call on inputs ``start`` and ``repeats`` more calls for growth (see module doc).
 
     ``harness_bytes`` are the measuring harness's own allocations made after the baseline (the
-    input pool, the cache-flush buffer); they are not the model's.
+    input pool, the cache-flush buffer); they are not the model's.  ``exclusive`` says no other
+    process of ours allocates on the device between the baseline and now; the dynamic stage keeps
+    its other worker alive, so there the device's free memory is compared only within one call,
+    and memory outside the allocator since the baseline comes from NVML's per-process count.
     """
     gc.collect()  # once: tensors in reference cycles must not count as the model's
     if device.type == "cuda":
-        return _measure_cuda(call, model, plan, device, base, start, repeats, sync, harness_bytes)
+        return _measure_cuda(call, model, plan, device, base, start, repeats, sync, harness_bytes, exclusive)
     return _measure_cpu(call, model, plan, base, start, repeats, harness_bytes)
 
 
@@ -211,9 +248,12 @@ def _growth(held: list[int]) -> float:
 
 def _measure_cuda(call: Callable[[list[Any]], Any], model: Any, plan: InputPlan, device: torch.device,
                   base: MemoryBaseline | None, start: int, repeats: int, sync: Callable[[], None],
-                  harness_bytes: int) -> dict[str, Any]:
+                  harness_bytes: int, exclusive: bool = True) -> dict[str, Any]:
     base = base or MemoryBaseline(str(device))
-    known = bool(base.free)
+    # the allocator's baseline is this process's own: always good once taken before the import;
+    # memory outside the allocator since then needs NVML's count, or a device nobody else uses
+    resident_known = bool(base.free)
+    known = resident_known and (base.process is not None or exclusive)
     inputs = plan.inputs_for(start)
     sync()
     torch.cuda.empty_cache()
@@ -229,22 +269,31 @@ def _measure_cuda(call: Callable[[list[Any]], Any], model: Any, plan: InputPlan,
     free1, _ = torch.cuda.mem_get_info(device)
     reserved1 = torch.cuda.memory_reserved(device)
     outside_during_call = max(0, (free0 - free1) - (reserved1 - reserved0))
-    outside, method = _outside(device, base) if known else (outside_during_call, "during-call")
-    resident = max(0, alloc0 - base.allocated - harness_bytes) if known else model_tensor_bytes(model)
+    outside: int | None = None
+    method = "during-call"
+    if known:
+        outside, method = _outside(device, base, exclusive)
+        if outside is None:  # NVML stopped answering: what the call itself took is still exact
+            known = False
+            method = "during-call"
+    if outside is None:
+        outside = outside_during_call
+    resident = max(0, alloc0 - base.allocated - harness_bytes) if resident_known else model_tensor_bytes(model)
     held: list[int] = []
     for r in range(repeats):
         out = call(plan.inputs_for(start + 1 + r))
         sync()
         del out
         sync()
-        if known:
-            extra = _outside(device, base)[0]
+        extra_known = _outside(device, base, exclusive)[0] if known else None
+        if extra_known is not None:
+            extra = extra_known
         else:
             free_r, _ = torch.cuda.mem_get_info(device)
             extra = max(0, (free1 - free_r) - (torch.cuda.memory_reserved(device) - reserved1))
         # what stays after the call: tensors plus device memory held outside the allocator
         held.append(torch.cuda.memory_allocated(device) + extra)
-    process = process_device_bytes()
+    process = process_device_bytes(base.nvml_pid)
     return {
         "kind": "cuda",
         "resident": resident,
@@ -256,6 +305,7 @@ def _measure_cuda(call: Callable[[list[Any]], Any], model: Any, plan: InputPlan,
         "held_after_calls": held,
         "growth_per_call": _growth(held),
         "baseline_known": known,
+        "allocator_baseline_known": resident_known,
         "outside_method": method,
         # device memory of this process outside the allocator (context and libraries included): the
         # parent compares it with the reference worker's when neither has a pre-import baseline

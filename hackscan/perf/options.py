@@ -15,6 +15,20 @@ from typing import Any, Mapping
 #   negated: -x             -> sign-flipped, same magnitudes
 HIDDEN_DISTRIBUTIONS = ("mixed", "negated")
 
+# what ``--baselines`` accepts: eager (strict fp32), tf32 (eager with TF32, GPU only), compile
+BASELINE_ALIASES = {"eager": "eager", "eager_fp32": "eager", "fp32": "eager", "strict": "eager",
+                    "tf32": "tf32", "eager_tf32": "tf32",
+                    "compile": "compile", "torch.compile": "compile", "torch_compile": "compile",
+                    "inductor": "compile"}
+
+
+def normalise_baseline(name: str) -> str:
+    """``eager``, ``tf32`` or ``compile`` for any accepted spelling; ValueError otherwise."""
+    n = name.strip().lower().replace("-", "_")
+    if n not in BASELINE_ALIASES:
+        raise ValueError(f"unknown baseline {name!r}: expected eager, tf32 or compile")
+    return BASELINE_ALIASES[n]
+
 
 @dataclass(frozen=True)
 class PerfOptions:
@@ -51,6 +65,13 @@ class PerfOptions:
     # wall-clock limit of one measure() call; phases that would not fit are skipped and said so
     # (the dynamic stage sets it from its budget, so that its worker timeout is never reached)
     deadline_s: float | None = None
+    # the eager TF32 baseline on a GPU (the headline there); off: strict fp32 becomes the headline
+    tf32: bool = True
+    # no other process of ours allocates on the device while this one is measured (the standalone
+    # runner's workers run one after the other).  The dynamic stage keeps its other worker alive and
+    # sends False: the device's free memory then counts only within one call, and memory outside the
+    # allocator since the baseline is read from NVML's per-process count where NVML has one
+    exclusive_device: bool = True
     seed: int = 20240917
     extra: Mapping[str, Any] = field(default_factory=dict)
 

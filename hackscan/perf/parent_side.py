@@ -221,8 +221,14 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
         s = _Series.read(_d(entry.get("series")).get("main"))
         t = s.claimed(cuda)
         row: dict[str, Any] = {"time_ms": s.event if cuda else s.wall, "tf32": bool(entry.get("tf32"))}
+        if t is not None:
+            row["ms"] = t  # the statistic the speedups use (see method.statistic)
         if _f(entry.get("compile_s")) is not None:
             row["compile_s"] = _f(entry.get("compile_s"))
+        if entry.get("reused"):
+            # measured for an earlier candidate of the same reference in this run (compiled once)
+            row["reused"] = True
+            row["measured_with"] = _s(entry.get("measured_with"), 300)
         if s.error:
             row["error"] = s.error[:300]
         base_out[name] = row
@@ -260,6 +266,9 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
     # -- speedups
     speedup = {n: ratio(t, honest) for n, t in base_times.items()}
     perf["speedup"] = {n: v for n, v in speedup.items() if v is not None}
+    for n, v in perf["speedup"].items():
+        if isinstance(base_out.get(n), dict):
+            base_out[n]["speedup"] = v
     if honest is not None and claimed is not None and honest != claimed:
         perf["claimed_speedup"] = {n: v for n, v in ((n, ratio(t, claimed)) for n, t in base_times.items()) if v}
     if "eager_fp32" in base_times and "eager_tf32" in base_times:

@@ -8,12 +8,15 @@ from .parent_side import LABELS
 
 
 def _ms(stats: Any, key: str = "median") -> str:
-    """``key`` (the statistic the speedups use), then the spread: median on a GPU, min on a CPU."""
+    """``key`` (the statistic the speedups use), the median when that is another, then the spread:
+    median on a GPU, min on a CPU."""
     if isinstance(stats, Mapping):
         val, p10, p90 = stats.get(key), stats.get("p10"), stats.get("p90")
         if isinstance(val, (int, float)):
             spread = f" [p10-p90 {p10:.4g}-{p90:.4g}]" if isinstance(p10, (int, float)) and isinstance(p90, (int, float)) else ""
-            return f"{val:.4g} ms{spread} n={stats.get('n', '?')}"
+            med = stats.get("median")
+            median = f", median {med:.4g}" if key != "median" and isinstance(med, (int, float)) else ""
+            return f"{val:.4g} ms{median}{spread} n={stats.get('n', '?')}"
     if isinstance(stats, (int, float)):
         return f"{stats:.4g} ms"
     return "-"
@@ -44,18 +47,21 @@ def table(perf: Mapping[str, Any] | None) -> str:
         if not isinstance(entry, Mapping):
             continue
         if entry.get("skipped"):
-            rows.append((label, "skipped", str(entry["skipped"])[:60]))
+            rows.append((label, "skipped", str(entry["skipped"])[:160]))
             continue
         sp = speedups.get(name)
         extra = f"speedup {sp:.2f}x" if isinstance(sp, (int, float)) else ""
         if isinstance(entry.get("compile_s"), (int, float)):
             extra += f" (compile {entry['compile_s']:.1f} s)"
+        if entry.get("reused"):
+            extra += " (compiled once for this reference: measured with an earlier candidate)"
         rows.append((label, _ms(entry.get("time_ms"), key), extra.strip()))
     width = max(len(r[0]) for r in rows)
     head = "  performance (" + ("median of CUDA events" if cuda else "minimum of the wall clock") + ")"
+    width_t = max([48] + [len(r[1]) for r in rows])
     lines = [head + ("" if perf.get("valid", True) else "  [NOT CREDITED: " + "; ".join(perf.get("invalid_reasons", [])) + "]")]
     for label, t, extra in rows:
-        lines.append(f"    {label:<{width}}  {t:<48} {extra}".rstrip())
+        lines.append(f"    {label:<{width}}  {t:<{width_t}} {extra}".rstrip())
     tf32 = perf.get("reference_tf32_speedup")
     if isinstance(tf32, (int, float)):
         lines.append(f"    reference: TF32 is {tf32:.2f}x faster than strict fp32")
@@ -74,4 +80,13 @@ def table(perf: Mapping[str, Any] | None) -> str:
         lines.append(f"    bound: {bound['bound_ms']:.4g} ms ({bound.get('limited_by')}-bound"
                      + (f", candidate at {rel:.2f}x of it" if isinstance(rel, (int, float)) else "")
                      + ("" if bound.get("reliable") else f"; not trusted: {bound.get('why', '')}") + ")")
+    outside = perf.get("outside_clock", {}) or {}
+    if outside.get("checked"):
+        lines.append(f"    parent clock: {outside.get('calls')} back-to-back calls at {outside.get('parent_ms_per_call', 0):.4g} ms "
+                     f"each, reported {outside.get('claimed_wall_ms', 0):.4g} ms"
+                     + (" (information only on the CPU)" if outside.get("informational") else "")
+                     + (": CONTRADICTED" if outside.get("contradicts") else ""))
+    sets = perf.get("input_sets", {}) or {}
+    if isinstance(sets, Mapping) and sets.get("note"):
+        lines.append(f"    input sets: {sets.get('timed')} timed of {sets.get('target')} wanted ({sets['note']})")
     return "\n".join(lines)

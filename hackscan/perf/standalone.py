@@ -30,7 +30,7 @@ from ..model import Finding, Location
 from .compare import compare_outputs
 from .options import PerfOptions
 from .parent_side import anchor_line, evaluate
-from .stats import median_of, summarize
+from .outside import spin_calls
 
 
 class ChildError(Exception):
@@ -253,15 +253,13 @@ def _correctness(check: dict[str, Any], ref_check: dict[str, Any], atol: float, 
 
 def _outside_clock(child: _Child, raw: dict[str, Any], opts: PerfOptions) -> dict[str, Any] | None:
     """Time back-to-back calls with the parent's clock; the round trip of a ping is subtracted."""
-    series = (raw.get("series") or {}).get("main") or {}
-    claimed = median_of(summarize(series.get("wall_ms") or []))
-    if claimed is None or claimed <= 0:
+    calls = spin_calls(raw, opts.spin_budget_s)
+    if calls is None:
         return None
     rtts = []
     for _ in range(3):
         _, rtt = child.timed({"cmd": "ping"})
         rtts.append(rtt)
-    calls = int(max(3, min(500, opts.spin_budget_s * 1e3 / claimed)))
     reply, parent_s = child.timed({"cmd": "spin", "calls": calls}, timeout=max(60.0, opts.spin_budget_s * 50))
     if not reply.get("ok"):
         return None

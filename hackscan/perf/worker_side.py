@@ -32,7 +32,7 @@ from . import memory as memory_mod
 from .clock import Clock, Snapshot, capture
 from .fingerprint import fingerprint
 from .options import HIDDEN_DISTRIBUTIONS, PerfOptions
-from .plan import InputPlan
+from .plan import InputPlan, nbytes
 from .timing import Flusher, calibrate, time_series
 
 # Taken when the dynamic stage imports this module, which it does before any untrusted import:
@@ -180,6 +180,10 @@ class _Setup:
     hidden: dict[str, tuple[InputPlan, str | None, int]]  # name -> (plan, transform, first index)
     flush: Flusher
     call: Callable[[list[Any]], Any]
+    # bytes of every input set handed in (kept or not: the caller holds them all)
+    given_bytes: int = 0
+    given_sets: int = 0
+    pool_cap: int = 0
 
 
 def _setup(model: Any, input_sets: Sequence[Sequence[Any]], hidden_sets: Mapping[str, Sequence[Sequence[Any]]],
@@ -208,7 +212,8 @@ def _setup(model: Any, input_sets: Sequence[Sequence[Any]], hidden_sets: Mapping
         with torch.no_grad():
             return _model(*inputs)
 
-    return _Setup(prepared, opts, plan, hidden, flush, call)
+    given = nbytes([list(input_sets), list(hidden_sets.values())])
+    return _Setup(prepared, opts, plan, hidden, flush, call, given, len(input_sets), int(pool))
 
 
 def _method(st: _Setup) -> dict[str, Any]:
@@ -220,6 +225,9 @@ def _method(st: _Setup) -> dict[str, Any]:
         "adaptive": opts.adaptive,
         "time_budget_s": opts.time_budget_s,
         "input_sets": st.plan.size,
+        "input_sets_given": st.given_sets,
+        "input_set_bytes": st.plan.set_bytes,
+        "input_pool_cap_bytes": st.pool_cap,
         "refresh": st.plan.refresh,
         "flush_bytes": st.flush.nbytes,
         "hidden": {name: {"source": "transform" if tr else "sets", "sets": hp.size} for name, (hp, tr, _) in st.hidden.items()},
@@ -227,6 +235,8 @@ def _method(st: _Setup) -> dict[str, Any]:
         "cpu_threads": torch.get_num_threads() if st.prepared.device.type == "cpu" else None,
         "clock_captured_before_import": st.prepared.clock.captured_before_import,
         "memory_baseline_before_import": bool(st.prepared.memory.free or st.prepared.memory.rss),
+        "nvml_process": st.prepared.memory.process is not None,
+        "exclusive_device": st.opts.exclusive_device,
     }
 
 
@@ -266,10 +276,12 @@ def _safe_memory(st: _Setup, call: Callable[[list[Any]], Any], model: Any, per_c
     if deadline is not None and not deadline.allows(need):
         return {"error": f"skipped: not enough time left (needs about {need:.1f} s)"}
     try:
+        # the harness's own tensors: every set handed in, the working slots, the flush buffer
+        harness = st.given_bytes + nbytes(st.plan.slots) + st.flush.nbytes + sum(
+            nbytes(hp.slots) for hp, tr, _ in st.hidden.values() if tr is None)
         mem = memory_mod.measure(call, model, st.plan, st.prepared.device, st.prepared.memory, MEMORY_START,
-                                 st.opts.memory_repeats, st.prepared.clock.sync,
-                                 harness_bytes=st.plan.pool_bytes + st.flush.nbytes
-                                 + sum(hp.pool_bytes for hp, tr, _ in st.hidden.values() if tr is None))
+                                 st.opts.memory_repeats, st.prepared.clock.sync, harness_bytes=harness,
+                                 exclusive=st.opts.exclusive_device)
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"[:500]}
     return mem
@@ -366,10 +378,10 @@ def _measure_reference(st: _Setup, model: Any) -> dict[str, Any]:
     deadline = _Deadline(clock, opts.deadline_s)
     skipped: dict[str, str] = {}
     out = _common(st, "reference")
-    headline = baselines.headline_for(dev)
+    headline = baselines.headline_for(dev, opts.tf32)
     results: dict[str, Any] = {}
     per_call = 0.0
-    for name in baselines.names_for(dev, opts.compile_enabled(dev.type)):
+    for name in baselines.names_for(dev, opts.compile_enabled(dev.type), opts.tf32):
         tf32 = baselines.uses_tf32(name, dev)
         entry: dict[str, Any] = {"tf32": tf32}
         need = per_call * (max(opts.warmup, 1) + opts.min_iterations)
@@ -425,6 +437,43 @@ def _measure_reference(st: _Setup, model: Any) -> dict[str, Any]:
     except Exception as exc:
         out["ceilings"] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
     return _finish(st, out, t0)
+
+
+def measure_compile(model: Any, input_sets: Mapping[str, Sequence[Sequence[Any]]] | Sequence[Sequence[Any]], *,
+                    device: str | torch.device = "cpu", timers: Any = None,
+                    options: PerfOptions | Mapping[str, Any] | None = None,
+                    prepared: Prepared | None = None) -> dict[str, Any]:
+    """The ``torch.compile`` baseline alone, measured as ``measure_reference`` measures the others
+    (same input plan, flush and clocks; TF32 allowed on a GPU).  The dynamic stage asks for it in a
+    request of its own, with its own time allowance: a compilation that overruns then costs only
+    this baseline.  Returns ``{"schema", "role", "baseline": entry, "elapsed_s", "timers"}`` where
+    ``entry`` is ``{"tf32", "compile_s", "series": {"main": ...}}`` or ``{"tf32", "skipped"}``."""
+    sets = dict(input_sets) if isinstance(input_sets, Mapping) else {"original": list(input_sets)}
+    original = sets.get("original") or next((v for v in sets.values() if v), None)
+    if not original:
+        return {"schema": SCHEMA, "role": "reference", "error": "no input sets to time"}
+    if prepared is None and timers is not None:
+        prepared = _from_timers(timers, device)
+    if prepared is None:
+        prepared = _late(_device(device))
+    st = _setup(model, original, {}, options, prepared)
+    dev, clock = st.prepared.device, st.prepared.clock
+    tf32 = baselines.uses_tf32(baselines.COMPILE, dev) and st.opts.tf32
+    entry: dict[str, Any] = {"tf32": tf32}
+    t0 = clock.now()
+    with _threads(st):
+        try:
+            with baselines.precision(tf32):
+                target = _no_grad(baselines.compiled(model, st.opts.compile_mode))
+                c0 = clock.now()
+                target(st.plan.inputs_for(0))  # compile outside the timed series
+                clock.sync()
+                entry["compile_s"] = clock.now() - c0
+                entry["series"] = {"main": _series(st, "main", target, 0, keep_fingerprints=False)}
+        except Exception as exc:
+            entry = {"tf32": tf32, "skipped": f"torch.compile failed: {type(exc).__name__}: {exc}"[:500]}
+    return {"schema": SCHEMA, "role": "reference", "baseline": entry, "elapsed_s": clock.now() - t0,
+            "device": device_info(dev), "timers": {"watched": len(clock.snapshot.objects), "changed": clock.tampering()}}
 
 
 def _no_grad(fn: Callable[..., Any]) -> Callable[[list[Any]], Any]:

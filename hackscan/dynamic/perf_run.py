@@ -1,0 +1,221 @@
+"""Parent side: the performance stage's turn in a dynamic run (PROTOCOL.md, "perf").
+
+After the candidate passed correctness the parent asks, one worker at a time:
+
+1. the reference worker for ``perf`` (eager baselines, fingerprints, work, memory, ceilings);
+2. the candidate worker for ``perf``;
+3. the candidate worker for ``spin`` (back-to-back calls timed by the parent's own clock, minus a
+   ``ping`` round trip: HS609);
+4. the reference worker for ``perf_compile`` (the ``torch.compile`` baseline) under a time
+   allowance of its own, unless an earlier candidate of the same reference in this process already
+   measured it, in which case that entry is reused and says so.
+
+Then ``hackscan.perf.parent_side.evaluate`` turns the raw dicts into ``Report.performance`` and
+HS6xx findings.  No torch here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hackscan.perf.options import normalise_baseline
+
+from .pool import Session, WorkerFailure
+
+# distinct fresh input sets the timing rotates through (the two fresh draws of the correctness
+# probes count): with fewer than 3, a result cache keyed by the input's address can go unseen on
+# scale-invariant operations (normalisations), whose mixed inputs are scaled copies of each other
+TIMING_SETS = {"cuda": 4, "cpu": 3}
+MIN_TRUSTED_SETS = 3
+ALWAYS_DRAWN = 2  # "original" and "original_b"
+PERF_BUDGET_S = {"cuda": 4.0, "cpu": 1.0}
+SPIN_BUDGET_S = {"cuda": 1.0, "cpu": 0.2}
+COMPILE_TIMEOUT_S = 300.0
+
+
+# ----------------------------------------------------------------------------- which baselines
+def wanted_baselines(requested: Sequence[str] | None, device: str) -> tuple[dict[str, bool], dict[str, str]]:
+    """Which optional baselines run (``tf32``, ``compile``), and why the others do not.
+
+    Default: every baseline on a GPU; on the CPU strict fp32 only (TF32 does not exist there, and
+    torch.compile costs tens of seconds per reference on a small machine: ask with
+    ``--baselines eager,compile``).  Strict fp32 eager always runs: the timed outputs of the
+    candidate are checked against its outputs.
+    """
+    why: dict[str, str] = {}
+    if requested is None:
+        run = {"tf32": device == "cuda", "compile": device == "cuda"}
+        if device != "cuda":
+            why["compile"] = ("off on the CPU by default (torch.compile takes tens of seconds per reference "
+                              "there); ask for it with --baselines eager,compile")
+    else:
+        asked = {normalise_baseline(b) for b in requested}
+        run = {"tf32": "tf32" in asked and device == "cuda", "compile": "compile" in asked}
+        if "compile" not in asked:
+            why["compile"] = "not requested (--baselines " + ",".join(sorted(asked | {"eager"})) + ")"
+    if device != "cuda":
+        why["tf32"] = "TF32 exists only on a GPU"
+    elif not run["tf32"]:
+        why["tf32"] = "not requested (--baselines)"
+    return run, why
+
+
+# ----------------------------------------------------------------------------- timing sets
+@dataclass(frozen=True)
+class TimingSets:
+    target: int
+    extra: int  # fresh draws beyond the two of the correctness probes
+    note: str | None = None
+
+    @classmethod
+    def plan(cls, device: str, per_probe_bytes: int, memory_budget_gb: float, requested: int | None = None) -> TimingSets:
+        """As many sets as the device's default asks for, fewer where the parent could not hold the
+        extra probes' outputs (each fresh draw is also a correctness probe the parent compares)."""
+        target = int(requested) if requested else TIMING_SETS.get(device, 3)
+        target = max(1, target)
+        want = max(0, target - ALWAYS_DRAWN)
+        fit = max(0, int(memory_budget_gb * 2**30 // max(per_probe_bytes, 1)) - 3)
+        extra = min(want, fit)
+        note = None
+        if extra < want:
+            note = (f"{ALWAYS_DRAWN + extra} of {target} timing sets drawn: each is a task-shaped probe of about "
+                    f"{per_probe_bytes / 2**30:.2f} GiB for the parent, over memory_budget_gb = {memory_budget_gb:g}")
+        return cls(target, extra, note)
+
+
+def timing_sets_report(ts: TimingSets, passed: int, performance: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``report.performance["input_sets"]`` says: how many distinct fresh sets were wanted,
+    drawn, passed correctness, and actually rotated in the timed calls, and why fewer."""
+    method = performance.get("method") if isinstance(performance.get("method"), Mapping) else {}
+    timed = method.get("input_sets") if isinstance(method.get("input_sets"), int) else None
+    out: dict[str, Any] = {"target": ts.target, "drawn": ALWAYS_DRAWN + ts.extra, "passed": passed, "timed": timed}
+    notes = [ts.note] if ts.note else []
+    if timed is not None and timed < passed:
+        per = method.get("input_set_bytes")
+        cap = method.get("input_pool_cap_bytes")
+        if isinstance(per, (int, float)) and isinstance(cap, (int, float)):
+            notes.append(f"the timing pool holds {timed} of {passed} sets ({per / 2**20:.0f} MiB each, two copies "
+                         f"per set, pool cap {cap / 2**20:.0f} MiB)")
+        else:
+            notes.append(f"the timing pool holds {timed} of {passed} sets")
+    if passed < ALWAYS_DRAWN + ts.extra:
+        notes.append(f"{ALWAYS_DRAWN + ts.extra - passed} drawn set(s) did not pass correctness")
+    used = timed if timed is not None else passed
+    if used < MIN_TRUSTED_SETS:
+        notes.append(f"only {used} distinct set(s) rotate through the timed calls: a result cache keyed by the "
+                     "input's address may go unseen on scale-invariant operations")
+    if notes:
+        out["note"] = "; ".join(notes)
+    return out
+
+
+# ----------------------------------------------------------------------------- compile baseline cache
+class CompileCache:
+    """torch.compile baseline entries by reference, so that every candidate of one reference in
+    this process (a folder, a dataset, a training loop) pays the compilation once."""
+
+    def __init__(self, size: int = 64):
+        self.size = size
+        self._data: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(reference_code: str, device_info: Mapping[str, Any], load: Mapping[str, Any], options: Mapping[str, Any]) -> str:
+        h = hashlib.sha256()
+        h.update(reference_code.encode("utf-8", "surrogatepass"))
+        shape = {k: load.get(k) for k in ("input_shapes", "input_dtypes", "dims")}
+        dev = {k: device_info.get(k) for k in ("type", "name", "index", "torch", "cuda")}
+        h.update(json.dumps([shape, dev, {k: options.get(k) for k in ("compile_mode", "tf32")}],
+                            sort_keys=True, default=str).encode())
+        return h.hexdigest()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            entry = self._data.get(key)
+            if entry is not None:
+                self._data.move_to_end(key)
+            return json.loads(json.dumps(entry)) if entry is not None else None
+
+    def put(self, key: str, entry: dict[str, Any]) -> None:
+        with self._lock:
+            self._data[key] = json.loads(json.dumps(entry, default=str))
+            self._data.move_to_end(key)
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+COMPILE_CACHE = CompileCache()
+
+
+def measure_compile(ref: Session, sets: Mapping[str, list[str]], options: Mapping[str, Any], timeout: float,
+                    tf32: bool) -> dict[str, Any]:
+    """Ask the reference worker for the torch.compile baseline; a ``skipped`` entry says why not."""
+    ref.restart_clock(timeout)
+    t0 = time.perf_counter()
+    try:
+        reply = ref.request({"cmd": "perf_compile", "sets": dict(sets), "options": dict(options)})
+    except WorkerFailure as exc:
+        if exc.kind == "timeout":
+            return {"tf32": tf32, "skipped": f"torch.compile did not finish within {timeout:.0f} s "
+                                             "(compilation and timing; raise perf_compile_timeout)"}
+        return {"tf32": tf32, "skipped": f"the reference worker {exc.kind} while compiling: {str(exc)[:200]}"}
+    if not reply.get("ok"):
+        err = reply.get("error") or {}
+        return {"tf32": tf32, "skipped": f"torch.compile failed: {str(err.get('message', '?'))[-300:]}"}
+    result = reply.get("compile")
+    if not isinstance(result, dict):
+        return {"tf32": tf32, "skipped": str(reply.get("reason") or "no result")[:300]}
+    if result.get("error"):
+        return {"tf32": tf32, "skipped": f"torch.compile failed: {str(result['error'])[:300]}"}
+    changed = (result.get("timers") or {}).get("changed") if isinstance(result.get("timers"), dict) else None
+    if changed:
+        return {"tf32": tf32, "skipped": "a timer was replaced while the compiled reference ran: not trusted"}
+    entry = result.get("baseline")
+    if not isinstance(entry, dict):
+        return {"tf32": tf32, "skipped": "malformed torch.compile measurement"}
+    entry = dict(entry)
+    entry["request_s"] = round(time.perf_counter() - t0, 3)
+    return entry
+
+
+# ----------------------------------------------------------------------------- parent clock (HS609)
+def outside_clock(cand: Session, candidate_raw: Any, budget_s: float, timeout: float) -> dict[str, Any] | None:
+    """Time ``spin`` (back-to-back calls) with this process's clock, minus a ping's round trip."""
+    from hackscan.perf.outside import spin_calls
+
+    calls = spin_calls(candidate_raw, budget_s)
+    if calls is None:
+        return None
+    cand.restart_clock(timeout)
+    try:
+        rtts = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            cand.request({"cmd": "ping"})
+            rtts.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        reply = cand.request({"cmd": "spin", "calls": calls})
+        parent_s = time.perf_counter() - t0
+    except WorkerFailure as exc:
+        return {"error": f"the candidate worker {exc.kind} during the parent-clock check: {str(exc)[:200]}"}
+    spin = reply.get("spin") if reply.get("ok") else None
+    if not isinstance(spin, dict):
+        err = reply.get("error") or {}
+        return {"error": str(err.get("message") or reply.get("reason") or "no answer")[:300]}
+    return {"calls": calls, "parent_s": parent_s, "rtt_s": min(rtts), "child_s": spin.get("child_s")}
+
+
+def merge_compile(reference_raw: Any, entry: dict[str, Any]) -> None:
+    if isinstance(reference_raw, dict) and isinstance(reference_raw.get("baselines"), dict):
+        reference_raw["baselines"]["compile"] = entry

@@ -1,0 +1,369 @@
+"""The performance stage as the normal command runs it: inside the dynamic stage's workers.
+
+Two kinds of test.  The fast ones drive ``DynamicRun._perf`` with scripted worker sessions (the
+raw measurements of ``test_perf_support``) on a pretend GPU, so that what only a GPU produces (an
+events-vs-wall gap, a time under the bound, a parent clock that contradicts the worker) is seen to
+reach ``report.performance`` and the findings through the pipeline's own code.  The slow ones run
+real workers on the CPU end to end.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from hackscan.config import Config
+from hackscan.inputs import Submission
+from hackscan.model import Report, Severity, Stage, Verdict
+from hackscan.pipeline import RunOptions
+from hackscan.registry import load_registry
+
+from . import test_perf_support as raw
+from .conftest import FIXTURES, ROOT
+
+CANDIDATE = """import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x)
+"""
+REFERENCE = (FIXTURES / "dynamic" / "relu" / "reference.py").read_text()
+FORWARD_LINE = 9
+
+
+class FakeSession:
+    """A worker that answers from a script: ``replies[cmd]`` is a reply dict, or a callable of the
+    request returning one (it may sleep, as a worker working would), or an exception to raise."""
+
+    def __init__(self, replies: dict[str, Any]):
+        self.replies = replies
+        self.requests: list[dict[str, Any]] = []
+        self.dead = None
+        self.timeouts: list[float] = []
+
+    def restart_clock(self, timeout: float) -> None:
+        self.timeouts.append(timeout)
+
+    def request(self, msg: dict[str, Any], timeout: float | None = None) -> Any:
+        self.requests.append(copy.deepcopy(msg))
+        r = self.replies.get(msg["cmd"], {"ok": False, "error": {"message": f"no script for {msg['cmd']}"}})
+        if isinstance(r, BaseException):
+            raise r
+        return copy.deepcopy(r(msg) if callable(r) else r)
+
+    def cmds(self) -> list[str]:
+        return [m["cmd"] for m in self.requests]
+
+
+def _run(options: RunOptions, sub_path: str = "kernels/x/cand.py", reference: str = REFERENCE) -> Any:
+    from hackscan.dynamic.stage import DynamicRun
+
+    sub = Submission(path=sub_path, code=CANDIDATE, file=sub_path, reference=reference,
+                     reference_path="kernels/x/reference.py")
+    report = Report(sub_path, Verdict.CLEAN)
+    run = DynamicRun(sub, report, options, Config(), pool=None, registry=load_registry())
+    run._r_load = {"input_shapes": [[16, 16384]], "input_dtypes": ["float32"], "dims": {}}
+    return run
+
+
+def _judged(ids: list[str]) -> tuple[Any, dict[str, Any], Any]:
+    from hackscan.dynamic.plan import Plan
+
+    records = {i: SimpleNamespace(status="pass") for i in ids}
+    j = SimpleNamespace(correctness_passed=True, records=records)
+    refs = {i: {"out32": [], "out64": None, "structure": ""} for i in ids}
+    plan = Plan([{"id": i, "family": "original"} for i in ids], [], 0.0, [])
+    return j, refs, plan
+
+
+def _compile_reply(ms: float = 0.5) -> dict[str, Any]:
+    return {"ok": True, "compile": {"schema": raw.SCHEMA, "role": "reference", "elapsed_s": 3.0,
+                                    "timers": {"watched": 40, "changed": []},
+                                    "baseline": {"tf32": True, "compile_s": 2.5,
+                                                 "series": {"main": raw.series(ms, fingerprints={})}}}}
+
+
+def _spin(seconds_per_call: float) -> Any:
+    def reply(msg: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(seconds_per_call * msg["calls"])
+        return {"ok": True, "spin": {"calls": msg["calls"], "child_s": seconds_per_call * msg["calls"]}}
+    return reply
+
+
+def _perf(run: Any, ref: FakeSession, cand: FakeSession, device: str = "cuda",
+          ids: tuple[str, ...] = ("original", "original_b", "perf_0", "perf_1")) -> tuple[dict[str, Any], list[Any]]:
+    from hackscan.dynamic.perf_run import TimingSets
+
+    run.timing_sets = TimingSets.plan(device, 1 << 20, 8.0)
+    j, refs, plan = _judged(list(ids))
+    findings = run._perf(ref, cand, j, refs, plan, device)
+    return run.info.get("_performance") or {}, findings
+
+
+@pytest.fixture(autouse=True)
+def fresh_compile_cache():
+    from hackscan.dynamic.perf_run import COMPILE_CACHE
+
+    COMPILE_CACHE.clear()
+    yield
+    COMPILE_CACHE.clear()
+
+
+def _sessions(cand_raw: dict[str, Any], ref_raw: dict[str, Any], spin_s: float = 0.0, **ref_extra: Any):
+    ref = FakeSession({"perf": {"ok": True, "perf": ref_raw}, "perf_compile": _compile_reply(), **ref_extra})
+    cand = FakeSession({"perf": {"ok": True, "perf": cand_raw}, "ping": {"ok": True}, "spin": _spin(spin_s)})
+    return ref, cand
+
+
+def test_events_vs_wall_gap_reaches_the_report_through_the_pipeline() -> None:
+    run = _run(RunOptions(seed=1))
+    ref, cand = _sessions(raw.candidate(0.05, wall_ms=2.0), raw.reference(strict_ms=4.0, tf32_ms=2.0))
+    perf, findings = _perf(run, ref, cand)
+    by_rule = {f.rule: f for f in findings}
+    assert "HS601" in by_rule, [f.rule for f in findings]
+    f = by_rule["HS601"]
+    assert f.stage is Stage.PERFORMANCE and f.severity is Severity.ERROR
+    assert f.location.line == FORWARD_LINE and f.location.path == "kernels/x/cand.py"
+    assert perf["valid"] is False and "work escaped the events" in perf["invalid_reasons"]
+    # the honest time is the wall clock: the speedup is not credited
+    assert perf["speedup"]["eager_tf32"] == pytest.approx(1.0, rel=0.05)
+
+
+def test_time_below_the_bound_reaches_the_report_through_the_pipeline() -> None:
+    run = _run(RunOptions(seed=1))
+    work = {"flops": 0, "flops_by_op": {}, "bytes_read": 1 << 30, "bytes_written": 1 << 30, "aliased_outputs": 0}
+    ref, cand = _sessions(raw.candidate(0.01, wall_ms=0.011), raw.reference(strict_ms=1.2, tf32_ms=1.1, work=work))
+    perf, findings = _perf(run, ref, cand)
+    assert "HS604" in {f.rule for f in findings}
+    assert perf["bound"]["reliable"] and perf["bound"]["candidate_over_bound"] < 0.1
+
+
+def test_parent_clock_is_asked_and_contradicts_forged_times() -> None:
+    run = _run(RunOptions(seed=1))
+    # the worker says 0.1 ms per call; back-to-back calls take 2 ms each by the parent's clock
+    ref, cand = _sessions(raw.candidate(0.1, wall_ms=0.1), raw.reference(strict_ms=0.3, tf32_ms=0.2), spin_s=0.002)
+    perf, findings = _perf(run, ref, cand)
+    assert cand.cmds() == ["perf", "ping", "ping", "ping", "spin"]
+    spin = cand.requests[-1]
+    assert spin["calls"] == 500  # 1 s of calls at the reported 0.1 ms, capped
+    assert perf["outside_clock"]["checked"] and perf["outside_clock"]["contradicts"]
+    assert "HS609" in {f.rule for f in findings}
+
+
+def test_honest_worker_passes_the_parent_clock() -> None:
+    run = _run(RunOptions(seed=1))
+    ref, cand = _sessions(raw.candidate(1.0, wall_ms=1.0), raw.reference(strict_ms=2.0, tf32_ms=1.5), spin_s=0.0008)
+    perf, findings = _perf(run, ref, cand)
+    assert perf["outside_clock"]["checked"] and not perf["outside_clock"]["contradicts"]
+    assert not [f for f in findings if f.severity is not Severity.INFO], [f.rule for f in findings]
+
+
+def test_workers_are_asked_in_order_with_the_pipeline_options() -> None:
+    run = _run(RunOptions(seed=1))
+    ref, cand = _sessions(raw.candidate(1.0), raw.reference(strict_ms=2.0, tf32_ms=1.0))
+    perf, _ = _perf(run, ref, cand)
+    assert ref.cmds() == ["perf", "perf_compile"]
+    opts = ref.requests[0]["options"]
+    # the compile baseline has its own request and allowance; the other worker stays alive
+    assert opts["compile"] == "never" and opts["exclusive_device"] is False and opts["tf32"] is True
+    assert opts["budget_s"] == 4.0 and opts["sets"] == 4
+    assert ref.requests[0]["sets"]["original"] == ["original", "original_b", "perf_0", "perf_1"]
+    assert ref.timeouts[-1] == 300.0
+    base = perf["baselines"]
+    assert set(base) == {"eager_fp32", "eager_tf32", "compile"}
+    for name in base:
+        row = base[name]
+        assert {"median", "p10", "p90", "n"} <= set(row["time_ms"]), row
+        assert row["speedup"] == perf["speedup"][name] and row["ms"] > 0
+    assert base["compile"]["compile_s"] == 2.5
+    assert perf["headline_baseline"] == "eager_tf32"
+    assert perf["input_sets"] == {"target": 4, "drawn": 4, "passed": 4, "timed": None}
+
+
+def test_compile_baseline_is_compiled_once_per_reference() -> None:
+    first = _run(RunOptions(seed=1), "kernels/x/a.py")
+    ref1, cand1 = _sessions(raw.candidate(1.0), raw.reference(strict_ms=2.0, tf32_ms=1.0))
+    perf1, _ = _perf(first, ref1, cand1)
+    assert "perf_compile" in ref1.cmds() and "reused" not in perf1["baselines"]["compile"]
+    second = _run(RunOptions(seed=2), "kernels/x/b.py")
+    ref2, cand2 = _sessions(raw.candidate(0.5), raw.reference(strict_ms=2.0, tf32_ms=1.0))
+    perf2, _ = _perf(second, ref2, cand2)
+    assert ref2.cmds() == ["perf"]
+    row = perf2["baselines"]["compile"]
+    assert row["reused"] is True and row["measured_with"] == "kernels/x/a.py"
+    assert perf2["speedup"]["compile"] == pytest.approx(1.0, rel=0.05)
+    # another reference compiles again
+    third = _run(RunOptions(seed=3), "kernels/y/c.py", reference=REFERENCE.replace("16384", "8192"))
+    ref3, cand3 = _sessions(raw.candidate(0.5), raw.reference(strict_ms=2.0, tf32_ms=1.0))
+    _perf(third, ref3, cand3)
+    assert "perf_compile" in ref3.cmds()
+
+
+@pytest.mark.parametrize("device, baselines, reason", [
+    ("cpu", None, "off on the CPU by default"),
+    ("cuda", ("eager", "tf32"), "not requested (--baselines eager,tf32)"),
+])
+def test_compile_baseline_not_run_says_why(device: str, baselines: tuple[str, ...] | None, reason: str) -> None:
+    run = _run(RunOptions(seed=1, baselines=baselines))
+    ref, cand = _sessions(raw.candidate(1.0, device=device), raw.reference(strict_ms=2.0, device=device))
+    perf, _ = _perf(run, ref, cand, device=device, ids=("original", "original_b", "perf_0"))
+    assert "perf_compile" not in ref.cmds()
+    assert reason in perf["baselines"]["compile"]["skipped"]
+    from hackscan.perf.render import table
+
+    assert "torch.compile  skipped" in table(perf)
+
+
+def test_compile_baseline_on_the_cpu_when_asked() -> None:
+    run = _run(RunOptions(seed=1, baselines=("eager", "compile")))
+    ref, cand = _sessions(raw.candidate(1.0, device="cpu"), raw.reference(strict_ms=2.0, device="cpu"))
+    perf, _ = _perf(run, ref, cand, device="cpu", ids=("original", "original_b", "perf_0"))
+    assert ref.cmds() == ["perf", "perf_compile"]
+    assert ref.requests[0]["options"]["tf32"] is False
+    assert perf["speedup"]["compile"] > 0
+
+
+def test_no_eager_tf32_when_not_asked() -> None:
+    run = _run(RunOptions(seed=1, baselines=("eager", "compile")))
+    ref, cand = _sessions(raw.candidate(1.0), raw.reference(strict_ms=2.0, tf32_ms=None))
+    _perf(run, ref, cand)
+    assert ref.requests[0]["options"]["tf32"] is False
+
+
+def test_compile_that_overruns_its_allowance_is_skipped_and_remembered() -> None:
+    from hackscan.dynamic.pool import WorkerFailure
+
+    run = _run(RunOptions(seed=1))
+    ref, cand = _sessions(raw.candidate(1.0), raw.reference(strict_ms=2.0, tf32_ms=1.0),
+                          perf_compile=WorkerFailure("timeout", "the worker ran past its time limit"))
+    perf, findings = _perf(run, ref, cand)
+    assert "did not finish within 300 s" in perf["baselines"]["compile"]["skipped"]
+    assert perf["measured"] and "eager_tf32" in perf["speedup"]
+    # the next candidate of this reference does not wait for it again
+    again = _run(RunOptions(seed=2), "kernels/x/b.py")
+    ref2, cand2 = _sessions(raw.candidate(1.0), raw.reference(strict_ms=2.0, tf32_ms=1.0))
+    perf2, _ = _perf(again, ref2, cand2)
+    assert ref2.cmds() == ["perf"] and "did not finish" in perf2["baselines"]["compile"]["skipped"]
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ({"ok": True, "compile": {"error": "BackendCompilerFailed: boom"}}, "torch.compile failed: BackendCompilerFailed"),
+    ({"ok": False, "error": {"message": "RuntimeError: no"}}, "torch.compile failed: RuntimeError: no"),
+    ({"ok": True, "compile": {"timers": {"changed": [{"name": "time.perf_counter"}]},
+                              "baseline": {"series": {}}}}, "timer was replaced"),
+    ({"ok": True, "compile": None, "reason": "no input sets"}, "no input sets"),
+    ({"ok": True, "compile": {"baseline": "garbage"}}, "malformed"),
+])
+def test_compile_failures_are_reasons(reply: dict[str, Any], expected: str) -> None:
+    run = _run(RunOptions(seed=1))
+    ref, cand = _sessions(raw.candidate(1.0), raw.reference(strict_ms=2.0, tf32_ms=1.0), perf_compile=reply)
+    perf, _ = _perf(run, ref, cand)
+    assert expected in perf["baselines"]["compile"]["skipped"]
+
+
+def test_fewer_timing_sets_are_reported() -> None:
+    from hackscan.dynamic.perf_run import TimingSets, timing_sets_report
+
+    ts = TimingSets.plan("cuda", 3 << 30, 12.0)  # 3 GiB per probe, 12 GiB: the three that always run fit
+    assert ts.target == 4 and ts.extra == 1 and "3 of 4 timing sets" in ts.note
+    rep = timing_sets_report(ts, 3, {"method": {"input_sets": 2, "input_set_bytes": 3 << 30,
+                                                "input_pool_cap_bytes": 8 << 30}})
+    assert rep["timed"] == 2 and "pool holds 2 of 3" in rep["note"] and "address may go unseen" in rep["note"]
+    assert TimingSets.plan("cpu", 1 << 20, 8.0).target == 3
+    assert TimingSets.plan("cpu", 1 << 20, 8.0, requested=4).extra == 2
+    assert "note" not in timing_sets_report(TimingSets.plan("cpu", 1 << 20, 8.0), 3, {"method": {"input_sets": 3}})
+
+
+def test_a_candidate_that_failed_correctness_is_not_timed_and_says_so() -> None:
+    run = _run(RunOptions(seed=1))
+    ref, cand = _sessions(raw.candidate(1.0), raw.reference())
+    j, refs, plan = _judged(["original"])
+    j.correctness_passed = False
+    assert run._perf(ref, cand, j, refs, plan, "cuda") == []
+    assert ref.requests == [] and cand.requests == []
+    assert run.info["_performance"] == {"measured": False, "reason": "the candidate did not pass correctness"}
+
+
+def test_baseline_names_on_the_command_line() -> None:
+    from typer.testing import CliRunner
+
+    from hackscan.cli import app
+
+    clean = str(FIXTURES / "meta" / "ok_resolved_fstring_source.py")
+    res = CliRunner().invoke(app, [clean, "--static", "--baselines", "eager,bogus"])
+    assert res.exit_code == 2 and "unknown baseline 'bogus'" in res.output
+    assert CliRunner().invoke(app, [clean, "--static", "--baselines", "eager_fp32,torch.compile"]).exit_code == 0
+
+
+# ----------------------------------------------------------------------------- real workers (CPU)
+@pytest.fixture(scope="module")
+def pool():
+    pytest.importorskip("torch")
+    from hackscan.dynamic.pool import WorkerPool
+
+    p = WorkerPool()
+    yield p
+    p.close()
+
+
+def _scan(path: Path, pool: Any, **kw: Any) -> Report:
+    from hackscan.dynamic import run_dynamic_stage
+    from hackscan.engine import StaticScanner
+    from hackscan.inputs import discover
+
+    sub = next(s for s in discover([str(path.parent)]) if isinstance(s, Submission) and s.path.endswith(path.name))
+    assert sub.reference, sub
+    report = StaticScanner(Config()).scan(sub)
+    return run_dynamic_stage(sub, report, RunOptions(device="cpu", timeout=120.0, **kw), Config(), pool=pool)
+
+
+@pytest.mark.slow
+def test_cpu_pipeline_measures_with_a_pre_import_baseline_and_the_parent_clock(pool: Any) -> None:
+    rep = _scan(FIXTURES / "dynamic" / "relu" / "legit.py", pool, seed=11)
+    perf = rep.performance
+    assert perf and perf["measured"], (perf, rep.dynamic)
+    method = perf["method"]
+    assert method["clock_captured_before_import"] and method["memory_baseline_before_import"]
+    assert method["exclusive_device"] is False
+    assert perf["input_sets"]["target"] == 3 and perf["input_sets"]["timed"] == 3 and method["refresh"] == "mix"
+    assert perf["memory"]["basis"].startswith("since before import")
+    assert perf["outside_clock"]["checked"] and perf["outside_clock"]["informational"]
+    assert "off on the CPU by default" in perf["baselines"]["compile"]["skipped"]
+    assert perf["baselines"]["eager_fp32"]["speedup"] > 0
+    assert not [f for f in rep.findings if f.stage is Stage.PERFORMANCE and f.severity is not Severity.INFO]
+    from hackscan.output.text import render_text
+
+    text = render_text([rep])
+    assert "torch.compile  skipped" in text and "parent clock:" in text and "eager fp32" in text
+
+
+@pytest.mark.slow
+def test_cpu_compile_baseline_runs_once_per_reference_when_asked(pool: Any) -> None:
+    pytest.importorskip("torch._inductor")
+    from hackscan.dynamic.perf_run import COMPILE_CACHE
+
+    COMPILE_CACHE.clear()
+    relu = FIXTURES / "dynamic" / "relu"
+    first = _scan(relu / "legit.py", pool, seed=5, baselines=("eager", "compile")).performance
+    row = first["baselines"]["compile"]
+    assert "skipped" not in row, row
+    assert row["compile_s"] > 0 and row["speedup"] > 0 and "reused" not in row
+    second = _scan(relu / "legit_tuned_fast_path.py", pool, seed=6, baselines=("eager", "compile")).performance
+    assert second["baselines"]["compile"]["reused"] is True
+    assert second["baselines"]["compile"]["measured_with"].endswith("legit.py")
+
+
+def test_protocol_documents_the_pipeline_requests() -> None:
+    text = (ROOT / "hackscan" / "dynamic" / "PROTOCOL.md").read_text()
+    for word in ("`spin`", "`ping`", "`perf_compile`", "prepare(", "exclusive_device", "--baselines"):
+        assert word in text, word
