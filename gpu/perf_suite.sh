@@ -17,7 +17,7 @@ mkdir -p "$TORCH_EXTENSIONS_DIR"
 
 echo "== nvidia-smi"
 nvidia-smi || echo "(nvidia-smi failed)"
-PY="${PYTHON:-python}"
+PY="${PYTHON:-python3}"
 echo "== python: $(command -v "$PY")"
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())" || exit 2
 

@@ -6,9 +6,11 @@
 set -u
 cd "$(dirname "$0")/.."
 export HACKSCAN_CACHE_DIR="${HACKSCAN_CACHE_DIR:-$PWD/.hackscan-cache}"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+PY="${PYTHON:-python3}"
 echo "== machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | head -5
-python - <<'PY'
+"$PY" - <<'PY'
 import sys, shutil, torch
 print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda,
       "available", torch.cuda.is_available(), "devices", torch.cuda.device_count())
@@ -20,13 +22,13 @@ except Exception as exc:
 PY
 status=0
 echo "== GPU tests (each CUDA fixture compiles once, about a minute)"
-python -m pytest -q -m gpu tests/test_dynamic_gpu.py -rA -p no:cacheprovider "$@" || status=$?
+"$PY" -m pytest -q -m gpu tests/test_dynamic_gpu.py -rA -p no:cacheprovider "$@" || status=$?
 echo "== CPU fixtures on this host (device cpu; must match the annotations as on any machine)"
-python -m pytest -q tests/test_dynamic_fixtures.py -x -p no:cacheprovider || status=$?
+"$PY" -m pytest -q tests/test_dynamic_fixtures.py -x -p no:cacheprovider || status=$?
 echo "== a CUDA candidate end to end through the command line"
-hackscan fixtures/dynamic/gpu/hack_stale_output.py --ref fixtures/dynamic/gpu/reference.py --device cuda \
+"$PY" -m hackscan fixtures/dynamic/gpu/hack_stale_output.py --ref fixtures/dynamic/gpu/reference.py --device cuda \
     --seed 7 --no-perf -f json -o /tmp/hs_dynamic_gpu.json || true
-python - <<'PY'
+"$PY" - <<'PY'
 import json
 d = json.load(open("/tmp/hs_dynamic_gpu.json"))
 for r in d["results"]:
@@ -37,5 +39,5 @@ for r in d["results"]:
         print("  ", f["rule"], f["severity"], f["stage"], f["message"][:160])
 PY
 echo "== cost per probe on the GPU"
-python benchmarks/dynamic_cost.py --task relu --task softmax --repeat 1 || status=$?
+"$PY" benchmarks/dynamic_cost.py --task relu --task softmax --repeat 1 || status=$?
 exit $status
