@@ -3,7 +3,8 @@
 # user runs it: the bundled demo set and the performance fixtures.  Prints one line per finding and the
 # performance table per candidate; writes the JSON reports to $OUT (or /tmp) for the notes.
 #
-#   bash gpu/pipeline_gpu.sh [extra hackscan options]
+#   bash gpu/pipeline_gpu.sh [TARGET...]     # default: kernels fixtures/perf
+#   HACKSCAN_OPTS="--no-perf" bash gpu/pipeline_gpu.sh kernels/softmax
 #
 # Needs torch with CUDA, nvcc and ninja, and hackscan importable (PYTHONPATH=repo root is enough).
 set -u
@@ -14,11 +15,12 @@ export HACKSCAN_CACHE_DIR="${HACKSCAN_CACHE_DIR:-$PWD/.hackscan-cache}"
 dest="${OUT:-/tmp}"
 PY="${PYTHON:-python3}"
 status=0
-for target in kernels fixtures/perf; do
-  name=$(echo "$target" | tr '/' '_')
+[ "$#" -eq 0 ] && set -- kernels fixtures/perf
+for target in "$@"; do
+  name=$(echo "${target%.py}" | tr '/' '_')
   echo "== hackscan $target --device cuda"
   t0=$(date +%s)
-  "$PY" -m hackscan "$target" --device cuda --seed 7 -f json -o "$dest/pipeline_$name.json" "$@"
+  "$PY" -m hackscan "$target" --device cuda --seed 7 -f json -o "$dest/pipeline_$name.json" ${HACKSCAN_OPTS:-}
   rc=$?
   echo "   exit $rc in $(( $(date +%s) - t0 )) s"
   [ "$rc" -gt 1 ] && status=$rc

@@ -76,7 +76,34 @@ def discover(paths: Iterable[str], options: InputOptions = InputOptions()) -> It
         elif p.is_dir():
             yield from _folder(p, options, ref_text)
         else:
-            yield from _file(p, options, ref_text, folder_reference=None)
+            sibling = None
+            if ref_text is None and p.suffix in PY_SUFFIXES:
+                sibling = _sibling_reference(p)
+                if isinstance(sibling, InputProblem):
+                    yield sibling
+                    sibling = None
+            yield from _file(p, options, ref_text, folder_reference=sibling)
+
+
+def _sibling_reference(p: Path) -> tuple[str, Path] | InputProblem | None:
+    """A candidate named on its own pairs with a ``reference.py`` beside it, as it would in a folder
+    scan, unless it defines ``Model`` itself (then it is its own reference) or is the reference."""
+    if p.name in REFERENCE_NAMES:
+        return None
+    try:
+        head = p.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None  # _file reports it
+    if _MODEL_CLASS.search(head):
+        return None
+    for name in REFERENCE_NAMES:
+        cand = p.parent / name
+        if cand.is_file():
+            text, problem = _read_text(cand)
+            if problem:
+                return InputProblem(str(cand), f"cannot read the reference: {problem}")
+            return text, cand
+    return None
 
 
 def _folder(root: Path, options: InputOptions, ref_text: str | None) -> Iterator[Submission | InputProblem]:

@@ -58,6 +58,14 @@ def test_a_cxx_only_extension_runs_on_the_cpu_even_under_auto_on_a_gpu_host() ->
     assert choose_device("auto", dict(CPU, cxx=None), t)[0] is None
 
 
+def test_a_cxx_only_extension_is_not_handed_device_pointers_under_device_cuda() -> None:
+    # on an H200 such candidates died with SIGSEGV: their host loops read device memory
+    t = inspect(_sub(CPP))
+    device, why = choose_device("cuda", GPU, t)
+    assert device is None and "C++ only" in why and "--device cpu" in why
+    assert choose_device("cpu", GPU, t) == ("cpu", None)
+
+
 def test_pure_pytorch_follows_the_device_asked_for() -> None:
     t = inspect(_sub(PURE))
     assert choose_device("auto", CPU, t) == ("cpu", None)

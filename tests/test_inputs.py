@@ -24,6 +24,33 @@ def test_folder_pairs_reference_with_siblings(tmp_path: Path) -> None:
     assert b.language == "cuda"
 
 
+def test_a_file_named_alone_pairs_with_the_reference_beside_it(tmp_path: Path) -> None:
+    (tmp_path / "reference.py").write_text(REFERENCE)
+    cand = tmp_path / "a.py"
+    cand.write_text(CANDIDATE)
+    (item,) = discover([str(cand)])
+    assert item.reference == REFERENCE and item.reference_path == str(tmp_path / "reference.py")
+    # --ref wins over the sibling; a file defining Model stays its own reference
+    other = tmp_path / "other_ref.py"
+    other.write_text(REFERENCE.replace("x * 2", "x * 3"))
+    (item,) = discover([str(cand)], InputOptions(reference=str(other)))
+    assert item.reference_path == str(other)
+    both = tmp_path / "both.py"
+    both.write_text(REFERENCE + "\n" + CANDIDATE)
+    (item,) = discover([str(both)])
+    assert item.self_reference
+    # the reference named alone is not paired with itself
+    (item,) = discover([str(tmp_path / "reference.py")])
+    assert item.reference is None and not item.self_reference
+
+
+def test_a_file_alone_without_a_reference_beside_it_has_none(tmp_path: Path) -> None:
+    cand = tmp_path / "a.py"
+    cand.write_text(CANDIDATE)
+    (item,) = discover([str(cand)])
+    assert item.reference is None
+
+
 def test_ref_option_applies_to_every_candidate(tmp_path: Path) -> None:
     ref = tmp_path / "ref_problem.py"
     ref.write_text(REFERENCE)

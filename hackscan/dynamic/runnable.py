@@ -97,8 +97,14 @@ def choose_device(requested: str, info: dict[str, Any], target: Target) -> tuple
     if requested == "cuda" and not has_gpu:
         return None, "--device cuda was asked for, but torch sees no CUDA GPU here"
     device = "cuda" if requested == "cuda" or (requested == "auto" and has_gpu) else "cpu"
-    if requested == "auto" and "cxx" in target.needs and "cuda" not in target.needs and not target.mentions_cuda:
+    cpu_only = "cxx" in target.needs and "cuda" not in target.needs and not target.mentions_cuda
+    if cpu_only and requested == "auto":
         device = "cpu"  # a C++-only extension is CPU code: its loops would read device pointers
+    elif cpu_only and device == "cuda":
+        # handed CUDA tensors, its loops dereference device pointers on the host and the worker dies
+        # with SIGSEGV (seen on an H200): that says nothing about the candidate, so do not run it
+        return None, ("the candidate's extension is C++ only (CPU code, no CUDA kernel), and --device cuda "
+                      "would hand it device pointers: run it with --device cpu or auto")
     if "cuda" in target.needs:
         if device != "cuda":
             return None, ("the candidate compiles CUDA code and needs a CUDA GPU" +

@@ -9,6 +9,7 @@ conversation, and the parent then reports it with the exit status the zygote saw
 from __future__ import annotations
 
 import contextlib
+import linecache
 import os
 import re
 import socket
@@ -65,6 +66,11 @@ def import_source(code: str, path: str, name: str) -> types.ModuleType:
     # Tracebacks still name the real path (the code is compiled under it).
     mod.__file__ = os.path.join(os.getcwd(), os.path.basename(path).replace(":", "_") or "candidate.py")
     sys.modules[name] = mod
+    # the worker runs in its private directory, so ``path`` (often relative) names no file there;
+    # ``inspect.getsource`` must still find the code: ``@triton.jit`` reads its function's source
+    # and otherwise refuses with "@jit functions should be defined in a Python file" (seen on an
+    # H200).  An entry with no mtime is never evicted by ``linecache.checkcache``.
+    linecache.cache[path] = (len(code), None, code.splitlines(True), path)
     exec(compile(code, path, "exec"), mod.__dict__)  # noqa: S102 - the worker exists to run it
     return mod
 
