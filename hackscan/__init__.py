@@ -46,10 +46,15 @@ class Scanner:
         return self._engine.scan(sub)
 
     def scan_batch(self, codes: Iterable["str | tuple[str, str | None]"], reference: str | None = None) -> list["Report"]:
+        """Scan many candidates; the garbage collector is tuned while the batch runs and restored
+        afterwards (``hackscan.engine.batch_gc``)."""
+        from .engine import batch_gc
+
         out = []
-        for i, item in enumerate(codes):
-            code, ref = (item if isinstance(item, tuple) else (item, reference))
-            out.append(self.scan(code, ref, path=f"<sample {i}>"))
+        with batch_gc():
+            for i, item in enumerate(codes):
+                code, ref = (item if isinstance(item, tuple) else (item, reference))
+                out.append(self.scan(code, ref, path=f"<sample {i}>"))
         return out
 
 
@@ -75,4 +80,4 @@ def scan_paths(paths: Iterable[str], reference: str | None = None, *, mode: str 
     cfg = (config or Config()).with_(mode=mode)
     engine = StaticScanner(cfg)
     opts = InputOptions(reference=reference, code_field=cfg.code_field, ref_field=cfg.ref_field)
-    return [engine.scan(item) for item in discover(paths, opts)]
+    return engine.scan_many(discover(paths, opts))
