@@ -400,3 +400,35 @@ def test_parent_side_never_imports_torch() -> None:
     code = ("import sys, hackscan.perf.parent_side, hackscan.perf.render, hackscan.perf.standalone, "
             "hackscan.perf.compare, hackscan.perf.options; assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# The memory the H200 measured for fixtures/perf/scale_shift (GPU_NOTES.md, run 1): the raw
+# cudaMalloc candidate against the reference, as the workers reported them.
+H200_RAW_MALLOC = {"resident": 2147483648, "state": 0, "call_peak": 1073741824, "outside": 8686403584,
+                   "outside_during_call": 0, "peak": 11907629056, "growth_per_call": 0.0, "baseline_known": True,
+                   "kind": "cuda", "outside_method": "nvml-process", "process_nonallocator": 9229565952}
+H200_REFERENCE = {"resident": 2147483648, "state": 0, "call_peak": 2147483648, "outside": 96468992,
+                  "outside_during_call": 0, "peak": 4391436288, "growth_per_call": 0.0, "baseline_known": True,
+                  "kind": "cuda", "outside_method": "nvml-process", "process_nonallocator": 639631360}
+
+
+def test_the_raw_cudamalloc_measured_on_the_h200_is_flagged_at_the_default_ratio() -> None:
+    # 2.71x the reference: the old default ratio (3x) let it through on the GPU; the default is 2x
+    perf, found = run(raw.candidate(0.54, memory=dict(H200_RAW_MALLOC)), raw.reference(memory=dict(H200_REFERENCE)))
+    f = found["HS607"]
+    assert perf["memory"]["ratio"] == pytest.approx(2.71, abs=0.01)
+    assert "outside the allocator" in f.message and f.severity is Severity.WARNING
+
+
+def test_the_h200_honest_kernel_memory_is_not_flagged() -> None:
+    ok = dict(H200_REFERENCE, call_peak=1073741824, outside=0, process_nonallocator=540000000)
+    perf, found = run(raw.candidate(0.6, memory=ok), raw.reference(memory=dict(H200_REFERENCE)))
+    assert "HS607" not in found and perf["memory"]["ratio"] < 1.0
+
+
+def test_memory_read_for_one_call_only_says_so_in_the_table() -> None:
+    blind = dict(H200_RAW_MALLOC, baseline_known=False, process_nonallocator=None, outside_method="during-call")
+    ref = dict(H200_REFERENCE, baseline_known=False, process_nonallocator=None, outside_method="during-call")
+    perf, found = run(raw.candidate(0.54, memory=blind), raw.reference(memory=ref))
+    assert perf["memory"]["basis"].startswith("per call") and "HS607" not in found
+    assert "counted for one call only" in table(perf)

@@ -73,7 +73,8 @@ def table(perf: Mapping[str, Any] | None) -> str:
     if "candidate_bytes" in mem:
         r = mem.get("ratio")
         lines.append(f"    memory: candidate {_mib(mem.get('candidate_bytes'))}, reference {_mib(mem.get('reference_bytes'))}"
-                     + (f" ({r:.2f}x)" if isinstance(r, (int, float)) else ""))
+                     + (f" ({r:.2f}x)" if isinstance(r, (int, float)) else "")
+                     + _memory_caveat(mem))
     bound = perf.get("bound", {}) or {}
     if isinstance(bound.get("bound_ms"), (int, float)):
         rel = bound.get("candidate_over_bound")
@@ -90,3 +91,14 @@ def table(perf: Mapping[str, Any] | None) -> str:
     if isinstance(sets, Mapping) and sets.get("note"):
         lines.append(f"    input sets: {sets.get('timed')} timed of {sets.get('target')} wanted ({sets['note']})")
     return "\n".join(lines)
+
+
+def _memory_caveat(mem: Mapping[str, Any]) -> str:
+    """Say when device memory held outside the caching allocator since the import could not be
+    read (no per-process NVML count and a device shared with the other worker): a raw cudaMalloc
+    made before the measured call is then not in the figures."""
+    basis = str(mem.get("basis") or "")
+    cand = mem.get("candidate") if isinstance(mem.get("candidate"), Mapping) else {}
+    if basis.startswith("per call") and cand.get("kind") == "cuda":
+        return "; memory outside the allocator counted for one call only (not readable since import here)"
+    return ""
