@@ -282,6 +282,11 @@ def test_fewer_timing_sets_are_reported() -> None:
     assert TimingSets.plan("cpu", 1 << 20, 8.0).target == 3
     assert TimingSets.plan("cpu", 1 << 20, 8.0, requested=4).extra == 2
     assert "note" not in timing_sets_report(TimingSets.plan("cpu", 1 << 20, 8.0), 3, {"method": {"input_sets": 3}})
+    # a replacement worker (the first crashed on a shape probe) holds fewer sets: not the pool's doing
+    rep = timing_sets_report(TimingSets.plan("cpu", 1 << 20, 8.0), 3,
+                             {"method": {"input_sets": 2, "input_sets_given": 2, "input_set_bytes": 1 << 20,
+                                         "input_pool_cap_bytes": 512 << 20}})
+    assert "held by the worker that timed" in rep["note"] and "pool holds" not in rep["note"]
 
 
 def test_a_candidate_that_failed_correctness_is_not_timed_and_says_so() -> None:

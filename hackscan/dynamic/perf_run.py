@@ -97,7 +97,12 @@ def timing_sets_report(ts: TimingSets, passed: int, performance: Mapping[str, An
     timed = method.get("input_sets") if isinstance(method.get("input_sets"), int) else None
     out: dict[str, Any] = {"target": ts.target, "drawn": ALWAYS_DRAWN + ts.extra, "passed": passed, "timed": timed}
     notes = [ts.note] if ts.note else []
-    if timed is not None and timed < passed:
+    given = method.get("input_sets_given") if isinstance(method.get("input_sets_given"), int) else None
+    if given is not None and given < passed:
+        # the worker that timed holds the inputs of its own probes only: it replaced one that died
+        notes.append(f"{given} of the {passed} passed sets were held by the worker that timed (a replacement "
+                     "for one that crashed or timed out)")
+    elif timed is not None and timed < passed:
         per = method.get("input_set_bytes")
         cap = method.get("input_pool_cap_bytes")
         if isinstance(per, (int, float)) and isinstance(cap, (int, float)):
