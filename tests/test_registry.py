@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import tomllib
-
 import pytest
+import tomllib
 
 from hackscan.annotations import parse_annotations
 from hackscan.registry import ID_RE, NAME_RE, RegistryError, load_registry, parse_rule, rules_dir

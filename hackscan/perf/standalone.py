@@ -29,8 +29,8 @@ from ..config import Config
 from ..model import Finding, Location
 from .compare import compare_outputs
 from .options import PerfOptions
-from .parent_side import anchor_line, evaluate
 from .outside import spin_calls
+from .parent_side import anchor_line, evaluate
 
 
 class ChildError(Exception):
