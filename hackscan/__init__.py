@@ -31,7 +31,7 @@ class Scanner:
         self._engine = StaticScanner(cfg)
 
     def scan(self, code: str, reference: str | None = None, *, path: str = "<string>") -> "Report":
-        from .inputs import Submission, _MODEL_CLASS, _MODELNEW_CLASS
+        from .inputs import _MODEL_CLASS, _MODELNEW_CLASS, Submission
 
         self_ref = False
         if reference is None and _MODEL_CLASS.search(code) and _MODELNEW_CLASS.search(code):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
 import tomllib
+
+import pytest
 
 from hackscan.annotations import parse_annotations
 from hackscan.registry import ID_RE, NAME_RE, RegistryError, load_registry, parse_rule, rules_dir
