@@ -46,8 +46,7 @@ def render_text(reports: Sequence[Report], color: bool = False) -> str:
     n_findings = 0
     for r in reports:
         counts[r.verdict] += 1
-        shown = [f for f in r.findings if f.severity is not Severity.INFO or f.stage.value != "static" or True]
-        for f in shown:
+        for f in r.findings:
             out.append(render_finding(f, color))
             out.append("")
             n_findings += 0 if f.suppressed else 1
@@ -65,6 +64,10 @@ def render_text(reports: Sequence[Report], color: bool = False) -> str:
             if headline:
                 line += f"; {headline}"
         out.append(line)
+        dyn = r.dynamic if isinstance(r.dynamic, dict) else None
+        if dyn is not None and not dyn.get("ran") and dyn.get("reason"):
+            # what could not run here, and why, belongs next to the verdict it qualifies
+            out.append(f"  dynamic stage not run: {dyn['reason']}")
         if r.performance:
             from ..perf.render import table  # torch-free; imported only when a report has timings
 
