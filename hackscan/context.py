@@ -219,36 +219,31 @@ class ScanContext:
         except (SyntaxError, ValueError):
             return None
 
+    def _reference_derived(self, slot: str, build: Any) -> Any:
+        """``build(reference_module)``, taken from or stored in the shared cache entry's ``slot``."""
+        entry = self._reference_entry
+        if entry is not None:
+            value = getattr(entry, slot)
+            if value is not _UNSET:
+                return value
+        module = self.reference_module
+        value = build(module) if module is not None else None
+        if entry is not None:
+            setattr(entry, slot, value)
+        return value
+
     @cached_property
     def reference(self) -> "ReferenceFacts | None":
-        entry = self._reference_entry
-        if entry is not None and entry.facts is not _UNSET:
-            return entry.facts  # type: ignore[no-any-return]
-        module = self.reference_module
-        facts = None
-        if module is not None:
-            from .python.reference import build_reference_facts
+        from .python.reference import build_reference_facts
 
-            facts = build_reference_facts(module)
-        if entry is not None:
-            entry.facts = facts
-        return facts
+        return self._reference_derived("facts", build_reference_facts)  # type: ignore[no-any-return]
 
     @cached_property
     def reference_python(self) -> "PythonFacts | None":
         """The reference's ``Model`` analysed like a candidate: its ops, holders and in-place writes."""
-        entry = self._reference_entry
-        if entry is not None and entry.python is not _UNSET:
-            return entry.python  # type: ignore[no-any-return]
-        module = self.reference_module
-        facts = None
-        if module is not None:
-            from .python.facts import build_python_facts
+        from .python.facts import build_python_facts
 
-            facts = build_python_facts(module, "Model")
-        if entry is not None:
-            entry.python = facts
-        return facts
+        return self._reference_derived("python", lambda m: build_python_facts(m, "Model"))  # type: ignore[no-any-return]
 
     @cached_property
     def graph(self) -> "nx.DiGraph":

@@ -47,15 +47,13 @@ class StaticScanner:
         selected = self.registry.select(self.config.select, self.config.ignore)
         self.rules: list[Rule] = [r for r in selected if r.stage is Stage.STATIC and r.check]
         self._selected_ids = {r.id for r in selected}
-        self._plans: list[tuple[Rule, frozenset[str], Callable[..., Any] | None]] = []
-        self._planned: tuple[int, int] = (0, -1)
+        self._plans: list[tuple[Rule, frozenset[str], Callable[..., Any] | None]] | None = None
 
     def _plan(self) -> list[tuple[Rule, frozenset[str], Callable[..., Any] | None]]:
         """Each rule with the languages that make it apply (``any`` stands for all; a CUDA rule
         applies to C++ units and the reverse) and its check function: worked out once, not per
-        rule and submission."""
-        key = (id(self.rules), len(self.rules))
-        if key != self._planned:
+        rule and submission.  Built on the first scan (importing the check modules), then kept."""
+        if self._plans is None:
             plans = []
             for rule in self.rules:
                 langs = set(rule.languages)
@@ -66,7 +64,7 @@ class StaticScanner:
                 except Exception:  # resolved again in the scan, where the failure becomes a finding
                     check = None
                 plans.append((rule, frozenset(langs), check))
-            self._plans, self._planned = plans, key
+            self._plans = plans
         return self._plans
 
     # ------------------------------------------------------------------ entry points

@@ -76,28 +76,13 @@ def discover(paths: Iterable[str], options: InputOptions = InputOptions()) -> It
         elif p.is_dir():
             yield from _folder(p, options, ref_text)
         else:
-            sibling = None
-            if ref_text is None and p.suffix in PY_SUFFIXES:
-                sibling = _sibling_reference(p)
-                if isinstance(sibling, InputProblem):
-                    yield sibling
-                    sibling = None
-            yield from _file(p, options, ref_text, folder_reference=sibling)
+            yield from _file(p, options, ref_text, folder_reference=None, beside=True)
 
 
-def _sibling_reference(p: Path) -> tuple[str, Path] | InputProblem | None:
-    """A candidate named on its own pairs with a ``reference.py`` beside it, as it would in a folder
-    scan, unless it defines ``Model`` itself (then it is its own reference) or is the reference."""
-    if p.name in REFERENCE_NAMES:
-        return None
-    try:
-        head = p.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None  # _file reports it
-    if _MODEL_CLASS.search(head):
-        return None
+def _reference_in(folder: Path) -> tuple[str, Path] | InputProblem | None:
+    """The folder's reference (the first of ``REFERENCE_NAMES`` present), or why it cannot be read."""
     for name in REFERENCE_NAMES:
-        cand = p.parent / name
+        cand = folder / name
         if cand.is_file():
             text, problem = _read_text(cand)
             if problem:
@@ -111,16 +96,10 @@ def _folder(root: Path, options: InputOptions, ref_text: str | None) -> Iterator
     for folder in sorted([root] + [d for d in root.rglob("*") if d.is_dir()]):
         if any(part.startswith((".", "__pycache__")) for part in folder.relative_to(root).parts):
             continue
-        folder_ref: tuple[str, Path] | None = None
-        for name in REFERENCE_NAMES:
-            cand = folder / name
-            if cand.is_file():
-                text, problem = _read_text(cand)
-                if problem:
-                    yield InputProblem(str(cand), f"cannot read the reference: {problem}")
-                else:
-                    folder_ref = (text, cand)
-                break
+        folder_ref = _reference_in(folder)
+        if isinstance(folder_ref, InputProblem):
+            yield folder_ref
+            folder_ref = None
         for f in sorted(folder.iterdir()):
             if not f.is_file() or f.name.startswith("."):
                 continue
@@ -130,8 +109,11 @@ def _folder(root: Path, options: InputOptions, ref_text: str | None) -> Iterator
                 yield from _file(f, options, ref_text, folder_ref)
 
 
-def _file(p: Path, options: InputOptions, ref_text: str | None,
-          folder_reference: tuple[str, Path] | None) -> Iterator[Submission | InputProblem]:
+def _file(p: Path, options: InputOptions, ref_text: str | None, folder_reference: tuple[str, Path] | None,
+          beside: bool = False) -> Iterator[Submission | InputProblem]:
+    """One file.  ``beside``: a candidate named on its own pairs with a reference in its folder, as
+    it would in a folder scan, unless it defines ``Model`` itself (then it is its own reference) or
+    is the reference."""
     if p.suffix in JSONL_SUFFIXES:
         yield from _jsonl(p, options, ref_text)
         return
@@ -147,6 +129,13 @@ def _file(p: Path, options: InputOptions, ref_text: str | None,
         yield InputProblem(str(p), f"unsupported file type {p.suffix or '(none)'}: expected .py, .cu, .cpp or .jsonl")
         return
     reference, reference_path, self_ref = ref_text, options.reference, False
+    if reference is None and folder_reference is None and beside and p.name not in REFERENCE_NAMES \
+            and not _MODEL_CLASS.search(text):
+        found = _reference_in(p.parent)
+        if isinstance(found, InputProblem):
+            yield found
+        else:
+            folder_reference = found
     if reference is None and folder_reference is not None:
         reference, reference_path = folder_reference[0], str(folder_reference[1])
     if reference is None and _MODEL_CLASS.search(text) and _MODELNEW_CLASS.search(text):

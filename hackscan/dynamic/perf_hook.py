@@ -41,11 +41,6 @@ def load_api() -> PerfApi | None:
                    getattr(worker_side, "measure_compile", None))
 
 
-def load_measure() -> Any:
-    api = load_api()
-    return api.measure if api is not None else None
-
-
 def prepare(worker: Any) -> None:
     """Clocks and memory baseline before the untrusted import (only when the run will time)."""
     worker.perf_prepared = None

@@ -219,8 +219,3 @@ def outside_clock(cand: Session, candidate_raw: Any, budget_s: float, timeout: f
         err = reply.get("error") or {}
         return {"error": str(err.get("message") or reply.get("reason") or "no answer")[:300]}
     return {"calls": calls, "parent_s": parent_s, "rtt_s": min(rtts), "child_s": spin.get("child_s")}
-
-
-def merge_compile(reference_raw: Any, entry: dict[str, Any]) -> None:
-    if isinstance(reference_raw, dict) and isinstance(reference_raw.get("baselines"), dict):
-        reference_raw["baselines"]["compile"] = entry

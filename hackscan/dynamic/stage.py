@@ -182,7 +182,7 @@ class DynamicRun:
         # two rounds: the probes that always run and the smaller shape first, whose measured costs
         # then price the rest (a matmul's cost scales with the cube of its size, a ReLU's linearly)
         kw = dict(has_params=has_params, perf_sets=perf_sets, census=target.custom,
-                  memory_budget_gb=self._memory_budget_gb())
+                  memory_budget_gb=mem_budget)
         first = make_plan(r_load, self.seed, steer, budget, **kw)
         round1 = [p for p in first.probes if p["id"] in FIRST_ROUND or p["id"].startswith("perf_")]
         t = time.perf_counter()

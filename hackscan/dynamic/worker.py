@@ -202,7 +202,6 @@ class Worker:
         from . import perf_hook
 
         self.perf_api = perf_hook.load_api()
-        self.perf_measure = self.perf_api.measure if self.perf_api is not None else None
         self.perf_prepared: Any = None
         self.perf_prepare_error: str | None = None
         self.perf_inputs: dict[str, list[list[Any]]] = {}

@@ -40,7 +40,7 @@ def _preload() -> dict[str, Any]:
 
     from . import cand_worker, census, hidden, perf_hook, ref_worker, values, worker  # noqa: F401
 
-    perf_hook.load_measure()
+    perf_hook.load_api()  # imports hackscan.perf (its timer snapshot) before any fork
     cuda, count = _cuda_in_a_child()
     return {
         "torch": torch.__version__,
