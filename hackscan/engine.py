@@ -72,7 +72,8 @@ class StaticScanner:
         if isinstance(item, InputProblem):
             return self._input_problem(item)
         try:
-            return self._scan(item)
+            with scan_gc():
+                return self._scan(item)
         except Exception as exc:  # a bug in hackscan must not lose the other submissions
             finding = self._finding_for(
                 self.registry.get(ANALYSIS_FAILURE),
@@ -298,6 +299,36 @@ def batch_gc(threshold: int = BATCH_GC_THRESHOLD) -> Iterator[None]:
                     gc.unfreeze()
 
 
+# One call on its own (a training loop scanning each sample as it comes) gets the same idea in a
+# lighter form: the collector is paused while the scan runs and resumed when it returns.  The scan's
+# objects are freed by reference counting at its end (``ScanContext.release`` breaks their cycles),
+# and CPython's young-generation count goes down as tracked objects are freed, so resuming costs
+# almost nothing; the caller's own objects stay in the generation they were in (nothing is frozen
+# or promoted).  Nested and concurrent scans share one pause; the outermost resumes the collector,
+# and only when it was running before.
+_gc_scans = 0
+_gc_paused_by_us = False
+
+
+@contextmanager
+def scan_gc() -> Iterator[None]:
+    """Pause the collector for one scan (see above); a no-op when it is already disabled."""
+    global _gc_scans, _gc_paused_by_us
+    with _gc_lock:
+        if _gc_scans == 0 and gc.isenabled():
+            gc.disable()
+            _gc_paused_by_us = True
+        _gc_scans += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_scans -= 1
+            if _gc_scans == 0 and _gc_paused_by_us:
+                _gc_paused_by_us = False
+                gc.enable()
+
+
 def _dedupe(findings: list[Finding]) -> list[Finding]:
     seen: set[tuple] = set()
     out = []
@@ -317,4 +348,4 @@ def severity_at_least(findings: Iterable[Finding], level: Severity) -> bool:
     return any(not f.suppressed and f.severity.rank >= level.rank for f in findings)
 
 
-__all__ = ["StaticScanner", "ScanOptions", "batch_gc", "severity_at_least", "Confidence"]
+__all__ = ["StaticScanner", "ScanOptions", "batch_gc", "scan_gc", "severity_at_least", "Confidence"]

@@ -77,3 +77,42 @@ def test_scan_batch_results_match_single_scans() -> None:
     single = scanner.scan(CODE, path="<sample 0>")
     assert [(f.rule, f.location.line) for f in batch[0].findings] == \
         [(f.rule, f.location.line) for f in single.findings]
+
+
+def test_scan_pauses_the_collector_and_resumes_it() -> None:
+    seen: list[bool] = []
+    from hackscan.engine import scan_gc
+
+    with scan_gc():
+        seen.append(gc.isenabled())
+        with scan_gc():  # nested: the outer pause owns the resume
+            pass
+        seen.append(gc.isenabled())
+    assert seen == [False, False]
+    assert gc.isenabled()
+    hackscan.scan_source(CODE)
+    assert gc.isenabled()
+
+
+def test_scan_gc_leaves_a_disabled_collector_disabled() -> None:
+    from hackscan.engine import scan_gc
+
+    gc.disable()
+    try:
+        with scan_gc():
+            pass
+        hackscan.scan_source(CODE)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_scan_gc_resumes_after_an_exception() -> None:
+    from hackscan.engine import scan_gc
+
+    try:
+        with scan_gc():
+            raise RuntimeError("boom")
+    except RuntimeError:
+        pass
+    assert gc.isenabled()
