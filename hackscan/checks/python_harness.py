@@ -44,7 +44,9 @@ class HarnessModel:
         fwd = facts.forward
         if fwd is not None and fwd.node.args.args:
             self.self_name = fwd.node.args.args[0].arg
-        self.reasons: list[str] = []
+        # why a condition has its truth, as (node, text): rendered only for a branch that is reported,
+        # since ``ast.unparse`` costs more than the whole evaluation and most branches report nothing
+        self.reasons: list[tuple[ast.AST | None, str]] = []
         self.depth = 0
         self.flags = frozenset(facts.fallback_flags)
 
@@ -66,9 +68,9 @@ class HarnessModel:
             spec = self._input(e.value)
             if spec is not None:
                 if e.attr == "is_cuda":
-                    return self._note(True, f"`{ast.unparse(e)}` is True (inputs are on the GPU)")
+                    return self._note(True, e, "is True (inputs are on the GPU)")
                 if e.attr == "requires_grad":
-                    return self._note(False, f"`{ast.unparse(e)}` is False (benchmark inputs do not require grad)")
+                    return self._note(False, e, "is False (benchmark inputs do not require grad)")
                 if e.attr == "dtype":
                     return ("dtype", spec.dtype)
                 if e.attr == "shape" and spec.shape and all(d is not None for d in spec.shape):
@@ -78,7 +80,7 @@ class HarnessModel:
             if isinstance(e.value, ast.Name) and e.value.id == self.self_name and f"self.{e.attr}" in self.flags:
                 return None
             if e.attr == "training" and self._is_self_chain(e.value):
-                return self._note(True, f"`{ast.unparse(e)}` is True (the harness never calls .eval())")
+                return self._note(True, e, "is True (the harness never calls .eval())")
             if e.attr == "type" and isinstance(e.value, ast.Attribute) and e.value.attr == "device" and \
                     self._input(e.value.value) is not None:
                 return "cuda"
@@ -110,7 +112,7 @@ class HarnessModel:
     def _call(self, e: ast.Call) -> Any:
         canon = self.host.canonical(e.func)
         if canon == "torch.cuda.is_available":
-            return self._note(True, "`torch.cuda.is_available()` is True")
+            return self._note(True, None, "`torch.cuda.is_available()` is True")
         if isinstance(e.func, ast.Name) and e.func.id == "len" and len(e.args) == 1:
             v = self.value(e.args[0])
             return len(v) if isinstance(v, tuple) else None
@@ -125,7 +127,7 @@ class HarnessModel:
         m = e.func.attr
         shape = spec.shape if spec.shape and all(d is not None for d in spec.shape) else None
         if m == "is_contiguous" and not e.args and not e.keywords:
-            return self._note(True, f"`{ast.unparse(e)}` is True (fresh inputs are contiguous)")
+            return self._note(True, e, "is True (fresh inputs are contiguous)")
         if m in ("dim", "ndimension") and spec.shape:
             return len(spec.shape)
         if m in ("numel", "nelement") and shape:
@@ -150,8 +152,8 @@ class HarnessModel:
             e = e.value
         return isinstance(e, ast.Name) and e.id == self.self_name
 
-    def _note(self, value: Any, reason: str) -> Any:
-        self.reasons.append(reason)
+    def _note(self, value: Any, node: ast.AST | None, reason: str) -> Any:
+        self.reasons.append((node, reason))
         return value
 
     # ------------------------------------------------------------------ truth
@@ -198,10 +200,15 @@ class HarnessModel:
                     result = False
                 left = right
             if result is not None:
-                self.reasons.append(f"`{ast.unparse(e)}` is {result} for the benchmark's inputs")
+                self.reasons.append((e, f"is {result} for the benchmark's inputs"))
             return result
         v = self.value(e)
         return v if isinstance(v, bool) else None
+
+
+def _reason_text(reason: tuple[ast.AST | None, str]) -> str:
+    node, text = reason
+    return text if node is None else f"`{ast.unparse(node)}` {text}"
 
 
 def harness_path_fallback(ctx: ScanContext) -> Iterator[Hit]:
@@ -228,7 +235,7 @@ def harness_path_fallback(ctx: ScanContext) -> Iterator[Hit]:
         ranked = rank_ops(taken.ops, ref)
         ref_ops = [o for o in ranked if is_reference_op(o, ref)]
         kernel = other.kernels[0]
-        why = "; ".join(dict.fromkeys(model.reasons)) or f"`{ast.unparse(cond.node)}` is {t}"
+        why = "; ".join(dict.fromkeys(map(_reason_text, model.reasons))) or f"`{ast.unparse(cond.node)}` is {t}"
         yield ctx.hit(ctx.at(b.node), args={"why": why, "ops": describe_ops(ref_ops or ranked),
                                             "kernel": describe_kernel(kernel), "kernel_line": kernel.line},
                       evidence={"condition": ast.unparse(cond.node)[:200], "truth": t, "arm": taken.label,

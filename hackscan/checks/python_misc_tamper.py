@@ -82,8 +82,12 @@ def harness_patch(ctx: ScanContext) -> Iterator[Hit]:
     names = object_names(facts)
     for node in host.of_type(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete):
         for t in _targets(node):
-            if not isinstance(t, (ast.Attribute, ast.Subscript)):
+            tt = type(t)
+            if tt is not ast.Attribute and tt is not ast.Subscript:
                 continue
+            v = t.value
+            if type(v) is ast.Name and v.id in ("self", "cls"):
+                continue  # ``self.x = ...``: by far the most common target, settled without a walk
             root = _root(t)
             if root is None or root in ("self", "cls"):
                 continue  # the common case: instance state, never a module
