@@ -195,19 +195,22 @@ def _thread_derived(fn: Function, seeds: frozenset[str] = _THREAD_SEEDS,
     """Locals computed from the seeds (thread ids by default), through assignment chains."""
     calls = calls or _THREAD_CALLS
     out = set(seeds)
+    # per local: whether a value it is assigned calls a seed function, and every identifier its
+    # values read; the regex does not depend on ``out``, so it runs once per value, not per round
+    cands = [(name, any(calls.search(vtext) for vtext, _ in values),
+              frozenset(i for _, idents in values for i in idents))
+             for name, values in fn.assigned_texts.items() if name not in out]
     changed = True
     rounds = 0
     while changed and rounds < 6:
         changed = False
         rounds += 1
-        for name, values in fn.assigned_texts.items():
+        for name, seeded, reads in cands:
             if name in out:
                 continue
-            for vtext, idents in values:
-                if calls.search(vtext) or any(i in out for i in idents):
-                    out.add(name)
-                    changed = True
-                    break
+            if seeded or not reads.isdisjoint(out):
+                out.add(name)
+                changed = True
     return out
 
 

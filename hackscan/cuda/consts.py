@@ -23,16 +23,22 @@ _SIZEOF = {"float": 4, "int": 4, "double": 8, "half": 2, "__half": 2, "float4": 
 Env = Mapping[str, int | float]
 
 
+_HEX = re.compile(r"0[xX][0-9a-fA-F]+[uUlL]*")
+_BINARY = re.compile(r"0[bB][01]+[uUlL]*")
+_DECIMAL = re.compile(r"\d+[uUlL]*")
+_FLOAT = re.compile(r"(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?[fFlL]?")
+
+
 def parse_number(raw: str) -> int | float | None:
     s = raw.replace("'", "").strip()
     try:
-        if re.fullmatch(r"0[xX][0-9a-fA-F]+[uUlL]*", s):
+        if _HEX.fullmatch(s):
             return int(_INT_SUFFIX.sub("", s), 16)
-        if re.fullmatch(r"0[bB][01]+[uUlL]*", s):
+        if _BINARY.fullmatch(s):
             return int(_INT_SUFFIX.sub("", s)[2:], 2)
-        if re.fullmatch(r"\d+[uUlL]*", s):
+        if _DECIMAL.fullmatch(s):
             return int(_INT_SUFFIX.sub("", s), 10)
-        if re.fullmatch(r"(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?[fFlL]?", s):
+        if _FLOAT.fullmatch(s):
             return float(s.rstrip("fFlL"))
     except ValueError:
         return None

@@ -124,8 +124,7 @@ class Function:
     def assigned_texts(self) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
         """``assigned`` as text: each value's source and the identifiers it reads (fixpoints over the
         locals read these every round)."""
-        return {name: [(text(v), tuple(text(i) for i in identifiers(v))) for v in values]
-                for name, values in self.assigned.items()}
+        return {name: [_value_texts(v) for v in values] for name, values in self.assigned.items()}
 
     def param(self, name: str) -> Param | None:
         for p in self.params:
@@ -143,6 +142,20 @@ class Function:
 
     def __repr__(self) -> str:  # keep test failure output short
         return f"Function({self.kind} {self.key})"
+
+
+def _value_texts(value: ts.Node) -> tuple[str, tuple[str, ...]]:
+    """A value's source and the identifiers it reads, in ``identifiers`` order."""
+    vtext = text(value)
+    t = value.type
+    if t == "identifier":
+        return vtext, (vtext,)
+    if not value.named_child_count:
+        return vtext, ()
+    if vtext.isascii():  # byte offsets are character offsets: slice instead of decoding each name
+        base = value.start_byte
+        return vtext, tuple(vtext[i.start_byte - base:i.end_byte - base] for i in identifiers(value))
+    return vtext, tuple(text(i) for i in identifiers(value))
 
 
 @dataclass(eq=False)
@@ -821,21 +834,32 @@ class _UnitBuilder:
     def _walk_body(self, fn: Function, body: ts.Node) -> None:
         """Collect the body's nodes of the types rules read, with one query over the body."""
         caps = _body_query_cursor().captures(body)
+        # the calls with a ``<<<...>>>`` child, from the same query: only these need their
+        # children listed (``kernel_config``), the other calls are plain
+        launch_calls = caps.pop(_LAUNCH_CAPTURE, None)
+        launch_ids = {c.id for c in launch_calls} if launch_calls else _NO_IDS
         nodes = fn.nodes
         for t, found in caps.items():
             if len(found) > 1:
                 found.sort(key=_start)
             nodes[t] = found
-        for call in nodes.get("call_expression", ()):
-            self._call(fn, call)
-        for decl in nodes.get("declaration", ()):
-            self._local_declaration(fn, decl)
+        calls = nodes.get("call_expression")
+        if calls:
+            call = self._call
+            for c in calls:
+                call(fn, c, c.id in launch_ids)
+        decls = nodes.get("declaration")
+        if decls:
+            local = self._local_declaration
+            for d in decls:
+                local(fn, d)
+        host = fn.kind == "host"
         for asg in nodes.get("assignment_expression", ()):
             left = asg.child_by_field_name("left")
             if left is None:
                 continue
             lt = left.type
-            if lt == "identifier" or (lt == "field_expression" and fn.kind == "host"):
+            if lt == "identifier" or (host and lt == "field_expression"):
                 op = asg.child_by_field_name("operator")
                 if op is None or op.type != "=":
                     continue
@@ -851,11 +875,11 @@ class _UnitBuilder:
         for c in nodes.get("preproc_def", ()):
             self._define(c)
 
-    def _call(self, fn: Function, call: ts.Node) -> None:
+    def _call(self, fn: Function, call: ts.Node, launch: bool = True) -> None:
         func = call.child_by_field_name("function")
         if func is None:
             return
-        config = kernel_config(call)
+        config = kernel_config(call) if launch else None
         if config is not None:
             cfg = config + [None] * (4 - len(config))
             fn.launches.append(Launch(callee_name(func), call, fn, cfg[0], cfg[1], cfg[2], cfg[3], call_args(call)))
@@ -863,7 +887,7 @@ class _UnitBuilder:
         name = callee_name(func)
         fn.calls.append(Call(name, call, fn, method_receiver(func)))
         base = name.rsplit("::", 1)[-1]
-        if base in ("cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaLaunchKernelEx", "cuLaunchKernel"):
+        if base in _LAUNCH_APIS:
             args = call_args(call)
             if args:
                 kname = _launched_symbol(args[0])
@@ -924,9 +948,16 @@ BODY_TYPES = ("call_expression", "declaration", "assignment_expression", "update
 _local_cursor = threading.local()
 
 
+_LAUNCH_CAPTURE = "launch.call"  # a capture name no node type has: calls that launch with ``<<<...>>>``
+_LAUNCH_APIS = frozenset({"cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaLaunchKernelEx", "cuLaunchKernel"})
+_NO_IDS: frozenset[int] = frozenset()
+
+
 @functools.lru_cache(maxsize=1)
 def _body_query() -> ts.Query:
-    return ts.Query(language(), " ".join(f"({t}) @{t}" for t in BODY_TYPES))
+    # compiled once per process (the Query is immutable; each thread has its own cursor)
+    return ts.Query(language(), " ".join(f"({t}) @{t}" for t in BODY_TYPES) +
+                    f' (call_expression (kernel_call_syntax)) @{_LAUNCH_CAPTURE}')
 
 
 def _body_query_cursor() -> ts.QueryCursor:

@@ -41,14 +41,29 @@ def parse(text: str) -> ts.Tree:
 # ---------------------------------------------------------------------------------------------
 
 def text(node: ts.Node | None) -> str:
+    # the hottest helper of the C++ facts and rules (tens of thousands of calls per corpus pass):
+    # a plain ``decode()`` is cheaper than one with keyword arguments, and the source is valid
+    # UTF-8 (it was encoded from a str) cut at token boundaries, so the fallback is for safety only
     if node is None:
         return ""
     raw = node.text
-    return raw.decode("utf-8", errors="replace") if raw is not None else ""
+    if raw is None:
+        return ""
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", errors="replace")
+
+
+# leaf node types whose text never holds whitespace: ``compact`` returns their text as it is
+_TOKEN_TYPES = frozenset({"identifier", "primitive_type", "type_identifier", "field_identifier", "number_literal",
+                          "namespace_identifier"})
 
 
 def compact(node: ts.Node | None) -> str:
     """Node text without whitespace: ``at :: matmul`` and ``at::matmul`` compare equal."""
+    if node is not None and node.type in _TOKEN_TYPES:
+        return text(node)
     return "".join(text(node).split())
 
 
@@ -122,24 +137,26 @@ def kernel_config(call: ts.Node) -> list[ts.Node] | None:
 def identifiers(node: ts.Node) -> Iterator[ts.Node]:
     """Every identifier under ``node`` (field names of ``a.b`` are not identifiers)."""
     stack = [node]
+    pop, extend = stack.pop, stack.extend
     while stack:
-        n = stack.pop()
+        n = pop()
         if n.type == "identifier":
             yield n
         elif n.named_child_count:
-            stack.extend(n.named_children)
+            extend(n.named_children)
 
 
 def descendants(node: ts.Node, *types: str) -> Iterator[ts.Node]:
     """Named descendants of the given types (``node`` included), in no particular order."""
     wanted = set(types)
     stack = [node]
+    pop, extend = stack.pop, stack.extend
     while stack:
-        n = stack.pop()
+        n = pop()
         if n.type in wanted:
             yield n
         if n.named_child_count:
-            stack.extend(n.named_children)
+            extend(n.named_children)
 
 
 def contains(outer: ts.Node, inner: ts.Node) -> bool:
