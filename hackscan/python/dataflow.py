@@ -146,6 +146,11 @@ class _Analyser:
         self.canon_cache: dict[ast.AST, str] = {}
         # ``self_chain`` by node: (the self name it was computed for, the chain)
         self.chains: dict[ast.AST, tuple[str, str | None]] = {}
+        # ``_pointer_bases`` finds ``.data_ptr()`` calls only: an identifier is a contiguous token, so a
+        # file whose text never spells it has none (a non-ASCII file may spell it in another
+        # normalisation form and is walked as before)
+        text = host.source.text
+        self.any_data_ptr = "data_ptr" in text or not text.isascii()
         self.classes = {c.name: c for c in host.tree.body if isinstance(c, ast.ClassDef)}
         self.jit_kernels = frozenset(
             f.name for f in host.tree.body if isinstance(f, ast.FunctionDef) and f.name not in host.triton_kernels
@@ -461,7 +466,7 @@ class _Analyser:
             frame.pointers.pop(target.id, None)
             if value_node is not None:
                 self._note_callable(target.id, value_node)
-                if isinstance(value_node, ast.Call):
+                if self.any_data_ptr and type(value_node) is ast.Call:
                     bases = _pointer_bases(value_node)
                     if bases:
                         frame.pointers[target.id] = bases
@@ -1786,12 +1791,14 @@ class _Analyser:
             frame.state[params[0].arg] = leading
             params = params[1:]
         defaults = list(a.defaults)
+        # the first ``*args`` among the call's arguments: positions from it on are unknown
+        starred = next((i for i, x in enumerate(pos) if type(x) is ast.Starred), len(pos))
         for i, p in enumerate(params):
-            if i < len(arg_flows) and not any(isinstance(x, ast.Starred) for x in pos[:i + 1]):
+            if i < len(arg_flows) and i < starred:
                 frame.state[p.arg] = arg_flows[i]
             elif p.arg in kw_flows:
                 frame.state[p.arg] = kw_flows[p.arg]
-            elif any(isinstance(x, ast.Starred) for x in pos):
+            elif starred < len(pos):
                 frame.state[p.arg] = Flow.join_all(arg_flows)
             else:
                 d_index = i - (len(params) - len(defaults))
@@ -1885,13 +1892,11 @@ def _mentions(lines: tuple[str, ...], start: int, end: int | None, words: set[st
 
 
 def _uniq(items: list) -> list:
-    seen: set[int] = set()
-    out = []
-    for it in items:
-        if id(it) not in seen:
-            seen.add(id(it))
-            out.append(it)
-    return out
+    """``items`` without repeats of one object, first occurrences in order."""
+    if len(items) < 2:
+        return items
+    # a dict keeps each key where it was first inserted; a repeated id maps to the same object
+    return list({id(it): it for it in items}.values())
 
 
 def _with_lines(arm: Arm, node: ast.AST | None) -> Arm:
