@@ -56,6 +56,7 @@ from .facts import (
 )
 from .flow import EMPTY, Flow
 from .imports import CONVENTIONAL
+from .lazy import cached_property
 from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain, subtree
 from .module import HostModule, children
 from .resolve import Unresolved, dotted_name
@@ -141,11 +142,9 @@ class _Analyser:
     def __init__(self, host: HostModule, facts: PythonFacts):
         self.host = host
         self.facts = facts
-        # canonical names by node, for this scan: a call's name is asked for by several steps, and
-        # again each time a helper is re-entered
-        self.canon_cache: dict[ast.AST, str] = {}
-        # ``self_chain`` by node: (the self name it was computed for, the chain)
-        self.chains: dict[ast.AST, tuple[str, str | None]] = {}
+        # ``host.canonical`` without its forwarding call (a cache by node would rarely hit: most
+        # nodes are named once)
+        self._canon: Callable[[ast.AST], str] = host.imports.canonical
         # ``_pointer_bases`` finds ``.data_ptr()`` calls only: an identifier is a contiguous token, so a
         # file whose text never spells it has none (a non-ASCII file may spell it in another
         # normalisation form and is walked as before)
@@ -179,10 +178,6 @@ class _Analyser:
         for stmt in host.tree.body:
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
                 self.module_values[stmt.targets[0].id] = stmt.value
-        # nested functions and lambdas by position, for callables that name them (``def:12:8``)
-        self.defs_by_pos: dict[str, ast.AST] = {}
-        for n in host.of_type(ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
-            self.defs_by_pos[f"{n.lineno}:{n.col_offset}"] = n
         # classes defined here that are nn.Modules with a forward (possible members of containers)
         self.module_classes = [
             c.name for c in self.classes.values()
@@ -222,7 +217,22 @@ class _Analyser:
         for ext in host.extensions:
             for b in ext.bound_to:
                 self.ext_by_bound[b] = ext
-        # module classes whose source mentions a kernel: the only hidden members worth analysing
+
+    # the two tables below are read by few files (a callable naming a nested def, a container holding
+    # unknown members); each depends on the module alone, so it is built on first use
+
+    @cached_property
+    def defs_by_pos(self) -> dict[str, ast.AST]:
+        """Nested functions and lambdas by position, for callables that name them (``def:12:8``)."""
+        out: dict[str, ast.AST] = {}
+        for n in self.host.of_type(ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
+            out[f"{n.lineno}:{n.col_offset}"] = n
+        return out
+
+    @cached_property
+    def kernel_classes(self) -> list[str]:
+        """Module classes whose source mentions a kernel: the only hidden members worth analysing."""
+        host = self.host
         kernel_words = {b.split(".")[0] for e in host.extensions for b in e.bound_to} | \
             set(host.triton_kernels) | set(self.ext_functions) | {"load_inline", "get_function"}
         lines = host.source.lines
@@ -233,15 +243,8 @@ class _Analyser:
                 if name not in kernel_words and any(
                         _mentions(lines, f.lineno - 1, f.end_lineno, kernel_words, spans) for f in defs):
                     kernel_words.add(name)
-        self.kernel_classes = [
-            c for c in self.module_classes
-            if _mentions(lines, self.classes[c].lineno - 1, self.classes[c].end_lineno, kernel_words, spans)]
-
-    def _canon(self, node: ast.AST) -> str:
-        got = self.canon_cache.get(node)
-        if got is None:
-            got = self.canon_cache[node] = self.host.canonical(node)
-        return got
+        return [c for c in self.module_classes
+                if _mentions(lines, self.classes[c].lineno - 1, self.classes[c].end_lineno, kernel_words, spans)]
 
     # ================================================================== module-level knowledge
     def _module_bindings(self) -> dict[str, str]:
@@ -877,10 +880,7 @@ class _Analyser:
         name = frame.self_name
         if name is None:
             return None
-        got = self.chains.get(node)
-        if got is None or got[0] != name:
-            got = self.chains[node] = (name, self_chain(node, name))
-        c = got[1]
+        c = self_chain(node, name)
         if c is None:
             return None
         return frame.prefix + c if frame.prefix else c
