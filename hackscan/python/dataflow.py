@@ -56,6 +56,7 @@ from .facts import (
 )
 from .flow import EMPTY, Flow
 from .imports import CONVENTIONAL
+from .lazy import cached_property
 from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain, subtree
 from .module import HostModule, children
 from .resolve import Unresolved, dotted_name
@@ -141,10 +142,18 @@ class _Analyser:
     def __init__(self, host: HostModule, facts: PythonFacts):
         self.host = host
         self.facts = facts
+        # ``host.canonical`` without its forwarding call (a cache by node would rarely hit: most
+        # nodes are named once)
+        self._canon: Callable[[ast.AST], str] = host.imports.canonical
+        # ``_pointer_bases`` finds ``.data_ptr()`` calls only: an identifier is a contiguous token, so a
+        # file whose text never spells it has none (a non-ASCII file may spell it in another
+        # normalisation form and is walked as before)
+        text = host.source.text
+        self.any_data_ptr = "data_ptr" in text or not text.isascii()
         self.classes = {c.name: c for c in host.tree.body if isinstance(c, ast.ClassDef)}
         self.jit_kernels = frozenset(
             f.name for f in host.tree.body if isinstance(f, ast.FunctionDef) and f.name not in host.triton_kernels
-            and any(_jit_name(host.canonical(d.func if isinstance(d, ast.Call) else d)) for d in f.decorator_list))
+            and any(_jit_name(self._canon(d.func if isinstance(d, ast.Call) else d)) for d in f.decorator_list))
         facts.jit_kernels = self.jit_kernels
         # module functions by name; a name defined in several module-level branches keeps every definition
         self.function_alts: dict[str, list[ast.FunctionDef]] = {}
@@ -157,7 +166,7 @@ class _Analyser:
         for c in self.classes.values():
             chain: list[str] = []
             for b in c.bases:
-                bn = host.canonical(b)
+                bn = self._canon(b)
                 if bn in ("torch.autograd.Function", "torch.autograd.function.Function", "Function"):
                     self.autograd.add(c.name)
                 if isinstance(b, ast.Name) and b.id in self.classes and b.id != c.name:
@@ -169,21 +178,19 @@ class _Analyser:
         for stmt in host.tree.body:
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
                 self.module_values[stmt.targets[0].id] = stmt.value
-        # nested functions and lambdas by position, for callables that name them (``def:12:8``)
-        self.defs_by_pos: dict[str, ast.AST] = {}
-        for n in host.of_type(ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
-            self.defs_by_pos[f"{n.lineno}:{n.col_offset}"] = n
         # classes defined here that are nn.Modules with a forward (possible members of containers)
         self.module_classes = [
             c.name for c in self.classes.values()
             if c.name not in self.autograd and c.name != "Model"
             and any(isinstance(f, ast.FunctionDef) and f.name == "forward" for f in c.body)
-            and any(host.canonical(b).startswith("torch.nn.") or (isinstance(b, ast.Name) and b.id in self.classes)
+            and any(self._canon(b).startswith("torch.nn.") or (isinstance(b, ast.Name) and b.id in self.classes)
                     for b in c.bases)]
         self.index = FunctionIndex(host)
         self.methods_cache: dict[str, dict[str, tuple[ast.FunctionDef, str]]] = {}
         # holders are fixed before forward is walked: a chain's state name never changes
         self.state_names: dict[str, str] = {}
+        self.state_flows: dict[str, Flow] = {}
+        self.chain_reads: dict[str, tuple[bool, Flow | None]] = {}
         self.stack: list[_Frame] = []
         self.log: list[tuple[str, object, int]] = []
         self.op_ids: dict[ast.AST, int] = {}
@@ -210,7 +217,22 @@ class _Analyser:
         for ext in host.extensions:
             for b in ext.bound_to:
                 self.ext_by_bound[b] = ext
-        # module classes whose source mentions a kernel: the only hidden members worth analysing
+
+    # the two tables below are read by few files (a callable naming a nested def, a container holding
+    # unknown members); each depends on the module alone, so it is built on first use
+
+    @cached_property
+    def defs_by_pos(self) -> dict[str, ast.AST]:
+        """Nested functions and lambdas by position, for callables that name them (``def:12:8``)."""
+        out: dict[str, ast.AST] = {}
+        for n in self.host.of_type(ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
+            out[f"{n.lineno}:{n.col_offset}"] = n
+        return out
+
+    @cached_property
+    def kernel_classes(self) -> list[str]:
+        """Module classes whose source mentions a kernel: the only hidden members worth analysing."""
+        host = self.host
         kernel_words = {b.split(".")[0] for e in host.extensions for b in e.bound_to} | \
             set(host.triton_kernels) | set(self.ext_functions) | {"load_inline", "get_function"}
         lines = host.source.lines
@@ -221,9 +243,8 @@ class _Analyser:
                 if name not in kernel_words and any(
                         _mentions(lines, f.lineno - 1, f.end_lineno, kernel_words, spans) for f in defs):
                     kernel_words.add(name)
-        self.kernel_classes = [
-            c for c in self.module_classes
-            if _mentions(lines, self.classes[c].lineno - 1, self.classes[c].end_lineno, kernel_words, spans)]
+        return [c for c in self.module_classes
+                if _mentions(lines, self.classes[c].lineno - 1, self.classes[c].end_lineno, kernel_words, spans)]
 
     # ================================================================== module-level knowledge
     def _module_bindings(self) -> dict[str, str]:
@@ -250,7 +271,7 @@ class _Analyser:
             return facts
         facts.model = model
         facts.model_name = model.name
-        facts.bases = tuple(self.host.canonical(b) for b in model.bases)
+        facts.bases = tuple(self._canon(b) for b in model.bases)
         members = MemberScanner(self.host, self.classes, self.local_bases, self.index)
         members.scan(model.name)
         facts.holders = members.holders
@@ -290,7 +311,7 @@ class _Analyser:
             if c.name == "Model" or c.name in self.autograd:
                 continue
             if any(isinstance(f, ast.FunctionDef) and f.name == "forward" for f in c.body):
-                bases = {self.host.canonical(b) for b in c.bases}
+                bases = {self._canon(b) for b in c.bases}
                 if any(b.startswith("torch.nn.") or b in self.classes for b in bases):
                     candidates.append(c)
         if not candidates:
@@ -351,14 +372,14 @@ class _Analyser:
 
     def _reference_inheritance(self, model: ast.ClassDef) -> None:
         for b in model.bases:
-            name = self.host.canonical(b)
+            name = self._canon(b)
             if name == "Model" or name.endswith(".Model"):
                 self.facts.reference_uses.append(ReferenceUse(b, "inherits", f"class {model.name}({name})", True))
 
     def _init_reference_uses(self, init: ast.FunctionDef) -> None:
         for node in self.index.calls(init):
             if isinstance(node.func, (ast.Name, ast.Attribute)):
-                name = self.host.canonical(node.func)
+                name = self._canon(node.func)
                 if name == "Model" or name.endswith(".Model") and name.split(".")[0] in REFERENCE_MODULES:
                     self.facts.reference_uses.append(ReferenceUse(node, "instantiate", f"{name}(...)", False))
 
@@ -448,7 +469,7 @@ class _Analyser:
             frame.pointers.pop(target.id, None)
             if value_node is not None:
                 self._note_callable(target.id, value_node)
-                if isinstance(value_node, ast.Call):
+                if self.any_data_ptr and type(value_node) is ast.Call:
                     bases = _pointer_bases(value_node)
                     if bases:
                         frame.pointers[target.id] = bases
@@ -510,7 +531,7 @@ class _Analyser:
         if isinstance(node, ast.Lambda):
             return ("lambda", f"{node.lineno}:{node.col_offset}")
         if isinstance(node, ast.Call) and node.args and depth < 2 and _may_wrap(node.func) and \
-                self.host.canonical(node.func) in _WRAPPERS:
+                self._canon(node.func) in _WRAPPERS:
             return self._callable_of_value(node.args[0], depth + 1)
         frame = self.stack[-1]
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
@@ -533,7 +554,7 @@ class _Analyser:
                 for ext in self.host.extensions:
                     if ext.call is node.value:
                         return ("extfn", f"{ext.name}.{node.attr}")
-            canon = self.host.canonical(node)
+            canon = self._canon(node)
             if canon.startswith("torch.") and classify_torch(canon) == "compute":
                 return ("torch", canon)
             return self.attr_callables.get(dotted_name(node)) if dotted_name(node) else None
@@ -662,25 +683,33 @@ class _Analyser:
     def _if(self, s: ast.If) -> bool:
         frame = self.stack[-1]
         self._ev(s.test)
-        cond = self._condition(s.test)
+        # a branch is recorded on its first visit only (a helper called twice, a loop body): the
+        # condition and the arms, pure summaries of that visit, are built only while the node is not
+        # yet recorded.  Each is checked where it is built, so a re-entrant visit that records the
+        # node in between skips exactly the summaries that would have been thrown away.
+        branches = self.branch_nodes
+        cond = self._condition(s.test) if s not in branches else None
         before = dict(frame.state)
         start, mark = len(self.log), len(frame.bound)
         body_term = self._block(s.body)
         body_state = frame.state
-        body_names = self._bound_since(frame, mark)
-        body = self._arm("body", s.body, start, frame.depth, body_term,
-                         {n: body_state[n] for n in body_names if n in body_state})
+        body = body_names = None
+        if s not in branches:
+            body_names = self._bound_since(frame, mark)
+            body = self._arm("body", s.body, start, frame.depth, body_term,
+                             {n: body_state[n] for n in body_names if n in body_state})
         frame.state = dict(before)
         start, mark = len(self.log), len(frame.bound)
         else_term = self._block(s.orelse) if s.orelse else False
         else_state = frame.state
-        else_names = self._bound_since(frame, mark)
-        else_bindings = {n: else_state[n] for n in else_names if n in else_state}
-        if not s.orelse:  # no else: the names the body rebinds keep their old values on this path
-            else_bindings = {n: before[n] for n in body_names if n in before}
-        orelse = self._arm("orelse", s.orelse, start, frame.depth, else_term, else_bindings)
-        if s not in self.branch_nodes:
-            self.branch_nodes.add(s)
+        if s not in branches:
+            if not s.orelse:  # no else: the names the body rebinds keep their old values on this path
+                else_bindings = {n: before[n] for n in body_names if n in before}  # type: ignore[union-attr]
+            else:
+                else_names = self._bound_since(frame, mark)
+                else_bindings = {n: else_state[n] for n in else_names if n in else_state}
+            orelse = self._arm("orelse", s.orelse, start, frame.depth, else_term, else_bindings)
+            branches.add(s)
             self.facts.branches.append(Branch(s, "if", frame.qualname, frame.depth, cond, body, orelse))
         live = [st for st, term in ((body_state, body_term), (else_state, else_term)) if not term]
         frame.state = self._join_states(live) if live else else_state
@@ -713,7 +742,7 @@ class _Analyser:
         frame = self.stack[-1]
         before = dict(frame.state)
         self._ev(s.test)
-        cond = self._condition(s.test)
+        cond = self._condition(s.test) if s not in self.branch_nodes else None  # first visit only (see _if)
         start = len(self.log)
         term = self._block(s.body)
         if s not in self.branch_nodes:
@@ -728,16 +757,18 @@ class _Analyser:
     def _branch_expr(self, node: ast.AST, test: ast.expr, a: ast.expr | None, b: ast.expr | None,
                      kind: str) -> Flow:
         frame = self.stack[-1]
+        branches = self.branch_nodes
         self._ev(test)
-        cond = self._condition(test)
+        # summaries of the first visit only (see _if)
+        cond = self._condition(test) if node not in branches else None
         start = len(self.log)
         fa = self._ev(a) if a is not None else EMPTY
-        arm_a = self._arm("body", [], start, frame.depth, False, value=fa)
-        arm_a = _with_lines(arm_a, a)
+        arm_a = _with_lines(self._arm("body", [], start, frame.depth, False, value=fa), a) \
+            if node not in branches else None
         start = len(self.log)
         fb = self._ev(b) if b is not None else EMPTY
-        arm_b = _with_lines(self._arm("orelse", [], start, frame.depth, False, value=fb), b)
-        if node not in self.branch_nodes:
+        if node not in branches:
+            arm_b = _with_lines(self._arm("orelse", [], start, frame.depth, False, value=fb), b)
             self.branch_nodes.add(node)
             self.facts.branches.append(Branch(node, kind, frame.qualname, frame.depth, cond, arm_a, arm_b))
         return fa.join(fb)
@@ -756,7 +787,9 @@ class _Analyser:
         if s.orelse and not body_term:
             else_term = self._block(s.orelse)
         after_body = frame.state
-        body = self._arm("try", s.body, start, frame.depth, body_term or else_term)
+        # the arms and handlers summarise the first visit only (see _if)
+        tries = self.try_nodes
+        body = self._arm("try", s.body, start, frame.depth, body_term or else_term) if s not in tries else None
         handlers = []
         states = [] if (body_term or else_term) else [after_body]
         all_term = body_term or else_term
@@ -766,12 +799,13 @@ class _Analyser:
                 frame.state[h.name] = EMPTY
             start, mark = len(self.log), len(frame.bound)
             term = self._block(h.body)
-            names = self._bound_since(frame, mark)
-            arm = self._arm("handler", h.body, start, frame.depth, term,
-                            {n: frame.state[n] for n in names if n in frame.state})
-            types = self._exception_types(h.type)
-            broad = not types or any(t.rsplit(".", 1)[-1] in _BROAD_EXCEPTIONS for t in types)
-            handlers.append(Handler(h, types, broad, arm))
+            if s not in tries:
+                names = self._bound_since(frame, mark)
+                arm = self._arm("handler", h.body, start, frame.depth, term,
+                                {n: frame.state[n] for n in names if n in frame.state})
+                types = self._exception_types(h.type)
+                broad = not types or any(t.rsplit(".", 1)[-1] in _BROAD_EXCEPTIONS for t in types)
+                handlers.append(Handler(h, types, broad, arm))
             if not term:
                 states.append(frame.state)
             all_term = all_term and term
@@ -788,7 +822,7 @@ class _Analyser:
         if node is None:
             return ()
         elts = node.elts if isinstance(node, ast.Tuple) else [node]
-        return tuple(self.host.canonical(e) or dotted_name(e) for e in elts)
+        return tuple(self._canon(e) or dotted_name(e) for e in elts)
 
     # ------------------------------------------------------------------ conditions
     def _condition(self, test: ast.expr) -> Condition:
@@ -840,11 +874,16 @@ class _Analyser:
 
     # ================================================================== expressions
     def _chain(self, node: ast.AST) -> str | None:
-        frame = self.stack[-1]
-        if frame.self_name is None:
+        if type(node) is not ast.Attribute:  # self_chain's own first test, without the call
             return None
-        c = self_chain(node, frame.self_name)
-        return None if c is None else frame.prefix + c
+        frame = self.stack[-1]
+        name = frame.self_name
+        if name is None:
+            return None
+        c = self_chain(node, name)
+        if c is None:
+            return None
+        return frame.prefix + c if frame.prefix else c
 
     def _ev(self, e: ast.AST, discarded: bool = False) -> Flow:
         t = type(e)
@@ -964,20 +1003,43 @@ class _Analyser:
         return base
 
     def _self_read(self, chain: str, node: ast.AST) -> Flow:
-        reads = self.facts.attr_reads.setdefault(chain, [])
-        if not reads or reads[-1] is not node:
+        reads = self.facts.attr_reads.get(chain)
+        if reads is None:
+            self.facts.attr_reads[chain] = [node]
+        elif reads[-1] is not node:
             reads.append(node)
-        last = chain.rsplit(".", 1)[-1]
-        if last in _DYNAMIC_SELF:
+        # what a chain reads apart from its assigned state depends on the chain alone (holders are
+        # fixed before forward is walked): (dynamic access, state flow or None for a config / EMPTY
+        # for ``training``), computed once per chain
+        got = self.chain_reads.get(chain)
+        if got is None:
+            got = self.chain_reads[chain] = self._chain_read(chain)
+        dynamic, base = got
+        if dynamic:
             self.facts.dynamic_self_access.append(node)
-        if last in ("training",):
+        if base is EMPTY:
             return EMPTY
         assigned = self.self_state.get(chain)
+        if base is None:  # a config holder: only what was assigned
+            return assigned or EMPTY
+        return base.join(assigned) if assigned is not None else base
+
+    def _chain_read(self, chain: str) -> tuple[bool, Flow | None]:
+        last = chain.rsplit(".", 1)[-1]
+        dynamic = last in _DYNAMIC_SELF
+        if last == "training":
+            return dynamic, EMPTY
         holder = self.facts.holders.get(chain)
         if holder is not None and holder.kind == "config":
-            return assigned or EMPTY
-        base = Flow(state=frozenset([self._state_name(chain)]))
-        return base.join(assigned) if assigned is not None else base
+            return dynamic, None
+        return dynamic, self._state_flow(chain)
+
+    def _state_flow(self, chain: str) -> Flow:
+        """``Flow(state={_state_name(chain)})``, one per chain."""
+        got = self.state_flows.get(chain)
+        if got is None:
+            got = self.state_flows[chain] = Flow(state=frozenset([self._state_name(chain)]))
+        return got
 
     def _state_name(self, chain: str) -> str:
         """``param:fc.weight`` for learned state held by a parameter holder, ``self.cache`` otherwise."""
@@ -1167,7 +1229,7 @@ class _Analyser:
             for ext in self.host.extensions:
                 if ext.kind == "cupy" and dotted in ext.bound_to:
                     return self._launch(e, "cupy", f"cupy:{ext.name}", ext.name, ext.name, discarded=True)
-        canon = self.host.canonical(func)
+        canon = self._canon(func)
         # --- torch.ops.<ns>.<op>
         if canon.startswith("torch.ops."):
             parts = canon.split(".")
@@ -1391,7 +1453,7 @@ class _Analyser:
                 if chain is not None:
                     if chain not in seen:
                         seen.add(chain)
-                        f = self.self_state.get(chain, EMPTY).join(Flow(state=frozenset([self._state_name(chain)])))
+                        f = self.self_state.get(chain, EMPTY).join(self._state_flow(chain))
                         out.append((n, f))
                 else:
                     stack.append(n.value)
@@ -1468,7 +1530,7 @@ class _Analyser:
         args = self._args(e)
         if holder.kind in ("module", "stateless", "container"):
             mk = module_kind(holder.cls)
-            state = Flow(state=frozenset([self._state_name(holder.attr)])) if holder.kind != "stateless" else EMPTY
+            state = self._state_flow(holder.attr) if holder.kind != "stateless" else EMPTY
             if mk == "passthrough":
                 return args
             members = tuple(m for m in holder.target.split(",") if m) if holder.kind == "container" else ()
@@ -1610,7 +1672,7 @@ class _Analyser:
 
     def _narrow_slice(self, e: ast.Call, out: Flow) -> Flow:
         # x.narrow(0, 0, 1) / torch.narrow(x, 0, 0, 1): a first-row slice
-        args = e.args[1:] if not isinstance(e.func, ast.Attribute) or self.host.canonical(e.func).startswith(
+        args = e.args[1:] if not isinstance(e.func, ast.Attribute) or self._canon(e.func).startswith(
             "torch.") else e.args
         vals = [self._const_int(a) for a in args[:3]]
         if len(vals) == 3 and vals[1] == 0 and vals[2] == 1 and out.inputs:
@@ -1729,12 +1791,14 @@ class _Analyser:
             frame.state[params[0].arg] = leading
             params = params[1:]
         defaults = list(a.defaults)
+        # the first ``*args`` among the call's arguments: positions from it on are unknown
+        starred = next((i for i, x in enumerate(pos) if type(x) is ast.Starred), len(pos))
         for i, p in enumerate(params):
-            if i < len(arg_flows) and not any(isinstance(x, ast.Starred) for x in pos[:i + 1]):
+            if i < len(arg_flows) and i < starred:
                 frame.state[p.arg] = arg_flows[i]
             elif p.arg in kw_flows:
                 frame.state[p.arg] = kw_flows[p.arg]
-            elif any(isinstance(x, ast.Starred) for x in pos):
+            elif starred < len(pos):
                 frame.state[p.arg] = Flow.join_all(arg_flows)
             else:
                 d_index = i - (len(params) - len(defaults))
@@ -1828,13 +1892,11 @@ def _mentions(lines: tuple[str, ...], start: int, end: int | None, words: set[st
 
 
 def _uniq(items: list) -> list:
-    seen: set[int] = set()
-    out = []
-    for it in items:
-        if id(it) not in seen:
-            seen.add(id(it))
-            out.append(it)
-    return out
+    """``items`` without repeats of one object, first occurrences in order."""
+    if len(items) < 2:
+        return items
+    # a dict keeps each key where it was first inserted; a repeated id maps to the same object
+    return list({id(it): it for it in items}.values())
 
 
 def _with_lines(arm: Arm, node: ast.AST | None) -> Arm:

@@ -38,6 +38,21 @@ _NONTENSOR_BUILTINS = frozenset({"int", "float", "str", "bool", "dict", "list", 
 
 
 _POSITION = operator.attrgetter("lineno", "col_offset")
+_DEF_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_ASSIGN_TYPES = (ast.Assign, ast.AnnAssign)
+
+
+def _inside(fn: ast.AST) -> list[ast.AST]:
+    """The parts of a function (or module) that lie inside its own span: not its decorators."""
+    t = type(fn)
+    if t is ast.Module:
+        return list(fn.body)  # type: ignore[attr-defined]
+    if t is ast.Lambda:
+        return [fn.args, fn.body]  # type: ignore[attr-defined]
+    parts: list[ast.AST] = [fn.args, *fn.body]  # type: ignore[attr-defined]
+    if fn.returns is not None:  # type: ignore[attr-defined]
+        parts.append(fn.returns)  # type: ignore[attr-defined]
+    return parts
 
 
 class FunctionIndex:
@@ -153,6 +168,14 @@ class MemberScanner:
         self.holders: dict[str, Holder] = {}
         self.derived: dict[str, frozenset[str]] = {}
         self._seen: set[tuple[str, str]] = set()
+        self._canon_cache: dict[ast.AST, str] = {}
+
+    def _canon(self, node: ast.AST) -> str:
+        """``host.canonical``, once per node: an assignment's callee is named by several steps."""
+        got = self._canon_cache.get(node)
+        if got is None:
+            got = self._canon_cache[node] = self.host.canonical(node)
+        return got
 
     def scan(self, cls_name: str, prefix: str = "", depth: int = 0) -> None:
         if (cls_name, prefix) in self._seen or depth > 3:
@@ -308,7 +331,7 @@ class MemberScanner:
                 return f"func:{value.id}"
             return None
         if isinstance(value, ast.Call) and depth < 2:
-            name = self.host.canonical(value.func)
+            name = self._canon(value.func)
             if name in _WRAPPERS and value.args:
                 return self._callable_ref(value.args[0], depth + 1)
             # ``self.fwd = self._build()`` where ``_build`` returns a closure it defines
@@ -342,6 +365,8 @@ class MemberScanner:
 
     def _returned_kernel(self, call: ast.Call) -> str | None:
         """``self._load()`` / ``_build()`` returning ``load_inline(...).fn`` or ``module.fn``: ``extfn:<ext>.<fn>``."""
+        if not self.host.extensions:
+            return None  # no extension: nothing to return
         func = call.func
         fn: ast.AST | None = None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
@@ -366,7 +391,7 @@ class MemberScanner:
     def _identity_fill(self, value: ast.AST | None) -> bool:
         if not isinstance(value, ast.Call):
             return False
-        name = self.host.canonical(value.func)
+        name = self._canon(value.func)
         if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter") and value.args:
             return self._identity_fill(value.args[0])
         return name.startswith("torch.") and name.rsplit(".", 1)[-1] in _IDENTITY_FILL
@@ -397,7 +422,7 @@ class MemberScanner:
         if isinstance(inner, ast.Name):
             self.local_reads[inner.id] = self.local_reads.get(inner.id, frozenset()) | {attr}
         if isinstance(value, ast.Call):
-            name = host.canonical(value.func)
+            name = self._canon(value.func)
             short = name.rsplit(".", 1)[-1]
             if name.startswith("torch.nn.") and short[:1].isupper() and short != "Parameter" or \
                     name.endswith(_LOADERS) or name in CUPY_KERNELS:
@@ -412,7 +437,7 @@ class MemberScanner:
                 return
             if name.startswith("torch.nn.") and short[:1].isupper():
                 if short in CONTAINER_MODULES:
-                    members = tuple(host.canonical(a.func) for a in value.args if isinstance(a, ast.Call))
+                    members = tuple(self._canon(a.func) for a in value.args if isinstance(a, ast.Call))
                     self.holders[attr] = Holder(attr, "container", name, value, target=",".join(members))
                 elif short in STATELESS_MODULES:
                     inplace = isinstance(_kw(value, "inplace"), ast.Constant) and _kw(value, "inplace").value is True  # type: ignore[union-attr]
@@ -462,8 +487,8 @@ class MemberScanner:
             return
         reads = self._reads(value, prefix)
         if isinstance(value, ast.Attribute) and not reads:
-            self.holders[attr] = Holder(attr, "callable", host.canonical(value) or dotted_name(value), value,
-                                        target=host.canonical(value) or dotted_name(value))
+            self.holders[attr] = Holder(attr, "callable", self._canon(value) or dotted_name(value), value,
+                                        target=self._canon(value) or dotted_name(value))
             return
         if isinstance(value, ast.Name) and value.id in self.ext_names:
             self.holders[attr] = Holder(attr, "extension", value.id, value, target=value.id)
@@ -508,6 +533,35 @@ def _self_reads(value: ast.AST) -> set[str]:
     return {c for c in out if not any(o != c and o.startswith(c + ".") for o in out)}
 
 
+_ASSIGN_STMTS = (ast.Assign, ast.AnnAssign, ast.AugAssign)
+# statement lists that may hold assignments; ``handlers`` is left out: a nested handler owns its own
+_STMT_LISTS = ("body", "orelse", "finalbody")
+
+
+def _handler_assigns(handlers: list[ast.AST]) -> dict[ast.AST, ast.ExceptHandler]:
+    """Assignment statements -> the innermost ``except`` handler around them, not looking past a
+    function definition (a function defined in a handler does not run there)."""
+    owner: dict[ast.AST, ast.ExceptHandler] = {}
+    for h in handlers:
+        stack: list[ast.AST] = list(h.body)  # type: ignore[attr-defined]
+        while stack:
+            st = stack.pop()
+            t = type(st)
+            if t in _ASSIGN_STMTS:
+                owner[st] = h  # type: ignore[assignment]
+            elif t is ast.FunctionDef or t is ast.AsyncFunctionDef:
+                continue
+            elif t is ast.Match:
+                for case in st.cases:  # type: ignore[attr-defined]
+                    stack.extend(case.body)
+            else:
+                for name in _STMT_LISTS:
+                    body = getattr(st, name, None)
+                    if body:
+                        stack.extend(body)
+    return owner
+
+
 def fallback_flags(host: HostModule) -> dict[str, str]:
     """Names (``flag``, ``self.flag``) that record whether a custom kernel compiled or may be used."""
     flags: dict[str, str] = {}
@@ -535,17 +589,18 @@ def fallback_flags(host: HostModule) -> dict[str, str]:
                     out.append(d)
         return out
 
-    handlers = set(host.of_type(ast.ExceptHandler))
+    handlers = host.of_type(ast.ExceptHandler)
     assigns = host.of_type(ast.Assign, ast.AnnAssign, ast.AugAssign)
     if handlers:
+        # each assignment's innermost enclosing handler within its function, found from the
+        # handlers down (their bodies are a small part of the file) rather than from every
+        # assignment up; the flags are then set in the order of the assignments
+        owner = _handler_assigns(handlers)
         for node in assigns:
-            cur = host.parents.get(node)
-            while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
-                if cur in handlers:
-                    for name in targets_of(node):
-                        flags.setdefault(name, f"set in the except handler at line {cur.lineno}")
-                    break
-                cur = host.parents.get(cur)
+            cur = owner.get(node)
+            if cur is not None:
+                for name in targets_of(node):
+                    flags.setdefault(name, f"set in the except handler at line {cur.lineno}")
     for ext in host.extensions:
         tr = host.in_try_body(ext.call)
         if tr is not None:
