@@ -107,7 +107,8 @@ class ReferenceCache:
         from .python.module import HostModule
 
         try:
-            module: HostModule | None = HostModule.parse(code, path)
+            # lazy: a reference's expressions are indexed only if a rule asks for them
+            module: HostModule | None = HostModule.parse(code, path, lazy=True)
         except (SyntaxError, ValueError):
             module = None
         entry = ReferenceEntry(module)
@@ -215,7 +216,7 @@ class ScanContext:
         from .python.module import HostModule
 
         try:
-            return HostModule.parse(code, self.submission.reference_path or "<reference>")
+            return HostModule.parse(code, self.submission.reference_path or "<reference>", lazy=True)
         except (SyntaxError, ValueError):
             return None
 

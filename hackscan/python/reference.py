@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from ..units import MappedText
 from .lazy import cached_property
-from .module import HostModule, subtree
+from .module import HostModule, statements, subtree
 from .resolve import Unresolved
 
 TENSOR_FACTORIES = {
@@ -118,8 +118,8 @@ def build_reference_facts(mod: HostModule) -> ReferenceFacts:
     if model is not None:
         submodules, parameters = _init_members(mod, model, walks)
         forward_ops = _forward_ops(mod, model, submodules, _sequential_members(mod, model, walks), walks)
-    inputs = _get_inputs(mod, walks)
-    init_inputs = _get_init_inputs(mod, walks)
+    inputs = _get_inputs(mod)
+    init_inputs = _get_init_inputs(mod)
     dtypes = [s.dtype for s in inputs if s.kind not in ("scalar", "unknown", "randint")]
     dtype = dtypes[0] if dtypes else "float32"
     return ReferenceFacts(
@@ -244,14 +244,16 @@ def _shape(mod: HostModule, args: list[ast.AST], scope: Any, line: int) -> tuple
     return tuple(dims)
 
 
-def _get_inputs(mod: HostModule, walks: _Walks) -> list[InputSpec]:
+def _get_inputs(mod: HostModule) -> list[InputSpec]:
     fn = _function(mod, "get_inputs")
     if fn is None:
         return []
-    scope = mod.scope_of(fn.body[0]) if fn.body else mod.module_scope
+    # assignments and returns are statements: the statement walk finds them in the same order
+    stmts, parents = statements(fn)
+    scope = mod.scope_of(fn.body[0], parents) if fn.body else mod.module_scope
     local_defs: dict[str, ast.AST] = {}
     ret: ast.AST | None = None
-    for stmt in walks[fn]:
+    for stmt in stmts:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             local_defs[stmt.targets[0].id] = stmt.value
         elif isinstance(stmt, ast.Return):
@@ -265,13 +267,14 @@ def _get_inputs(mod: HostModule, walks: _Walks) -> list[InputSpec]:
     return [_tensor_spec(mod, e, scope, local_defs) for e in ret.elts]
 
 
-def _get_init_inputs(mod: HostModule, walks: _Walks) -> list[Any]:
+def _get_init_inputs(mod: HostModule) -> list[Any]:
     fn = _function(mod, "get_init_inputs")
     if fn is None:
         return []
-    for stmt in walks[fn]:
+    stmts, parents = statements(fn)
+    for stmt in stmts:
         if isinstance(stmt, ast.Return) and stmt.value is not None:
-            v = mod.resolver.try_value(stmt.value, mod.scope_of(stmt), stmt.lineno + 1)
+            v = mod.resolver.try_value(stmt.value, mod.scope_of(stmt, parents), stmt.lineno + 1)
             if isinstance(v, list):
                 return [_plain(x) for x in v]
             return []
