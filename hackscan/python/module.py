@@ -77,44 +77,54 @@ def _optional_fields(t: type) -> frozenset[str]:
 
 
 # per node type, a function that records the parent of each child and pushes the children on the
-# indexing stack (None for a type without children); generated once per type and process
+# indexing stack, and one that appends the children to a walk (None for a type without
+# children); generated once per type and process
 _INDEXERS: dict[type, Any] = {}
+_WALKERS: dict[type, Any] = {}
 
 
-def _indexer(t: type) -> Any:
-    """Build ``_INDEXERS[t]``: straight-line code for the type's child fields.
+def _generated(t: type, parents: bool) -> Any:
+    """Build ``_INDEXERS[t]`` (``parents``) or ``_WALKERS[t]``: straight-line code for the type's
+    child fields.
 
     The generic loop over a type's fields (``getattr`` by name, a test per field) costs more than
     the work it guards; one small function per node type does the same in the same order with
-    plain attribute loads.  Types whose signature cannot be read keep the generic walk.
+    plain attribute loads.  Types whose signature cannot be read keep the generic code.
     """
+    table = _INDEXERS if parents else _WALKERS
     spec = _CHILD_FIELDS.get(t, False)
     if spec is False:
         spec = _CHILD_FIELDS[t] = _child_fields(t)
+    fn: Any
     if spec is None:
-        def generic(node: ast.AST, parents: dict, push: Any, extend: Any) -> None:  # type: ignore[type-arg]
-            _index_fields_generic(node, parents, push)
-        _INDEXERS[t] = generic
-        return generic
+        if parents:
+            def fn(node: ast.AST, parents: dict, push: Any, extend: Any) -> None:  # type: ignore[type-arg]
+                _index_fields_generic(node, parents, push)
+        else:
+            def fn(node: ast.AST, push: Any, extend: Any) -> None:
+                extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, _SKIP))
+        table[t] = fn
+        return fn
     if not spec:
-        _INDEXERS[t] = None
+        table[t] = None
         return None
     optional = _optional_fields(t)
-    lines = ["def index(node, parents, push, extend):"]
+    record = "parents[c] = node" if parents else "pass"
+    lines = ["def visit(node, parents, push, extend):" if parents else "def visit(node, push, extend):"]
     for name, many in spec:
         lines.append(f"    v = node.{name}")
         if many and (t.__name__, name) in _LISTS_WITH_NONE:
-            lines += ["    for c in v:", "        if c is not None:", "            parents[c] = node",
-                      "            push(c)"]
+            lines += ["    for c in v:", "        if c is not None:", f"            {record}", "            push(c)"]
         elif many:
-            lines += ["    if v:", "        for c in v:", "            parents[c] = node", "        extend(v)"]
+            lines += ["    if v:"] + (["        for c in v:", "            parents[c] = node"] if parents else []) + [
+                "        extend(v)"]
         elif name in optional:
-            lines += ["    if v is not None:", "        parents[v] = node", "        push(v)"]
+            lines += ["    if v is not None:"] + (["        parents[v] = node"] if parents else []) + ["        push(v)"]
         else:
-            lines += ["    parents[v] = node", "    push(v)"]
+            lines += (["    parents[v] = node"] if parents else []) + ["    push(v)"]
     namespace: dict[str, Any] = {}
-    exec(compile("\n".join(lines), f"<index {t.__name__}>", "exec"), namespace)
-    fn = _INDEXERS[t] = namespace["index"]
+    exec(compile("\n".join(lines), f"<{'index' if parents else 'walk'} {t.__name__}>", "exec"), namespace)
+    fn = table[t] = namespace["visit"]
     return fn
 
 
@@ -123,7 +133,7 @@ def index_tree(tree: ast.AST) -> tuple[dict[ast.AST, ast.AST], dict[type, list[a
 
     Hand-rolled rather than ``ast.walk``: this runs for every scanned file, and a walk that
     inspects every field of every node costs half as much again as the parse.  Each node type's
-    children are pushed by a function generated once per process (``_indexer``), so a ``Name`` or
+    children are pushed by a function generated once per process (``_generated``), so a ``Name`` or
     ``Constant`` costs a dictionary lookup.  Operator and context nodes are singletons in
     CPython's ``ast`` and are skipped (a parent map for them would be wrong anyway).  Children are
     pushed in ``_fields`` order and popped last first: the order of the lists in ``nodes`` is
@@ -145,7 +155,7 @@ def index_tree(tree: ast.AST) -> tuple[dict[ast.AST, ast.AST], dict[type, list[a
         try:
             index = table[t]
         except KeyError:
-            index = _indexer(t)
+            index = _generated(t, True)
         if index is not None:
             index(node, parents, push, extend)
     return parents, nodes
@@ -153,37 +163,22 @@ def index_tree(tree: ast.AST) -> tuple[dict[ast.AST, ast.AST], dict[type, list[a
 
 def subtree(node: ast.AST) -> list[ast.AST]:
     """``node`` and every node under it in ``ast.walk`` order (breadth first), operator and context
-    singletons left out: a list built from the child-field table, several times cheaper than
-    ``ast.walk``'s generators."""
+    singletons left out: a list built by the generated per-type walkers, several times cheaper
+    than ``ast.walk``'s generators."""
     out = [node]
-    append = out.append
-    table = _CHILD_FIELDS
+    append, extend = out.append, out.extend
+    table = _WALKERS
     i = 0
     while i < len(out):
         n = out[i]
         i += 1
         t = type(n)
-        spec = table.get(t, False)
-        if spec is False:
-            spec = table[t] = _child_fields(t)
-        if spec is None:
-            for name in n._fields:
-                v = getattr(n, name, None)
-                if type(v) is list:
-                    out.extend(c for c in v if isinstance(c, ast.AST) and not isinstance(c, _SKIP))
-                elif isinstance(v, ast.AST) and not isinstance(v, _SKIP):
-                    append(v)
-            continue
-        for name, many in spec:
-            v = getattr(n, name, None)
-            if v is None:
-                continue
-            if many:
-                for c in v:
-                    if c is not None:
-                        append(c)
-            else:
-                append(v)
+        try:
+            walk = table[t]
+        except KeyError:
+            walk = _generated(t, False)
+        if walk is not None:
+            walk(n, append, extend)
     return out
 
 

@@ -160,6 +160,25 @@ class _Walks(dict):
         got = self[fn] = subtree(fn)
         return got
 
+    def init(self, mod: HostModule, fn: ast.AST) -> list[ast.AST]:
+        """What ``_init_members`` and ``_sequential_members`` read of ``__init__``: its
+        assignments and its ``register_buffer`` / ``register_parameter`` calls, in walk order.
+
+        Assignments are statements; a call can sit anywhere, but one of those two names cannot
+        exist where the (ASCII: no identifier normalisation) text never spells it: the statement
+        walk then gives the same nodes in the same order, without walking every expression.
+        """
+        key = ("init", fn)
+        got = self.get(key)
+        if got is None:
+            text = mod.source.text
+            if text.isascii() and "register_" not in text:
+                got = statements(fn)[0]
+            else:
+                got = self[fn]
+            self[key] = got
+        return got
+
 
 def _function(mod: HostModule, name: str) -> ast.FunctionDef | None:
     for stmt in mod.tree.body:
@@ -287,7 +306,7 @@ def _init_members(mod: HostModule, model: ast.ClassDef, walks: _Walks) -> tuple[
     for fn in model.body:
         if not (isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):
             continue
-        for node in walks[fn]:
+        for node in walks.init(mod, fn):
             nt = type(node)  # parsed trees hold the concrete node classes only
             if nt is ast.Assign:
                 for t in node.targets:
@@ -319,7 +338,7 @@ def _sequential_members(mod: HostModule, model: ast.ClassDef, walks: _Walks) -> 
     for fn in model.body:
         if not (isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):
             continue
-        for node in walks[fn]:
+        for node in walks.init(mod, fn):
             if type(node) is ast.Assign and isinstance(node.value, ast.Call) and \
                     mod.canonical(node.value.func) in ("torch.nn.Sequential", "torch.nn.ModuleList"):
                 names = tuple(mod.canonical(a.func) for a in node.value.args if isinstance(a, ast.Call))
