@@ -107,8 +107,7 @@ class ReferenceCache:
         from .python.module import HostModule
 
         try:
-            # lazy: a reference's expressions are indexed only if a rule asks for them
-            module: HostModule | None = HostModule.parse(code, path, lazy=True)
+            module: HostModule | None = HostModule.parse(code, path)
         except (SyntaxError, ValueError):
             module = None
         entry = ReferenceEntry(module)
@@ -216,7 +215,7 @@ class ScanContext:
         from .python.module import HostModule
 
         try:
-            return HostModule.parse(code, self.submission.reference_path or "<reference>", lazy=True)
+            return HostModule.parse(code, self.submission.reference_path or "<reference>")
         except (SyntaxError, ValueError):
             return None
 

@@ -4,12 +4,15 @@
 constant folding, a parent map, every CUDA/C++ source handed to ``load_inline`` / ``load`` /
 ``cupy.RawKernel`` (resolved through variables and string operations), and every ``@triton.jit``
 function.  Everything downstream (facts, rules, the dynamic stage's steering) reads from here.
+All but the tree are computed on first use (see ``HostModule``): a reference file needs few of them.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -26,6 +29,9 @@ CUPY_KERNELS = ("cupy.RawKernel", "cupy.RawModule", "cupy.ElementwiseKernel", "c
 TRITON_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics", "triton.language.jit")
 
 _LOADER_NAMES = frozenset({"load_inline", "load", "RawKernel", "RawModule", "ElementwiseKernel", "ReductionKernel"})
+_LOADER_HINTS = ("load", "Kernel", "RawModule")  # each name above contains one
+_EXTRACTED = ("units", "extensions", "triton_kernels", "problems")  # what ``HostModule._extract`` fills
+_EXTRACT_LOCK = threading.RLock()
 
 # load_inline(name, cpp_sources, cuda_sources=None, ...): the positional order that matters
 _LOAD_INLINE_POS = ("name", "cpp_sources", "cuda_sources")
@@ -327,11 +333,11 @@ def statements(root: ast.AST) -> tuple[list[ast.AST], dict[ast.AST, ast.AST]]:
 class HostModule:
     """A parsed host file.
 
-    Only the tree and the source are made by ``parse``; the rest is computed on first use (the
-    parent map and the nodes by type in one indexing pass, the import map, the module scope, the
-    extracted units).  A candidate asks for all of them at once (``parse`` builds them eagerly);
-    a reference (``parse(..., lazy=True)``) usually needs only its imports, module scope and a few
-    functions' statements, and skips indexing every expression unless a rule asks for it.
+    ``parse`` makes the tree and the source (and the units, see there); the rest is computed on
+    first use: the parent map and the nodes by type in one indexing pass, the import map, the
+    module scope.  A candidate asks for all of them at once; a reference usually needs only its
+    imports, module scope and a few functions' statements, and skips indexing every expression
+    unless a rule asks for it.
     """
 
     path: str
@@ -341,16 +347,21 @@ class HostModule:
 
     # ------------------------------------------------------------------ construction
     @staticmethod
-    def parse(text: str, path: str = "<string>", lazy: bool = False) -> "HostModule":
+    def parse(text: str, path: str = "<string>") -> "HostModule":
         """Parse host code.  Raises ``SyntaxError`` (the caller turns it into a finding).
 
-        ``lazy``: leave indexing and unit extraction to the first access (a reference file).
+        The units are extracted here when the text could hold a compiler call: extraction then
+        may raise (a ``load(sources=...)`` path with a NUL byte raises ``ValueError``), and the
+        caller must see that at parse time, as it always has.  Otherwise extraction can find
+        Triton kernels at most, which cannot fail, and it waits for the first access: a
+        reference file (no compiler calls) is then never indexed unless a rule asks.
         """
         tree = ast.parse(text, filename=path, type_comments=False)
         host = HostSource.of(text)
         mod = HostModule(path=path, source=host, tree=tree, resolver=Resolver(host))
-        if not lazy:
-            mod._index()
+        # every loader name contains one of these; a non-ASCII text may spell one in letters that
+        # identifier normalisation folds to ASCII
+        if not text.isascii() or any(hint in text for hint in _LOADER_HINTS):
             mod._extract()
         return mod
 
@@ -383,26 +394,37 @@ class HostModule:
     def module_scope(self) -> Scope:
         return build_scope(self.tree)
 
-    # the units and what they came from: one extraction pass fills all four
+    # The units and what they came from: one extraction pass fills all four.  A reference module
+    # is shared by scans in several threads (``context.ReferenceCache``): the pass runs under a
+    # lock on a copy, and its results are published only when complete, so no thread sees a
+    # half-filled list.  (The other lazy values may be computed twice by racing threads; either
+    # result is the same.)
+    def _extracted(self, name: str) -> Any:
+        with _EXTRACT_LOCK:
+            d = self.__dict__
+            if name not in d:
+                self.nodes, self.imports, self.module_scope  # built once, on the shared module  # noqa: B018
+                work = copy.copy(self)
+                work._extract()
+                for key in _EXTRACTED:
+                    d.setdefault(key, work.__dict__[key])
+            return d[name]
+
     @cached_property
     def units(self) -> list[Unit]:
-        self._extract()
-        return self.__dict__["units"]  # type: ignore[no-any-return]
+        return self._extracted("units")  # type: ignore[no-any-return]
 
     @cached_property
     def extensions(self) -> list[Extension]:
-        self._extract()
-        return self.__dict__["extensions"]  # type: ignore[no-any-return]
+        return self._extracted("extensions")  # type: ignore[no-any-return]
 
     @cached_property
     def triton_kernels(self) -> dict[str, ast.FunctionDef]:
-        self._extract()
-        return self.__dict__["triton_kernels"]  # type: ignore[no-any-return]
+        return self._extracted("triton_kernels")  # type: ignore[no-any-return]
 
     @cached_property
     def problems(self) -> list[SourceProblem]:
-        self._extract()
-        return self.__dict__["problems"]  # type: ignore[no-any-return]
+        return self._extracted("problems")  # type: ignore[no-any-return]
 
     def of_type(self, *types: type) -> list[ast.AST]:
         """All nodes of the given types, in no particular order."""
@@ -483,7 +505,7 @@ class HostModule:
     # ------------------------------------------------------------------ extraction
     def _extract(self) -> None:
         d = self.__dict__
-        d["units"], d["extensions"], d["triton_kernels"], d["problems"] = [], [], {}, []
+        d["units"], d["extensions"], d["triton_kernels"], d["problems"] = [], [], {}, []  # _EXTRACTED
         loaders = []
         for node in self.of_type(ast.Call):
             func = node.func

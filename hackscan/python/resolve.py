@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import ast
 import bisect
-from operator import itemgetter
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Iterator
 
 from ..units import MappedText
