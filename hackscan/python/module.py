@@ -403,11 +403,15 @@ class HostModule:
         with _EXTRACT_LOCK:
             d = self.__dict__
             if name not in d:
-                self.nodes, self.imports, self.module_scope  # built once, on the shared module  # noqa: B018
+                self.nodes  # index the shared module, not the copy  # noqa: B018
                 work = copy.copy(self)
                 work._extract()
+                done = work.__dict__
                 for key in _EXTRACTED:
-                    d.setdefault(key, work.__dict__[key])
+                    d.setdefault(key, done[key])
+                for key in ("imports", "module_scope", "_scopes"):  # keep what the pass needed
+                    if key in done:
+                        d.setdefault(key, done[key])
             return d[name]
 
     @cached_property
