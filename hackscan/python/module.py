@@ -4,15 +4,18 @@
 constant folding, a parent map, every CUDA/C++ source handed to ``load_inline`` / ``load`` /
 ``cupy.RawKernel`` (resolved through variables and string operations), and every ``@triton.jit``
 function.  Everything downstream (facts, rules, the dynamic stage's steering) reads from here.
+All but the tree are computed on first use (see ``HostModule``): a reference file needs few of them.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from ..units import MappedText, Unit
 from .imports import ImportMap
@@ -26,6 +29,9 @@ CUPY_KERNELS = ("cupy.RawKernel", "cupy.RawModule", "cupy.ElementwiseKernel", "c
 TRITON_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics", "triton.language.jit")
 
 _LOADER_NAMES = frozenset({"load_inline", "load", "RawKernel", "RawModule", "ElementwiseKernel", "ReductionKernel"})
+_LOADER_HINTS = ("load", "Kernel", "RawModule")  # each name above contains one
+_EXTRACTED = ("units", "extensions", "triton_kernels", "problems")  # what ``HostModule._extract`` fills
+_EXTRACT_LOCK = threading.RLock()
 
 # load_inline(name, cpp_sources, cuda_sources=None, ...): the positional order that matters
 _LOAD_INLINE_POS = ("name", "cpp_sources", "cuda_sources")
@@ -61,22 +67,89 @@ def _child_fields(t: type) -> tuple[tuple[str, bool], ...] | None:
 
 _CHILD_FIELDS: dict[type, tuple[tuple[str, bool], ...] | None] = {}
 
+# list fields that may hold None (``{**d}``'s key, a keyword-only argument without a default);
+# every other list of child nodes holds nodes only
+_LISTS_WITH_NONE = frozenset({("Dict", "keys"), ("arguments", "kw_defaults")})
+
+
+def _optional_fields(t: type) -> frozenset[str]:
+    """The ``?`` fields of node type ``t`` (from its ASDL signature): the only single-child
+    fields a parsed tree may leave None."""
+    doc = (t.__doc__ or "").strip()
+    head = f"{t.__name__}("
+    inner = doc[len(head):-1] if doc.startswith(head) and doc.endswith(")") else ""
+    return frozenset(m.group(3) for m in (_FIELD_SPEC.fullmatch(p.strip()) for p in inner.split(",") if p.strip())
+                     if m is not None and m.group(2) == "?")
+
+
+# per node type, a function that records the parent of each child and pushes the children on the
+# indexing stack, and one that appends the children to a walk (None for a type without
+# children); generated once per type and process
+_INDEXERS: dict[type, Any] = {}
+_WALKERS: dict[type, Any] = {}
+
+
+def _generated(t: type, parents: bool) -> Any:
+    """Build ``_INDEXERS[t]`` (``parents``) or ``_WALKERS[t]``: straight-line code for the type's
+    child fields.
+
+    The generic loop over a type's fields (``getattr`` by name, a test per field) costs more than
+    the work it guards; one small function per node type does the same in the same order with
+    plain attribute loads.  Types whose signature cannot be read keep the generic code.
+    """
+    table = _INDEXERS if parents else _WALKERS
+    spec = _CHILD_FIELDS.get(t, False)
+    if spec is False:
+        spec = _CHILD_FIELDS[t] = _child_fields(t)
+    fn: Any
+    if spec is None:
+        if parents:
+            def fn(node: ast.AST, parents: dict, push: Any, extend: Any) -> None:  # type: ignore[type-arg]
+                _index_fields_generic(node, parents, push)
+        else:
+            def fn(node: ast.AST, push: Any, extend: Any) -> None:
+                extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, _SKIP))
+        table[t] = fn
+        return fn
+    if not spec:
+        table[t] = None
+        return None
+    optional = _optional_fields(t)
+    record = "parents[c] = node" if parents else "pass"
+    lines = ["def visit(node, parents, push, extend):" if parents else "def visit(node, push, extend):"]
+    for name, many in spec:
+        lines.append(f"    v = node.{name}")
+        if many and (t.__name__, name) in _LISTS_WITH_NONE:
+            lines += ["    for c in v:", "        if c is not None:", f"            {record}", "            push(c)"]
+        elif many:
+            lines += ["    if v:"] + (["        for c in v:", "            parents[c] = node"] if parents else []) + [
+                "        extend(v)"]
+        elif name in optional:
+            lines += ["    if v is not None:"] + (["        parents[v] = node"] if parents else []) + ["        push(v)"]
+        else:
+            lines += (["    parents[v] = node"] if parents else []) + ["    push(v)"]
+    namespace: dict[str, Any] = {}
+    exec(compile("\n".join(lines), f"<{'index' if parents else 'walk'} {t.__name__}>", "exec"), namespace)
+    fn = table[t] = namespace["visit"]
+    return fn
+
 
 def index_tree(tree: ast.AST) -> tuple[dict[ast.AST, ast.AST], dict[type, list[ast.AST]]]:
     """One pass over the tree: the parent of every node, and every node by type.
 
-    Hand-rolled rather than ``ast.walk``: this runs twice per scanned file (candidate and
-    reference), and a walk that inspects every field of every node costs half as much again as the
-    parse.  Each node type's child fields come from a table built once per process, so a ``Name``
-    or ``Constant`` costs a dictionary lookup.  Operator and context nodes are singletons in
+    Hand-rolled rather than ``ast.walk``: this runs for every scanned file, and a walk that
+    inspects every field of every node costs half as much again as the parse.  Each node type's
+    children are pushed by a function generated once per process (``_generated``), so a ``Name`` or
+    ``Constant`` costs a dictionary lookup.  Operator and context nodes are singletons in
     CPython's ``ast`` and are skipped (a parent map for them would be wrong anyway).  Children are
-    visited in the same order as a walk over ``_fields`` would visit them.
+    pushed in ``_fields`` order and popped last first: the order of the lists in ``nodes`` is
+    the one rules have always seen.
     """
     parents: dict[ast.AST, ast.AST] = {}
     nodes: dict[type, list[ast.AST]] = {}
     stack = [tree]
-    pop, push = stack.pop, stack.append
-    table = _CHILD_FIELDS
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    table = _INDEXERS
     while stack:
         node = pop()
         t = type(node)
@@ -85,60 +158,33 @@ def index_tree(tree: ast.AST) -> tuple[dict[ast.AST, ast.AST], dict[type, list[a
             nodes[t] = [node]
         else:
             bucket.append(node)
-        spec = table.get(t, False)
-        if spec is False:
-            spec = table[t] = _child_fields(t)
-        if spec is None:
-            _index_fields_generic(node, parents, push)
-            continue
-        for name, many in spec:
-            v = getattr(node, name, None)
-            if v is None:
-                continue
-            if many:
-                for c in v:
-                    if c is not None:
-                        parents[c] = node
-                        push(c)
-            else:
-                parents[v] = node
-                push(v)
+        try:
+            index = table[t]
+        except KeyError:
+            index = _generated(t, True)
+        if index is not None:
+            index(node, parents, push, extend)
     return parents, nodes
 
 
 def subtree(node: ast.AST) -> list[ast.AST]:
     """``node`` and every node under it in ``ast.walk`` order (breadth first), operator and context
-    singletons left out: a list built from the child-field table, several times cheaper than
-    ``ast.walk``'s generators."""
+    singletons left out: a list built by the generated per-type walkers, several times cheaper
+    than ``ast.walk``'s generators."""
     out = [node]
-    append = out.append
-    table = _CHILD_FIELDS
+    append, extend = out.append, out.extend
+    table = _WALKERS
     i = 0
     while i < len(out):
         n = out[i]
         i += 1
         t = type(n)
-        spec = table.get(t, False)
-        if spec is False:
-            spec = table[t] = _child_fields(t)
-        if spec is None:
-            for name in n._fields:
-                v = getattr(n, name, None)
-                if type(v) is list:
-                    out.extend(c for c in v if isinstance(c, ast.AST) and not isinstance(c, _SKIP))
-                elif isinstance(v, ast.AST) and not isinstance(v, _SKIP):
-                    append(v)
-            continue
-        for name, many in spec:
-            v = getattr(n, name, None)
-            if v is None:
-                continue
-            if many:
-                for c in v:
-                    if c is not None:
-                        append(c)
-            else:
-                append(v)
+        try:
+            walk = table[t]
+        except KeyError:
+            walk = _generated(t, False)
+        if walk is not None:
+            walk(n, append, extend)
     return out
 
 
@@ -207,42 +253,182 @@ class Extension:
         return self.call.lineno
 
 
+# the fields of a statement (or except handler / match case) that hold statements, in ``_fields``
+# order; a statement type not listed holds none
+_STMT_FIELDS: dict[type, tuple[str, ...]] = {}
+_STMT_LISTS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
+
+
+def _stmt_fields(t: type) -> tuple[str, ...]:
+    got = _STMT_FIELDS[t] = tuple(f for f in getattr(t, "_fields", ()) if f in _STMT_LISTS)
+    return got
+
+
+def _statement_imports(tree: ast.AST) -> list[ast.AST]:
+    """Every ``Import`` then every ``ImportFrom`` in the tree, each in the order ``index_tree``
+    lists them.
+
+    Imports are statements, and statements only ever sit in the statement lists of other
+    statements (and of except handlers and match cases), so walking those lists alone finds all
+    of them at a fraction of the cost of indexing every expression.  The walk pops its stack like
+    ``index_tree`` does, so two imports on one line (``import a as x; import b as x``) come out in
+    the same order, and ``ImportMap.of_nodes`` resolves the clash the same way.
+    """
+    plain: list[ast.AST] = []
+    froms: list[ast.AST] = []
+    stack: list[ast.AST] = [tree]
+    pop, extend = stack.pop, stack.extend
+    table = _STMT_FIELDS
+    while stack:
+        node = pop()
+        t = type(node)
+        if t is ast.Import:
+            plain.append(node)
+            continue
+        if t is ast.ImportFrom:
+            froms.append(node)
+            continue
+        spec = table.get(t)
+        if spec is None:
+            spec = _stmt_fields(t)
+        for name in spec:
+            v = getattr(node, name)
+            if v and type(v) is list:  # a Lambda / IfExp ``body`` is one expression (never reached)
+                extend(v)
+    return plain + froms  # as ``nodes[Import] + nodes[ImportFrom]``
+
+
+def statements(root: ast.AST) -> tuple[list[ast.AST], dict[ast.AST, ast.AST]]:
+    """``root`` and every statement, except handler and match case under it, in ``ast.walk``
+    order, with the parent of each.
+
+    The nodes ``subtree(root)`` would give, expressions left out, in the same relative order
+    (statements only sit in statement lists, so their ancestors are statements too): enough for a
+    question about assignments or returns, at a fraction of the cost of a full walk.  The parent
+    map holds every ancestor of a listed node up to ``root``, which is all ``HostModule.scope_of``
+    needs when ``root`` is a top-level statement.
+    """
+    out = [root]
+    parents: dict[ast.AST, ast.AST] = {}
+    append = out.append
+    table = _STMT_FIELDS
+    i = 0
+    while i < len(out):
+        n = out[i]
+        i += 1
+        t = type(n)
+        spec = table.get(t)
+        if spec is None:
+            spec = _stmt_fields(t)
+        for name in spec:
+            v = getattr(n, name)
+            if v and type(v) is list:
+                for c in v:
+                    parents[c] = n
+                    append(c)
+    return out, parents
+
+
 @dataclass
 class HostModule:
+    """A parsed host file.
+
+    ``parse`` makes the tree and the source (and the units, see there); the rest is computed on
+    first use: the parent map and the nodes by type in one indexing pass, the import map, the
+    module scope.  A candidate asks for all of them at once; a reference usually needs only its
+    imports, module scope and a few functions' statements, and skips indexing every expression
+    unless a rule asks for it.
+    """
+
     path: str
     source: HostSource
     tree: ast.Module
-    imports: ImportMap
     resolver: Resolver
-    module_scope: Scope
-    units: list[Unit] = field(default_factory=list)
-    extensions: list[Extension] = field(default_factory=list)
-    triton_kernels: dict[str, ast.FunctionDef] = field(default_factory=dict)
-    problems: list[SourceProblem] = field(default_factory=list)
-    parents: dict[ast.AST, ast.AST] = field(default_factory=dict)
-    # every node of the tree by type, from the one indexing pass (rules iterate these lists
-    # instead of walking the tree again: a walk costs more than the parse's share of the budget)
-    nodes: dict[type, list[ast.AST]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ construction
     @staticmethod
     def parse(text: str, path: str = "<string>") -> "HostModule":
-        """Parse host code.  Raises ``SyntaxError`` (the caller turns it into a finding)."""
+        """Parse host code.  Raises ``SyntaxError`` (the caller turns it into a finding).
+
+        The units are extracted here when the text could hold a compiler call: extraction then
+        may raise (a ``load(sources=...)`` path with a NUL byte raises ``ValueError``), and the
+        caller must see that at parse time, as it always has.  Otherwise extraction can find
+        Triton kernels at most, which cannot fail, and it waits for the first access: a
+        reference file (no compiler calls) is then never indexed unless a rule asks.
+        """
         tree = ast.parse(text, filename=path, type_comments=False)
         host = HostSource.of(text)
-        parents, nodes = index_tree(tree)
-        mod = HostModule(
-            path=path,
-            source=host,
-            tree=tree,
-            imports=ImportMap.of_nodes(nodes.get(ast.Import, []) + nodes.get(ast.ImportFrom, [])),
-            resolver=Resolver(host),
-            module_scope=build_scope(tree),
-            parents=parents,
-            nodes=nodes,
-        )
-        mod._extract()
+        mod = HostModule(path=path, source=host, tree=tree, resolver=Resolver(host))
+        # every loader name contains one of these; a non-ASCII text may spell one in letters that
+        # identifier normalisation folds to ASCII
+        if not text.isascii() or any(hint in text for hint in _LOADER_HINTS):
+            mod._extract()
         return mod
+
+    def _index(self) -> None:
+        parents, nodes = index_tree(self.tree)
+        d = self.__dict__
+        d["parents"] = parents
+        # every node of the tree by type, from the one indexing pass (rules iterate these lists
+        # instead of walking the tree again: a walk costs more than the parse's share of the budget)
+        d["nodes"] = nodes
+
+    @cached_property
+    def parents(self) -> dict[ast.AST, ast.AST]:
+        self._index()
+        return self.__dict__["parents"]  # type: ignore[no-any-return]
+
+    @cached_property
+    def nodes(self) -> dict[type, list[ast.AST]]:
+        self._index()
+        return self.__dict__["nodes"]  # type: ignore[no-any-return]
+
+    @cached_property
+    def imports(self) -> ImportMap:
+        nodes = self.__dict__.get("nodes")
+        if nodes is not None:
+            return ImportMap.of_nodes(nodes.get(ast.Import, []) + nodes.get(ast.ImportFrom, []))
+        return ImportMap.of_nodes(_statement_imports(self.tree))
+
+    @cached_property
+    def module_scope(self) -> Scope:
+        return build_scope(self.tree)
+
+    # The units and what they came from: one extraction pass fills all four.  A reference module
+    # is shared by scans in several threads (``context.ReferenceCache``): the pass runs under a
+    # lock on a copy, and its results are published only when complete, so no thread sees a
+    # half-filled list.  (The other lazy values may be computed twice by racing threads; either
+    # result is the same.)
+    def _extracted(self, name: str) -> Any:
+        with _EXTRACT_LOCK:
+            d = self.__dict__
+            if name not in d:
+                self.nodes  # index the shared module, not the copy  # noqa: B018
+                work = copy.copy(self)
+                work._extract()
+                done = work.__dict__
+                for key in _EXTRACTED:
+                    d.setdefault(key, done[key])
+                for key in ("imports", "module_scope", "_scopes"):  # keep what the pass needed
+                    if key in done:
+                        d.setdefault(key, done[key])
+            return d[name]
+
+    @cached_property
+    def units(self) -> list[Unit]:
+        return self._extracted("units")  # type: ignore[no-any-return]
+
+    @cached_property
+    def extensions(self) -> list[Extension]:
+        return self._extracted("extensions")  # type: ignore[no-any-return]
+
+    @cached_property
+    def triton_kernels(self) -> dict[str, ast.FunctionDef]:
+        return self._extracted("triton_kernels")  # type: ignore[no-any-return]
+
+    @cached_property
+    def problems(self) -> list[SourceProblem]:
+        return self._extracted("problems")  # type: ignore[no-any-return]
 
     def of_type(self, *types: type) -> list[ast.AST]:
         """All nodes of the given types, in no particular order."""
@@ -258,14 +444,20 @@ class HostModule:
     def _scopes(self) -> dict[ast.AST, Scope]:
         return {self.tree: self.module_scope}
 
-    def scope_of(self, node: ast.AST) -> Scope:
-        """The innermost function/class scope containing ``node`` (built on demand)."""
+    def scope_of(self, node: ast.AST, parents: dict[ast.AST, ast.AST] | None = None) -> Scope:
+        """The innermost function/class scope containing ``node`` (built on demand).
+
+        ``parents``: a partial parent map to use instead of the module's (``statements``' map of
+        a top-level statement); it must hold every function or class ancestor of ``node``.
+        """
+        if parents is None:
+            parents = self.parents
         chain: list[ast.AST] = []
-        cur = self.parents.get(node)
+        cur = parents.get(node)
         while cur is not None:
             if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
                 chain.append(cur)
-            cur = self.parents.get(cur)
+            cur = parents.get(cur)
         scope = self.module_scope
         klass: Scope | None = None
         for owner in reversed(chain):
@@ -316,6 +508,8 @@ class HostModule:
 
     # ------------------------------------------------------------------ extraction
     def _extract(self) -> None:
+        d = self.__dict__
+        d["units"], d["extensions"], d["triton_kernels"], d["problems"] = [], [], {}, []  # _EXTRACTED
         loaders = []
         for node in self.of_type(ast.Call):
             func = node.func

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from ..units import MappedText
 from .lazy import cached_property
-from .module import HostModule, subtree
+from .module import HostModule, statements, subtree
 from .resolve import Unresolved
 
 TENSOR_FACTORIES = {
@@ -118,8 +118,8 @@ def build_reference_facts(mod: HostModule) -> ReferenceFacts:
     if model is not None:
         submodules, parameters = _init_members(mod, model, walks)
         forward_ops = _forward_ops(mod, model, submodules, _sequential_members(mod, model, walks), walks)
-    inputs = _get_inputs(mod, walks)
-    init_inputs = _get_init_inputs(mod, walks)
+    inputs = _get_inputs(mod)
+    init_inputs = _get_init_inputs(mod)
     dtypes = [s.dtype for s in inputs if s.kind not in ("scalar", "unknown", "randint")]
     dtype = dtypes[0] if dtypes else "float32"
     return ReferenceFacts(
@@ -158,6 +158,25 @@ class _Walks(dict):
 
     def __missing__(self, fn: ast.AST) -> list[ast.AST]:
         got = self[fn] = subtree(fn)
+        return got
+
+    def init(self, mod: HostModule, fn: ast.AST) -> list[ast.AST]:
+        """What ``_init_members`` and ``_sequential_members`` read of ``__init__``: its
+        assignments and its ``register_buffer`` / ``register_parameter`` calls, in walk order.
+
+        Assignments are statements; a call can sit anywhere, but one of those two names cannot
+        exist where the (ASCII: no identifier normalisation) text never spells it: the statement
+        walk then gives the same nodes in the same order, without walking every expression.
+        """
+        key = ("init", fn)
+        got = self.get(key)
+        if got is None:
+            text = mod.source.text
+            if text.isascii() and "register_" not in text:
+                got = statements(fn)[0]
+            else:
+                got = self[fn]
+            self[key] = got
         return got
 
 
@@ -244,14 +263,16 @@ def _shape(mod: HostModule, args: list[ast.AST], scope: Any, line: int) -> tuple
     return tuple(dims)
 
 
-def _get_inputs(mod: HostModule, walks: _Walks) -> list[InputSpec]:
+def _get_inputs(mod: HostModule) -> list[InputSpec]:
     fn = _function(mod, "get_inputs")
     if fn is None:
         return []
-    scope = mod.scope_of(fn.body[0]) if fn.body else mod.module_scope
+    # assignments and returns are statements: the statement walk finds them in the same order
+    stmts, parents = statements(fn)
+    scope = mod.scope_of(fn.body[0], parents) if fn.body else mod.module_scope
     local_defs: dict[str, ast.AST] = {}
     ret: ast.AST | None = None
-    for stmt in walks[fn]:
+    for stmt in stmts:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             local_defs[stmt.targets[0].id] = stmt.value
         elif isinstance(stmt, ast.Return):
@@ -265,13 +286,14 @@ def _get_inputs(mod: HostModule, walks: _Walks) -> list[InputSpec]:
     return [_tensor_spec(mod, e, scope, local_defs) for e in ret.elts]
 
 
-def _get_init_inputs(mod: HostModule, walks: _Walks) -> list[Any]:
+def _get_init_inputs(mod: HostModule) -> list[Any]:
     fn = _function(mod, "get_init_inputs")
     if fn is None:
         return []
-    for stmt in walks[fn]:
+    stmts, parents = statements(fn)
+    for stmt in stmts:
         if isinstance(stmt, ast.Return) and stmt.value is not None:
-            v = mod.resolver.try_value(stmt.value, mod.scope_of(stmt), stmt.lineno + 1)
+            v = mod.resolver.try_value(stmt.value, mod.scope_of(stmt, parents), stmt.lineno + 1)
             if isinstance(v, list):
                 return [_plain(x) for x in v]
             return []
@@ -284,7 +306,7 @@ def _init_members(mod: HostModule, model: ast.ClassDef, walks: _Walks) -> tuple[
     for fn in model.body:
         if not (isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):
             continue
-        for node in walks[fn]:
+        for node in walks.init(mod, fn):
             nt = type(node)  # parsed trees hold the concrete node classes only
             if nt is ast.Assign:
                 for t in node.targets:
@@ -316,7 +338,7 @@ def _sequential_members(mod: HostModule, model: ast.ClassDef, walks: _Walks) -> 
     for fn in model.body:
         if not (isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):
             continue
-        for node in walks[fn]:
+        for node in walks.init(mod, fn):
             if type(node) is ast.Assign and isinstance(node.value, ast.Call) and \
                     mod.canonical(node.value.func) in ("torch.nn.Sequential", "torch.nn.ModuleList"):
                 names = tuple(mod.canonical(a.func) for a in node.value.args if isinstance(a, ast.Call))

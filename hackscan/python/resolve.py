@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import bisect
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Iterator
 
 from ..units import MappedText
@@ -49,7 +50,9 @@ class Scope:
             if first or not isinstance(scope.node, ast.ClassDef):
                 entries = scope.bindings.get(name)
                 if entries:
-                    k = bisect.bisect_left([e[0] for e in entries], line)
+                    # most names are bound once: no list of lines to build and search
+                    k = (1 if entries[0][0] < line else 0) if len(entries) == 1 else bisect.bisect_left(
+                        [e[0] for e in entries], line)
                     if k > 0:
                         ln, kind, node = entries[k - 1]
                         return node, kind, scope, ln
@@ -83,9 +86,16 @@ def build_scope(node: ast.AST, parent: Scope | None = None, klass: Scope | None 
                         if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
                                 and target.value.id == "self"):
                             scope.self_bindings.setdefault(target.attr, []).append((sub.lineno, kind, value))
-    for entries in list(scope.bindings.values()) + list(scope.self_bindings.values()):
-        entries.sort(key=lambda e: e[0])
+    for entries in scope.bindings.values():
+        if len(entries) > 1:  # (a stable sort of one entry is a no-op)
+            entries.sort(key=_first)
+    for entries in scope.self_bindings.values():
+        if len(entries) > 1:
+            entries.sort(key=_first)
     return scope
+
+
+_first = itemgetter(0)
 
 
 _NESTED = ("body", "orelse", "finalbody")
