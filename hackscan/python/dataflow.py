@@ -54,7 +54,7 @@ from .facts import (
     TorchOp,
     TryBlock,
 )
-from .flow import EMPTY, Flow
+from .flow import EMPTY, KERNELS, OPAQUE, OPS, PARTIAL, SLICES, STATE, VIA, Flow
 from .imports import CONVENTIONAL
 from .lazy import cached_property
 from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain, subtree
@@ -191,6 +191,7 @@ class _Analyser:
         self.state_names: dict[str, str] = {}
         self.state_flows: dict[str, Flow] = {}
         self.chain_reads: dict[str, tuple[bool, Flow | None]] = {}
+        self.self_chains: dict[ast.AST, tuple[str, str | None]] = {}
         self.stack: list[_Frame] = []
         self.log: list[tuple[str, object, int]] = []
         self.op_ids: dict[ast.AST, int] = {}
@@ -642,7 +643,7 @@ class _Analyser:
         current = self._ev(s.target)
         if current.tensorish and (value.tensorish or current.alias or current.allocs or current.ops or current.kernels):
             op = self._op(s, _OPERATOR_NAMES.get(type(s.op), "torch.add"), "operator", inputs=current.join(value))
-            result = current.join(value).with_(ops=frozenset([op]))
+            result = current.join(value).plus(OPS, frozenset([op]))
             if isinstance(s.target, (ast.Name, ast.Subscript, ast.Attribute)) and current.alias:
                 self._mutate(s.target if not isinstance(s.target, ast.Subscript) else s.target.value, result, s,
                              "augassign", lambda: f"{_src(s.target)} {_AUG.get(type(s.op), '+')}=")
@@ -880,7 +881,14 @@ class _Analyser:
         name = frame.self_name
         if name is None:
             return None
-        c = self_chain(node, name)
+        # a node's chain depends on the node and the frame's self name alone; a call asks for its
+        # callee's chain several times and helpers are revisited at each call site: once per node
+        got = self.self_chains.get(node)
+        if got is not None and got[0] == name:
+            c = got[1]
+        else:
+            c = self_chain(node, name)
+            self.self_chains[node] = (name, c)
         if c is None:
             return None
         return frame.prefix + c if frame.prefix else c
@@ -904,14 +912,14 @@ class _Analyser:
         left, right = self._ev(e.left), self._ev(e.right)
         if left.tensorish or right.tensorish:
             op = self._op(e, _OPERATOR_NAMES.get(type(e.op), "torch.add"), "operator", inputs=left.join(right))
-            return left.join(right).fresh().with_(ops=frozenset([op]))
+            return left.join(right).fresh().plus(OPS, frozenset([op]))
         return left.join(right)
 
     def _ev_unary(self, e: ast.UnaryOp, discarded: bool) -> Flow:
         inner = self._ev(e.operand)
         if isinstance(e.op, ast.USub) and inner.tensorish:
             op = self._op(e, "torch.neg", "operator", inputs=inner)
-            return inner.fresh().with_(ops=frozenset([op]))
+            return inner.fresh().plus(OPS, frozenset([op]))
         return inner.fresh()
 
     def _ev_compare(self, e: ast.Compare, discarded: bool) -> Flow:
@@ -922,7 +930,7 @@ class _Analyser:
         if any(f.tensorish for f in flows) and not all(isinstance(o, (ast.Is, ast.IsNot, ast.In, ast.NotIn))
                                                        for o in e.ops):
             op = self._op(e, _COMPARE_NAMES.get(type(e.ops[0]), "torch.eq"), "operator", inputs=out)
-            out = out.with_(ops=frozenset([op]))
+            out = out.plus(OPS, frozenset([op]))
         return out
 
     def _ev_boolop(self, e: ast.BoolOp, discarded: bool) -> Flow:
@@ -966,15 +974,6 @@ class _Analyser:
     def _ev_slice(self, e: ast.Slice, discarded: bool) -> Flow:
         return Flow.join_all([self._ev(x) for x in (e.lower, e.upper, e.step) if x is not None])
 
-    def _ev_attribute(self, e: ast.Attribute, discarded: bool) -> Flow:
-        return self._attribute(e)
-
-    def _ev_call(self, e: ast.Call, discarded: bool) -> Flow:
-        return self._call(e, discarded)
-
-    def _ev_subscript(self, e: ast.Subscript, discarded: bool) -> Flow:
-        return self._subscript(e)
-
     def _global(self, e: ast.Name) -> Flow:
         """A name not bound in the function: a constant, an import, a def, or module state."""
         name = e.id
@@ -988,7 +987,7 @@ class _Analyser:
             self.global_flows[name] = cached
         return cached
 
-    def _attribute(self, e: ast.Attribute) -> Flow:
+    def _attribute(self, e: ast.Attribute, discarded: bool = False) -> Flow:
         chain = self._chain(e)
         if chain is not None:
             return self._self_read(chain, e)
@@ -1059,7 +1058,7 @@ class _Analyser:
         return f"self.{chain}"
 
     # ------------------------------------------------------------------ subscripts and slices
-    def _subscript(self, e: ast.Subscript) -> Flow:
+    def _subscript(self, e: ast.Subscript, discarded: bool = False) -> Flow:
         base = self._ev(e.value)
         index = self._ev(e.slice)
         if not base.tensorish:
@@ -1067,7 +1066,7 @@ class _Analyser:
         out = base.join(index.fresh()) if index.tensorish else base
         sl = self._partial_slice(e) if base.inputs else None
         if sl is not None:
-            out = out.with_(slices=frozenset([sl]))
+            out = out.plus(SLICES, frozenset([sl]))
         return out
 
     def _partial_slice(self, e: ast.Subscript) -> int | None:
@@ -1126,7 +1125,7 @@ class _Analyser:
                 kind = "strided-reduction" if want == "strided" else "first-broadcast"
                 self.facts.partials.append(PartialUse(pid, sl, consumer, op, kind))
             new.add(pid)
-        return flow.with_(partial=frozenset(new)) if new else flow
+        return flow.plus(PARTIAL, frozenset(new)) if new else flow
 
     # ------------------------------------------------------------------ records
     def _op(self, node: ast.AST, name: str, kind: str, members: tuple[str, ...] = (),
@@ -1214,7 +1213,7 @@ class _Analyser:
             callee = self._ev(func.value)
             if holder is not None:
                 return self._module_call(e, holder)
-            return callee.join(self._args(e)).fresh().with_(opaque=frozenset([e.lineno]))
+            return callee.join(self._args(e)).fresh().plus(OPAQUE, frozenset([e.lineno]))
         # --- extension function (not a method of a local tensor that happens to share its name)
         found = None
         if is_attr and (func.attr in self.ext_functions or self.ext_unlisted):
@@ -1238,7 +1237,7 @@ class _Analyser:
                 return self._launch(e, "torch_ops", f"op:{ns_op}", ns_op, None, discarded)
             args = self._args(e)
             op = self._op(e, canon, "call", inputs=args)
-            return args.fresh().with_(ops=frozenset([op]))
+            return args.fresh().plus(OPS, frozenset([op]))
         # --- local callables (fn = ext.relu; layer in self.layers; self.kernel = mod.get_function(...))
         desc = frame.callables.get(func.id) if is_name else None
         if desc is None and is_name and func.id in self.module_values and \
@@ -1289,7 +1288,7 @@ class _Analyser:
             if func.attr in _DYNAMIC_SELF:
                 return args.join(Flow(state=frozenset(["self.*"])))
             assigned = self.self_state.get(chain)
-            return args.fresh().join(assigned or EMPTY).with_(opaque=frozenset([e.lineno]))
+            return args.fresh().join(assigned or EMPTY).plus(OPAQUE, frozenset([e.lineno]))
         # --- super().method(...)
         if is_attr and isinstance(func.value, ast.Call) and \
                 isinstance(func.value.func, ast.Name) and func.value.func.id == "super":
@@ -1311,7 +1310,7 @@ class _Analyser:
                                     kind="method", explicit_self=not _is_static(node))
         if is_attr and canon in ("Model.forward",) and "Model" not in self.classes:
             self._reference_call(e, "model-forward", "Model.forward(...)")
-            return self._args(e).fresh().with_(opaque=frozenset([e.lineno]))
+            return self._args(e).fresh().plus(OPAQUE, frozenset([e.lineno]))
         # --- module-level function / class instantiation
         if is_name and func.id not in frame.state:
             if func.id in self.functions:
@@ -1325,10 +1324,10 @@ class _Analyser:
                 args = self._args(e)
                 if func.id == "Model":
                     self._reference_call(e, "instantiate", "Model(...)")
-                return args.fresh().with_(opaque=frozenset([e.lineno]))
+                return args.fresh().plus(OPAQUE, frozenset([e.lineno]))
             if func.id == "Model" or canon.endswith(".Model"):
                 self._reference_call(e, "instantiate", "Model(...)")
-                return self._args(e).fresh().with_(opaque=frozenset([e.lineno]))
+                return self._args(e).fresh().plus(OPAQUE, frozenset([e.lineno]))
         # --- torch.*
         if canon.startswith("torch."):
             return self._torch_call(e, canon, discarded)
@@ -1348,7 +1347,7 @@ class _Analyser:
                 if len(e.args) > 1 and isinstance(e.args[1], ast.Constant) and isinstance(e.args[1].value, str):
                     return self._self_read(frame.prefix + e.args[1].value, e)
                 self.facts.dynamic_self_access.append(e)
-                return self._args(e).with_(state=frozenset(["self.*"]))
+                return self._args(e).plus(STATE, frozenset(["self.*"]))
             if name == "vars" and e.args and isinstance(e.args[0], ast.Name) and e.args[0].id == frame.self_name:
                 self.facts.dynamic_self_access.append(e)
             if name in _HOST_BUILTINS:
@@ -1365,7 +1364,7 @@ class _Analyser:
             return self._method(e, func, discarded)
         # --- anything else: an unknown callable
         callee = self._ev(func)
-        return callee.join(self._args(e)).fresh().with_(opaque=frozenset([e.lineno]))
+        return callee.join(self._args(e)).fresh().plus(OPAQUE, frozenset([e.lineno]))
 
     def _triton_name(self, node: ast.AST) -> str | None:
         if isinstance(node, ast.Name) and node.id in self.host.triton_kernels and node.id not in self.stack[-1].state:
@@ -1399,7 +1398,7 @@ class _Analyser:
         arg_flows = [self._ev(a) for a in arg_nodes]
         joined = Flow.join_all(arg_flows)
         kid = self._kernel(e, kind, name, target, ext, joined, not discarded)
-        result = joined.fresh().with_(kernels=frozenset([kid]))
+        result = joined.fresh().plus(KERNELS, frozenset([kid]))
         # a strided slice reduced inside a kernel is the kernel's business; a first row stays a first row
         first = frozenset(i for i in result.slices if self.facts.slices[i].kind == "first")
         result = Flow(result.inputs, result.meta, frozenset(), result.kernels, result.ops, result.allocs, result.state,
@@ -1501,7 +1500,7 @@ class _Analyser:
                 node, owner = methods["forward"]
                 return self._invoke(node, f"{owner}.forward", owner, holder.attr + ".", e, bind_self=True,
                                     kind="submodule")
-            return self._args(e).fresh().with_(opaque=frozenset([e.lineno]))
+            return self._args(e).fresh().plus(OPAQUE, frozenset([e.lineno]))
         if holder.kind == "callable":
             target = holder.target
             ref = self._call_ref(e, target)
@@ -1526,7 +1525,7 @@ class _Analyser:
                     node, own = methods["forward"]
                     return self._invoke(node, f"{own}.forward", own, "", e, bind_self=False, kind="autograd",
                                         leading=EMPTY)
-            return self._args(e).fresh().with_(opaque=frozenset([e.lineno]))
+            return self._args(e).fresh().plus(OPAQUE, frozenset([e.lineno]))
         args = self._args(e)
         if holder.kind in ("module", "stateless", "container"):
             mk = module_kind(holder.cls)
@@ -1535,7 +1534,7 @@ class _Analyser:
                 return args
             members = tuple(m for m in holder.target.split(",") if m) if holder.kind == "container" else ()
             op = self._op(e, holder.cls, "module", members, inputs=args)
-            out = args.fresh().join(state).with_(ops=frozenset([op]))
+            out = args.fresh().join(state).plus(OPS, frozenset([op]))
             if holder.inplace and e.args:
                 self._mutate(e.args[0], out, e, "inplace",
                              lambda: f"self.{holder.attr}({_src(e.args[0], 30)}) with inplace=True")
@@ -1570,7 +1569,7 @@ class _Analyser:
         caller = self.stack[-1]
         arg_flows = [self._ev(a.value if isinstance(a, ast.Starred) else a) for a in e.args]
         if len(self.stack) > MAX_DEPTH:
-            return Flow.join_all(arg_flows).fresh().with_(opaque=frozenset([e.lineno]))
+            return Flow.join_all(arg_flows).fresh().plus(OPAQUE, frozenset([e.lineno]))
         frame = _Frame(f"{caller.qualname}.<lambda>", caller.cls, caller.prefix, caller.depth + 1, "self")
         params = list(node.args.posonlyargs) + list(node.args.args)
         for i, p in enumerate(params):
@@ -1619,7 +1618,7 @@ class _Analyser:
         args = self._args(e)
         if method == "__init__":
             return EMPTY
-        return args.fresh().with_(opaque=frozenset([e.lineno]))
+        return args.fresh().plus(OPAQUE, frozenset([e.lineno]))
 
     def _reference_call(self, node: ast.AST, kind: str, detail: str) -> None:
         if not any(u.node is node for u in self.facts.reference_uses):
@@ -1634,7 +1633,7 @@ class _Analyser:
         joined = Flow.join_all(arg_flows + list(kw_flows.values()))
         first = arg_flows[0] if arg_flows else EMPTY
         if kind == "misc":
-            return EMPTY if not joined.tensorish else joined.fresh().with_(opaque=frozenset([e.lineno]))
+            return EMPTY if not joined.tensorish else joined.fresh().plus(OPAQUE, frozenset([e.lineno]))
         if kind == "meta":
             return joined.metadata()
         if kind == "alloc":
@@ -1658,7 +1657,7 @@ class _Analyser:
         inplace = short in INPLACE_FUNCS or any(k.arg == "inplace" and isinstance(k.value, ast.Constant)
                                                 and k.value.value is True for k in e.keywords)
         op = self._op(e, canon, "call", inputs=joined)
-        result = joined.fresh().with_(ops=frozenset([op]))
+        result = joined.fresh().plus(OPS, frozenset([op]))
         if short in REDUCTIONS and not (short in ("max", "min") and len(e.args) >= 2 and arg_flows[1].tensorish):
             result = self._consume_slices(result, e, canon, "strided")
         if out_target is not None:
@@ -1683,7 +1682,7 @@ class _Analyser:
                 base = e.func.value if isinstance(e.func, ast.Attribute) else e.args[0]
                 self.facts.slices.append(Slice(sid, e, self.stack[-1].qualname, "first", _src(base, 80), 1, 0,
                                                vals[0] or 0))
-            return out.with_(slices=frozenset([sid]))
+            return out.plus(SLICES, frozenset([sid]))
         return out
 
     # ------------------------------------------------------------------ methods on values
@@ -1718,7 +1717,7 @@ class _Analyser:
         if name in _PY_METHODS and not tensor:
             return base.join(args)
         if kind is None and not tensor:
-            return base.join(args).with_(opaque=frozenset([e.lineno])) if (args.tensorish or base.state) \
+            return base.join(args).plus(OPAQUE, frozenset([e.lineno])) if (args.tensorish or base.state) \
                 else base.join(args)
         if not base.tensorish and kind in ("compute", "view", "cast", "alloc"):
             return base.join(args)
@@ -1748,11 +1747,11 @@ class _Analyser:
         oname = f"Tensor.{name}"
         if is_inplace_method(name):
             op = self._op(e, oname, "method", inputs=base.join(args))
-            result = base.join(args.fresh()).with_(ops=frozenset([op]))
+            result = base.join(args.fresh()).plus(OPS, frozenset([op]))
             self._mutate(func.value, result, e, "method", lambda: f"{_src(func.value, 30)}.{name}(...)")
             return result
         op = self._op(e, oname, "method", inputs=base.join(args))
-        result = base.join(args).fresh().with_(ops=frozenset([op]))
+        result = base.join(args).fresh().plus(OPS, frozenset([op]))
         if name in REDUCTIONS and not (name in ("max", "min") and e.args and arg_flows[0].tensorish):
             result = self._consume_slices(result, e, oname, "strided")
         for k in e.keywords:
@@ -1774,7 +1773,7 @@ class _Analyser:
         if any(f.qualname == qualname for f in self.stack) or len(self.stack) > MAX_DEPTH or self.budget < 0:
             self.facts.truncated = True
             joined = Flow.join_all(arg_flows + list(kw_flows.values()))
-            return joined.fresh().with_(opaque=frozenset([call.lineno]))
+            return joined.fresh().plus(OPAQUE, frozenset([call.lineno]))
         a = fn.args
         params = list(a.posonlyargs) + list(a.args)
         self_name = None
@@ -1812,7 +1811,7 @@ class _Analyser:
         self.stack.append(frame)
         self._block(fn.body)
         self.stack.pop()
-        return Flow.join_all(frame.returns).with_(via=frozenset([qualname]))
+        return Flow.join_all(frame.returns).plus(VIA, frozenset([qualname]))
 
     def _finish(self) -> None:
         facts = self.facts
@@ -1856,10 +1855,11 @@ class _Analyser:
                    allocs, tuple(after), False, bindings, None, True)
 
 
+# attributes, calls and subscripts go straight to their workers (no forwarding frame: the commonest kinds)
 _EVAL = {
-    ast.Attribute: _Analyser._ev_attribute, ast.Call: _Analyser._ev_call, ast.BinOp: _Analyser._ev_binop,
+    ast.Attribute: _Analyser._attribute, ast.Call: _Analyser._call, ast.BinOp: _Analyser._ev_binop,
     ast.UnaryOp: _Analyser._ev_unary, ast.Compare: _Analyser._ev_compare, ast.BoolOp: _Analyser._ev_boolop,
-    ast.IfExp: _Analyser._ev_ifexp, ast.Subscript: _Analyser._ev_subscript, ast.Tuple: _Analyser._ev_seq,
+    ast.IfExp: _Analyser._ev_ifexp, ast.Subscript: _Analyser._subscript, ast.Tuple: _Analyser._ev_seq,
     ast.List: _Analyser._ev_seq, ast.Set: _Analyser._ev_seq, ast.Dict: _Analyser._ev_dict,
     ast.Starred: _Analyser._ev_starred, ast.NamedExpr: _Analyser._ev_named, ast.ListComp: _Analyser._ev_comp,
     ast.GeneratorExp: _Analyser._ev_comp, ast.SetComp: _Analyser._ev_comp, ast.DictComp: _Analyser._ev_comp,

@@ -75,14 +75,23 @@ class Flow(NamedTuple):
 
     def fresh(self) -> Flow:
         """The same dependencies in new storage (the result of a computation)."""
-        if not self.alias:
+        if not self[2]:
             return self
-        return Flow(self.inputs, self.meta, _E, self.kernels, self.ops, self.allocs, self.state, self.opaque,
-                    self.slices, self.partial, self.via)
+        # ``tuple.__new__`` on the fields: the generated keyword constructor costs several times more
+        vals = list(self)
+        vals[2] = _E
+        return _new(Flow, vals)
 
     def metadata(self) -> Flow:
         """Only the shape/dtype of this value: its value dependencies become metadata dependencies."""
-        return Flow(meta=self.meta | self.inputs | self.alias)
+        inputs, meta, alias = self[0], self[1], self[2]
+        if inputs:
+            meta = meta | inputs if meta else inputs
+        if alias:
+            meta = meta | alias if meta else alias
+        if not meta:
+            return EMPTY
+        return _new(Flow, (_E, meta, _E, _E, _E, _E, _E, _E, _E, _E, _E))
 
     def with_(self, **kw: frozenset) -> Flow:
         """The same flow with ``kw``'s sets added to the named fields."""
@@ -90,6 +99,14 @@ class Flow(NamedTuple):
         for k, v in kw.items():
             i = _INDEX[k]
             vals[i] = vals[i] | v
+        return _new(Flow, vals)
+
+    def plus(self, index: int, values: frozenset) -> Flow:
+        """The same flow with ``values`` added to field number ``index`` (``OPS``, ``OPAQUE`` ...):
+        ``with_`` for one field without the keyword dictionary, the analysis's common case."""
+        vals = list(self)
+        cur = vals[index]
+        vals[index] = cur | values if cur else values
         return _new(Flow, vals)
 
     # ------------------------------------------------------------------ predicates used by rules
@@ -125,3 +142,6 @@ class Flow(NamedTuple):
 EMPTY = Flow()
 _new = tuple.__new__
 _INDEX = {name: i for i, name in enumerate(Flow._fields)}
+# field numbers for ``Flow.plus``
+INPUTS, META, ALIAS, KERNELS, OPS, ALLOCS, STATE, OPAQUE, SLICES, PARTIAL, VIA = range(11)
+assert Flow._fields[OPS] == "ops" and Flow._fields[OPAQUE] == "opaque" and Flow._fields[VIA] == "via"
