@@ -304,8 +304,10 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
             continue
         if fn.kind != "host":
             yield from _truncated_loops(ctx, fn, loops)
+        # the thread- and block-derived locals (a fixpoint over every local's values) are computed
+        # on first need: most strided loops start at a literal and index with the loop variable only
         threads: set[str] | None = None
-        by_block: set[str] = set()
+        by_block: set[str] | None = None
         for loop in loops:
             lv = _loop_var(loop)
             if lv is None:
@@ -314,16 +316,19 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
             step = _step(loop, var)
             if step is None:
                 continue
-            if threads is None:
+            start_names = [text(i) for i in identifiers(start)] if start is not None else []
+            if start_names and threads is None:
                 threads = _thread_derived(fn)
-                by_block = _thread_derived(fn, frozenset({"blockIdx"}), _BLOCK_CALLS)
-            start_threaded = start is not None and any(text(i) in threads for i in identifiers(start))
+            start_threaded = bool(start_names) and any(n in threads for n in start_names)  # type: ignore[operator]
             c = flow.fold(step, fn)
             if isinstance(c, int):
                 if c <= 1:
                     continue
-                if not start_threaded and start is not None and any(text(i) in by_block for i in identifiers(start)):
-                    continue  # a block-stride loop over rows: the step is (presumably) the grid size
+                if not start_threaded and start_names:
+                    if by_block is None:
+                        by_block = _thread_derived(fn, frozenset({"blockIdx"}), _BLOCK_CALLS)
+                    if any(n in by_block for n in start_names):
+                        continue  # a block-stride loop over rows: the step is (presumably) the grid size
                 if start_threaded:
                     blocks = _launch_blocks(facts, flow, fn) if fn.kind == "kernel" else {None}
                     if len(blocks) != 1 or None in blocks:
@@ -370,9 +375,16 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
                 base = pointer_base(sub, amap)
                 if base is None or text(base) not in amap:
                     continue
-                if used & inner_vars or (used - {var}) & threads:
+                if used & inner_vars:
                     covered = True
                     break
+                others = used - {var}
+                if others:
+                    if threads is None:
+                        threads = _thread_derived(fn)
+                    if others & threads:
+                        covered = True
+                        break
                 per_array.setdefault(text(base), set()).add("".join(text(idx).split()))
             if covered or not per_array:
                 continue

@@ -62,16 +62,11 @@ def pos_of(unit: Unit, node: ts.Node) -> Pos:
 def interpolated(unit: Unit, byte_offset: int) -> bool:
     """Does this offset of the unit come from an interpolated value (an f-string field, a
     ``.format`` argument) rather than from literal source text?"""
-    import bisect
-
-    from ..units import _char_offset
-
-    segs = unit.mapped.segments
+    mapped = unit.mapped
+    segs = mapped.segments
     if len(segs) <= 1:
         return bool(segs) and not segs[0].verbatim
-    off = _char_offset(unit.text, byte_offset)
-    i = max(bisect.bisect_right([s.start for s in segs], off) - 1, 0)
-    return not segs[i].verbatim
+    return not segs[mapped._seg_index(mapped.char_offset(byte_offset))].verbatim
 
 
 @quick_init
