@@ -10,6 +10,8 @@ import enum
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
+from .python.records import quick_init
+
 
 class Severity(str, enum.Enum):
     """How bad the finding is if it is true."""
@@ -65,6 +67,7 @@ class Stage(str, enum.Enum):
     PERFORMANCE = "performance"
 
 
+@quick_init
 @dataclass(frozen=True)
 class Location:
     """A place in the file the user gave us.
@@ -96,6 +99,7 @@ class Location:
         return out
 
 
+@quick_init
 @dataclass(frozen=True)
 class Finding:
     """One match of one rule at one place."""
@@ -119,7 +123,16 @@ class Finding:
         return f"{self.rule}@{self.location.line}"
 
     def with_(self, **changes: Any) -> "Finding":
-        return replace(self, **changes)
+        # What ``dataclasses.replace`` does (a new instance with the fields changed), without its
+        # per-field bookkeeping: the engine calls this for every finding (snippet, suppression).
+        # Unknown names (and subclasses) still go through ``replace``.
+        if type(self) is not Finding or not _FINDING_FIELDS.issuperset(changes):
+            return replace(self, **changes)
+        new = object.__new__(Finding)
+        d = new.__dict__
+        d.update(self.__dict__)
+        d.update(changes)
+        return new
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -146,6 +159,9 @@ class Finding:
         if self.snippet is not None:
             out["snippet"] = self.snippet
         return out
+
+
+_FINDING_FIELDS = frozenset(Finding.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
