@@ -142,9 +142,7 @@ class _Analyser:
     def __init__(self, host: HostModule, facts: PythonFacts):
         self.host = host
         self.facts = facts
-        # ``host.canonical`` without its forwarding call (a cache by node would rarely hit: most
-        # nodes are named once)
-        self._canon: Callable[[ast.AST], str] = host.imports.canonical
+        self._canon: Callable[[ast.AST], str] = host.canonical  # bound once: called per callee
         # ``_pointer_bases`` finds ``.data_ptr()`` calls only: an identifier is a contiguous token, so a
         # file whose text never spells it has none (a non-ASCII file may spell it in another
         # normalisation form and is walked as before)

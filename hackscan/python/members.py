@@ -168,14 +168,6 @@ class MemberScanner:
         self.holders: dict[str, Holder] = {}
         self.derived: dict[str, frozenset[str]] = {}
         self._seen: set[tuple[str, str]] = set()
-        self._canon_cache: dict[ast.AST, str] = {}
-
-    def _canon(self, node: ast.AST) -> str:
-        """``host.canonical``, once per node: an assignment's callee is named by several steps."""
-        got = self._canon_cache.get(node)
-        if got is None:
-            got = self._canon_cache[node] = self.host.canonical(node)
-        return got
 
     def scan(self, cls_name: str, prefix: str = "", depth: int = 0) -> None:
         if (cls_name, prefix) in self._seen or depth > 3:
@@ -331,7 +323,7 @@ class MemberScanner:
                 return f"func:{value.id}"
             return None
         if isinstance(value, ast.Call) and depth < 2:
-            name = self._canon(value.func)
+            name = self.host.canonical(value.func)
             if name in _WRAPPERS and value.args:
                 return self._callable_ref(value.args[0], depth + 1)
             # ``self.fwd = self._build()`` where ``_build`` returns a closure it defines
@@ -391,7 +383,7 @@ class MemberScanner:
     def _identity_fill(self, value: ast.AST | None) -> bool:
         if not isinstance(value, ast.Call):
             return False
-        name = self._canon(value.func)
+        name = self.host.canonical(value.func)
         if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter") and value.args:
             return self._identity_fill(value.args[0])
         return name.startswith("torch.") and name.rsplit(".", 1)[-1] in _IDENTITY_FILL
@@ -422,7 +414,7 @@ class MemberScanner:
         if isinstance(inner, ast.Name):
             self.local_reads[inner.id] = self.local_reads.get(inner.id, frozenset()) | {attr}
         if isinstance(value, ast.Call):
-            name = self._canon(value.func)
+            name = self.host.canonical(value.func)
             short = name.rsplit(".", 1)[-1]
             if name.startswith("torch.nn.") and short[:1].isupper() and short != "Parameter" or \
                     name.endswith(_LOADERS) or name in CUPY_KERNELS:
@@ -437,7 +429,7 @@ class MemberScanner:
                 return
             if name.startswith("torch.nn.") and short[:1].isupper():
                 if short in CONTAINER_MODULES:
-                    members = tuple(self._canon(a.func) for a in value.args if isinstance(a, ast.Call))
+                    members = tuple(self.host.canonical(a.func) for a in value.args if isinstance(a, ast.Call))
                     self.holders[attr] = Holder(attr, "container", name, value, target=",".join(members))
                 elif short in STATELESS_MODULES:
                     inplace = isinstance(_kw(value, "inplace"), ast.Constant) and _kw(value, "inplace").value is True  # type: ignore[union-attr]
@@ -487,8 +479,8 @@ class MemberScanner:
             return
         reads = self._reads(value, prefix)
         if isinstance(value, ast.Attribute) and not reads:
-            self.holders[attr] = Holder(attr, "callable", self._canon(value) or dotted_name(value), value,
-                                        target=self._canon(value) or dotted_name(value))
+            self.holders[attr] = Holder(attr, "callable", self.host.canonical(value) or dotted_name(value), value,
+                                        target=self.host.canonical(value) or dotted_name(value))
             return
         if isinstance(value, ast.Name) and value.id in self.ext_names:
             self.holders[attr] = Holder(attr, "extension", value.id, value, target=value.id)

@@ -496,7 +496,20 @@ class HostModule:
         return None
 
     def canonical(self, expr: ast.AST) -> str:
-        return self.imports.canonical(expr)
+        """The import-resolved dotted name of ``expr`` (``F.relu`` -> ``torch.nn.functional.relu``).
+
+        Memoised per node for every consumer at once (the data flow, the member scan and the rules
+        each name the same callees): one shared memo rather than a private cache in each.
+        """
+        memo = self._canonical_memo
+        got = memo.get(expr)
+        if got is None:
+            got = memo[expr] = self.imports.canonical(expr)
+        return got
+
+    @cached_property
+    def _canonical_memo(self) -> dict[ast.AST, str]:
+        return {}
 
     def position(self, node: ast.AST) -> tuple[int, int]:
         """1-based line, 1-based character column of a node."""
