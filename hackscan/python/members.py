@@ -13,7 +13,6 @@ an extension (``self.use_custom = ext is not None``), or the extension's own nam
 from __future__ import annotations
 
 import ast
-import bisect
 import operator
 from collections.abc import Iterable
 
@@ -65,15 +64,24 @@ class FunctionIndex:
     def __init__(self, host: HostModule):
         self.host = host
         self._cache: dict[ast.AST, tuple[list[ast.AST], list[ast.Call], list[ast.FunctionDef]]] = {}
-        self._by_line: dict[str, tuple[list[tuple[int, int]], list[ast.AST]]] = {}
+        self._nodes: dict[str, list[ast.AST]] = {}
 
-    def _sorted(self, key: str, types: tuple[type, ...]) -> tuple[list[tuple[int, int]], list[ast.AST]]:
-        cached = self._by_line.get(key)
-        if cached is None:
-            nodes = sorted(self.host.of_type(*types), key=_POSITION)
-            cached = (list(map(_POSITION, nodes)), nodes)
-            self._by_line[key] = cached
-        return cached
+    def _within(self, key: str, types: tuple[type, ...], lo: tuple[int, int], hi: tuple[int, int]) -> list[ast.AST]:
+        """The nodes of ``types`` that start after ``lo`` and lie within ``hi``, by position.
+
+        A linear filter of the file's nodes, then a sort of the few that pass: a file asks about one
+        or two functions, so sorting every node of the file once costs more.  The stable sort of the
+        filtered nodes orders them exactly as the filtered run of the sorted file would (ties too)."""
+        nodes = self._nodes.get(key)
+        if nodes is None:
+            nodes = self._nodes[key] = self.host.of_type(*types)
+        l0, l1 = lo[0], hi[0]
+        out = [n for n in nodes
+               if l0 <= n.lineno <= l1 and lo < (n.lineno, n.col_offset) <= hi  # type: ignore[attr-defined]
+               and ((n.end_lineno or n.lineno), n.end_col_offset or 0) <= hi]  # type: ignore[attr-defined]
+        if len(out) > 1:
+            out.sort(key=_POSITION)
+        return out
 
     def _collect(self, fn: ast.AST) -> tuple[list[ast.AST], list[ast.Call], list[ast.FunctionDef]]:
         found = self._cache.get(fn)
@@ -85,9 +93,7 @@ class FunctionIndex:
             lo, hi = (fn.lineno, fn.col_offset), (fn.end_lineno or fn.lineno, fn.end_col_offset or 0)
 
         def within(key: str, types: tuple[type, ...]) -> list[ast.AST]:
-            starts, nodes = self._sorted(key, types)
-            i, j = bisect.bisect_right(starts, lo), bisect.bisect_right(starts, hi)
-            return [n for n in nodes[i:j] if ((n.end_lineno or n.lineno), n.end_col_offset or 0) <= hi]  # type: ignore[attr-defined]
+            return self._within(key, types, lo, hi)
 
         nested = [((d.lineno, d.col_offset), ((d.end_lineno or d.lineno), d.end_col_offset or 0), d)
                   for d in within("defs", (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) if d is not fn]
@@ -223,7 +229,9 @@ class MemberScanner:
             return frozenset()
         nodes = subtree(value)
         local = getattr(self, "local_reads", None) or {}
-        methods = {n.func for n in nodes if type(n) is ast.Call and type(n.func) is ast.Attribute}  # type: ignore[attr-defined]
+        # the callee of a method call (``self.fc.weight.t()``) names its receiver: one pass, since
+        # ``subtree`` is breadth first and a call comes before its callee
+        methods: set[ast.AST] = set()
         chains: set[str] = set()
         out: set[str] = set()
         for n in nodes:
@@ -232,6 +240,9 @@ class MemberScanner:
                 chain = self_chain(n.value if n in methods else n)  # type: ignore[attr-defined]
                 if chain is not None:
                     chains.add(chain)
+            elif t is ast.Call:
+                if type(n.func) is ast.Attribute:  # type: ignore[attr-defined]
+                    methods.add(n.func)  # type: ignore[attr-defined]
             elif t is ast.Name and n.id in local:  # type: ignore[attr-defined]
                 out |= local[n.id]  # type: ignore[attr-defined]
         out.update(prefix + c for c in chains if not any(o != c and o.startswith(c + ".") for o in chains))
@@ -554,6 +565,11 @@ def _handler_assigns(handlers: list[ast.AST]) -> dict[ast.AST, ast.ExceptHandler
     return owner
 
 
+# the values a derived flag is computed by: ``ext is not None``, ``a and b``, ``not ext``, ``hasattr(ext, ...)``
+_FLAG_VALUES = frozenset({ast.Compare, ast.BoolOp, ast.UnaryOp})
+_FLAG_CALLS = frozenset({"hasattr", "bool", "callable", "all", "any"})
+
+
 def fallback_flags(host: HostModule) -> dict[str, str]:
     """Names (``flag``, ``self.flag``) that record whether a custom kernel compiled or may be used."""
     flags: dict[str, str] = {}
@@ -588,11 +604,12 @@ def fallback_flags(host: HostModule) -> dict[str, str]:
         # handlers down (their bodies are a small part of the file) rather than from every
         # assignment up; the flags are then set in the order of the assignments
         owner = _handler_assigns(handlers)
-        for node in assigns:
-            cur = owner.get(node)
-            if cur is not None:
-                for name in targets_of(node):
-                    flags.setdefault(name, f"set in the except handler at line {cur.lineno}")
+        if owner:  # most handlers assign nothing: then no assignment needs looking up
+            for node in assigns:
+                cur = owner.get(node)
+                if cur is not None:
+                    for name in targets_of(node):
+                        flags.setdefault(name, f"set in the except handler at line {cur.lineno}")
     for ext in host.extensions:
         tr = host.in_try_body(ext.call)
         if tr is not None:
@@ -601,12 +618,17 @@ def fallback_flags(host: HostModule) -> dict[str, str]:
                     flags.setdefault(name, f"set where the extension is compiled (line {s.lineno})")
     # flag = ext is not None / hasattr(ext, ...) / bool(ext)
     known = ext_names | set(flags)
+    if not known:  # nothing to mention: no assignment below can become a flag
+        return flags
     for node in assigns:
         value = node.value
-        if not isinstance(value, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Call)):
-            continue
-        if isinstance(value, ast.Call) and not (isinstance(value.func, ast.Name) and
-                                                value.func.id in ("hasattr", "bool", "callable", "all", "any")):
+        # exact node types (a parsed tree has no subclasses): one set lookup per assignment
+        tv = type(value)
+        if tv is ast.Call:
+            func = value.func
+            if type(func) is not ast.Name or func.id not in _FLAG_CALLS:
+                continue
+        elif tv not in _FLAG_VALUES:
             continue
         mentioned = {dotted_name(n) for n in subtree(value) if isinstance(n, (ast.Name, ast.Attribute))}
         if mentioned & known:
