@@ -142,6 +142,7 @@ class _Analyser:
     def __init__(self, host: HostModule, facts: PythonFacts):
         self.host = host
         self.facts = facts
+        self.flows = facts._flows  # written once per expression evaluated: bound once
         self._canon: Callable[[ast.AST], str] = host.canonical  # bound once: called per callee
         # ``_pointer_bases`` finds ``.data_ptr()`` calls only: an identifier is a contiguous token, so a
         # file whose text never spells it has none (a non-ASCII file may spell it in another
@@ -213,6 +214,7 @@ class _Analyser:
         self.ext_functions = frozenset(f for ext in host.extensions for f in (ext.functions or ()))
         self.ext_unlisted = any(ext.functions is None and ext.bound_to for ext in host.extensions)
         self.ext_by_bound: dict[str, object] = {}
+        self.cupy_extensions = [ext for ext in host.extensions if ext.kind == "cupy"]
         for ext in host.extensions:
             for b in ext.bound_to:
                 self.ext_by_bound[b] = ext
@@ -527,18 +529,38 @@ class _Analyser:
 
     def _callable_of_value(self, node: ast.AST, depth: int = 0) -> tuple[str, str] | None:
         """What calling the value of ``node`` runs: a kernel, a torch function, a module held by self."""
-        if isinstance(node, ast.Lambda):
-            return ("lambda", f"{node.lineno}:{node.col_offset}")
-        if isinstance(node, ast.Call) and node.args and depth < 2 and _may_wrap(node.func) and \
-                self._canon(node.func) in _WRAPPERS:
-            return self._callable_of_value(node.args[0], depth + 1)
-        frame = self.stack[-1]
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
-                node.value.id == frame.self_name and frame.cls is not None and node.attr in self._methods(frame.cls):
-            return ("method", node.attr)
-        if isinstance(node, ast.Name) and node.id in self.functions and node.id not in frame.state:
-            return ("func", node.id)
-        if isinstance(node, ast.Attribute):
+        # dispatched on the exact node type (a parsed tree has no subclasses): every binding asks
+        t = type(node)
+        if t is ast.Call:
+            if node.args and depth < 2 and _may_wrap(node.func) and \
+                    self._canon(node.func) in _WRAPPERS:
+                return self._callable_of_value(node.args[0], depth + 1)
+            if depth < 2:
+                fn = self._local_function(node.func)
+                if fn is not None:
+                    for ret in _returns_of(fn):
+                        desc = self._callable_of_value(ret, depth + 1)
+                        if desc is not None:
+                            return desc
+            if isinstance(node.func, ast.Attribute) and node.func.attr in ("get_function", "get_kernel"):
+                owner = node.func.value
+                chain = self._chain(owner)
+                key = dotted_name(owner)
+                ext = self.ext_by_bound.get(key) if key else None
+                if ext is None and chain is not None:
+                    holder = self.facts.holders.get(chain)
+                    if holder is not None and holder.kind == "extension":
+                        return ("cupy", holder.attr)
+                if ext is not None:
+                    return ("cupy", ext.name)  # type: ignore[attr-defined]
+                if any(e.kind == "cupy" for e in self.host.extensions):
+                    return ("cupy", key or "cupy")
+            return None
+        if t is ast.Attribute:
+            frame = self.stack[-1]
+            if isinstance(node.value, ast.Name) and node.value.id == frame.self_name and frame.cls is not None \
+                    and node.attr in self._methods(frame.cls):
+                return ("method", node.attr)
             chain = self._chain(node)
             if chain is not None:
                 holder = self.facts.holders.get(chain)
@@ -557,31 +579,15 @@ class _Analyser:
             if canon.startswith("torch.") and classify_torch(canon) == "compute":
                 return ("torch", canon)
             return self.attr_callables.get(dotted_name(node)) if dotted_name(node) else None
-        if isinstance(node, ast.Name):
+        if t is ast.Name:
+            frame = self.stack[-1]
+            if node.id in self.functions and node.id not in frame.state:
+                return ("func", node.id)
             if node.id in self.host.triton_kernels:
                 return ("triton", node.id)
-            return self.stack[-1].callables.get(node.id)
-        if isinstance(node, ast.Call) and depth < 2:
-            fn = self._local_function(node.func)
-            if fn is not None:
-                for ret in _returns_of(fn):
-                    desc = self._callable_of_value(ret, depth + 1)
-                    if desc is not None:
-                        return desc
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr in ("get_function", "get_kernel"):
-            owner = node.func.value
-            chain = self._chain(owner)
-            key = dotted_name(owner)
-            ext = self.ext_by_bound.get(key) if key else None
-            if ext is None and chain is not None:
-                holder = self.facts.holders.get(chain)
-                if holder is not None and holder.kind == "extension":
-                    return ("cupy", holder.attr)
-            if ext is not None:
-                return ("cupy", ext.name)  # type: ignore[attr-defined]
-            if any(e.kind == "cupy" for e in self.host.extensions):
-                return ("cupy", key or "cupy")
+            return frame.callables.get(node.id)
+        if t is ast.Lambda:
+            return ("lambda", f"{node.lineno}:{node.col_offset}")
         return None
 
     def _view_base(self, node: ast.AST) -> str | None:
@@ -903,7 +909,7 @@ class _Analyser:
             handler = _EVAL.get(t)
             flow = handler(self, e, discarded) if handler is not None else EMPTY
         # the latest context wins: conditions and rules read it right after evaluation
-        self.facts._flows[e] = flow
+        self.flows[e] = flow
         return flow
 
     def _ev_binop(self, e: ast.BinOp, discarded: bool) -> Flow:
@@ -1221,11 +1227,12 @@ class _Analyser:
         if found is not None:
             ext, fn = found
             return self._launch(e, "extension", f"export:{ext.name}.{fn}", fn, ext.name, discarded)
-        dotted = dotted_name(func)
-        if dotted:
-            for ext in self.host.extensions:
-                if ext.kind == "cupy" and dotted in ext.bound_to:
-                    return self._launch(e, "cupy", f"cupy:{ext.name}", ext.name, ext.name, discarded=True)
+        if self.cupy_extensions:  # the callee's dotted name is needed here only in a file with CuPy kernels
+            dotted = dotted_name(func)
+            if dotted:
+                for ext in self.cupy_extensions:
+                    if dotted in ext.bound_to:
+                        return self._launch(e, "cupy", f"cupy:{ext.name}", ext.name, ext.name, discarded=True)
         canon = self._canon(func)
         # --- torch.ops.<ns>.<op>
         if canon.startswith("torch.ops."):
@@ -1243,7 +1250,7 @@ class _Analyser:
             desc = self._callable_of_value(self.module_values[func.id])
         if desc is None and is_attr:
             chain = self._chain(func)
-            key = "self." + chain if chain is not None else dotted
+            key = "self." + chain if chain is not None else dotted_name(func)
             desc = self.attr_callables.get(key) if key else None
             if desc is None and chain is not None:
                 holder = self.facts.holders.get(chain)
@@ -1910,13 +1917,14 @@ def _module_level_defs(tree: ast.Module) -> list[ast.FunctionDef]:
     stack: list[ast.AST] = list(reversed(tree.body))
     while stack:
         n = stack.pop()
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        t = type(n)  # exact types: a parsed tree has no subclasses
+        if t is ast.FunctionDef or t is ast.AsyncFunctionDef:
             out.append(n)
-        elif isinstance(n, (ast.If, ast.Try, ast.With)):
+        elif t is ast.If or t is ast.Try or t is ast.With:
             for name in ("finalbody", "orelse", "handlers", "body"):
                 stack.extend(reversed(getattr(n, name, []) or []))
-        elif isinstance(n, ast.ExceptHandler):
-            stack.extend(reversed(n.body))
+        elif t is ast.ExceptHandler:
+            stack.extend(reversed(n.body))  # type: ignore[attr-defined]
     return out  # type: ignore[return-value]
 
 
