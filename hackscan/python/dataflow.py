@@ -1250,8 +1250,9 @@ class _Analyser:
             desc = self._callable_of_value(self.module_values[func.id])
         if desc is None and is_attr:
             chain = self._chain(func)
-            key = "self." + chain if chain is not None else dotted_name(func)
-            desc = self.attr_callables.get(key) if key else None
+            if self.attr_callables:  # most files store no callable in an attribute: no key to build
+                key = "self." + chain if chain is not None else dotted_name(func)
+                desc = self.attr_callables.get(key) if key else None
             if desc is None and chain is not None:
                 holder = self.facts.holders.get(chain)
                 if holder is not None and holder.kind == "callable" and holder.target.startswith("cupy:"):
@@ -1834,28 +1835,56 @@ class _Analyser:
                 if after is not None:
                     facts.tries[i] = TryBlock(t.node, t.function, t.depth, t.body, t.handlers, after)
 
+    @cached_property
+    def _by_function(self) -> tuple[dict[str, list], dict[str, list], dict[str, list], dict[str, list],
+                                    dict[str, list[CallEdge]]]:
+        """Returns, kernels, ops, allocs and call edges grouped by function, each group in the order of
+        its list: ``_after_arm`` runs once per ``if`` without ``else`` and would scan every list each time.
+        Built after the walk (the lists are final then)."""
+        facts = self.facts
+        groups: list[dict[str, list]] = []
+        for records in (facts.returns, facts.kernels, facts.ops, facts.allocs):
+            by: dict[str, list] = {}
+            for r in records:
+                got = by.get(r.function)
+                if got is None:
+                    by[r.function] = [r]
+                else:
+                    got.append(r)
+            groups.append(by)
+        calls: dict[str, list[CallEdge]] = {}
+        for e in facts.calls:
+            got = calls.get(e.caller)
+            if got is None:
+                calls[e.caller] = [e]
+            else:
+                got.append(e)
+        return groups[0], groups[1], groups[2], groups[3], calls
+
     def _after_arm(self, node: ast.AST, function: str, bindings: dict[str, Flow]) -> Arm | None:
         """The rest of ``function`` after ``node``: its ops, kernels and returns (helpers included)."""
         end = node.end_lineno or node.lineno  # type: ignore[attr-defined]
-        after = [r for r in self.facts.returns if r.function == function and r.line > end]
+        returns, kernels_of, ops_of, allocs_of, calls_of = self._by_function
+        after = [r for r in returns.get(function, ()) if r.line > end]
         if not after:
             return None
         first, last = after[0].line, max(r.line for r in after)
         start_line = end + 1
-        kernels = tuple(k for k in self.facts.kernels if k.function == function and k.line >= start_line)
-        ops = tuple(o for o in self.facts.ops if o.function == function and o.line >= start_line)
-        allocs = tuple(a for a in self.facts.allocs if a.function == function and a.line >= start_line)
+        kernels = tuple(k for k in kernels_of.get(function, ()) if k.line >= start_line)
+        ops = tuple(o for o in ops_of.get(function, ()) if o.line >= start_line)
+        allocs = tuple(a for a in allocs_of.get(function, ()) if a.line >= start_line)
         # helpers called after the node, and what they call, contribute their kernels and ops
-        callees = {e.callee for e in self.facts.calls if e.caller == function and e.node.lineno >= start_line}
+        callees = {e.callee for e in calls_of.get(function, ()) if e.node.lineno >= start_line}
         frontier = list(callees)
         while frontier:
             fn = frontier.pop()
-            for e in self.facts.calls:
-                if e.caller == fn and e.callee not in callees and e.callee != function:
+            for e in calls_of.get(fn, ()):
+                if e.callee not in callees and e.callee != function:
                     callees.add(e.callee)
                     frontier.append(e.callee)
-        kernels += tuple(k for k in self.facts.kernels if k.function in callees)
-        ops += tuple(o for o in self.facts.ops if o.function in callees)
+        if callees:  # the lists in their own order, as a reader of the whole list would meet them
+            kernels += tuple(k for k in self.facts.kernels if k.function in callees)
+            ops += tuple(o for o in self.facts.ops if o.function in callees)
         return Arm("after", min(first, start_line), last, tuple(_uniq(list(kernels))), tuple(_uniq(list(ops))),
                    allocs, tuple(after), False, bindings, None, True)
 
