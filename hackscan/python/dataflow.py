@@ -149,9 +149,23 @@ class _Analyser:
         # normalisation form and is walked as before)
         text = host.source.text
         self.any_data_ptr = "data_ptr" in text or not text.isascii()
-        self.classes = {c.name: c for c in host.tree.body if isinstance(c, ast.ClassDef)}
+        # one pass over the module's statements: classes, decorated functions (possible JIT kernels) and
+        # module-level ``name = value`` (the last one: ``relu = ext.relu_forward`` makes ``relu(x)`` a launch)
+        self.classes: dict[str, ast.ClassDef] = {}
+        self.module_values: dict[str, ast.AST] = {}
+        decorated: list[ast.FunctionDef] = []
+        for stmt in host.tree.body:
+            t = type(stmt)  # exact types: a parsed tree has no subclasses
+            if t is ast.ClassDef:
+                self.classes[stmt.name] = stmt  # type: ignore[attr-defined]
+            elif t is ast.Assign:
+                targets = stmt.targets  # type: ignore[attr-defined]
+                if len(targets) == 1 and type(targets[0]) is ast.Name:
+                    self.module_values[targets[0].id] = stmt.value  # type: ignore[attr-defined]
+            elif t is ast.FunctionDef and stmt.decorator_list:  # type: ignore[attr-defined]
+                decorated.append(stmt)  # type: ignore[arg-type]
         self.jit_kernels = frozenset(
-            f.name for f in host.tree.body if isinstance(f, ast.FunctionDef) and f.name not in host.triton_kernels
+            f.name for f in decorated if f.name not in host.triton_kernels
             and any(_jit_name(self._canon(d.func if isinstance(d, ast.Call) else d)) for d in f.decorator_list))
         facts.jit_kernels = self.jit_kernels
         # module functions by name; a name defined in several module-level branches keeps every definition
@@ -172,18 +186,6 @@ class _Analyser:
                     chain.append(b.id)
             self.local_bases[c.name] = chain
         self.module_names = self._module_bindings()
-        # module-level ``name = value`` (the last one): ``relu = ext.relu_forward`` makes ``relu(x)`` a launch
-        self.module_values: dict[str, ast.AST] = {}
-        for stmt in host.tree.body:
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-                self.module_values[stmt.targets[0].id] = stmt.value
-        # classes defined here that are nn.Modules with a forward (possible members of containers)
-        self.module_classes = [
-            c.name for c in self.classes.values()
-            if c.name not in self.autograd and c.name != "Model"
-            and any(isinstance(f, ast.FunctionDef) and f.name == "forward" for f in c.body)
-            and any(self._canon(b).startswith("torch.nn.") or (isinstance(b, ast.Name) and b.id in self.classes)
-                    for b in c.bases)]
         self.index = FunctionIndex(host)
         self.methods_cache: dict[str, dict[str, tuple[ast.FunctionDef, str]]] = {}
         # holders are fixed before forward is walked: a chain's state name never changes
@@ -219,7 +221,7 @@ class _Analyser:
             for b in ext.bound_to:
                 self.ext_by_bound[b] = ext
 
-    # the two tables below are read by few files (a callable naming a nested def, a container holding
+    # the tables below are read by few files (a callable naming a nested def, a container holding
     # unknown members); each depends on the module alone, so it is built on first use
 
     @cached_property
@@ -229,6 +231,16 @@ class _Analyser:
         for n in self.host.of_type(ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
             out[f"{n.lineno}:{n.col_offset}"] = n
         return out
+
+    @cached_property
+    def module_classes(self) -> list[str]:
+        """Classes defined here that are nn.Modules with a forward (possible members of containers)."""
+        return [
+            c.name for c in self.classes.values()
+            if c.name not in self.autograd and c.name != "Model"
+            and any(isinstance(f, ast.FunctionDef) and f.name == "forward" for f in c.body)
+            and any(self._canon(b).startswith("torch.nn.") or (isinstance(b, ast.Name) and b.id in self.classes)
+                    for b in c.bases)]
 
     @cached_property
     def kernel_classes(self) -> list[str]:

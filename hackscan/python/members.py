@@ -174,6 +174,7 @@ class MemberScanner:
         self.holders: dict[str, Holder] = {}
         self.derived: dict[str, frozenset[str]] = {}
         self._seen: set[tuple[str, str]] = set()
+        self._methods_of: dict[str, frozenset[str]] = {}
 
     def scan(self, cls_name: str, prefix: str = "", depth: int = 0) -> None:
         if (cls_name, prefix) in self._seen or depth > 3:
@@ -300,6 +301,17 @@ class MemberScanner:
                 out |= local[n.id]
         return frozenset(prefix + c for c in out)
 
+    def _method_names(self, cls_name: str) -> frozenset[str]:
+        """Names of the functions defined in a local class's body (empty for an unknown class), once
+        per class: every ``self.x = self.y`` in ``__init__`` asks whether ``y`` is a method."""
+        got = self._methods_of.get(cls_name)
+        if got is None:
+            cls = self.classes.get(cls_name)
+            got = frozenset(f.name for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))) \
+                if cls is not None else frozenset()
+            self._methods_of[cls_name] = got
+        return got
+
     def host_def(self, ref: str) -> ast.AST | None:
         line, col = (int(x) for x in ref.split(":", 1)[1].split(":"))
         for n in self.host.of_type(ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
@@ -319,9 +331,7 @@ class MemberScanner:
             return f"lambda:{value.lineno}:{value.col_offset}"
         if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self":
             for name in [cls_name, *self.local_bases.get(cls_name or "", [])]:
-                cls = self.classes.get(name or "")
-                if cls is not None and any(isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and
-                                           f.name == value.attr for f in cls.body):
+                if value.attr in self._method_names(name or ""):
                     return f"method:{value.attr}"
             return None
         if isinstance(value, ast.Name):
