@@ -715,7 +715,9 @@ class _Analyser:
             body_names = self._bound_since(frame, mark)
             body = self._arm("body", s.body, start, frame.depth, body_term,
                              {n: body_state[n] for n in body_names if n in body_state})
-        frame.state = dict(before)
+        # the else arm starts from ``before`` itself, not a copy: nothing reads ``before`` after the else
+        # block but the no-else bindings below, and without an else nothing writes into it
+        frame.state = before
         start, mark = len(self.log), len(frame.bound)
         else_term = self._block(s.orelse) if s.orelse else False
         else_state = frame.state
@@ -733,10 +735,9 @@ class _Analyser:
         return body_term and else_term
 
     def _join_states(self, states: list[dict[str, Flow]]) -> dict[str, Flow]:
-        if len(states) == 1:
-            return dict(states[0])
-        out: dict[str, Flow] = {}
-        for st in states:
+        # the first state copied whole (the keys keep its order), the others joined into it
+        out = dict(states[0])
+        for st in states[1:]:
             for k, v in st.items():
                 out[k] = out[k].join(v) if k in out else v
         return out
@@ -861,18 +862,21 @@ class _Analyser:
                     value_reads.append((n.id, n))
                     continue
                 stack.extend(children(n))
+        fstate = frame.state
         for n in subtree(test):
-            if isinstance(n, ast.Compare):
-                sides = [n.left, *n.comparators]
-                if any(flows.get(x, EMPTY).meta for x in sides):
-                    for x in sides:
-                        shape_lits.extend(self._int_literals(x))
-            elif isinstance(n, ast.Attribute):
+            t = type(n)  # exact types: a parsed tree has no subclasses
+            if t is ast.Name:
+                if type(n.ctx) is ast.Load and n.id not in fstate:  # type: ignore[attr-defined]
+                    state.add(n.id)  # type: ignore[attr-defined]
+            elif t is ast.Attribute:
                 chain = self._chain(n)
                 if chain is not None:
                     state.add("self." + chain)
-            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in frame.state:
-                state.add(n.id)
+            elif t is ast.Compare:
+                sides = [n.left, *n.comparators]  # type: ignore[attr-defined]
+                if any(flows.get(x, EMPTY).meta for x in sides):
+                    for x in sides:
+                        shape_lits.extend(self._int_literals(x))
         return Condition(test, flow, frozenset(flow.inputs), tuple(value_reads), frozenset(flow.meta),
                          tuple(shape_lits), frozenset(state))
 
@@ -1647,8 +1651,12 @@ class _Analyser:
         kind = classify_torch(canon)
         short = canon.rsplit(".", 1)[-1]
         arg_flows = [self._ev(a) for a in e.args]
-        kw_flows = {k.arg: self._ev(k.value) for k in e.keywords}
-        joined = Flow.join_all(arg_flows + list(kw_flows.values()))
+        keywords = e.keywords
+        if keywords:
+            kw_flows = {k.arg: self._ev(k.value) for k in keywords}
+            joined = Flow.join_all(arg_flows + list(kw_flows.values()))
+        else:
+            joined = Flow.join_all(arg_flows)
         first = arg_flows[0] if arg_flows else EMPTY
         if kind == "misc":
             return EMPTY if not joined.tensorish else joined.fresh().plus(OPAQUE, frozenset([e.lineno]))
@@ -1671,9 +1679,9 @@ class _Analyser:
                 out = self._consume_slices(out, e, canon, "first")
             return out
         # compute
-        out_target = next((k.value for k in e.keywords if k.arg == "out"), None)
-        inplace = short in INPLACE_FUNCS or any(k.arg == "inplace" and isinstance(k.value, ast.Constant)
-                                                and k.value.value is True for k in e.keywords)
+        out_target = next((k.value for k in keywords if k.arg == "out"), None) if keywords else None
+        inplace = short in INPLACE_FUNCS or bool(keywords) and any(
+            k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True for k in keywords)
         op = self._op(e, canon, "call", inputs=joined)
         result = joined.fresh().plus(OPS, frozenset([op]))
         if short in REDUCTIONS and not (short in ("max", "min") and len(e.args) >= 2 and arg_flows[1].tensorish):
