@@ -263,11 +263,13 @@ class _Analyser:
     def _module_bindings(self) -> dict[str, str]:
         """What each module-level name is: const, extension, function, class, triton, other."""
         out: dict[str, str] = {}
+        triton = self.host.triton_kernels
         for stmt in self.host.tree.body:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                out[stmt.name] = "triton" if stmt.name in self.host.triton_kernels else "function"
-            elif isinstance(stmt, ast.ClassDef):
-                out[stmt.name] = "class"
+            t = type(stmt)  # exact types: a parsed tree has no subclasses
+            if t is ast.FunctionDef or t is ast.AsyncFunctionDef:
+                out[stmt.name] = "triton" if stmt.name in triton else "function"  # type: ignore[attr-defined]
+            elif t is ast.ClassDef:
+                out[stmt.name] = "class"  # type: ignore[attr-defined]
         for ext in self.host.extensions:
             for b in ext.bound_to:
                 if "." not in b and not b.endswith("()"):

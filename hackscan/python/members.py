@@ -18,6 +18,7 @@ from collections.abc import Iterable
 
 from .catalog import CONTAINER_MODULES, IDENTITY_INIT_MODULES, MODULE_PARAMS, STATELESS_MODULES
 from .facts import Holder
+from .lazy import cached_property
 from .module import CUPY_KERNELS, HostModule, subtree  # noqa: F401  (subtree: re-exported)
 from .resolve import dotted_name
 
@@ -301,6 +302,16 @@ class MemberScanner:
                 out |= local[n.id]
         return frozenset(prefix + c for c in out)
 
+    @cached_property
+    def _module_functions(self) -> dict[str, ast.FunctionDef]:
+        """Module-level ``def``s (not ``async``) by name, the first of each name: what the searches of
+        the module body for ``name(...)``'s function found."""
+        out: dict[str, ast.FunctionDef] = {}
+        for f in self.host.tree.body:
+            if type(f) is ast.FunctionDef and f.name not in out:  # type: ignore[attr-defined]
+                out[f.name] = f  # type: ignore[attr-defined,assignment]
+        return out
+
     def _method_names(self, cls_name: str) -> frozenset[str]:
         """Names of the functions defined in a local class's body (empty for an unknown class), once
         per class: every ``self.x = self.y`` in ``__init__`` asks whether ``y`` is a method."""
@@ -339,8 +350,7 @@ class MemberScanner:
                 for node in self.index.defs(fn):
                     if node.name == value.id:
                         return f"def:{node.lineno}:{node.col_offset}"
-            if any(isinstance(f, ast.FunctionDef) and f.name == value.id and f.name not in self.host.triton_kernels
-                   for f in self.host.tree.body):
+            if value.id in self._module_functions and value.id not in self.host.triton_kernels:
                 return f"func:{value.id}"
             return None
         if isinstance(value, ast.Call) and depth < 2:
@@ -371,9 +381,7 @@ class MemberScanner:
                     if isinstance(f, ast.FunctionDef) and f.name == func.attr:
                         return f
         elif isinstance(func, ast.Name):
-            for f in self.host.tree.body:
-                if isinstance(f, ast.FunctionDef) and f.name == func.id:
-                    return f
+            return self._module_functions.get(func.id)
         return None
 
     def _returned_kernel(self, call: ast.Call) -> str | None:
@@ -388,7 +396,7 @@ class MemberScanner:
                     if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == func.attr:
                         fn = f
         elif isinstance(func, ast.Name):
-            fn = next((f for f in self.host.tree.body if isinstance(f, ast.FunctionDef) and f.name == func.id), None)
+            fn = self._module_functions.get(func.id)
         if fn is None:
             return None
         for ext in self.host.extensions:
