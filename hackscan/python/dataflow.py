@@ -393,8 +393,11 @@ class _Analyser:
 
     def _init_reference_uses(self, init: ast.FunctionDef) -> None:
         for node in self.index.calls(init):
-            if isinstance(node.func, (ast.Name, ast.Attribute)):
-                name = self._canon(node.func)
+            func = node.func
+            t = type(func)
+            # an attribute chain's canonical name ends in its own last name: only ``x.Model`` can be one
+            if t is ast.Name or t is ast.Attribute and func.attr == "Model":  # type: ignore[attr-defined]
+                name = self._canon(func)
                 if name == "Model" or name.endswith(".Model") and name.split(".")[0] in REFERENCE_MODULES:
                     self.facts.reference_uses.append(ReferenceUse(node, "instantiate", f"{name}(...)", False))
 
