@@ -419,13 +419,13 @@ class _Analyser:
             value = self._ev(s.value)
             for target in s.targets:
                 self._bind(target, value, s.value)
+        elif t is ast.Expr:  # the commonest kinds first: the tests are exclusive, so order is free
+            self._ev(s.value, True)
         elif t is ast.AnnAssign:
             if s.value is not None:
                 self._bind(s.target, self._ev(s.value), s.value)
         elif t is ast.AugAssign:
             self._augassign(s)
-        elif t is ast.Expr:
-            self._ev(s.value, discarded=True)
         elif t is ast.Return:
             flow = self._ev(s.value) if s.value is not None else EMPTY
             frame.returns.append(flow)
@@ -935,10 +935,11 @@ class _Analyser:
 
     def _ev_binop(self, e: ast.BinOp, discarded: bool) -> Flow:
         left, right = self._ev(e.left), self._ev(e.right)
+        joined = left.join(right)
         if left.tensorish or right.tensorish:
-            op = self._op(e, _OPERATOR_NAMES.get(type(e.op), "torch.add"), "operator", inputs=left.join(right))
-            return left.join(right).fresh().plus(OPS, frozenset([op]))
-        return left.join(right)
+            op = self._op(e, _OPERATOR_NAMES.get(type(e.op), "torch.add"), "operator", inputs=joined)
+            return joined.fresh().plus(OPS, frozenset([op]))
+        return joined
 
     def _ev_unary(self, e: ast.UnaryOp, discarded: bool) -> Flow:
         inner = self._ev(e.operand)
@@ -948,6 +949,17 @@ class _Analyser:
         return inner.fresh()
 
     def _ev_compare(self, e: ast.Compare, discarded: bool) -> Flow:
+        ops = e.ops
+        if len(ops) == 1:  # ``a < b``, ``x is None``: the general path below for one operator, unrolled
+            left, right = self._ev(e.left), self._ev(e.comparators[0])
+            ot = type(ops[0])
+            if ot is ast.Is or ot is ast.IsNot:
+                return left.join(right).metadata()
+            out = left.join(right).fresh()
+            if (left.tensorish or right.tensorish) and ot is not ast.In and ot is not ast.NotIn:
+                op = self._op(e, _COMPARE_NAMES.get(ot, "torch.eq"), "operator", inputs=out)
+                out = out.plus(OPS, frozenset([op]))
+            return out
         flows = [self._ev(e.left)] + [self._ev(c) for c in e.comparators]
         if all(isinstance(o, (ast.Is, ast.IsNot)) for o in e.ops):
             return Flow.join_all(flows).metadata()  # identity (``x is None``), not values
