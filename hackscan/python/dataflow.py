@@ -611,17 +611,21 @@ class _Analyser:
         """The local a view expression is taken of: ``y = x.view(-1)`` -> ``x``."""
         e = node
         while True:
-            if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in _ALIAS_VIEWS:
-                e = e.func.value
-            elif isinstance(e, ast.Subscript):
-                e = e.value
-            elif isinstance(e, ast.Attribute) and e.attr in ("T", "mT", "data"):
-                e = e.value
+            t = type(e)  # exact types: a parsed tree has no subclasses
+            if t is ast.Call:
+                f = e.func  # type: ignore[attr-defined]
+                if type(f) is not ast.Attribute or f.attr not in _ALIAS_VIEWS:
+                    break
+                e = f.value
+            elif t is ast.Subscript:
+                e = e.value  # type: ignore[attr-defined]
+            elif t is ast.Attribute and e.attr in ("T", "mT", "data"):  # type: ignore[attr-defined]
+                e = e.value  # type: ignore[attr-defined]
             else:
                 break
         if e is node:
             return None
-        return e.id if isinstance(e, ast.Name) else None
+        return e.id if type(e) is ast.Name else None  # type: ignore[attr-defined]
 
     def _mutate(self, target: ast.AST, value: Flow, node: ast.AST, kind: str, how: Callable[[], str]) -> None:
         """An in-place write into ``target``: its flow absorbs ``value``; record writes into inputs."""
@@ -1429,8 +1433,14 @@ class _Analyser:
         return self.facts.holders.get(chain)
 
     def _args(self, e: ast.Call) -> Flow:
-        flows = [self._ev(a) for a in e.args] + [self._ev(k.value) for k in e.keywords]
-        return Flow.join_all(flows)
+        # ``Flow.join_all`` of the arguments' flows, folded as they are evaluated (same order, no lists)
+        out = EMPTY
+        ev = self._ev
+        for a in e.args:
+            out = out.join(ev(a))
+        for k in e.keywords:
+            out = out.join(ev(k.value))
+        return out
 
     def _launch(self, e: ast.Call, kind: str, name: str, target: str, ext: str | None, discarded: bool) -> Flow:
         arg_nodes = [a.value if isinstance(a, ast.Starred) else a for a in e.args] + [k.value for k in e.keywords]
@@ -1743,7 +1753,9 @@ class _Analyser:
                     return self._invoke(node, f"{owner}.{name}", owner, holder.attr + ".", e,
                                         bind_self=not _is_static(node), kind="method")
         base = self._ev(func.value)
-        arg_flows = [self._ev(a) for a in e.args] + [self._ev(k.value) for k in e.keywords]
+        arg_flows = [self._ev(a) for a in e.args]
+        if e.keywords:
+            arg_flows += [self._ev(k.value) for k in e.keywords]
         args = Flow.join_all(arg_flows)
         kind = classify_method(name)
         # a tensor for sure: an input, a computation, a kernel result or an allocation (``state`` alone
