@@ -975,13 +975,21 @@ class _Analyser:
         return out
 
     def _ev_boolop(self, e: ast.BoolOp, discarded: bool) -> Flow:
-        return Flow.join_all([self._ev(v) for v in e.values])
+        return self._fold(e.values)
+
+    def _fold(self, nodes: list[ast.expr]) -> Flow:
+        """``Flow.join_all`` of the nodes' flows, folded as they are evaluated (same order, no list)."""
+        out = EMPTY
+        ev = self._ev
+        for n in nodes:
+            out = out.join(ev(n))
+        return out
 
     def _ev_ifexp(self, e: ast.IfExp, discarded: bool) -> Flow:
         return self._branch_expr(e, e.test, e.body, e.orelse, "ifexp")
 
     def _ev_seq(self, e: ast.Tuple, discarded: bool) -> Flow:
-        return Flow.join_all([self._ev(x) for x in e.elts])
+        return self._fold(e.elts)
 
     def _ev_dict(self, e: ast.Dict, discarded: bool) -> Flow:
         return Flow.join_all([self._ev(v) for v in e.values if v is not None] +
