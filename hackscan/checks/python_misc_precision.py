@@ -16,6 +16,7 @@ from ..context import Hit, ScanContext
 from ..model import Confidence, Severity
 from ..python.module import subtree
 from ..python.patterns import misc_facts
+from ..python.resolve import dotted_name
 
 HALF_DTYPES = {
     "torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16",
@@ -109,15 +110,11 @@ def _half_expr(host, expr: ast.AST | None, dtype_vars: dict[str, str]) -> str | 
         return HALF_DTYPES[name]
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in HALF_METHODS:
         return None
-    from ..python.resolve import dotted_name
-
     return dtype_vars.get(dotted_name(expr)) if isinstance(expr, (ast.Name, ast.Attribute)) else None
 
 
 def _dtype_vars(host) -> dict[str, str]:
     """Names and ``self.`` attributes that are assigned a half dtype (``self.compute_dtype = torch.half``)."""
-    from ..python.resolve import dotted_name
-
     out: dict[str, str] = {}
     for node in host.of_type(ast.Assign):
         got = _half_expr(host, node.value, {})

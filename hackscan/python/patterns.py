@@ -245,13 +245,17 @@ def is_alias_expr(expr: ast.AST, names: set[str]) -> bool:
 def state_key(expr: ast.AST) -> str | None:
     """The persistent state an expression reads: ``self.cache`` for ``self.cache[k]``, ``self.out``."""
     e = expr
-    while isinstance(e, ast.Subscript):
+    while type(e) is ast.Subscript:
         e = e.value
-    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in ("get", "setdefault"):
+    if type(e) is ast.Call and type(e.func) is ast.Attribute and e.func.attr in ("get", "setdefault"):
         e = e.func.value
-    name = dotted_name(e)
-    if name.startswith(("self.", "cls.")) and name.count(".") >= 1:
-        return "self." + name.split(".", 2)[1]
+    # ``self.<attr>[.<more>]``: walk the attribute chain to its root without building its dotted name
+    first = None
+    while type(e) is ast.Attribute:
+        first = e.attr
+        e = e.value
+    if first is not None and type(e) is ast.Name and e.id in ("self", "cls"):
+        return "self." + first
     return None
 
 
