@@ -67,6 +67,14 @@ _AUTOCAST_ATTRS = frozenset(n.rsplit(".", 1)[-1] for n in AUTOCAST)
 
 def reference_uses_low_precision(ctx: ScanContext) -> bool:
     """The reference computes in half / bfloat16 itself, or casts or autocasts to them."""
+    if ctx.host is None:
+        return _reference_uses_low_precision(ctx)
+    # HS170, HS171, HS172 and the Triton rules all ask: answer once per scan
+    key = ("reference_uses_low_precision", id(ctx.reference), id(ctx.reference_module))
+    return bool(misc_facts(ctx.host).shared(key, lambda: _reference_uses_low_precision(ctx)))
+
+
+def _reference_uses_low_precision(ctx: ScanContext) -> bool:
     ref = ctx.reference
     if ref is None:
         return False
@@ -114,7 +122,13 @@ def _half_expr(host, expr: ast.AST | None, dtype_vars: dict[str, str]) -> str | 
 
 
 def _dtype_vars(host) -> dict[str, str]:
-    """Names and ``self.`` attributes that are assigned a half dtype (``self.compute_dtype = torch.half``)."""
+    """Names and ``self.`` attributes that are assigned a half dtype (``self.compute_dtype = torch.half``).
+
+    Shared by HS170 and HS171 (read only)."""
+    return misc_facts(host).shared("half_dtype_vars", lambda: _find_dtype_vars(host))  # type: ignore[return-value]
+
+
+def _find_dtype_vars(host) -> dict[str, str]:
     out: dict[str, str] = {}
     for node in host.of_type(ast.Assign):
         got = _half_expr(host, node.value, {})

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from .lazy import cached_property
@@ -272,6 +272,15 @@ class MiscFacts:
     _cnames: dict[int, str] = field(default_factory=dict)
     _deps: dict[tuple[ast.AST, str], dict[str, set[str]]] = field(default_factory=dict)
     _targets: dict[ast.AST, list[FunctionNode]] = field(default_factory=dict)
+    _shared: dict[object, object] = field(default_factory=dict)
+
+    def shared(self, key: object, compute: Callable[[], object]) -> object:
+        """A value several rules derive from the same scan's inputs, computed by the first that asks
+        (``key`` names what is computed; the result must not be changed by its readers)."""
+        got = self._shared.get(key, _UNSET)
+        if got is _UNSET:
+            got = self._shared[key] = compute()
+        return got
 
     # ------------------------------------------------------------------ cheap pre-checks
     def mentions(self, *needles: str) -> bool:
