@@ -79,15 +79,20 @@ def _narrowing(fn: Function) -> list[tuple[ts.Node, str]]:
 def _half_math(fn: Function) -> list[ts.Node]:
     out = [c.node for c in fn.calls if not c.is_method and c.base in names.HALF_MATH and c.base not in (
         "load_matrix_sync", "store_matrix_sync")]
-    for decl in fn.of_type("declaration"):
-        tnode = decl.child_by_field_name("type")
-        if tnode is not None and _HALF_FRAGMENT.search(text(tnode)):
-            out.append(decl)
+    # every match of ``_HALF_FRAGMENT`` holds "fragment<": a unit without it has none to find
+    if "fragment<" in fn.unit.text:
+        for decl in fn.of_type("declaration"):
+            tnode = decl.child_by_field_name("type")
+            if tnode is not None and _HALF_FRAGMENT.search(text(tnode)):
+                out.append(decl)
     return out
 
 
 def _tf32(fn: Function) -> list[ts.Node]:
-    out = []
+    out: list[ts.Node] = []
+    # both tests below need "tf32" in the node's text, hence in its unit's
+    if "tf32" not in fn.unit.text:
+        return out
     for decl in fn.of_type("declaration"):
         tnode = decl.child_by_field_name("type")
         if tnode is not None and "fragment<" in text(tnode) and "precision::tf32" in text(tnode):
@@ -105,10 +110,16 @@ def reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
         return
     facts = ctx.cuda
     reachable = facts.reachable
+    # does an extension compute in half precision anywhere?  Only asked of an extension with a
+    # narrowing conversion, so worked out then (and only until one function says yes)
     by_ext_math: dict[str, bool] = {}
-    for fn in facts.functions:
-        if _half_math(fn):
-            by_ext_math[fn.ext] = True
+
+    def computes_half(ext: str) -> bool:
+        got = by_ext_math.get(ext)
+        if got is None:
+            got = by_ext_math[ext] = any(_half_math(g) for g in facts.functions if g.ext == ext)
+        return got
+
     for fn in facts.functions:
         if fn not in reachable:
             continue
@@ -121,7 +132,7 @@ def reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
         narrow = _narrowing(fn)
         if narrow:
             node, what = narrow[0]
-            computes = by_ext_math.get(fn.ext, False)
+            computes = computes_half(fn.ext)
             sev = Severity.ERROR if computes else Severity.WARNING
             conf = Confidence.HIGH if computes else Confidence.MEDIUM
             suffix = " and computes in half precision" if computes else ""

@@ -163,6 +163,13 @@ class Call:
     receiver: ts.Node | None = None
     # the macro the name was expanded from (``RT(StreamCreate)`` -> ``cudaStreamCreate``)
     macro: str | None = None
+    # ``x.mm(y)`` (names like ``.mm``): a plain attribute, not a property, because the rules and
+    # the call graph ask it of every call, often several times.  Set once from the name; the only
+    # later rename (macro expansion) applies to non-method calls and yields a plain name.
+    is_method: bool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.is_method = self.name.startswith(".")
 
     @property
     def unit(self) -> Unit:
@@ -171,10 +178,6 @@ class Call:
     @cached_property
     def pos(self) -> Pos:
         return pos_of(self.function.unit, self.node)
-
-    @property
-    def is_method(self) -> bool:
-        return self.name.startswith(".")
 
     @cached_property
     def base(self) -> str:
