@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 from collections.abc import Container, Iterator
 
 import tree_sitter as ts
@@ -13,7 +14,7 @@ from ..context import Hit, Pos, ScanContext
 from ..cuda import names
 from ..cuda.facts import Call, CudaFacts, Function, pos_of
 from ..cuda.flow import Flow, pointer_base, strip_casts
-from ..cuda.parser import contains, descendants, identifiers, text
+from ..cuda.parser import contains, identifiers, language, text
 from ..model import Confidence, Severity
 
 _HALF_CAST = re.compile(rb"static_cast\s*<\s*(at::Half|c10::Half|__half|half|__nv_bfloat16|at::BFloat16|c10::BFloat16)"
@@ -302,25 +303,30 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
         loops = fn.of_type("for_statement")
         if not loops:
             continue
+        # each loop's variable, worked out once for both checks and for the inner-loop test
+        loop_vars: dict[int, tuple[str, ts.Node | None] | None] | None = None
         if fn.kind == "host":
             # CPU extensions: loops in host code that write tensor memory
             if not flow.host_stores(fn):
                 continue
-            yield from _truncated_loops(ctx, fn, loops)
+            loop_vars = {loop.id: _loop_var(loop) for loop in loops}
+            yield from _truncated_loops(ctx, fn, loops, loop_vars)
             # data pointers are locals there (``const float* row = x.data_ptr<float>() + r * cols``)
             amap = {name: -1 for name, t in fn.local_types.items() if "*" in t}
         else:
             amap = flow.aliases(fn)
         if not amap:
             continue
+        if loop_vars is None:
+            loop_vars = {loop.id: _loop_var(loop) for loop in loops}
         if fn.kind != "host":
-            yield from _truncated_loops(ctx, fn, loops)
+            yield from _truncated_loops(ctx, fn, loops, loop_vars)
         # the thread- and block-derived locals (a fixpoint over every local's values) are computed
         # on first need: most strided loops start at a literal and index with the loop variable only
         threads: set[str] | None = None
         by_block: set[str] | None = None
         for loop in loops:
-            lv = _loop_var(loop)
+            lv = loop_vars[loop.id]
             if lv is None:
                 continue
             var, start = lv
@@ -367,16 +373,19 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
             if body is None:
                 continue
             btext = text(body)
-            if _VECTOR.search(btext) or not (_accumulates(body) or _ACCUM_CALLS.search(btext)):
+            if _VECTOR.search(btext) or not (_accumulates(body, fn) or _ACCUM_CALLS.search(btext)):
                 continue
+            # the loops inside the body are among the function's loops (the body's walk collected
+            # every one), so their variables are known already
             inner_vars: set[str] = set()
-            for inner in descendants(body, "for_statement"):
-                got = _loop_var(inner)
-                if got is not None:
-                    inner_vars.add(got[0])
+            for inner in loops:
+                if contains(body, inner):
+                    got = loop_vars[inner.id]
+                    if got is not None:
+                        inner_vars.add(got[0])
             per_array: dict[str, set[str]] = {}
             covered = False
-            for sub in descendants(body, "subscript_expression"):
+            for sub in _subscripts(body):
                 idx = sub.child_by_field_name("indices")
                 if idx is None:
                     continue
@@ -433,13 +442,14 @@ def _runtime_name(name: str, fn: Function, consts: Container[str], depth: int = 
     return False
 
 
-def _truncated_loops(ctx: ScanContext, fn: Function, loops: list[ts.Node]) -> Iterator[Hit]:
+def _truncated_loops(ctx: ScanContext, fn: Function, loops: list[ts.Node],
+                     loop_vars: dict[int, tuple[str, ts.Node | None] | None] | None = None) -> Iterator[Hit]:
     consts = ctx.cuda.extensions[fn.ext].env_for(fn)
     """``for (i = 0; i < n / 2; ++i)`` over a run-time size, whose body never reaches the other
     half (no ``n - 1 - i`` mirror, no ``i + n / 2`` partner, no two-wide vector loads)."""
     for loop in loops:
         cond = loop.child_by_field_name("condition")
-        lv = _loop_var(loop)
+        lv = loop_vars[loop.id] if loop_vars is not None else _loop_var(loop)
         if cond is None or lv is None or cond.type != "binary_expression":
             continue
         var = lv[0]
@@ -471,8 +481,32 @@ def _truncated_loops(ctx: ScanContext, fn: Function, loops: list[ts.Node]) -> It
                       evidence={"condition": text(cond), "size": size})
 
 
-def _accumulates(body: ts.Node) -> bool:
-    for asg in descendants(body, "assignment_expression"):
+def _subscripts(body: ts.Node) -> list[ts.Node]:
+    """The subscript expressions under ``body``, from a query (in C) rather than a walk from Python,
+    in the order the former walk (``descendants``: pre-order, last child first) gave them: outer
+    before inner, later before earlier, i.e. descending end then ascending start (a subscript
+    never spans exactly the range of another).  The order picks the reported array on ties."""
+    cur = getattr(_sub_local, "cursor", None)
+    if cur is None:  # QueryCursor objects are not thread-safe: one per thread
+        cur = _sub_local.cursor = ts.QueryCursor(ts.Query(language(), "(subscript_expression) @sub"))
+    found = cur.captures(body).get("sub", [])
+    if len(found) > 1:
+        found.sort(key=_walk_order)
+    return found
+
+
+_sub_local = threading.local()
+
+
+def _walk_order(node: ts.Node) -> tuple[int, int]:
+    return -node.end_byte, node.start_byte
+
+
+def _accumulates(body: ts.Node, fn: Function) -> bool:
+    # the body's assignments are among the function's (any one decides, so their order is moot)
+    for asg in fn.of_type("assignment_expression"):
+        if not contains(body, asg):
+            continue
         op = asg.child_by_field_name("operator")
         left = asg.child_by_field_name("left")
         if op is None or left is None:
