@@ -65,7 +65,10 @@ def _narrowing(fn: Function) -> list[tuple[ts.Node, str]]:
     if fn.body is not None and (fn.kind != "host" or fn.of_type("for_statement")):
         # ``static_cast<at::Half>(acc)`` / ``(__half)v``: rounding an fp32 value through half
         raw = fn.body.text or b""
-        for m in _HALF_CAST.finditer(raw):
+        # every match names a half type, so holds "alf" (half, Half) or "loat16" (bfloat16,
+        # BFloat16): two byte searches spare the regex, which tries every "(" of the body
+        matches = _HALF_CAST.finditer(raw) if (b"alf" in raw or b"loat16" in raw) else ()
+        for m in matches:
             tail = raw[m.end():m.end() + 24].lstrip()
             if re.match(rb"[\d.]+f?\s*\)", tail):
                 continue  # a literal
@@ -77,11 +80,12 @@ def _narrowing(fn: Function) -> list[tuple[ts.Node, str]]:
     return out
 
 
-def _half_math(fn: Function) -> list[ts.Node]:
+def _half_math(fn: Function, fragments: bool = True) -> list[ts.Node]:
+    """``fragments``: may the unit declare WMMA fragments?  Every match of ``_HALF_FRAGMENT``
+    holds "fragment<", so a caller that knows the unit has none spares the declarations' scan."""
     out = [c.node for c in fn.calls if not c.is_method and c.base in names.HALF_MATH and c.base not in (
         "load_matrix_sync", "store_matrix_sync")]
-    # every match of ``_HALF_FRAGMENT`` holds "fragment<": a unit without it has none to find
-    if "fragment<" in fn.unit.text:
+    if fragments:
         for decl in fn.of_type("declaration"):
             tnode = decl.child_by_field_name("type")
             if tnode is not None and _HALF_FRAGMENT.search(text(tnode)):
@@ -89,10 +93,10 @@ def _half_math(fn: Function) -> list[ts.Node]:
     return out
 
 
-def _tf32(fn: Function) -> list[ts.Node]:
+def _tf32(fn: Function, mentioned: bool = True) -> list[ts.Node]:
+    """``mentioned``: does the unit's text hold "tf32" (both tests below need it)?"""
     out: list[ts.Node] = []
-    # both tests below need "tf32" in the node's text, hence in its unit's
-    if "tf32" not in fn.unit.text:
+    if not mentioned:
         return out
     for decl in fn.of_type("declaration"):
         tnode = decl.child_by_field_name("type")
@@ -114,11 +118,20 @@ def reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
     # does an extension compute in half precision anywhere?  Only asked of an extension with a
     # narrowing conversion, so worked out then (and only until one function says yes)
     by_ext_math: dict[str, bool] = {}
+    # per unit: does its text hold "fragment<" / "tf32" at all (searched once, not per function)
+    unit_words: dict[str, tuple[bool, bool]] = {}
+
+    def words(unit) -> tuple[bool, bool]:
+        got = unit_words.get(unit.id)
+        if got is None:
+            src = unit.text
+            got = unit_words[unit.id] = ("fragment<" in src, "tf32" in src)
+        return got
 
     def computes_half(ext: str) -> bool:
         got = by_ext_math.get(ext)
         if got is None:
-            got = by_ext_math[ext] = any(_half_math(g) for g in facts.functions if g.ext == ext)
+            got = by_ext_math[ext] = any(_half_math(g, words(g.unit)[0]) for g in facts.functions if g.ext == ext)
         return got
 
     for fn in facts.functions:
@@ -141,7 +154,7 @@ def reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
                           args={"function": fn.name, "what": what + suffix},
                           evidence={"conversions": len(narrow), "half_math": computes})
             continue
-        tf = _tf32(fn)
+        tf = _tf32(fn, words(fn.unit)[1])
         if tf:
             yield ctx.hit(pos_of(fn.unit, tf[0]), severity=Severity.WARNING, confidence=Confidence.MEDIUM,
                           args={"function": fn.name, "what": "computes with TF32 tensor cores (10-bit mantissa)"},
