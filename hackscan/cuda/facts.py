@@ -417,6 +417,8 @@ class CudaFacts:
         self.parse_errors: list[ParseError] = []
         self.trees: dict[str, ts.Tree] = {}
         self._callees: dict[int, list[Function]] = {}
+        # ``branches.value_reads`` per (function, depth): several rules ask it of the same functions
+        self._value_reads: dict[tuple[int, int], list] = {}
 
     # --------------------------------------------------------------- lookups
     def ext(self, name: str) -> ExtensionFacts:
