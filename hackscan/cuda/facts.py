@@ -13,7 +13,6 @@ are looked up per extension, never per unit.
 
 from __future__ import annotations
 
-import bisect
 import functools
 import operator
 import re
@@ -121,10 +120,7 @@ class Function:
     def assigned_texts(self) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
         """``assigned`` as text: each value's source and the identifiers it reads (fixpoints over the
         locals read these every round)."""
-        if not self.assigned:
-            return {}
-        index = _IdentifierIndex(self.body) if self.body is not None else None
-        return {name: [_value_texts(v, index) for v in values] for name, values in self.assigned.items()}
+        return {name: [_value_texts(v) for v in values] for name, values in self.assigned.items()}
 
     def param(self, name: str) -> Param | None:
         for p in self.params:
@@ -144,34 +140,7 @@ class Function:
         return f"Function({self.kind} {self.key})"
 
 
-class _IdentifierIndex:
-    """Every identifier of a function body, from one query (in C), by start byte: the identifiers
-    of an expression inside the body are then a slice, where walking each expression's nodes from
-    Python (``identifiers``) cost more than the query's walk of the whole body."""
-
-    def __init__(self, body: ts.Node):
-        cur = getattr(_local_cursor, "ident_cursor", None)
-        if cur is None:  # QueryCursor objects are not thread-safe: one per thread
-            cur = _local_cursor.ident_cursor = ts.QueryCursor(ts.Query(language(), "(identifier) @id"))
-        found = cur.captures(body).get("id", [])
-        found.sort(key=_START)
-        self.body = body
-        self.nodes = found
-        self.starts = [n.start_byte for n in found]
-
-    def within(self, node: ts.Node) -> list[ts.Node] | None:
-        """The identifiers under ``node`` in ``identifiers`` order (that walk pops the last child
-        first, so its leaves come last to first), or None where the slice might not be exact: a
-        node outside the body, or a subtree with ERROR / MISSING nodes (a zero-width MISSING
-        identifier on a boundary)."""
-        if node.has_error or node.start_byte < self.body.start_byte or node.end_byte > self.body.end_byte:
-            return None
-        lo = bisect.bisect_left(self.starts, node.start_byte)
-        hi = bisect.bisect_left(self.starts, node.end_byte, lo)
-        return self.nodes[lo:hi][::-1]
-
-
-def _value_texts(value: ts.Node, index: _IdentifierIndex | None = None) -> tuple[str, tuple[str, ...]]:
+def _value_texts(value: ts.Node) -> tuple[str, tuple[str, ...]]:
     """A value's source and the identifiers it reads, in ``identifiers`` order."""
     vtext = text(value)
     t = value.type
@@ -179,12 +148,10 @@ def _value_texts(value: ts.Node, index: _IdentifierIndex | None = None) -> tuple
         return vtext, (vtext,)
     if not value.named_child_count:
         return vtext, ()
-    found = index.within(value) if index is not None else None
-    idents = found if found is not None else identifiers(value)
     if vtext.isascii():  # byte offsets are character offsets: slice instead of decoding each name
         base = value.start_byte
-        return vtext, tuple(vtext[i.start_byte - base:i.end_byte - base] for i in idents)
-    return vtext, tuple(text(i) for i in idents)
+        return vtext, tuple(vtext[i.start_byte - base:i.end_byte - base] for i in identifiers(value))
+    return vtext, tuple(text(i) for i in identifiers(value))
 
 
 @dataclass(eq=False)
