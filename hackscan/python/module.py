@@ -21,6 +21,7 @@ from ..units import MappedText, Unit
 from .imports import ImportMap
 from .lazy import cached_property
 from .literals import HostSource
+from .records import quick_init
 from .resolve import Resolver, Scope, Unresolved, build_scope, dotted_name
 
 LOAD_INLINE = "torch.utils.cpp_extension.load_inline"
@@ -146,25 +147,28 @@ def index_tree(tree: ast.AST) -> tuple[dict[ast.AST, ast.AST], dict[type, list[a
     the one rules have always seen.
     """
     parents: dict[ast.AST, ast.AST] = {}
-    nodes: dict[type, list[ast.AST]] = {}
+    # per node type met in this tree: its indexer and its list of nodes, found by one dictionary
+    # lookup per node (rather than one for the list and one for the indexer)
+    seen: dict[type, tuple[Any, list[ast.AST]]] = {}
+    get = seen.get
     stack = [tree]
     pop, push, extend = stack.pop, stack.append, stack.extend
     table = _INDEXERS
     while stack:
         node = pop()
         t = type(node)
-        bucket = nodes.get(t)
-        if bucket is None:
-            nodes[t] = [node]
-        else:
-            bucket.append(node)
-        try:
-            index = table[t]
-        except KeyError:
-            index = _generated(t, True)
+        entry = get(t)
+        if entry is None:
+            try:
+                index = table[t]
+            except KeyError:
+                index = _generated(t, True)
+            entry = seen[t] = (index, [])
+        index, bucket = entry
+        bucket.append(node)
         if index is not None:
             index(node, parents, push, extend)
-    return parents, nodes
+    return parents, {t: entry[1] for t, entry in seen.items()}
 
 
 def subtree(node: ast.AST) -> list[ast.AST]:
@@ -223,6 +227,7 @@ def _index_fields_generic(node: ast.AST, parents: dict[ast.AST, ast.AST], push) 
             push(v)
 
 
+@quick_init
 @dataclass(frozen=True)
 class SourceProblem:
     """A source handed to a compiler that cannot be resolved statically (rule HS002)."""
@@ -361,7 +366,7 @@ class HostModule:
         mod = HostModule(path=path, source=host, tree=tree, resolver=Resolver(host))
         # every loader name contains one of these; a non-ASCII text may spell one in letters that
         # identifier normalisation folds to ASCII
-        if not text.isascii() or any(hint in text for hint in _LOADER_HINTS):
+        if not text.isascii() or "load" in text or "Kernel" in text or "RawModule" in text:  # _LOADER_HINTS
             mod._extract()
         return mod
 
