@@ -393,6 +393,15 @@ class HostModule:
         nodes = self.__dict__.get("nodes")
         if nodes is not None:
             return ImportMap.of_nodes(nodes.get(ast.Import, []) + nodes.get(ast.ImportFrom, []))
+        # Every import statement spells the keyword ``import`` (in ASCII: a keyword is matched on
+        # its bytes) inside its own span, so the text holds at least one ``import`` per import
+        # statement.  When the top-level imports alone account for every occurrence, no nested
+        # one exists, and the walk of every statement list can be skipped (a reference file).
+        body = self.tree.body[::-1]  # the walk pops the last statement first
+        top = [n for n in body if type(n) is ast.Import]
+        top += [n for n in body if type(n) is ast.ImportFrom]
+        if len(top) == self.source.text.count("import"):
+            return ImportMap.of_nodes(top)  # in the order ``_statement_imports`` gives them
         return ImportMap.of_nodes(_statement_imports(self.tree))
 
     @cached_property
