@@ -10,7 +10,6 @@ All but the tree are computed on first use (see ``HostModule``): a reference fil
 from __future__ import annotations
 
 import ast
-import copy
 import re
 import threading
 from dataclasses import dataclass, field
@@ -31,6 +30,8 @@ TRITON_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics", "trit
 
 _LOADER_NAMES = frozenset({"load_inline", "load", "RawKernel", "RawModule", "ElementwiseKernel", "ReductionKernel"})
 _LOADER_HINTS = ("load", "Kernel", "RawModule")  # each name above contains one
+# the last part of a name that ends in ``cpp_extension.load`` or is one of ``CUPY_KERNELS``
+_LOAD_LASTS = frozenset({"load", "RawKernel", "RawModule", "ElementwiseKernel", "ReductionKernel"})
 _EXTRACTED = ("units", "extensions", "triton_kernels", "problems")  # what ``HostModule._extract`` fills
 _EXTRACT_LOCK = threading.RLock()
 
@@ -418,7 +419,9 @@ class HostModule:
             d = self.__dict__
             if name not in d:
                 self.nodes  # index the shared module, not the copy  # noqa: B018
-                work = copy.copy(self)
+                # a shallow copy (what ``copy.copy`` makes of a dataclass, without its protocol)
+                work = object.__new__(HostModule)
+                work.__dict__.update(d)
                 work._extract()
                 done = work.__dict__
                 for key in _EXTRACTED:
@@ -734,7 +737,11 @@ class HostModule:
         holders: set[ast.AST] = set()
         for node in self.of_type(ast.Assign):
             if isinstance(node.value, ast.Call):
-                name = self.canonical(node.value.func)
+                func = node.value.func
+                # the canonical name of ``a.b.c`` ends in ``c``: only these can match the test below
+                if type(func) is ast.Attribute and not (func.attr.endswith("load_inline") or func.attr in _LOAD_LASTS):
+                    continue
+                name = self.canonical(func)
                 if name.endswith(("load_inline", "cpp_extension.load")) or name in CUPY_KERNELS:
                     holders.update(a for a in self.ancestors(node)
                                    if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)))
