@@ -12,10 +12,15 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Mapping
 
+# the lock-free ``cached_property`` and the one-update ``__init__``: a scan builds segments and
+# mapped texts by the hundred per file (every literal piece, every concatenation)
+from .python.lazy import cached_property
+from .python.records import quick_init
 
+
+@quick_init
 @dataclass(frozen=True)
 class Segment:
     """``text[start:]`` up to the next segment maps onto the host from (line, col).
@@ -31,6 +36,7 @@ class Segment:
     verbatim: bool
 
 
+@quick_init
 @dataclass(frozen=True)
 class MappedText:
     text: str
@@ -186,6 +192,7 @@ class MappedText:
         return byte_offset - extras[j]
 
 
+@quick_init
 @dataclass(frozen=True)
 class Unit:
     """One piece of source in one language.

@@ -4,6 +4,7 @@ functions that return their input or a constant without launching anything (HS20
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 
 import tree_sitter as ts
@@ -14,7 +15,7 @@ from ..cuda.branches import depends_on, enclosing, is_empty_check, launches_afte
 from ..cuda.facts import Call, CudaFacts, Function, pos_of
 from ..cuda.flow import UNINITIALISED, Origin
 from ..cuda.names import is_compute
-from ..cuda.parser import contains, descendants, identifiers, text
+from ..cuda.parser import contains, identifiers, language, text
 from ..model import Confidence, Severity
 
 _DEVICE_CHECK = re.compile(r"is_cpu\s*\(|is_cuda\s*\(|kCPU|DeviceType::CPU|device\(\)\.type\(\)")
@@ -196,14 +197,34 @@ def _tensor_arithmetic(fn: Function) -> list[ts.Node]:
     if fn.body is None or fn.kind != "host":
         return []
     found: list[ts.Node] = []
-    for node in descendants(fn.body, "binary_expression"):
-        op = node.child_by_field_name("operator")
-        if op is None or op.type not in _ARITH:
-            continue
+    for node in _arith_nodes(fn.body):
         left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
         if any(x is not None and _tensor_expr(x, fn) for x in (left, right)):
             found.append(node)
     return [n for n in found if not any(o is not n and contains(o, n) for o in found)]
+
+
+_ARITH_QUERY = "(binary_expression operator: [" + " ".join(f'"{op}"' for op in sorted(_ARITH)) + "]) @arith"
+_arith_local = threading.local()
+
+
+def _arith_nodes(body: ts.Node) -> list[ts.Node]:
+    """The ``a op b`` nodes under ``body`` with an operator of ``_ARITH``, found by a query (in C)
+    rather than by walking every node of the body from Python, in the order the former walk
+    (``descendants``: pre-order, last child first) gave them: outer before inner, later before
+    earlier, which is descending end then ascending start (nested binary expressions never share
+    both ends)."""
+    cur = getattr(_arith_local, "cursor", None)
+    if cur is None:  # QueryCursor objects are not thread-safe: one per thread
+        cur = _arith_local.cursor = ts.QueryCursor(ts.Query(language(), _ARITH_QUERY))
+    found = cur.captures(body).get("arith", [])
+    if len(found) > 1:
+        found.sort(key=_walk_order)
+    return found
+
+
+def _walk_order(node: ts.Node) -> tuple[int, int]:
+    return -node.end_byte, node.start_byte
 
 
 def catch_fallback(ctx: ScanContext) -> Iterator[Hit]:

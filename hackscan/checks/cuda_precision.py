@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 from collections.abc import Container, Iterator
 
 import tree_sitter as ts
@@ -13,7 +14,7 @@ from ..context import Hit, Pos, ScanContext
 from ..cuda import names
 from ..cuda.facts import Call, CudaFacts, Function, pos_of
 from ..cuda.flow import Flow, pointer_base, strip_casts
-from ..cuda.parser import contains, descendants, identifiers, text
+from ..cuda.parser import contains, identifiers, language, text
 from ..model import Confidence, Severity
 
 _HALF_CAST = re.compile(rb"static_cast\s*<\s*(at::Half|c10::Half|__half|half|__nv_bfloat16|at::BFloat16|c10::BFloat16)"
@@ -64,7 +65,10 @@ def _narrowing(fn: Function) -> list[tuple[ts.Node, str]]:
     if fn.body is not None and (fn.kind != "host" or fn.of_type("for_statement")):
         # ``static_cast<at::Half>(acc)`` / ``(__half)v``: rounding an fp32 value through half
         raw = fn.body.text or b""
-        for m in _HALF_CAST.finditer(raw):
+        # every match names a half type, so holds "alf" (half, Half) or "loat16" (bfloat16,
+        # BFloat16): two byte searches spare the regex, which tries every "(" of the body
+        matches = _HALF_CAST.finditer(raw) if (b"alf" in raw or b"loat16" in raw) else ()
+        for m in matches:
             tail = raw[m.end():m.end() + 24].lstrip()
             if re.match(rb"[\d.]+f?\s*\)", tail):
                 continue  # a literal
@@ -76,18 +80,24 @@ def _narrowing(fn: Function) -> list[tuple[ts.Node, str]]:
     return out
 
 
-def _half_math(fn: Function) -> list[ts.Node]:
+def _half_math(fn: Function, fragments: bool = True) -> list[ts.Node]:
+    """``fragments``: may the unit declare WMMA fragments?  Every match of ``_HALF_FRAGMENT``
+    holds "fragment<", so a caller that knows the unit has none spares the declarations' scan."""
     out = [c.node for c in fn.calls if not c.is_method and c.base in names.HALF_MATH and c.base not in (
         "load_matrix_sync", "store_matrix_sync")]
-    for decl in fn.of_type("declaration"):
-        tnode = decl.child_by_field_name("type")
-        if tnode is not None and _HALF_FRAGMENT.search(text(tnode)):
-            out.append(decl)
+    if fragments:
+        for decl in fn.of_type("declaration"):
+            tnode = decl.child_by_field_name("type")
+            if tnode is not None and _HALF_FRAGMENT.search(text(tnode)):
+                out.append(decl)
     return out
 
 
-def _tf32(fn: Function) -> list[ts.Node]:
-    out = []
+def _tf32(fn: Function, mentioned: bool = True) -> list[ts.Node]:
+    """``mentioned``: does the unit's text hold "tf32" (both tests below need it)?"""
+    out: list[ts.Node] = []
+    if not mentioned:
+        return out
     for decl in fn.of_type("declaration"):
         tnode = decl.child_by_field_name("type")
         if tnode is not None and "fragment<" in text(tnode) and "precision::tf32" in text(tnode):
@@ -105,10 +115,25 @@ def reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
         return
     facts = ctx.cuda
     reachable = facts.reachable
+    # does an extension compute in half precision anywhere?  Only asked of an extension with a
+    # narrowing conversion, so worked out then (and only until one function says yes)
     by_ext_math: dict[str, bool] = {}
-    for fn in facts.functions:
-        if _half_math(fn):
-            by_ext_math[fn.ext] = True
+    # per unit: does its text hold "fragment<" / "tf32" at all (searched once, not per function)
+    unit_words: dict[str, tuple[bool, bool]] = {}
+
+    def words(unit) -> tuple[bool, bool]:
+        got = unit_words.get(unit.id)
+        if got is None:
+            src = unit.text
+            got = unit_words[unit.id] = ("fragment<" in src, "tf32" in src)
+        return got
+
+    def computes_half(ext: str) -> bool:
+        got = by_ext_math.get(ext)
+        if got is None:
+            got = by_ext_math[ext] = any(_half_math(g, words(g.unit)[0]) for g in facts.functions if g.ext == ext)
+        return got
+
     for fn in facts.functions:
         if fn not in reachable:
             continue
@@ -121,7 +146,7 @@ def reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
         narrow = _narrowing(fn)
         if narrow:
             node, what = narrow[0]
-            computes = by_ext_math.get(fn.ext, False)
+            computes = computes_half(fn.ext)
             sev = Severity.ERROR if computes else Severity.WARNING
             conf = Confidence.HIGH if computes else Confidence.MEDIUM
             suffix = " and computes in half precision" if computes else ""
@@ -129,7 +154,7 @@ def reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
                           args={"function": fn.name, "what": what + suffix},
                           evidence={"conversions": len(narrow), "half_math": computes})
             continue
-        tf = _tf32(fn)
+        tf = _tf32(fn, words(fn.unit)[1])
         if tf:
             yield ctx.hit(pos_of(fn.unit, tf[0]), severity=Severity.WARNING, confidence=Confidence.MEDIUM,
                           args={"function": fn.name, "what": "computes with TF32 tensor cores (10-bit mantissa)"},
@@ -291,25 +316,30 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
         loops = fn.of_type("for_statement")
         if not loops:
             continue
+        # each loop's variable, worked out once for both checks and for the inner-loop test
+        loop_vars: dict[int, tuple[str, ts.Node | None] | None] | None = None
         if fn.kind == "host":
             # CPU extensions: loops in host code that write tensor memory
             if not flow.host_stores(fn):
                 continue
-            yield from _truncated_loops(ctx, fn, loops)
+            loop_vars = {loop.id: _loop_var(loop) for loop in loops}
+            yield from _truncated_loops(ctx, fn, loops, loop_vars)
             # data pointers are locals there (``const float* row = x.data_ptr<float>() + r * cols``)
             amap = {name: -1 for name, t in fn.local_types.items() if "*" in t}
         else:
             amap = flow.aliases(fn)
         if not amap:
             continue
+        if loop_vars is None:
+            loop_vars = {loop.id: _loop_var(loop) for loop in loops}
         if fn.kind != "host":
-            yield from _truncated_loops(ctx, fn, loops)
+            yield from _truncated_loops(ctx, fn, loops, loop_vars)
         # the thread- and block-derived locals (a fixpoint over every local's values) are computed
         # on first need: most strided loops start at a literal and index with the loop variable only
         threads: set[str] | None = None
         by_block: set[str] | None = None
         for loop in loops:
-            lv = _loop_var(loop)
+            lv = loop_vars[loop.id]
             if lv is None:
                 continue
             var, start = lv
@@ -356,16 +386,19 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
             if body is None:
                 continue
             btext = text(body)
-            if _VECTOR.search(btext) or not (_accumulates(body) or _ACCUM_CALLS.search(btext)):
+            if _VECTOR.search(btext) or not (_accumulates(body, fn) or _ACCUM_CALLS.search(btext)):
                 continue
+            # the loops inside the body are among the function's loops (the body's walk collected
+            # every one), so their variables are known already
             inner_vars: set[str] = set()
-            for inner in descendants(body, "for_statement"):
-                got = _loop_var(inner)
-                if got is not None:
-                    inner_vars.add(got[0])
+            for inner in loops:
+                if contains(body, inner):
+                    got = loop_vars[inner.id]
+                    if got is not None:
+                        inner_vars.add(got[0])
             per_array: dict[str, set[str]] = {}
             covered = False
-            for sub in descendants(body, "subscript_expression"):
+            for sub in _subscripts(body):
                 idx = sub.child_by_field_name("indices")
                 if idx is None:
                     continue
@@ -422,13 +455,14 @@ def _runtime_name(name: str, fn: Function, consts: Container[str], depth: int = 
     return False
 
 
-def _truncated_loops(ctx: ScanContext, fn: Function, loops: list[ts.Node]) -> Iterator[Hit]:
+def _truncated_loops(ctx: ScanContext, fn: Function, loops: list[ts.Node],
+                     loop_vars: dict[int, tuple[str, ts.Node | None] | None] | None = None) -> Iterator[Hit]:
     consts = ctx.cuda.extensions[fn.ext].env_for(fn)
     """``for (i = 0; i < n / 2; ++i)`` over a run-time size, whose body never reaches the other
     half (no ``n - 1 - i`` mirror, no ``i + n / 2`` partner, no two-wide vector loads)."""
     for loop in loops:
         cond = loop.child_by_field_name("condition")
-        lv = _loop_var(loop)
+        lv = loop_vars[loop.id] if loop_vars is not None else _loop_var(loop)
         if cond is None or lv is None or cond.type != "binary_expression":
             continue
         var = lv[0]
@@ -460,8 +494,32 @@ def _truncated_loops(ctx: ScanContext, fn: Function, loops: list[ts.Node]) -> It
                       evidence={"condition": text(cond), "size": size})
 
 
-def _accumulates(body: ts.Node) -> bool:
-    for asg in descendants(body, "assignment_expression"):
+def _subscripts(body: ts.Node) -> list[ts.Node]:
+    """The subscript expressions under ``body``, from a query (in C) rather than a walk from Python,
+    in the order the former walk (``descendants``: pre-order, last child first) gave them: outer
+    before inner, later before earlier, i.e. descending end then ascending start (a subscript
+    never spans exactly the range of another).  The order picks the reported array on ties."""
+    cur = getattr(_sub_local, "cursor", None)
+    if cur is None:  # QueryCursor objects are not thread-safe: one per thread
+        cur = _sub_local.cursor = ts.QueryCursor(ts.Query(language(), "(subscript_expression) @sub"))
+    found = cur.captures(body).get("sub", [])
+    if len(found) > 1:
+        found.sort(key=_walk_order)
+    return found
+
+
+_sub_local = threading.local()
+
+
+def _walk_order(node: ts.Node) -> tuple[int, int]:
+    return -node.end_byte, node.start_byte
+
+
+def _accumulates(body: ts.Node, fn: Function) -> bool:
+    # the body's assignments are among the function's (any one decides, so their order is moot)
+    for asg in fn.of_type("assignment_expression"):
+        if not contains(body, asg):
+            continue
         op = asg.child_by_field_name("operator")
         left = asg.child_by_field_name("left")
         if op is None or left is None:

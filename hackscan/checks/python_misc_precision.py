@@ -16,6 +16,7 @@ from ..context import Hit, ScanContext
 from ..model import Confidence, Severity
 from ..python.module import subtree
 from ..python.patterns import misc_facts
+from ..python.resolve import dotted_name
 
 HALF_DTYPES = {
     "torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16",
@@ -66,6 +67,14 @@ _AUTOCAST_ATTRS = frozenset(n.rsplit(".", 1)[-1] for n in AUTOCAST)
 
 def reference_uses_low_precision(ctx: ScanContext) -> bool:
     """The reference computes in half / bfloat16 itself, or casts or autocasts to them."""
+    if ctx.host is None:
+        return _reference_uses_low_precision(ctx)
+    # HS170, HS171, HS172 and the Triton rules all ask: answer once per scan
+    key = ("reference_uses_low_precision", id(ctx.reference), id(ctx.reference_module))
+    return bool(misc_facts(ctx.host).shared(key, lambda: _reference_uses_low_precision(ctx)))
+
+
+def _reference_uses_low_precision(ctx: ScanContext) -> bool:
     ref = ctx.reference
     if ref is None:
         return False
@@ -109,15 +118,17 @@ def _half_expr(host, expr: ast.AST | None, dtype_vars: dict[str, str]) -> str | 
         return HALF_DTYPES[name]
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in HALF_METHODS:
         return None
-    from ..python.resolve import dotted_name
-
     return dtype_vars.get(dotted_name(expr)) if isinstance(expr, (ast.Name, ast.Attribute)) else None
 
 
 def _dtype_vars(host) -> dict[str, str]:
-    """Names and ``self.`` attributes that are assigned a half dtype (``self.compute_dtype = torch.half``)."""
-    from ..python.resolve import dotted_name
+    """Names and ``self.`` attributes that are assigned a half dtype (``self.compute_dtype = torch.half``).
 
+    Shared by HS170 and HS171 (read only)."""
+    return misc_facts(host).shared("half_dtype_vars", lambda: _find_dtype_vars(host))  # type: ignore[return-value]
+
+
+def _find_dtype_vars(host) -> dict[str, str]:
     out: dict[str, str] = {}
     for node in host.of_type(ast.Assign):
         got = _half_expr(host, node.value, {})

@@ -158,6 +158,8 @@ def stored_input_comparison(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
+    if not facts.uses(*_COMPARE_ATTRS):
+        return
     stored_globals = {t.id for s in host.tree.body if isinstance(s, ast.Assign) for t in s.targets
                       if isinstance(t, ast.Name)}
 
@@ -173,8 +175,6 @@ def stored_input_comparison(ctx: ScanContext) -> Iterator[Hit]:
             return e.id
         return None
 
-    if not facts.uses(*_COMPARE_ATTRS):
-        return
     for fn in facts.reachable:
         inputs: frozenset[str] | None = None
         for call in facts.in_functions([fn], ast.Call):

@@ -81,6 +81,8 @@ def harness_patch(ctx: ScanContext) -> Iterator[Hit]:
     facts = misc_facts(host)
     names = object_names(facts)
     for node in host.of_type(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete):
+        if type(node) is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
+            continue  # ``x = ...``, most assignments: no attribute or subscript target
         for t in _targets(node):
             tt = type(t)
             if tt is not ast.Attribute and tt is not ast.Subscript:

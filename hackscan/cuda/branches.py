@@ -84,7 +84,20 @@ class Branch:
 
 def value_reads(fn: Function, facts: CudaFacts | None = None, _depth: int = 0) -> list[ValueRead]:
     """Host reads of tensor values in ``fn``; with ``facts``, calls of host helpers that read
-    values and return something count too (``if (looks_nonnegative(x)) return x;``)."""
+    values and return something count too (``if (looks_nonnegative(x)) return x;``).
+
+    With ``facts`` the list is worked out once per function and depth and shared by every caller
+    (the facts are fixed once built): do not change it."""
+    if facts is not None:
+        key = (id(fn), _depth)
+        got = facts._value_reads.get(key)
+        if got is None:
+            got = facts._value_reads[key] = _value_reads(fn, facts, _depth)
+        return got
+    return _value_reads(fn, None, _depth)
+
+
+def _value_reads(fn: Function, facts: CudaFacts | None, _depth: int) -> list[ValueRead]:
     out: list[ValueRead] = []
     if facts is not None and _depth < 3:
         x = facts.extensions[fn.ext]

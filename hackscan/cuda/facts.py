@@ -14,6 +14,7 @@ are looked up per extension, never per unit.
 from __future__ import annotations
 
 import functools
+import operator
 import re
 import threading
 from collections.abc import Iterable, Iterator
@@ -163,6 +164,13 @@ class Call:
     receiver: ts.Node | None = None
     # the macro the name was expanded from (``RT(StreamCreate)`` -> ``cudaStreamCreate``)
     macro: str | None = None
+    # ``x.mm(y)`` (names like ``.mm``): a plain attribute, not a property, because the rules and
+    # the call graph ask it of every call, often several times.  Set once from the name; the only
+    # later rename (macro expansion) applies to non-method calls and yields a plain name.
+    is_method: bool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.is_method = self.name.startswith(".")
 
     @property
     def unit(self) -> Unit:
@@ -171,10 +179,6 @@ class Call:
     @cached_property
     def pos(self) -> Pos:
         return pos_of(self.function.unit, self.node)
-
-    @property
-    def is_method(self) -> bool:
-        return self.name.startswith(".")
 
     @cached_property
     def base(self) -> str:
@@ -380,6 +384,8 @@ class CudaFacts:
         self.parse_errors: list[ParseError] = []
         self.trees: dict[str, ts.Tree] = {}
         self._callees: dict[int, list[Function]] = {}
+        # ``branches.value_reads`` per (function, depth): several rules ask it of the same functions
+        self._value_reads: dict[tuple[int, int], list] = {}
 
     # --------------------------------------------------------------- lookups
     def ext(self, name: str) -> ExtensionFacts:
@@ -836,7 +842,7 @@ class _UnitBuilder:
         nodes = fn.nodes
         for t, found in caps.items():
             if len(found) > 1:
-                found.sort(key=_start)
+                found.sort(key=_START)
             nodes[t] = found
         calls = nodes.get("call_expression")
         if calls:
@@ -962,8 +968,8 @@ def _body_query_cursor() -> ts.QueryCursor:
     return cur
 
 
-def _start(node: ts.Node) -> int:
-    return node.start_byte
+# the sort key of captured nodes: a C-level getter, no Python frame per node
+_START = operator.attrgetter("start_byte")
 
 
 _INT_TYPES = frozenset({"int", "unsigned", "unsignedint", "int64_t", "int32_t", "size_t", "long", "uint32_t",
@@ -1040,12 +1046,16 @@ def _params(plist: ts.Node | None) -> tuple[Param, ...]:
         name_node = declarator_name(decl)
         name = text(name_node) if name_node is not None else ""
         ptype = compact(p.child_by_field_name("type"))
-        quals = {compact(c) for c in p.children if c.type == "type_qualifier"}
         suffix = _pointer_suffix(decl)
-        is_tensor = bool(_TENSOR_TYPE.match(ptype)) or ptype in ("torch::Tensor", "at::Tensor", "Tensor")
-        pointer = "*" in suffix or "[]" in suffix or bool(_ACCESSOR_TYPE.search(ptype))
-        # ``const float* x`` is a pointer to const; ``float* const x`` is a const pointer (storable)
-        const = "const" in quals and ("*" in suffix or not pointer)
+        # both patterns need "Tensor" in the type: most parameters (``float*``, ``int``) skip them
+        tensor_named = "Tensor" in ptype
+        is_tensor = tensor_named and (bool(_TENSOR_TYPE.match(ptype)) or
+                                      ptype in ("torch::Tensor", "at::Tensor", "Tensor"))
+        pointer = "*" in suffix or "[]" in suffix or (tensor_named and bool(_ACCESSOR_TYPE.search(ptype)))
+        # ``const float* x`` is a pointer to const; ``float* const x`` is a const pointer (storable).
+        # A qualifier node is its one keyword, so its bytes compare as its compacted text would
+        const = ("*" in suffix or not pointer) and any(
+            c.type == "type_qualifier" and c.text == b"const" for c in p.children)
         out.append(Param(name, len(out), ptype + suffix, pointer, const, is_tensor))
     return tuple(out)
 

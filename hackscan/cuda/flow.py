@@ -565,8 +565,9 @@ class Flow:
         """Fold an expression with the extension's constants and the function's constant locals."""
         if node is None:
             return None
-        env = dict(self.facts.extensions[fn.ext].env_for(fn))
-        return fold(node, _LocalEnv(env, fn, self))
+        # ``_LocalEnv`` copies the environment it is given (it adds folded locals to itself), so
+        # the shared table ``env_for`` returns is passed as it is
+        return fold(node, _LocalEnv(self.facts.extensions[fn.ext].env_for(fn), fn, self))
 
 
 class _LocalEnv(dict):

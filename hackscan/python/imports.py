@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from operator import attrgetter
+
+_LINENO = attrgetter("lineno")
 
 # Names that are conventionally imported; used only when a file uses them without importing
 # (snippets in datasets often omit imports).
@@ -36,7 +39,7 @@ class ImportMap:
     @staticmethod
     def of_nodes(nodes: "list[ast.AST]") -> "ImportMap":
         im = ImportMap()
-        for node in sorted(nodes, key=lambda n: n.lineno):
+        for node in sorted(nodes, key=_LINENO):
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..units import MappedText, Segment
+from .lazy import cached_property
+from .records import quick_init
 
 _ESCAPE = re.compile(
     r"\\(\n|[\\'\"abfnrtv]|[0-7]{1,3}|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|N\{[^}]+\}|.)",
@@ -26,18 +28,31 @@ _SIMPLE = {"\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "f": "\f", "n":
 _PREFIX = re.compile(r"[rRbBuUfF]{0,2}(?=['\"])")
 
 
+@quick_init
 @dataclass(frozen=True)
 class HostSource:
     """The host file's text with helpers to turn ``ast`` byte columns into character columns."""
 
     text: str
-    lines: tuple[str, ...]
 
     @staticmethod
     def of(text: str) -> "HostSource":
-        return HostSource(text, tuple(text.splitlines(keepends=True)))
+        return HostSource(text)
+
+    # Split on first use: a reference file is mostly read through its tree, and splitting a file
+    # into lines costs about as much as a tenth of its parse.
+    @cached_property
+    def lines(self) -> tuple[str, ...]:
+        return tuple(self.text.splitlines(keepends=True))
+
+    @cached_property
+    def ascii(self) -> bool:
+        """Whether the whole text is ASCII: byte and character columns then coincide everywhere."""
+        return self.text.isascii()
 
     def char_col(self, line: int, byte_col: int) -> int:
+        if self.ascii:
+            return byte_col  # what the per-line test below gives on every line of an ASCII text
         if not 1 <= line <= len(self.lines):
             return byte_col
         src = self.lines[line - 1]

@@ -10,7 +10,6 @@ All but the tree are computed on first use (see ``HostModule``): a reference fil
 from __future__ import annotations
 
 import ast
-import copy
 import re
 import threading
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from ..units import MappedText, Unit
 from .imports import ImportMap
 from .lazy import cached_property
 from .literals import HostSource
+from .records import quick_init
 from .resolve import Resolver, Scope, Unresolved, build_scope, dotted_name
 
 LOAD_INLINE = "torch.utils.cpp_extension.load_inline"
@@ -30,6 +30,8 @@ TRITON_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics", "trit
 
 _LOADER_NAMES = frozenset({"load_inline", "load", "RawKernel", "RawModule", "ElementwiseKernel", "ReductionKernel"})
 _LOADER_HINTS = ("load", "Kernel", "RawModule")  # each name above contains one
+# the last part of a name that ends in ``cpp_extension.load`` or is one of ``CUPY_KERNELS``
+_LOAD_LASTS = frozenset({"load", "RawKernel", "RawModule", "ElementwiseKernel", "ReductionKernel"})
 _EXTRACTED = ("units", "extensions", "triton_kernels", "problems")  # what ``HostModule._extract`` fills
 _EXTRACT_LOCK = threading.RLock()
 
@@ -146,25 +148,28 @@ def index_tree(tree: ast.AST) -> tuple[dict[ast.AST, ast.AST], dict[type, list[a
     the one rules have always seen.
     """
     parents: dict[ast.AST, ast.AST] = {}
-    nodes: dict[type, list[ast.AST]] = {}
+    # per node type met in this tree: its indexer and its list of nodes, found by one dictionary
+    # lookup per node (rather than one for the list and one for the indexer)
+    seen: dict[type, tuple[Any, list[ast.AST]]] = {}
+    get = seen.get
     stack = [tree]
     pop, push, extend = stack.pop, stack.append, stack.extend
     table = _INDEXERS
     while stack:
         node = pop()
         t = type(node)
-        bucket = nodes.get(t)
-        if bucket is None:
-            nodes[t] = [node]
-        else:
-            bucket.append(node)
-        try:
-            index = table[t]
-        except KeyError:
-            index = _generated(t, True)
+        entry = get(t)
+        if entry is None:
+            try:
+                index = table[t]
+            except KeyError:
+                index = _generated(t, True)
+            entry = seen[t] = (index, [])
+        index, bucket = entry
+        bucket.append(node)
         if index is not None:
             index(node, parents, push, extend)
-    return parents, nodes
+    return parents, {t: entry[1] for t, entry in seen.items()}
 
 
 def subtree(node: ast.AST) -> list[ast.AST]:
@@ -223,6 +228,7 @@ def _index_fields_generic(node: ast.AST, parents: dict[ast.AST, ast.AST], push) 
             push(v)
 
 
+@quick_init
 @dataclass(frozen=True)
 class SourceProblem:
     """A source handed to a compiler that cannot be resolved statically (rule HS002)."""
@@ -361,7 +367,7 @@ class HostModule:
         mod = HostModule(path=path, source=host, tree=tree, resolver=Resolver(host))
         # every loader name contains one of these; a non-ASCII text may spell one in letters that
         # identifier normalisation folds to ASCII
-        if not text.isascii() or any(hint in text for hint in _LOADER_HINTS):
+        if not text.isascii() or "load" in text or "Kernel" in text or "RawModule" in text:  # _LOADER_HINTS
             mod._extract()
         return mod
 
@@ -388,6 +394,15 @@ class HostModule:
         nodes = self.__dict__.get("nodes")
         if nodes is not None:
             return ImportMap.of_nodes(nodes.get(ast.Import, []) + nodes.get(ast.ImportFrom, []))
+        # Every import statement spells the keyword ``import`` (in ASCII: a keyword is matched on
+        # its bytes) inside its own span, so the text holds at least one ``import`` per import
+        # statement.  When the top-level imports alone account for every occurrence, no nested
+        # one exists, and the walk of every statement list can be skipped (a reference file).
+        body = self.tree.body[::-1]  # the walk pops the last statement first
+        top = [n for n in body if type(n) is ast.Import]
+        top += [n for n in body if type(n) is ast.ImportFrom]
+        if len(top) == self.source.text.count("import"):
+            return ImportMap.of_nodes(top)  # in the order ``_statement_imports`` gives them
         return ImportMap.of_nodes(_statement_imports(self.tree))
 
     @cached_property
@@ -404,7 +419,9 @@ class HostModule:
             d = self.__dict__
             if name not in d:
                 self.nodes  # index the shared module, not the copy  # noqa: B018
-                work = copy.copy(self)
+                # a shallow copy (what ``copy.copy`` makes of a dataclass, without its protocol)
+                work = object.__new__(HostModule)
+                work.__dict__.update(d)
                 work._extract()
                 done = work.__dict__
                 for key in _EXTRACTED:
@@ -720,7 +737,11 @@ class HostModule:
         holders: set[ast.AST] = set()
         for node in self.of_type(ast.Assign):
             if isinstance(node.value, ast.Call):
-                name = self.canonical(node.value.func)
+                func = node.value.func
+                # the canonical name of ``a.b.c`` ends in ``c``: only these can match the test below
+                if type(func) is ast.Attribute and not (func.attr.endswith("load_inline") or func.attr in _LOAD_LASTS):
+                    continue
+                name = self.canonical(func)
                 if name.endswith(("load_inline", "cpp_extension.load")) or name in CUPY_KERNELS:
                     holders.update(a for a in self.ancestors(node)
                                    if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from .lazy import cached_property
@@ -23,6 +23,8 @@ from .resolve import dotted_name
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _ID, _ATTR, _NAME = operator.attrgetter("id"), operator.attrgetter("attr"), operator.attrgetter("name")
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_FUNC_TYPES = frozenset(_FUNCS)  # exact-type test: AST node classes are never subclassed
+_UNSET = object()  # "not memoised yet" (None is a valid owner: module level)
 
 # Tensor attributes and methods that read metadata or identity, not values: an expression that
 # touches an input only through these does not depend on the input's data.
@@ -144,29 +146,41 @@ def value_names(expr: ast.AST | None) -> set[str]:
     out: set[str] = set()
     if expr is None:
         return out
+    # exact-type dispatch (AST classes are not subclassed): this runs on every def and call
+    # argument of the reachable functions, and constants, the commonest leaf, need no children
     stack = [expr]
+    pop, push, extend, add = stack.pop, stack.append, stack.extend, out.add
     while stack:
-        e = stack.pop()
-        if isinstance(e, ast.Name):
-            out.add(e.id)
-        elif isinstance(e, ast.Attribute):
+        e = pop()
+        t = type(e)
+        if t is _Name:
+            add(e.id)
+        elif t is _Attribute:
             if e.attr not in META_ATTRS:
-                stack.append(e.value)
-        elif isinstance(e, ast.Call):
+                push(e.value)
+        elif t is _Call:
             f = e.func
-            if isinstance(f, ast.Name) and f.id in META_FUNCS:
+            ft = type(f)
+            if ft is _Name and f.id in META_FUNCS:
                 continue
-            if isinstance(f, ast.Attribute):
+            if ft is _Attribute:
                 if f.attr in META_ATTRS or f.attr in ALLOC_METHODS:
                     continue
-                if f.attr in _TORCH_ALLOC_ATTRS and isinstance(f.value, ast.Name) and f.value.id == "torch":
+                if f.attr in _TORCH_ALLOC_ATTRS and type(f.value) is _Name and f.value.id == "torch":
                     continue
-            stack.append(f)
-            stack.extend(e.args)
-            stack.extend(k.value for k in e.keywords)
-        elif not isinstance(e, (ast.Lambda, *_FUNCS)):
-            stack.extend(children(e))
+            push(f)
+            extend(e.args)
+            for k in e.keywords:
+                push(k.value)
+        elif t is _Constant:
+            continue
+        elif t not in _NO_VALUE_SCOPES:
+            extend(children(e))
     return out
+
+
+_Name, _Attribute, _Call, _Constant = ast.Name, ast.Attribute, ast.Call, ast.Constant
+_NO_VALUE_SCOPES = frozenset({ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef})
 
 
 def alias_names(expr: ast.AST) -> set[str]:
@@ -231,13 +245,17 @@ def is_alias_expr(expr: ast.AST, names: set[str]) -> bool:
 def state_key(expr: ast.AST) -> str | None:
     """The persistent state an expression reads: ``self.cache`` for ``self.cache[k]``, ``self.out``."""
     e = expr
-    while isinstance(e, ast.Subscript):
+    while type(e) is ast.Subscript:
         e = e.value
-    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in ("get", "setdefault"):
+    if type(e) is ast.Call and type(e.func) is ast.Attribute and e.func.attr in ("get", "setdefault"):
         e = e.func.value
-    name = dotted_name(e)
-    if name.startswith(("self.", "cls.")) and name.count(".") >= 1:
-        return "self." + name.split(".", 2)[1]
+    # ``self.<attr>[.<more>]``: walk the attribute chain to its root without building its dotted name
+    first = None
+    while type(e) is ast.Attribute:
+        first = e.attr
+        e = e.value
+    if first is not None and type(e) is ast.Name and e.id in ("self", "cls"):
+        return "self." + first
     return None
 
 
@@ -254,6 +272,15 @@ class MiscFacts:
     _cnames: dict[int, str] = field(default_factory=dict)
     _deps: dict[tuple[ast.AST, str], dict[str, set[str]]] = field(default_factory=dict)
     _targets: dict[ast.AST, list[FunctionNode]] = field(default_factory=dict)
+    _shared: dict[object, object] = field(default_factory=dict)
+
+    def shared(self, key: object, compute: Callable[[], object]) -> object:
+        """A value several rules derive from the same scan's inputs, computed by the first that asks
+        (``key`` names what is computed; the result must not be changed by its readers)."""
+        got = self._shared.get(key, _UNSET)
+        if got is _UNSET:
+            got = self._shared[key] = compute()
+        return got
 
     # ------------------------------------------------------------------ cheap pre-checks
     def mentions(self, *needles: str) -> bool:
@@ -322,39 +349,56 @@ class MiscFacts:
     # ------------------------------------------------------------------ structure
     def owner(self, node: ast.AST) -> ast.AST | None:
         """The innermost function containing ``node`` (None at module or class level)."""
-        cached = self._owner.get(node, 0)
-        if cached != 0:
-            return cached  # type: ignore[return-value]
+        cache = self._owner
+        found = cache.get(node, _UNSET)
+        if found is not _UNSET:
+            return found  # type: ignore[return-value]
         parents = self.host.parents
-        chain = []
+        chain = [node]
         cur = parents.get(node)
-        found: ast.AST | None = None
+        found = None
         while cur is not None:
-            if isinstance(cur, _FUNCS):
+            if type(cur) in _FUNC_TYPES:
                 found = cur
                 break
-            hit = self._owner.get(cur, 0)
-            if hit != 0:
-                found = hit  # type: ignore[assignment]
+            hit = cache.get(cur, _UNSET)
+            if hit is not _UNSET:
+                found = hit
                 break
             chain.append(cur)
             cur = parents.get(cur)
-        self._owner[node] = found
         for c in chain:
-            self._owner[c] = found
-        return found
+            cache[c] = found
+        return found  # type: ignore[return-value]
 
     def nodes_by_owner(self, typ: type) -> dict[ast.AST | None, list[ast.AST]]:
         """Every node of one type, grouped by the function that contains it."""
         got = self._by_owner.get(typ)
         if got is None:
+            # ``owner`` inlined: this runs for every Call / Assign / Return of the file, and the
+            # per-node method call cost more than the parent walk itself (same memo, same answers)
             got = {}
             cache = self._owner
-            owner = self.owner
+            parents = self.host.parents
+            funcs = _FUNC_TYPES
             for n in self.host.of_type(typ):
-                o = cache.get(n, 0)
-                if o == 0:
-                    o = owner(n)
+                o = cache.get(n, _UNSET)
+                if o is _UNSET:
+                    chain = [n]
+                    cur = parents.get(n)
+                    o = None
+                    while cur is not None:
+                        if type(cur) in funcs:
+                            o = cur
+                            break
+                        hit = cache.get(cur, _UNSET)
+                        if hit is not _UNSET:
+                            o = hit
+                            break
+                        chain.append(cur)
+                        cur = parents.get(cur)
+                    for c in chain:
+                        cache[c] = o
                 bucket = got.get(o)
                 if bucket is None:
                     got[o] = [n]
@@ -443,18 +487,12 @@ class MiscFacts:
         return got
 
     def _call_targets(self, call: ast.Call) -> list[FunctionNode]:
+        # Only ``name(...)`` and ``name.attr(...)`` can reach a function of this file; the common
+        # ``torch.x(...)`` / ``t.view(...)`` / ``F.relu(...)`` leave after a type test or two.
         f = call.func
         out: list[FunctionNode] = []
-        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls"):
-            cls = self.class_of(self.owner(call))
-            m = self.methods_of(cls).get(f.attr)
-            if m is not None:
-                out.append(m)
-            else:  # self.block(x) where self.block = LocalModule(...)
-                sub = self._attr_classes(cls).get(f.attr)
-                if sub is not None:
-                    out.extend(m for m in (_method(sub, "forward"), _method(sub, "__call__")) if m is not None)
-        elif isinstance(f, ast.Name):
+        tf = type(f)
+        if tf is ast.Name:
             fn = self.module_functions.get(f.id)
             if fn is not None:
                 out.append(fn)
@@ -463,14 +501,32 @@ class MiscFacts:
                 init = _method(cls, "__init__")
                 if init is not None:
                     out.append(init)
-        elif isinstance(f, ast.Attribute) and f.attr in ("apply", "forward") and isinstance(f.value, ast.Name):
-            cls = self.module_classes.get(f.value.id)
+            return out
+        if tf is not ast.Attribute:
+            return out
+        base = f.value
+        if type(base) is not ast.Name:
+            return out
+        vid = base.id
+        classes = self.module_classes
+        if vid in ("self", "cls"):
+            cls = self.class_of(self.owner(call))
+            m = self.methods_of(cls).get(f.attr)
+            if m is not None:
+                out.append(m)
+            else:  # self.block(x) where self.block = LocalModule(...)
+                sub = self._attr_classes(cls).get(f.attr)
+                if sub is not None:
+                    out.extend(m for m in (_method(sub, "forward"), _method(sub, "__call__")) if m is not None)
+        elif f.attr in ("apply", "forward"):
+            cls = classes.get(vid)
             if cls is not None:
                 m = _method(cls, "forward")
                 if m is not None:
                     out.append(m)
-        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in self.module_classes:
-            m = _method(self.module_classes[f.value.id], f.attr)
+        cls = classes.get(vid)
+        if cls is not None:  # ``LocalClass.method(...)``
+            m = _method(cls, f.attr)
             if m is not None and m not in out:
                 out.append(m)
         return out
@@ -619,9 +675,8 @@ class MiscFacts:
         args = list(call.args) + [k.value for k in call.keywords]
         if not args:
             return
-        sources: set[str] = set()
-        for a in args:
-            sources |= value_names(a)
+        # the written names first: most calls write nothing, and then their arguments' value
+        # names (the costlier half) are never needed
         targets: set[str] = set()
         if isinstance(f, ast.Attribute) and (
                 (f.attr.endswith("_") and not f.attr.startswith("__")) or f.attr in _CONTAINER_WRITERS):
@@ -633,6 +688,11 @@ class MiscFacts:
         if isinstance(f, ast.Subscript) or not name.startswith(_PURE_PREFIXES):
             for a in args:  # a kernel launch or an extension/helper call: any tensor argument may be written
                 targets |= alias_names(a)
+        if not targets:
+            return
+        sources: set[str] = set()
+        for a in args:
+            sources |= value_names(a)
         for t in targets:
             for src in sources:
                 yield src, t
@@ -673,11 +733,18 @@ class MiscFacts:
         values[self.forward] = set(own)
         aliases[self.forward] = set(own)
         calls_by_owner = self.nodes_by_owner(ast.Call)
+        # the seeds each function was last processed with: processing a function again with the
+        # same seeds adds exactly what the first time added, so the second round skips it
+        done: dict[ast.AST, tuple[frozenset[str], frozenset[str]]] = {}
         for _ in range(2):
             for fn in self.reachable:
                 vseeds = values.get(fn, set()) | aliases.get(fn, set())
                 if not vseeds:
                     continue
+                state = (frozenset(vseeds), frozenset(aliases.get(fn, ())))
+                if done.get(fn) == state:
+                    continue
+                done[fn] = state
                 vt = self.value_taint(fn, vseeds)
                 at = set(self.alias_taint(fn, aliases.get(fn, set())))
                 for call in calls_by_owner.get(fn, ()):

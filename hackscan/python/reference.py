@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from ..units import MappedText
 from .lazy import cached_property
 from .module import HostModule, statements, subtree
+from .records import quick_init
 from .resolve import Unresolved
 
 TENSOR_FACTORIES = {
@@ -40,6 +41,7 @@ PARAM_MODULES = {
 }
 
 
+@quick_init
 @dataclass(frozen=True)
 class InputSpec:
     """One value returned by ``get_inputs()``."""
@@ -51,6 +53,7 @@ class InputSpec:
     line: int = 0
 
 
+@quick_init
 @dataclass(frozen=True)
 class ReferenceFacts:
     module: HostModule
@@ -132,24 +135,40 @@ def build_reference_facts(mod: HostModule) -> ReferenceFacts:
 def _module_constants(mod: HostModule) -> dict[str, int | float]:
     out: dict[str, int | float] = {}
     for stmt in mod.tree.body:
-        if isinstance(stmt, ast.Assign):
-            targets = stmt.targets
-        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
-            targets = [stmt.target]
+        t = type(stmt)
+        if t is ast.Assign:
+            targets = stmt.targets  # type: ignore[attr-defined]
+        elif t is ast.AnnAssign and stmt.value is not None:  # type: ignore[attr-defined]
+            targets = [stmt.target]  # type: ignore[attr-defined]
         else:
             continue
         for t in targets:
             if isinstance(t, ast.Name):
-                v = mod.resolver.try_value(stmt.value, mod.module_scope, stmt.lineno + 1)
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                v = _number(mod, stmt.value, stmt.lineno + 1)  # type: ignore[attr-defined]
+                if v is not None:
                     out[t.id] = v
-            elif isinstance(t, ast.Tuple) and isinstance(stmt.value, ast.Tuple):
-                for tt, vv in zip(t.elts, stmt.value.elts):
+            elif isinstance(t, ast.Tuple) and isinstance(stmt.value, ast.Tuple):  # type: ignore[attr-defined]
+                for tt, vv in zip(t.elts, stmt.value.elts):  # type: ignore[attr-defined]
                     if isinstance(tt, ast.Name):
-                        v = mod.resolver.try_value(vv, mod.module_scope, stmt.lineno + 1)
-                        if isinstance(v, (int, float)) and not isinstance(v, bool):
+                        v = _number(mod, vv, stmt.lineno + 1)
+                        if v is not None:
                             out[tt.id] = v
     return out
+
+
+def _number(mod: HostModule, expr: ast.AST, line: int) -> int | float | None:
+    """The int or float (not bool) ``expr`` folds to, else None.
+
+    A literal is its own value: what ``Resolver.try_value`` would return for it, without its
+    dispatch, and without decoding the source of a string literal whose value is dropped anyway.
+    """
+    if type(expr) is ast.Constant:
+        v = expr.value  # type: ignore[attr-defined]
+    else:
+        v = mod.resolver.try_value(expr, mod.module_scope, line)
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return v
+    return None
 
 
 class _Walks(dict):
@@ -352,43 +371,49 @@ def _forward_ops(mod: HostModule, model: ast.ClassDef, submodules: Mapping[str, 
                  members: Mapping[str, tuple[str, ...]] | None, walks: _Walks) -> list[str]:
     ops: list[str] = []
     methods = {f.name: f for f in model.body if isinstance(f, ast.FunctionDef)}
-    # forward, then the methods it calls on self (one level): ``return self._impl(x)``
+    # forward, then the methods it calls on self (one level): ``return self._impl(x)``.  Each
+    # method's walk is split into its calls and binary operations once; forward's calls, in walk
+    # order, also name the methods reached.
     reached = [methods["forward"]] if "forward" in methods else []
-    for node in walks[reached[0]] if reached else ():
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                isinstance(node.func.value, ast.Name) and node.func.value.id == "self" and \
-                node.func.attr in methods and node.func.attr != "forward" and methods[node.func.attr] not in reached:
-            reached.append(methods[node.func.attr])
-    for fn in reached:
-        calls, binops = [], []
+    split: dict[ast.AST, tuple[list[ast.AST], list[ast.AST]]] = {}
+    for fn in reached:  # grows while forward's calls are read
+        calls: list[ast.AST] = []
+        binops: list[ast.AST] = []
         for node in walks[fn]:
-            t = type(node)
+            t = type(node)  # parsed trees hold the concrete node classes only
             if t is ast.Call:
                 calls.append(node)
             elif t is ast.BinOp:
                 binops.append(node)
+        split[fn] = calls, binops
+        if fn is reached[0]:
+            for node in calls:
+                func = node.func  # type: ignore[attr-defined]
+                if type(func) is ast.Attribute and type(func.value) is ast.Name and func.value.id == "self":
+                    target = methods.get(func.attr)
+                    if target is not None and func.attr != "forward" and target not in reached:
+                        reached.append(target)
+    for fn in reached:
+        calls, binops = split[fn]
         for node in calls:
-            func = node.func
+            func = node.func  # type: ignore[attr-defined]
             name = mod.canonical(func)
             if name.startswith("torch."):
                 ops.append(name)
-            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) is False and \
-                    isinstance(func.value, ast.Name) and func.value.id == "self" and func.attr in submodules:
-                ops.append(submodules[func.attr])
-                ops.extend((members or {}).get(func.attr, ()))
-            elif (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
-                continue
-            elif isinstance(func, ast.Attribute):
+            elif type(func) is ast.Attribute:
+                if type(func.value) is ast.Name and func.value.id == "self":
+                    if func.attr in submodules:
+                        ops.append(submodules[func.attr])
+                        ops.extend((members or {}).get(func.attr, ()))
+                    continue
                 ops.append(f"Tensor.{func.attr}")
         # operators: a @ b, a * b (on tensors or not: the reference's arithmetic is its computation)
         for node in binops:
-            if isinstance(node.op, ast.MatMult):
+            if type(node.op) is ast.MatMult:  # type: ignore[attr-defined]
                 ops.append("torch.matmul")
         for node in binops:
-            if type(node.op) in _OPERATORS and \
-                    not (isinstance(node.left, ast.Constant) and isinstance(node.right, ast.Constant)):
-                ops.append(_OPERATORS[type(node.op)])
-    seen: dict[str, None] = {}
-    for op in ops:
-        seen.setdefault(op, None)
-    return list(seen)
+            op = _OPERATORS.get(type(node.op))  # type: ignore[attr-defined]
+            if op is not None and not (type(node.left) is ast.Constant  # type: ignore[attr-defined]
+                                       and type(node.right) is ast.Constant):  # type: ignore[attr-defined]
+                ops.append(op)
+    return list(dict.fromkeys(ops))  # first occurrences, in order

@@ -71,21 +71,57 @@ def build_scope(node: ast.AST, parent: Scope | None = None, klass: Scope | None 
         body = []
     stmts: list[ast.stmt] = []
     _flatten(body, stmts)
+    bindings = scope.bindings
+    Assign, Name = ast.Assign, ast.Name
     for stmt in stmts:
-        _record(scope, stmt)
+        t = type(stmt)
+        if t is Assign:
+            # the common case inline: what ``_record`` does for an assignment
+            value = stmt.value  # type: ignore[attr-defined]
+            for target in stmt.targets:  # type: ignore[attr-defined]
+                if type(target) is Name:
+                    entries = bindings.get(target.id)  # type: ignore[attr-defined]
+                    if entries is None:
+                        bindings[target.id] = [(stmt.lineno, "assign", value)]  # type: ignore[attr-defined]
+                    else:
+                        entries.append((stmt.lineno, "assign", value))
+                    continue
+                for tgt, v, kind in _unpack(target, value):
+                    if isinstance(tgt, Name):
+                        bindings.setdefault(tgt.id, []).append((stmt.lineno, kind, v))
+        elif t in _BINDERS:  # ``_record`` binds nothing for any other statement
+            _record(scope, stmt)
     if isinstance(node, ast.ClassDef):
         # ``self.x = ...`` inside methods, for lookups of ``self.x``
+        self_bindings = scope.self_bindings
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 subs: list[ast.stmt] = []
                 _flatten(stmt.body, subs)
                 for sub in subs:
-                    if not isinstance(sub, _ASSIGNS):
+                    t = type(sub)
+                    if t is Assign:
+                        # ``_assign_pairs`` of an assignment, read target by target: a plain
+                        # attribute target is paired with the whole value
+                        for target in sub.targets:  # type: ignore[attr-defined]
+                            tt = type(target)
+                            if tt is ast.Attribute:
+                                if type(target.value) is Name and target.value.id == "self":  # type: ignore[attr-defined]
+                                    self_bindings.setdefault(target.attr, []).append(  # type: ignore[attr-defined]
+                                        (sub.lineno, "assign", sub.value))  # type: ignore[attr-defined]
+                            elif tt is ast.Tuple or tt is ast.List:
+                                for tgt, value, kind in _unpack(target, sub.value):  # type: ignore[attr-defined]
+                                    if (isinstance(tgt, ast.Attribute) and isinstance(tgt.value, Name)
+                                            and tgt.value.id == "self"):
+                                        self_bindings.setdefault(tgt.attr, []).append((sub.lineno, kind, value))
+                            # any other target (a name, a subscript) is never ``self.x``
+                        continue
+                    if t is not ast.AnnAssign and t is not ast.AugAssign:
                         continue  # _assign_pairs yields nothing for other statements
                     for target, value, kind in _assign_pairs(sub):
-                        if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                        if (isinstance(target, ast.Attribute) and isinstance(target.value, Name)
                                 and target.value.id == "self"):
-                            scope.self_bindings.setdefault(target.attr, []).append((sub.lineno, kind, value))
+                            self_bindings.setdefault(target.attr, []).append((sub.lineno, kind, value))
     for entries in scope.bindings.values():
         if len(entries) > 1:  # (a stable sort of one entry is a no-op)
             entries.sort(key=_first)
@@ -100,25 +136,33 @@ _first = itemgetter(0)
 
 _NESTED = ("body", "orelse", "finalbody")
 _OPAQUE = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-# per statement type: the fields ``_flat_statements`` descends into (none for simple statements)
-_BLOCK_FIELDS: dict[type, tuple[tuple[str, ...], bool, bool]] = {}
+# per statement type: the fields ``_flat_statements`` descends into, as (statement list fields,
+# has ``handlers``, has ``cases``); () for a def, class or simple statement (nothing to descend into)
+_BLOCK_FIELDS: dict[type, tuple[tuple[str, ...], bool, bool] | tuple[()]] = {}
 
 
-def _block_fields(t: type) -> tuple[tuple[str, ...], bool, bool]:
+def _block_fields(t: type) -> tuple[tuple[str, ...], bool, bool] | tuple[()]:
     fields = getattr(t, "_fields", ())
-    got = (tuple(f for f in _NESTED if f in fields), "handlers" in fields, "cases" in fields)
+    got: tuple[tuple[str, ...], bool, bool] | tuple[()] = (
+        tuple(f for f in _NESTED if f in fields), "handlers" in fields, "cases" in fields)
+    if issubclass(t, _OPAQUE) or got == ((), False, False):
+        got = ()
     _BLOCK_FIELDS[t] = got
     return got
 
 
 def _flatten(body: list[ast.stmt], out: list[ast.stmt]) -> None:
     """``_flat_statements`` into a list, without a generator per nesting level."""
+    append = out.append
+    table = _BLOCK_FIELDS
     for stmt in body:
-        out.append(stmt)
+        append(stmt)
         t = type(stmt)
-        if issubclass(t, _OPAQUE):
-            continue
-        spec = _BLOCK_FIELDS.get(t) or _block_fields(t)
+        spec = table.get(t)
+        if spec is None:
+            spec = _block_fields(t)
+        if not spec:
+            continue  # most statements: a simple one, or a def / class (not descended into)
         nested, handlers, cases = spec
         for name in nested:
             sub = getattr(stmt, name, None)
@@ -173,6 +217,9 @@ def _unpack(target: ast.AST, value: ast.AST) -> Iterator[tuple[ast.AST, ast.AST,
 
 
 _ASSIGNS = (ast.Assign, ast.AnnAssign, ast.AugAssign)
+# the statement types ``_record`` binds a name for (parsed trees hold these exact classes)
+_BINDERS = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                      ast.Import, ast.ImportFrom, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith})
 
 
 def _record(scope: Scope, stmt: ast.stmt) -> None:
@@ -225,7 +272,7 @@ class Resolver:
 
     def try_value(self, expr: ast.AST, scope: Scope, line: int | None = None) -> Any:
         try:
-            return self.value(expr, scope, line)
+            return self._eval(expr, scope, expr.lineno if line is None else line, 0)  # ``value``, one call less
         except (Unresolved, RecursionError):
             return Unresolved
 
@@ -242,7 +289,16 @@ class Resolver:
         if depth > MAX_DEPTH:
             raise Unresolved("too deep")
         d = depth + 1
-        if isinstance(e, ast.Constant):
+        # dispatch on the exact class (a parsed tree holds no subclasses of these), the most
+        # common first
+        t = type(e)
+        if t is ast.Name:
+            found = scope.lookup(e.id, line)  # type: ignore[attr-defined]
+            if found is None:
+                raise Unresolved(f"unknown name {e.id}")  # type: ignore[attr-defined]
+            node, kind, where, at = found
+            return self._binding_value(e.id, node, kind, where, at, d)  # type: ignore[attr-defined]
+        if t is ast.Constant:
             if isinstance(e.value, str):
                 decoded = decode_literal(self.host, e)
                 if decoded is not None and decoded[0].text == e.value:
@@ -251,7 +307,7 @@ class Resolver:
             if isinstance(e.value, bytes):
                 raise Unresolved("bytes")
             return e.value
-        if isinstance(e, ast.JoinedStr):
+        if t is ast.JoinedStr:
             def field_eval(index: int, src: str) -> Any:
                 fv = [v for v in e.values if isinstance(v, ast.FormattedValue)]
                 if index >= len(fv):
@@ -266,15 +322,9 @@ class Resolver:
             if decoded is None or decoded[1]:
                 raise Unresolved("f-string with unknown fields")
             return decoded[0]
-        if isinstance(e, ast.Name):
-            found = scope.lookup(e.id, line)
-            if found is None:
-                raise Unresolved(f"unknown name {e.id}")
-            node, kind, where, at = found
-            return self._binding_value(e.id, node, kind, where, at, d)
-        if isinstance(e, ast.Attribute):
-            return self._attribute(e, scope, line, d)
-        if isinstance(e, (ast.List, ast.Tuple)):
+        if t is ast.Attribute:
+            return self._attribute(e, scope, line, d)  # type: ignore[arg-type]
+        if t is ast.List or t is ast.Tuple:
             out: list[Any] = []
             for elt in e.elts:
                 if isinstance(elt, ast.Starred):
@@ -285,18 +335,18 @@ class Resolver:
                 else:
                     out.append(self._eval(elt, scope, line, d))
             return out
-        if isinstance(e, ast.BinOp):
+        if t is ast.BinOp:
             left = self._eval(e.left, scope, line, d)
             right = self._eval(e.right, scope, line, d)
             return self._binop(e, left, right)
-        if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
+        if t is ast.UnaryOp and isinstance(e.op, (ast.USub, ast.UAdd)):  # type: ignore[attr-defined]
             v = self._eval(e.operand, scope, line, d)
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 return -v if isinstance(e.op, ast.USub) else v
             raise Unresolved("unary on non-number")
-        if isinstance(e, ast.Call):
-            return self._call(e, scope, line, d)
-        if isinstance(e, ast.IfExp):
+        if t is ast.Call:
+            return self._call(e, scope, line, d)  # type: ignore[arg-type]
+        if t is ast.IfExp:
             raise Unresolved("conditional")
         raise Unresolved(type(e).__name__)
 
