@@ -404,24 +404,32 @@ class _Analyser:
     # ================================================================== statements
     def _block(self, stmts: list[ast.stmt]) -> bool:
         """Visit a block; True when it always ends in return / raise (its state does not flow on)."""
+        stmt_ = self._stmt  # bound once per block
         for stmt in stmts:
-            if self._stmt(stmt):
+            if stmt_(stmt):
                 return True
         return False
 
     def _stmt(self, s: ast.stmt) -> bool:
-        self.budget -= 1
-        if self.budget < 0:
+        budget = self.budget = self.budget - 1
+        if budget < 0:
             self.facts.truncated = True
-        frame = self.stack[-1]
         t = type(s)  # parsed trees hold the concrete node classes only: no subclass to miss
         if t is ast.Assign:
-            value = self._ev(s.value)
-            for target in s.targets:
-                self._bind(target, value, s.value)
-        elif t is ast.Expr:  # the commonest kinds first: the tests are exclusive, so order is free
+            value_node = s.value
+            value = self._ev(value_node)
+            targets = s.targets
+            if len(targets) == 1:  # ``x = ...``: one target, no loop
+                self._bind(targets[0], value, value_node)
+            else:
+                for target in targets:
+                    self._bind(target, value, value_node)
+            return False
+        if t is ast.Expr:  # the commonest kinds first: the tests are exclusive, so order is free
             self._ev(s.value, True)
-        elif t is ast.AnnAssign:
+            return False
+        frame = self.stack[-1]  # the rarer kinds below read the frame
+        if t is ast.AnnAssign:
             if s.value is not None:
                 self._bind(s.target, self._ev(s.value), s.value)
         elif t is ast.AugAssign:
@@ -479,22 +487,32 @@ class _Analyser:
     # ------------------------------------------------------------------ binding
     def _bind(self, target: ast.AST, value: Flow, value_node: ast.AST | None) -> None:
         frame = self.stack[-1]
-        if isinstance(target, ast.Name):
-            frame.state[target.id] = value
-            frame.bound.append(target.id)
-            frame.views.pop(target.id, None)
-            frame.callables.pop(target.id, None)
-            frame.pointers.pop(target.id, None)
+        tt = type(target)  # exact types: a parsed tree has no subclasses
+        if tt is ast.Name:
+            name = target.id
+            frame.state[name] = value
+            frame.bound.append(name)
+            # a rebinding forgets what the name was: tested first, most names are in none of the tables
+            views, callables, pointers = frame.views, frame.callables, frame.pointers
+            if name in views:
+                del views[name]
+            if name in callables:
+                del callables[name]
+            if name in pointers:
+                del pointers[name]
             if value_node is not None:
-                self._note_callable(target.id, value_node)
+                # ``fn = ext.relu`` / ``k = self.kernel`` / ``act = torch.relu``: what ``fn(...)`` runs
+                desc = self._callable_of_value(value_node)
+                if desc is not None:
+                    callables[name] = desc
                 if self.any_data_ptr and type(value_node) is ast.Call:
                     bases = _pointer_bases(value_node)
                     if bases:
-                        frame.pointers[target.id] = bases
+                        pointers[name] = bases
                 base = self._view_base(value_node)
-                if base is not None and base != target.id:
-                    frame.views[target.id] = base
-        elif isinstance(target, (ast.Tuple, ast.List)):
+                if base is not None and base != name:
+                    views[name] = base
+        elif tt is ast.Tuple or tt is ast.List:
             elts = value_node.elts if isinstance(value_node, (ast.Tuple, ast.List)) and \
                 len(value_node.elts) == len(target.elts) else None
             for i, t in enumerate(target.elts):
@@ -524,12 +542,6 @@ class _Analyser:
             self._mutate(target.value, value, target, "setitem", lambda: f"{_src(target.value)}[...] =")
         elif isinstance(target, ast.Starred):
             self._bind(target.value, value, value_node)
-
-    def _note_callable(self, name: str, node: ast.AST) -> None:
-        """``fn = ext.relu`` / ``k = self.kernel`` / ``act = torch.relu``: remember what ``fn(...)`` calls."""
-        desc = self._callable_of_value(node)
-        if desc is not None:
-            self.stack[-1].callables[name] = desc
 
     def _local_function(self, func: ast.AST) -> ast.FunctionDef | None:
         """The function defined in this file that ``func(...)`` calls, if any."""
@@ -1249,6 +1261,8 @@ class _Analyser:
         frame = self.stack[-1]
         ft = type(func)
         is_attr, is_name, is_sub = ft is ast.Attribute, ft is ast.Name, ft is ast.Subscript
+        # the receiver's name of ``name.attr(...)`` (None for any other callee), read once for the tests below
+        recv = func.value.id if is_attr and type(func.value) is ast.Name else None  # type: ignore[attr-defined]
         # --- Triton launch: kernel[grid](...)
         if is_sub:
             tname = self._triton_name(func.value)
@@ -1266,7 +1280,7 @@ class _Analyser:
         # --- extension function (not a method of a local tensor that happens to share its name)
         found = None
         if is_attr and (func.attr in self.ext_functions or self.ext_unlisted):
-            receiver = frame.state.get(func.value.id) if isinstance(func.value, ast.Name) else None
+            receiver = frame.state.get(recv) if recv is not None else None
             if receiver is None or not receiver.tensorish:
                 found = self.host.extension_for_call(e)
         if found is not None:
@@ -1279,8 +1293,9 @@ class _Analyser:
                     if dotted in ext.bound_to:
                         return self._launch(e, "cupy", f"cupy:{ext.name}", ext.name, ext.name, discarded=True)
         canon = self._canon(func)
+        torchy = canon.startswith("torch.")  # asked twice below; ``torch.ops.`` implies it
         # --- torch.ops.<ns>.<op>
-        if canon.startswith("torch.ops."):
+        if torchy and canon.startswith("torch.ops."):
             parts = canon.split(".")
             if len(parts) >= 4 and parts[2] not in ("aten", "prims", "prim", "quantized", "_c10d_functional"):
                 ns_op = ".".join(parts[2:4])
@@ -1320,8 +1335,7 @@ class _Analyser:
             if kind == "torch":
                 return self._torch_call(e, target, discarded)
         # --- self.something(...)
-        if is_attr and frame.self_name is not None and isinstance(func.value, ast.Name) \
-                and func.value.id == frame.self_name and frame.cls is not None:
+        if recv is not None and recv == frame.self_name and frame.cls is not None:
             methods = self._methods(frame.cls)
             if func.attr in methods:
                 node, owner = methods[func.attr]
@@ -1341,13 +1355,12 @@ class _Analyser:
             assigned = self.self_state.get(chain)
             return args.fresh().join(assigned or EMPTY).plus(OPAQUE, frozenset([e.lineno]))
         # --- super().method(...)
-        if is_attr and isinstance(func.value, ast.Call) and \
-                isinstance(func.value.func, ast.Name) and func.value.func.id == "super":
+        if is_attr and recv is None and type(func.value) is ast.Call and \
+                type(func.value.func) is ast.Name and func.value.func.id == "super":
             return self._super_call(e, func.attr)
         # --- LocalClass.apply(...) / Model.forward(self, ...) / LocalClass.method(...)
-        if is_attr and isinstance(func.value, ast.Name) and func.value.id in self.classes \
-                and func.value.id not in frame.state:
-            cls = func.value.id
+        if recv is not None and recv in self.classes and recv not in frame.state:
+            cls = recv
             methods = self._methods(cls)
             if func.attr == "apply" and cls in self.autograd and "forward" in methods:
                 node, owner = methods["forward"]
@@ -1359,7 +1372,7 @@ class _Analyser:
                     self._reference_call(e, "model-forward", f"Model.{func.attr}(...)")
                 return self._invoke(node, f"{owner}.{func.attr}", owner, "", e, bind_self=not _is_static(node),
                                     kind="method", explicit_self=not _is_static(node))
-        if is_attr and canon in ("Model.forward",) and "Model" not in self.classes:
+        if is_attr and canon == "Model.forward" and "Model" not in self.classes:
             self._reference_call(e, "model-forward", "Model.forward(...)")
             return self._args(e).fresh().plus(OPAQUE, frozenset([e.lineno]))
         # --- module-level function / class instantiation
@@ -1380,7 +1393,7 @@ class _Analyser:
                 self._reference_call(e, "instantiate", "Model(...)")
                 return self._args(e).fresh().plus(OPAQUE, frozenset([e.lineno]))
         # --- torch.*
-        if canon.startswith("torch."):
+        if torchy:
             return self._torch_call(e, canon, discarded)
         # --- builtins and arithmetic helpers
         if is_name and func.id not in frame.state:
