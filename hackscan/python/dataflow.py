@@ -154,23 +154,36 @@ class _Analyser:
         self.classes: dict[str, ast.ClassDef] = {}
         self.module_values: dict[str, ast.AST] = {}
         decorated: list[ast.FunctionDef] = []
+        # the same pass also lists the module-level functions (``_module_level_defs`` when some block
+        # may define more) and what each module-level def / class name is (``_module_bindings``)
+        top_defs: list[ast.FunctionDef] = []
+        blocks = False
+        triton = host.triton_kernels
+        names: dict[str, str] = {}
         for stmt in host.tree.body:
             t = type(stmt)  # exact types: a parsed tree has no subclasses
             if t is ast.ClassDef:
                 self.classes[stmt.name] = stmt  # type: ignore[attr-defined]
+                names[stmt.name] = "class"  # type: ignore[attr-defined]
             elif t is ast.Assign:
                 targets = stmt.targets  # type: ignore[attr-defined]
                 if len(targets) == 1 and type(targets[0]) is ast.Name:
                     self.module_values[targets[0].id] = stmt.value  # type: ignore[attr-defined]
-            elif t is ast.FunctionDef and stmt.decorator_list:  # type: ignore[attr-defined]
-                decorated.append(stmt)  # type: ignore[arg-type]
+            elif t is ast.FunctionDef or t is ast.AsyncFunctionDef:
+                top_defs.append(stmt)  # type: ignore[arg-type]
+                names[stmt.name] = "triton" if stmt.name in triton else "function"  # type: ignore[attr-defined]
+                if t is ast.FunctionDef and stmt.decorator_list:  # type: ignore[attr-defined]
+                    decorated.append(stmt)  # type: ignore[arg-type]
+            elif t is ast.If or t is ast.Try or t is ast.With:
+                blocks = True
         self.jit_kernels = frozenset(
             f.name for f in decorated if f.name not in host.triton_kernels
             and any(_jit_name(self._canon(d.func if isinstance(d, ast.Call) else d)) for d in f.decorator_list))
         facts.jit_kernels = self.jit_kernels
         # module functions by name; a name defined in several module-level branches keeps every definition
         self.function_alts: dict[str, list[ast.FunctionDef]] = {}
-        for f in _module_level_defs(host.tree):
+        # without a module-level if / try / with block the walk would find the top-level defs, in order
+        for f in (_module_level_defs(host.tree) if blocks else top_defs):
             if f.name not in host.triton_kernels and f.name not in self.jit_kernels:
                 self.function_alts.setdefault(f.name, []).append(f)
         self.functions = {name: defs[-1] for name, defs in self.function_alts.items()}
@@ -185,7 +198,7 @@ class _Analyser:
                 if isinstance(b, ast.Name) and b.id in self.classes and b.id != c.name:
                     chain.append(b.id)
             self.local_bases[c.name] = chain
-        self.module_names = self._module_bindings()
+        self.module_names = self._module_bindings(names)
         self.index = FunctionIndex(host)
         self.methods_cache: dict[str, dict[str, tuple[ast.FunctionDef, str]]] = {}
         # holders are fixed before forward is walked: a chain's state name never changes
@@ -260,16 +273,11 @@ class _Analyser:
                 if _mentions(lines, self.classes[c].lineno - 1, self.classes[c].end_lineno, kernel_words, spans)]
 
     # ================================================================== module-level knowledge
-    def _module_bindings(self) -> dict[str, str]:
-        """What each module-level name is: const, extension, function, class, triton, other."""
-        out: dict[str, str] = {}
-        triton = self.host.triton_kernels
-        for stmt in self.host.tree.body:
-            t = type(stmt)  # exact types: a parsed tree has no subclasses
-            if t is ast.FunctionDef or t is ast.AsyncFunctionDef:
-                out[stmt.name] = "triton" if stmt.name in triton else "function"  # type: ignore[attr-defined]
-            elif t is ast.ClassDef:
-                out[stmt.name] = "class"  # type: ignore[attr-defined]
+    def _module_bindings(self, out: dict[str, str]) -> dict[str, str]:
+        """What each module-level name is: const, extension, function, class, triton, other.
+
+        ``out`` holds the module-level defs and classes already (found by ``__init__``'s pass over the
+        module's statements); the names extensions are bound to are added here."""
         for ext in self.host.extensions:
             for b in ext.bound_to:
                 if "." not in b and not b.endswith("()"):
@@ -711,8 +719,13 @@ class _Analyser:
                 raises = True
         first = stmts[0].lineno if stmts else 0
         last = (stmts[-1].end_lineno or stmts[-1].lineno) if stmts else 0
-        return Arm(label, first, last, tuple(_uniq(kernels)), tuple(_uniq(ops)), tuple(_uniq(allocs)),
-                   tuple(_uniq(returns)), raises, bindings or {}, value, terminates)
+        # ``tuple(_uniq(x))`` without the call for the short lists most arms have
+        return Arm(label, first, last,
+                   tuple(kernels) if len(kernels) < 2 else tuple(_uniq(kernels)),
+                   tuple(ops) if len(ops) < 2 else tuple(_uniq(ops)),
+                   tuple(allocs) if len(allocs) < 2 else tuple(_uniq(allocs)),
+                   tuple(returns) if len(returns) < 2 else tuple(_uniq(returns)),
+                   raises, bindings or {}, value, terminates)
 
     @staticmethod
     def _bound_since(frame: _Frame, mark: int) -> set[str]:
@@ -922,16 +935,22 @@ class _Analyser:
         name = frame.self_name
         if name is None:
             return None
-        # a node's chain depends on the node and the frame's self name alone; a call asks for its
-        # callee's chain several times and helpers are revisited at each call site: once per node
-        got = self.self_chains.get(node)
-        if got is not None and got[0] == name:
-            c = got[1]
+        v = node.value  # type: ignore[attr-defined]
+        if type(v) is ast.Name:  # one level (``self.fc``, ``torch.relu``): ``self_chain`` without the memo
+            if v.id != name:  # type: ignore[attr-defined]
+                return None
+            c = node.attr  # type: ignore[attr-defined]
         else:
-            c = self_chain(node, name)
-            self.self_chains[node] = (name, c)
-        if c is None:
-            return None
+            # a node's chain depends on the node and the frame's self name alone; a call asks for its
+            # callee's chain several times and helpers are revisited at each call site: once per node
+            got = self.self_chains.get(node)
+            if got is not None and got[0] == name:
+                c = got[1]
+            else:
+                c = self_chain(node, name)
+                self.self_chains[node] = (name, c)
+            if c is None:
+                return None
         return frame.prefix + c if frame.prefix else c
 
     def _ev(self, e: ast.AST, discarded: bool = False) -> Flow:
@@ -1698,13 +1717,23 @@ class _Analyser:
     def _torch_call(self, e: ast.Call, canon: str, discarded: bool) -> Flow:
         kind = classify_torch(canon)
         short = canon.rsplit(".", 1)[-1]
-        arg_flows = [self._ev(a) for a in e.args]
+        # ``Flow.join_all`` of the arguments' flows then the keywords', folded as they are evaluated
+        ev = self._ev
+        arg_flows = []
+        joined = EMPTY
+        for a in e.args:
+            f = ev(a)
+            arg_flows.append(f)
+            joined = joined.join(f)
         keywords = e.keywords
         if keywords:
-            kw_flows = {k.arg: self._ev(k.value) for k in keywords}
-            joined = Flow.join_all(arg_flows + list(kw_flows.values()))
-        else:
-            joined = Flow.join_all(arg_flows)
+            if len(keywords) == 1:
+                joined = joined.join(ev(keywords[0].value))
+            else:
+                # by name: of two ``**`` keywords (both named None) only the last one's flow is joined
+                kw_flows = {k.arg: ev(k.value) for k in keywords}
+                for f in kw_flows.values():
+                    joined = joined.join(f)
         first = arg_flows[0] if arg_flows else EMPTY
         if kind == "misc":
             return EMPTY if not joined.tensorish else joined.fresh().plus(OPAQUE, frozenset([e.lineno]))
@@ -1773,11 +1802,17 @@ class _Analyser:
                     node, owner = methods[name]
                     return self._invoke(node, f"{owner}.{name}", owner, holder.attr + ".", e,
                                         bind_self=not _is_static(node), kind="method")
-        base = self._ev(func.value)
-        arg_flows = [self._ev(a) for a in e.args]
-        if e.keywords:
-            arg_flows += [self._ev(k.value) for k in e.keywords]
-        args = Flow.join_all(arg_flows)
+        ev = self._ev
+        base = ev(func.value)
+        # ``Flow.join_all`` of the arguments' and keywords' flows, folded as they are evaluated
+        arg_flows = []
+        args = EMPTY
+        for a in e.args:
+            f = ev(a)
+            arg_flows.append(f)
+            args = args.join(f)
+        for k in e.keywords:
+            args = args.join(ev(k.value))
         kind = classify_method(name)
         # a tensor for sure: an input, a computation, a kernel result or an allocation (``state`` alone
         # may be a dict, a flag or a cache as well as a parameter)
@@ -1839,15 +1874,23 @@ class _Analyser:
     def _invoke(self, fn: ast.FunctionDef, qualname: str, cls: str | None, prefix: str, call: ast.Call,
                 bind_self: bool, kind: str, leading: Flow | None = None, explicit_self: bool = False,
                 closure_self: str | None = None) -> Flow:
-        caller = self.stack[-1]
-        pos = list(call.args)
-        arg_flows = [self._ev(a.value if isinstance(a, ast.Starred) else a) for a in pos]
-        kw_flows = {k.arg: self._ev(k.value) for k in call.keywords if k.arg}
-        self.facts.calls.append(CallEdge(caller.qualname, qualname, call))
-        if qualname not in self.facts.functions:
-            self.facts.functions[qualname] = FunctionInfo(qualname, fn, cls, kind)
-        if any(f.qualname == qualname for f in self.stack) or len(self.stack) > MAX_DEPTH or self.budget < 0:
-            self.facts.truncated = True
+        stack = self.stack
+        caller = stack[-1]
+        pos = call.args
+        ev = self._ev
+        arg_flows = [ev(a.value if type(a) is ast.Starred else a) for a in pos]
+        kw_flows = {k.arg: ev(k.value) for k in call.keywords if k.arg} if call.keywords else {}
+        facts = self.facts
+        facts.calls.append(CallEdge(caller.qualname, qualname, call))
+        if qualname not in facts.functions:
+            facts.functions[qualname] = FunctionInfo(qualname, fn, cls, kind)
+        recursive = False
+        for f in stack:
+            if f.qualname == qualname:
+                recursive = True
+                break
+        if recursive or len(stack) > MAX_DEPTH or self.budget < 0:
+            facts.truncated = True
             joined = Flow.join_all(arg_flows + list(kw_flows.values()))
             return joined.fresh().plus(OPAQUE, frozenset([call.lineno]))
         a = fn.args
@@ -1891,7 +1934,7 @@ class _Analyser:
 
     def _finish(self) -> None:
         facts = self.facts
-        facts.returns = sorted(self.returns.values(), key=lambda r: (r.depth, r.line))
+        facts.returns = sorted(self.returns.values(), key=lambda r: (r.depth, r.node.lineno))  # r.line
         # ``if c: ...`` with no else: the path where c is false runs the rest of the function
         for i, br in enumerate(facts.branches):
             if br.kind == "if" and not br.node.orelse:
@@ -1935,14 +1978,15 @@ class _Analyser:
         """The rest of ``function`` after ``node``: its ops, kernels and returns (helpers included)."""
         end = node.end_lineno or node.lineno  # type: ignore[attr-defined]
         returns, kernels_of, ops_of, allocs_of, calls_of = self._by_function
-        after = [r for r in returns.get(function, ()) if r.line > end]
+        # ``.line`` read as the node's line (the records' property) without the property call
+        after = [r for r in returns.get(function, ()) if r.node.lineno > end]
         if not after:
             return None
-        first, last = after[0].line, max(r.line for r in after)
+        first, last = after[0].node.lineno, max(r.node.lineno for r in after)
         start_line = end + 1
-        kernels = tuple(k for k in kernels_of.get(function, ()) if k.line >= start_line)
-        ops = tuple(o for o in ops_of.get(function, ()) if o.line >= start_line)
-        allocs = tuple(a for a in allocs_of.get(function, ()) if a.line >= start_line)
+        kernels = tuple(k for k in kernels_of.get(function, ()) if k.node.lineno >= start_line)
+        ops = tuple(o for o in ops_of.get(function, ()) if getattr(o.node, "lineno", 0) >= start_line)
+        allocs = tuple(a for a in allocs_of.get(function, ()) if a.node.lineno >= start_line)
         # helpers called after the node, and what they call, contribute their kernels and ops
         callees = {e.callee for e in calls_of.get(function, ()) if e.node.lineno >= start_line}
         frontier = list(callees)
