@@ -771,9 +771,14 @@ class _Analyser:
     def _join_states(self, states: list[dict[str, Flow]]) -> dict[str, Flow]:
         # the first state copied whole (the keys keep its order), the others joined into it
         out = dict(states[0])
+        get = out.get
         for st in states[1:]:
             for k, v in st.items():
-                out[k] = out[k].join(v) if k in out else v
+                cur = get(k)
+                if cur is None:
+                    out[k] = v
+                elif cur is not v:  # most names hold the same flow in every state: ``join`` would return it
+                    out[k] = cur.join(v)
         return out
 
     def _for(self, s: ast.For) -> None:
@@ -1074,11 +1079,8 @@ class _Analyser:
         base = self._ev(e.value)
         if e.attr in META_ATTRS:
             return base.metadata()
-        if e.attr in VIEW_ATTRS:
-            return base
-        if isinstance(e.value, ast.Name) and self.module_names.get(e.value.id) is None and \
-                e.value.id not in self.stack[-1].state:
-            return base  # a module attribute (torch.float32, math.pi) or unknown global
+        # a view attribute (``x.T``), a module attribute (torch.float32, math.pi), an unknown global's or
+        # any other value's attribute: the base's flow
         return base
 
     def _self_read(self, chain: str, node: ast.AST) -> Flow:
