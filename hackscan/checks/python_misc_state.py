@@ -366,19 +366,31 @@ def identity_keyed_state(ctx: ScanContext) -> Iterator[Hit]:
     key_calls = [c for c in facts.calls_named("data_ptr", "tobytes", "tolist", "id", "hash", "item", "numpy")
                  if not (isinstance(c.func, ast.Attribute) and c.func.attr == "item" and not _reduced(c.func.value))]
     owners = {facts.owner(c) for c in key_calls}
+    # a finding needs an ``if`` whose test reads state, in a function that makes a key call: tested
+    # first, as it depends neither on the keys nor on reachability, so most files need neither the
+    # functions forward reaches nor the taint of their inputs
+    state_ifs: dict[ast.AST, list[ast.AST]] = {}
+    for fn in owners:
+        if fn is None:
+            continue  # module level is never among the reachable functions
+        ifs = [node for node in facts.in_functions([fn], ast.If)
+               if any(_state_of(n, globals_) for n in ast.walk(node.test)
+                      if isinstance(n, (ast.Attribute, ast.Subscript, ast.Call)))]
+        if ifs:
+            state_ifs[fn] = ifs
+    if not state_ifs:
+        return
     for fn in facts.reachable:
-        if fn not in owners:
+        ifs = state_ifs.get(fn)
+        if not ifs:
             continue
         found, names = _identity_keys(facts, fn)
         if not found:
             continue
         inputs = facts.input_values(fn)
-        for node in facts.in_functions([fn], ast.If):
+        for node in ifs:
             test = node.test
-            uses_key = any((n in found) or (isinstance(n, ast.Name) and n.id in names) for n in ast.walk(test))
-            uses_state = any(_state_of(n, globals_) for n in ast.walk(test)
-                             if isinstance(n, (ast.Attribute, ast.Subscript, ast.Call)))
-            if not (uses_key and uses_state):
+            if not any((n in found) or (isinstance(n, ast.Name) and n.id in names) for n in ast.walk(test)):
                 continue
             kinds = sorted({found[n] for n in ast.walk(test) if n in found} or
                            {found[c] for nm in names for e in facts.flow(fn).defs.get(nm, []) for c in ast.walk(e)
