@@ -103,6 +103,10 @@ class Stores:
         return any(s.certain for s in self.by_param.get(index, ()))
 
 
+# the node types ``strip_casts`` may look through; it returns a node of any other type unchanged
+_CAST_WRAPPERS = frozenset({"parenthesized_expression", "cast_expression", "call_expression"})
+
+
 def strip_casts(node: ts.Node) -> ts.Node:
     """Remove parentheses, C casts and ``*_cast<T>(x)``."""
     for _ in range(16):
@@ -265,14 +269,20 @@ class Flow:
 
         for asg in fn.of_type("assignment_expression"):
             left = asg.child_by_field_name("left")
-            if left is None or strip_casts(left).type == "identifier":
+            if left is None:
+                continue
+            # ``strip_casts`` returns a node of any other type as it is: most stores go to a local
+            # or through a subscript, which need no call
+            lt = left.type
+            if lt == "identifier" or (lt in _CAST_WRAPPERS and strip_casts(left).type == "identifier"):
                 continue
             idx = param_of(left)
             if idx is not None:
                 out.add(idx, StoreSite(asg, "assign"))
         for upd in fn.of_type("update_expression"):
             arg = upd.child_by_field_name("argument")
-            if arg is not None and strip_casts(arg).type != "identifier":
+            if arg is not None and arg.type != "identifier" and (
+                    arg.type not in _CAST_WRAPPERS or strip_casts(arg).type != "identifier"):
                 idx = param_of(arg)
                 if idx is not None:
                     out.add(idx, StoreSite(upd, "assign"))
