@@ -334,6 +334,8 @@ class ExtensionFacts:
     # function-local constants, folded per function when first asked for (most never are)
     local_pending: dict[str, list[tuple]] = field(default_factory=dict, repr=False)
     _locals_done: dict[str, dict[str, Constant]] = field(default_factory=dict, repr=False)
+    # ``env_for`` per function name
+    _envs: dict[str, dict[str, int | float]] = field(default_factory=dict, repr=False)
 
     def lookup(self, name: str, *kinds: str) -> list[Function]:
         fns = self.functions.get(name.rsplit("::", 1)[-1], [])
@@ -369,13 +371,19 @@ class ExtensionFacts:
         return {k: v for k, v in self._locals_done.items() if v}
 
     def env_for(self, fn: Function | str | None) -> dict[str, int | float]:
-        """Named constants visible in a function: file scope, then the function's own."""
+        """Named constants visible in a function: file scope, then the function's own.
+
+        A table shared by every caller (merged once per function: ``Flow.fold`` asks it for every
+        expression it folds); read it, do not change it."""
         if fn is None:
             return self.const_env
-        local = self.locals_of(fn)
-        if not local:
-            return self.const_env
-        return {**self.const_env, **{k: c.value for k, c in local.items()}}
+        name = fn.name if isinstance(fn, Function) else fn
+        got = self._envs.get(name)
+        if got is None:
+            local = self.locals_of(name)
+            got = self._envs[name] = ({**self.const_env, **{k: c.value for k, c in local.items()}} if local
+                                      else self.const_env)
+        return got
 
 
 class CudaFacts:

@@ -575,17 +575,22 @@ class Flow:
         """Fold an expression with the extension's constants and the function's constant locals."""
         if node is None:
             return None
-        # ``_LocalEnv`` copies the environment it is given (it adds folded locals to itself), so
-        # the shared table ``env_for`` returns is passed as it is
+        # ``_LocalEnv`` reads the environment it is given and keeps the locals it folds to itself,
+        # so the shared table ``env_for`` returns is passed as it is
         return fold(node, _LocalEnv(self.facts.extensions[fn.ext].env_for(fn), fn, self))
 
 
 class _LocalEnv(dict):
     """Constant environment that also folds single-assignment integer locals on demand
-    (``int threads = 256; k<<<blocks, threads>>>``)."""
+    (``int threads = 256; k<<<blocks, threads>>>``).
+
+    Only ``get`` is its interface (``consts.fold`` asks nothing else): the named constants are
+    looked up in ``base``, which is not copied (a fold reads a name or two of a table that can
+    hold every ``#define`` of the file); the dict itself holds the locals folded here."""
 
     def __init__(self, base: dict, fn: Function, flow: Flow):
-        super().__init__(base)
+        super().__init__()
+        self.base = base
         self.fn = fn
         self.flow = flow
         self._busy: set[str] = set()
@@ -593,6 +598,9 @@ class _LocalEnv(dict):
     def get(self, key, default=None):  # type: ignore[override]
         if key in self:
             return self[key]
+        base = self.base
+        if key in base:
+            return base[key]
         if key in self._busy:
             return default
         values = self.fn.assigned.get(key)
