@@ -357,9 +357,12 @@ def _product_terms(node: ts.Node) -> list[ts.Node]:
     return [node]
 
 
+_LAUNCH_DIM = re.compile(r"(blockDim|gridDim)\.[xyz]")
+
+
 def _thread_count_term(node: ts.Node, fn: Function, depth: int = 0) -> bool:
     t = text(node)
-    if re.fullmatch(r"(blockDim|gridDim)\.[xyz]", "".join(t.split())):
+    if _LAUNCH_DIM.fullmatch("".join(t.split())):
         return True
     if node.type == "identifier" and depth < 3:
         values = fn.assigned.get(t, ())
