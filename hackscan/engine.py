@@ -48,6 +48,8 @@ class StaticScanner:
         self.rules: list[Rule] = [r for r in selected if r.stage is Stage.STATIC and r.check]
         self._selected_ids = {r.id for r in selected}
         self._plans: list[tuple[Rule, frozenset[str], Callable[..., Any] | None]] | None = None
+        # the plan narrowed to the rules that apply to one set of languages (a handful of sets occur)
+        self._plans_for: dict[frozenset[str], list[tuple[Rule, Callable[..., Any] | None]]] = {}
 
     def _plan(self) -> list[tuple[Rule, frozenset[str], Callable[..., Any] | None]]:
         """Each rule with the languages that make it apply (``any`` stands for all; a CUDA rule
@@ -66,6 +68,16 @@ class StaticScanner:
                 plans.append((rule, frozenset(langs), check))
             self._plans = plans
         return self._plans
+
+    def _plan_for(self, langs: frozenset[str]) -> list[tuple[Rule, Callable[..., Any] | None]]:
+        """The rules of ``_plan`` that apply to a submission with units in ``langs``, in plan order:
+        worked out once per language set rather than tested rule by rule in every scan."""
+        plan = self._plans_for.get(langs)
+        if plan is None:
+            plan = [(rule, check) for rule, applies_to, check in self._plan()
+                    if "any" in applies_to or not applies_to.isdisjoint(langs)]
+            self._plans_for[langs] = plan  # racing threads store equal lists
+        return plan
 
     # ------------------------------------------------------------------ entry points
     def scan(self, item: Submission | InputProblem) -> Report:
@@ -135,10 +147,7 @@ class StaticScanner:
     def _run_rules(self, sub: Submission, ctx: ScanContext) -> tuple[list[Finding], list[SkippedRule]]:
         findings: list[Finding] = []
         skipped: list[SkippedRule] = []
-        langs = ctx.languages
-        for rule, applies_to, check in self._plan():
-            if "any" not in applies_to and applies_to.isdisjoint(langs):
-                continue
+        for rule, check in self._plan_for(ctx.languages):
             if rule.requires_reference and ctx.reference is None:
                 why = "no reference given" if not sub.reference else "the reference could not be parsed"
                 skipped.append(SkippedRule(rule.id, why))

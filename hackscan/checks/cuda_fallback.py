@@ -12,7 +12,7 @@ import tree_sitter as ts
 from ..context import Hit, ScanContext
 from ..cuda import names
 from ..cuda.branches import depends_on, enclosing, is_empty_check, launches_after, tainted_names, value_reads
-from ..cuda.facts import Call, CudaFacts, Function, pos_of
+from ..cuda.facts import ARITH_OPS, Call, CudaFacts, Function, pos_of
 from ..cuda.flow import UNINITIALISED, Origin
 from ..cuda.names import is_compute
 from ..cuda.parser import contains, identifiers, language, text
@@ -28,7 +28,7 @@ _TENSOR_RETURNING = names.TENSOR_METHODS_COMPUTE | frozenset({
     "expand_as", "transpose", "t", "permute", "narrow", "select", "slice", "clone", "to", "cuda", "cpu", "detach",
     "float", "half", "double", "type", "toType", "as_strided", "index_select", "masked_select", "new_empty",
     "new_zeros", "new_ones", "new_full", "copy_", "fill_", "zero_", "unflatten", "repeat", "tile", "flip", "roll"})
-_ARITH = frozenset({"+", "-", "*", "/"})
+_ARITH = ARITH_OPS  # the operators the host body query captures (``Function.arith``)
 
 
 def _tensor_expr(node: ts.Node, fn: Function, depth: int = 0) -> bool:
@@ -197,7 +197,11 @@ def _tensor_arithmetic(fn: Function) -> list[ts.Node]:
     if fn.body is None or fn.kind != "host":
         return []
     found: list[ts.Node] = []
-    for node in _arith_nodes(fn.body):
+    # the body's query captured them (``Function.arith``); ordered here as ``_arith_nodes`` orders
+    arith = fn.arith
+    if len(arith) > 1:
+        arith = sorted(arith, key=_walk_order)
+    for node in arith:
         left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
         if any(x is not None and _tensor_expr(x, fn) for x in (left, right)):
             found.append(node)

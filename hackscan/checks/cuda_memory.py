@@ -396,7 +396,9 @@ def input_mutation(ctx: ScanContext) -> Iterator[Hit]:
     for export, root in facts.exported_functions():
         if root.kind != "host":
             continue
-        # (position, writer, parameter written, origin) for kernel stores and host stores alike
+        # (position, writer, parameter written, origin) for kernel stores and host stores alike;
+        # only stores into the export's own inputs are kept (the others are never reported), so
+        # positions and names are worked out for those alone
         writes: list[tuple] = []
         for lc in flow.launches_from(root):
             kernel = facts.kernel_for(lc)
@@ -408,15 +410,17 @@ def input_mutation(ctx: ScanContext) -> Iterator[Hit]:
                     continue
                 pname = kernel.params[idx].name if idx < len(kernel.params) else f"#{idx}"
                 for o in flow.origins(lc.args[idx], lc.function):
+                    if o.kind != "input" or o.function is not root or o.aggregate:
+                        continue
                     writes.append((lc.pos, f"kernel `{kernel.name}`", pname, o))
         for g in flow.host_closure(root):
             for node, origins in flow.host_stores(g):
                 for o in origins:
+                    if o.kind != "input" or o.function is not root or o.aggregate:
+                        continue
                     writes.append((pos_of(g.unit, node), f"host code in `{g.name}`",
                                    " ".join(text(node.child_by_field_name("left") or node).split())[:30], o))
         for pos, writer, pname, o in writes:
-            if o.kind != "input" or o.function is not root or o.aggregate:
-                continue
             key = (export.ext, export.name, o.index, writer)
             if key in done:
                 continue

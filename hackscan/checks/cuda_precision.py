@@ -225,6 +225,14 @@ def _thread_derived(fn: Function, seeds: frozenset[str] = _THREAD_SEEDS,
     cands = [(name, any(calls.search(vtext) for vtext, _ in values),
               frozenset(i for _, idents in values for i in idents))
              for name, values in fn.assigned_texts.items() if name not in out]
+    _sweep(cands, out)
+    return out
+
+
+def _sweep(cands: list[tuple[str, bool, frozenset[str]]], out: set[str]) -> None:
+    """The fixpoint of ``_thread_derived``: at most six sweeps over the locals in source order, a
+    local joining ``out`` when it is seeded or reads a member (a local added earlier in a sweep
+    counts for the later ones of the same sweep)."""
     changed = True
     rounds = 0
     while changed and rounds < 6:
@@ -236,7 +244,68 @@ def _thread_derived(fn: Function, seeds: frozenset[str] = _THREAD_SEEDS,
             if seeded or not reads.isdisjoint(out):
                 out.add(name)
                 changed = True
-    return out
+
+
+class _Derived:
+    """``name in _thread_derived(fn, seeds, calls)``, decided per asked name.
+
+    HS216 asks this of a few names (a loop's start and index variables), while the whole set needs
+    the identifiers of every value of every local.  Whether a local joins in the sweeps of
+    ``_sweep`` (and in which sweep) depends only on the locals it reads, transitively, not on the
+    others: the sweeps restricted to that backward cone, in the same order and with the same cap,
+    treat every local of the cone as the full sweeps do.  So each question runs the sweeps over the
+    asked name's cone only, reading identifiers of those values alone.  A seeded local joins in
+    the first sweep whatever it reads, so its reads are not followed."""
+
+    __slots__ = ("_fn", "_seeds", "_calls", "_info", "_known")
+
+    def __init__(self, fn: Function, seeds: frozenset[str] = _THREAD_SEEDS,
+                 calls: re.Pattern[str] | None = None) -> None:
+        self._fn = fn
+        self._seeds = seeds
+        self._calls = calls or _THREAD_CALLS
+        # local -> (seeded, the identifiers its values read; empty when seeded)
+        self._info: dict[str, tuple[bool, frozenset[str]]] = {}
+        self._known: dict[str, bool] = {}
+
+    def _local(self, name: str) -> tuple[bool, frozenset[str]]:
+        got = self._info.get(name)
+        if got is None:
+            values = self._fn.assigned[name]
+            search = self._calls.search
+            if any(search(text(v)) for v in values):
+                got = (True, frozenset())
+            else:
+                got = (False, frozenset(text(i) for v in values for i in identifiers(v)))
+            self._info[name] = got
+        return got
+
+    def __contains__(self, name: object) -> bool:
+        if name in self._seeds:
+            return True
+        known = self._known.get(name)  # type: ignore[arg-type]
+        if known is not None:
+            return known
+        assigned = self._fn.assigned
+        if name not in assigned:
+            return False  # never assigned: never a candidate of the sweeps
+        seeds = self._seeds
+        cone = {name}
+        stack = [name]
+        while stack:
+            seeded, reads = self._local(stack.pop())
+            for r in reads:
+                if r not in cone and r in assigned and r not in seeds:
+                    cone.add(r)
+                    stack.append(r)
+        out = set(seeds)
+        _sweep([(n, *self._local(n)) for n in assigned if n in cone], out)
+        for n in cone:
+            self._known[n] = n in out
+        return self._known[name]  # type: ignore[index]
+
+    def intersects(self, names: set[str]) -> bool:
+        return any(n in self for n in names)
 
 
 def _loop_var(loop: ts.Node) -> tuple[str, ts.Node | None] | None:
@@ -288,9 +357,12 @@ def _product_terms(node: ts.Node) -> list[ts.Node]:
     return [node]
 
 
+_LAUNCH_DIM = re.compile(r"(blockDim|gridDim)\.[xyz]")
+
+
 def _thread_count_term(node: ts.Node, fn: Function, depth: int = 0) -> bool:
     t = text(node)
-    if re.fullmatch(r"(blockDim|gridDim)\.[xyz]", "".join(t.split())):
+    if _LAUNCH_DIM.fullmatch("".join(t.split())):
         return True
     if node.type == "identifier" and depth < 3:
         values = fn.assigned.get(t, ())
@@ -336,8 +408,8 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
             yield from _truncated_loops(ctx, fn, loops, loop_vars)
         # the thread- and block-derived locals (a fixpoint over every local's values) are computed
         # on first need: most strided loops start at a literal and index with the loop variable only
-        threads: set[str] | None = None
-        by_block: set[str] | None = None
+        threads: _Derived | None = None
+        by_block: _Derived | None = None
         for loop in loops:
             lv = loop_vars[loop.id]
             if lv is None:
@@ -348,7 +420,7 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
                 continue
             start_names = [text(i) for i in identifiers(start)] if start is not None else []
             if start_names and threads is None:
-                threads = _thread_derived(fn)
+                threads = _Derived(fn)
             start_threaded = bool(start_names) and any(n in threads for n in start_names)  # type: ignore[operator]
             c = flow.fold(step, fn)
             if isinstance(c, int):
@@ -356,7 +428,7 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
                     continue
                 if not start_threaded and start_names:
                     if by_block is None:
-                        by_block = _thread_derived(fn, frozenset({"blockIdx"}), _BLOCK_CALLS)
+                        by_block = _Derived(fn, frozenset({"blockIdx"}), _BLOCK_CALLS)
                     if any(n in by_block for n in start_names):
                         continue  # a block-stride loop over rows: the step is (presumably) the grid size
                 if start_threaded:
@@ -414,8 +486,8 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
                 others = used - {var}
                 if others:
                     if threads is None:
-                        threads = _thread_derived(fn)
-                    if others & threads:
+                        threads = _Derived(fn)
+                    if threads.intersects(others):
                         covered = True
                         break
                 per_array.setdefault(text(base), set()).add("".join(text(idx).split()))

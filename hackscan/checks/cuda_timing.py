@@ -16,6 +16,7 @@ from ..model import Confidence, Severity
 
 _DEFAULT_STREAMS = frozenset({"cudaStreamLegacy", "cudaStreamPerThread", "nullptr", "NULL", "0", "stream_default"})
 _GUARDS = ("CUDAStreamGuard", "OptionalCUDAStreamGuard", "StreamGuard")
+_GUARDS_BYTES = tuple(g.encode() for g in _GUARDS)
 _CAPTURE = frozenset({"cudaStreamBeginCapture", "cudaStreamEndCapture", "capture_begin", "capture_end"})
 
 
@@ -98,7 +99,9 @@ def _guarded_side(fn: Function, flow: Flow, created: dict[tuple[str, str], Call]
     """A ``CUDAStreamGuard g(side)`` / ``setCurrentCUDAStream(side)`` in ``fn``: "current" is then the side stream."""
     for decl in fn.of_type("declaration"):
         tnode = decl.child_by_field_name("type")
-        if tnode is None or not text(tnode).endswith(_GUARDS):
+        # the bytes of the type: the source is UTF-8 and the names are ASCII, so this is the test
+        # on its text without decoding every declaration's type
+        if tnode is None or not (tnode.text or b"").endswith(_GUARDS_BYTES):
             continue
         for d in decl.children_by_field_name("declarator"):
             arg = None
@@ -150,6 +153,9 @@ def side_streams(ctx: ScanContext) -> Iterator[Hit]:
     created = _created_streams(facts)
     used: set[int] = set()
     reported: set[int] = set()
+    # a function's stream guard, worked out once: it depends on the function alone (``used`` only
+    # collects, and a second look would add the same ids), while every launch there asks it
+    guards: dict[int, ts.Node | None] = {}
     roots = [fn for e, fn in facts.exported_functions() if fn.kind == "host"] or facts.host_functions
     for root in roots:
         joins = _joins(facts, flow, root, created)
@@ -159,7 +165,11 @@ def side_streams(ctx: ScanContext) -> Iterator[Hit]:
             kind = _stream_kind(lc.stream, lc.function, flow, created, used)
             guard = None
             if kind in ("current", "default"):
-                guard = _guarded_side(lc.function, flow, created, used)
+                key = id(lc.function)
+                if key in guards:
+                    guard = guards[key]
+                else:
+                    guard = guards[key] = _guarded_side(lc.function, flow, created, used)
                 if guard is not None:
                     kind = "side"
             if kind != "side":

@@ -251,6 +251,10 @@ def call_counter_branch(ctx: ScanContext) -> Iterator[Hit]:
     facts = misc_facts(host)
     if not host.of_type(ast.AugAssign) and not facts.mentions("+ 1"):
         return
+    # a counter increment anywhere in the file (the reachable functions' are among them) before the
+    # reachability the rest needs
+    if not any(_counter_name(host, node) is not None for node in host.of_type(ast.AugAssign, ast.Assign)):
+        return
     reach = facts.reachable
     if not reach:
         return

@@ -187,7 +187,6 @@ def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
         return
     facts = misc_facts(host)
     dtype_vars = _dtype_vars(host)
-    runs = facts.runs
     by_owner: dict[ast.AST | None, list[tuple[ast.Call, str]]] = {}
     for call in host.of_type(ast.Call):
         if not (call.keywords or call.args or isinstance(call.func, ast.Attribute)):
@@ -197,6 +196,9 @@ def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
                 facts.in_input_factory(call):
             continue
         by_owner.setdefault(facts.owner(call), []).append((call, got))
+    if not by_owner:
+        return  # no cast: what runs (reachability) is not needed
+    runs = facts.runs
     for owner, sites in by_owner.items():
         sites.sort(key=lambda s: (s[0].lineno, s[0].col_offset))
         call, dtype = sites[0]

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 from ..context import Hit, ScanContext
 from ..model import Confidence, Severity
-from ..python.module import subtree
-from ..python.patterns import VIEW_METHODS, MiscFacts, is_alias_expr, misc_facts, state_key, value_refs
+from ..python.module import HostModule, subtree
+from ..python.patterns import (VIEW_METHODS, MiscFacts, _assigned_names, is_alias_expr, misc_facts, state_key,
+                               value_refs)
 from ..python.resolve import dotted_name
 
 _HARMLESS_CALLS = {"len", "isinstance", "id", "hash", "print", "type", "getattr", "hasattr", "str", "repr", "bool",
@@ -173,15 +174,49 @@ def _key_kind(facts: MiscFacts, point: ast.AST, fn: ast.AST) -> str:
     return "unconditionally"
 
 
+def _may_return_state(host: HostModule, globals_: set[str]) -> bool:
+    """Whether some ``return`` of the file may hand back persistent state: a returned value that is
+    state itself, or a returned name that some assignment binds to state.  An exact pre-check for
+    HS130, whose candidates are the same returns and assignments of the reachable functions (a
+    subset of the file's), tested the same way."""
+    returned: set[str] = set()
+    for ret in host.of_type(ast.Return):
+        if ret.value is None:
+            continue
+        for v in (ret.value.elts if isinstance(ret.value, ast.Tuple) else [ret.value]):
+            v = _unwrap(v)
+            if isinstance(v, (ast.Attribute, ast.Subscript, ast.Call, ast.Name)) and \
+                    _state_of(v, globals_) is not None:
+                return True
+            if isinstance(v, ast.Name):
+                returned.add(v.id)
+    if not returned:
+        return False
+    for node in host.of_type(ast.Assign):
+        for t in node.targets:
+            tt = type(t)
+            if tt is ast.Name:
+                binds = t.id in returned
+            elif tt is ast.Tuple or tt is ast.List:  # unpacking: the names ``MiscFacts.flow`` records
+                binds = any(name in returned for name, _ in _assigned_names(t))
+            else:
+                continue  # ``self.x = ...`` / ``d[k] = ...`` bind no local name
+            if binds and _state_of(_unwrap(node.value), globals_) is not None:
+                return True
+    return False
+
+
 def stale_cached_output(ctx: ScanContext) -> Iterator[Hit]:
     """HS130: forward returns state computed from an earlier call's inputs without recomputing it."""
     host = ctx.host
     if host is None:
         return
     facts = misc_facts(host)
+    globals_ = _global_containers(facts)
+    if not _may_return_state(host, globals_):
+        return  # most files: no return anywhere can hand back state, and reachability is not needed
     if not facts.reachable:
         return
-    globals_ = _global_containers(facts)
     # returns of persistent state come first: most files return a fresh local and stop here
     found: list[tuple[ast.AST, ast.Return, ast.AST, str, str | None]] = []
     for fn in facts.reachable:
@@ -331,19 +366,31 @@ def identity_keyed_state(ctx: ScanContext) -> Iterator[Hit]:
     key_calls = [c for c in facts.calls_named("data_ptr", "tobytes", "tolist", "id", "hash", "item", "numpy")
                  if not (isinstance(c.func, ast.Attribute) and c.func.attr == "item" and not _reduced(c.func.value))]
     owners = {facts.owner(c) for c in key_calls}
+    # a finding needs an ``if`` whose test reads state, in a function that makes a key call: tested
+    # first, as it depends neither on the keys nor on reachability, so most files need neither the
+    # functions forward reaches nor the taint of their inputs
+    state_ifs: dict[ast.AST, list[ast.AST]] = {}
+    for fn in owners:
+        if fn is None:
+            continue  # module level is never among the reachable functions
+        ifs = [node for node in facts.in_functions([fn], ast.If)
+               if any(_state_of(n, globals_) for n in ast.walk(node.test)
+                      if isinstance(n, (ast.Attribute, ast.Subscript, ast.Call)))]
+        if ifs:
+            state_ifs[fn] = ifs
+    if not state_ifs:
+        return
     for fn in facts.reachable:
-        if fn not in owners:
+        ifs = state_ifs.get(fn)
+        if not ifs:
             continue
         found, names = _identity_keys(facts, fn)
         if not found:
             continue
         inputs = facts.input_values(fn)
-        for node in facts.in_functions([fn], ast.If):
+        for node in ifs:
             test = node.test
-            uses_key = any((n in found) or (isinstance(n, ast.Name) and n.id in names) for n in ast.walk(test))
-            uses_state = any(_state_of(n, globals_) for n in ast.walk(test)
-                             if isinstance(n, (ast.Attribute, ast.Subscript, ast.Call)))
-            if not (uses_key and uses_state):
+            if not any((n in found) or (isinstance(n, ast.Name) and n.id in names) for n in ast.walk(test)):
                 continue
             kinds = sorted({found[n] for n in ast.walk(test) if n in found} or
                            {found[c] for nm in names for e in facts.flow(fn).defs.get(nm, []) for c in ast.walk(e)

@@ -106,6 +106,10 @@ class Function:
     static_locals: list[Variable] = field(default_factory=list)
     # a PYBIND11 lambda export: the Python name it is bound to
     lambda_export: str | None = None
+    # host functions: the ``a op b`` nodes of the body with an arithmetic operator (``ARITH_OPS``),
+    # captured by the body's query (HS204 reads them: ATen arithmetic through operator overloads);
+    # in no particular order.  Empty for kernels and device functions.
+    arith: list[ts.Node] = field(default_factory=list, repr=False)
 
     @property
     def key(self) -> str:
@@ -330,6 +334,8 @@ class ExtensionFacts:
     # function-local constants, folded per function when first asked for (most never are)
     local_pending: dict[str, list[tuple]] = field(default_factory=dict, repr=False)
     _locals_done: dict[str, dict[str, Constant]] = field(default_factory=dict, repr=False)
+    # ``env_for`` per function name
+    _envs: dict[str, dict[str, int | float]] = field(default_factory=dict, repr=False)
 
     def lookup(self, name: str, *kinds: str) -> list[Function]:
         fns = self.functions.get(name.rsplit("::", 1)[-1], [])
@@ -365,13 +371,19 @@ class ExtensionFacts:
         return {k: v for k, v in self._locals_done.items() if v}
 
     def env_for(self, fn: Function | str | None) -> dict[str, int | float]:
-        """Named constants visible in a function: file scope, then the function's own."""
+        """Named constants visible in a function: file scope, then the function's own.
+
+        A table shared by every caller (merged once per function: ``Flow.fold`` asks it for every
+        expression it folds); read it, do not change it."""
         if fn is None:
             return self.const_env
-        local = self.locals_of(fn)
-        if not local:
-            return self.const_env
-        return {**self.const_env, **{k: c.value for k, c in local.items()}}
+        name = fn.name if isinstance(fn, Function) else fn
+        got = self._envs.get(name)
+        if got is None:
+            local = self.locals_of(name)
+            got = self._envs[name] = ({**self.const_env, **{k: c.value for k, c in local.items()}} if local
+                                      else self.const_env)
+        return got
 
 
 class CudaFacts:
@@ -628,16 +640,38 @@ def _fold_pending(x: ExtensionFacts, pending: list[tuple], table: dict[str, Cons
                   env: dict[str, int | float]) -> dict[str, Constant]:
     """Fold ``pending`` into ``table``, a few rounds so constants may use later ones."""
     env.update({k: c.value for k, c in table.items()})
+    # A value that did not fold can fold in a later round only if a name set in ``env`` since
+    # then is one its fold looks up, and every name ``fold`` looks up is part of the value's text
+    # (an identifier, or the last part of a qualified one).  So a retried value whose text holds
+    # none of the names set since its last try is not folded again: it would fail the same way.
+    # (Macro bodies, folded by ``fold_text`` once comments are cut out, are always retried.)
+    added: list[str] = []  # the names set in ``env``, in order
+    tried: dict[int, int] = {}  # id(value node) -> len(added) at its last try
     for _ in range(4):
         progress = False
         rest = []
-        for name, kind, value_node, body, unit, pos, fn in pending:
+        for entry in pending:
+            name, kind, value_node, body, unit, pos, fn = entry
             if name in table:
                 continue
-            v = fold(value_node, env) if value_node is not None else fold_text(body, env)
-            if v is None:
-                rest.append((name, kind, value_node, body, unit, pos, fn))
-                continue
+            if value_node is not None:
+                mark = tried.get(id(value_node))
+                if mark is not None:
+                    src = text(value_node)
+                    if not any(n in src for n in added[mark:]):
+                        tried[id(value_node)] = len(added)
+                        rest.append(entry)
+                        continue
+                v = fold(value_node, env)
+                if v is None:
+                    tried[id(value_node)] = len(added)
+                    rest.append(entry)
+                    continue
+            else:
+                v = fold_text(body, env)
+                if v is None:
+                    rest.append(entry)
+                    continue
             offset = -1
             if not isinstance(pos, Pos):
                 holder = value_node if value_node is not None else pos.child_by_field_name("value")
@@ -645,6 +679,7 @@ def _fold_pending(x: ExtensionFacts, pending: list[tuple], table: dict[str, Cons
                 pos = pos_of(unit, pos)
             table[name] = Constant(name, v, kind, x.name, unit.id, pos, fn, offset)
             env[name] = v
+            added.append(name)
             progress = True
         pending = rest
         if not progress:
@@ -834,7 +869,14 @@ class _UnitBuilder:
 
     def _walk_body(self, fn: Function, body: ts.Node) -> None:
         """Collect the body's nodes of the types rules read, with one query over the body."""
-        caps = _body_query_cursor().captures(body)
+        host = fn.kind == "host"
+        # host bodies: the same query with one more pattern, the arithmetic HS204 reads (one pass
+        # over the body instead of a second query later)
+        caps = (_host_body_query_cursor() if host else _body_query_cursor()).captures(body)
+        if host:
+            arith = caps.pop(_ARITH_CAPTURE, None)
+            if arith:
+                fn.arith = arith
         # the calls with a ``<<<...>>>`` child, from the same query: only these need their
         # children listed (``kernel_config``), the other calls are plain
         launch_calls = caps.pop(_LAUNCH_CAPTURE, None)
@@ -854,7 +896,6 @@ class _UnitBuilder:
             local = self._local_declaration
             for d in decls:
                 local(fn, d)
-        host = fn.kind == "host"
         for asg in nodes.get("assignment_expression", ()):
             left = asg.child_by_field_name("left")
             if left is None:
@@ -965,6 +1006,25 @@ def _body_query_cursor() -> ts.QueryCursor:
     cur = getattr(_local_cursor, "cursor", None)
     if cur is None:
         cur = _local_cursor.cursor = ts.QueryCursor(_body_query())
+    return cur
+
+
+_ARITH_CAPTURE = "arith.op"  # a capture name no node type has: host arithmetic (``Function.arith``)
+ARITH_OPS = frozenset({"+", "-", "*", "/"})
+
+
+@functools.lru_cache(maxsize=1)
+def _host_body_query() -> ts.Query:
+    return ts.Query(language(), " ".join(f"({t}) @{t}" for t in BODY_TYPES) +
+                    f' (call_expression (kernel_call_syntax)) @{_LAUNCH_CAPTURE}' +
+                    " (binary_expression operator: [" + " ".join(f'"{op}"' for op in sorted(ARITH_OPS)) +
+                    f"]) @{_ARITH_CAPTURE}")
+
+
+def _host_body_query_cursor() -> ts.QueryCursor:
+    cur = getattr(_local_cursor, "host_cursor", None)
+    if cur is None:
+        cur = _local_cursor.host_cursor = ts.QueryCursor(_host_body_query())
     return cur
 
 

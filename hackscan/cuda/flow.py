@@ -103,6 +103,10 @@ class Stores:
         return any(s.certain for s in self.by_param.get(index, ()))
 
 
+# the node types ``strip_casts`` may look through; it returns a node of any other type unchanged
+_CAST_WRAPPERS = frozenset({"parenthesized_expression", "cast_expression", "call_expression"})
+
+
 def strip_casts(node: ts.Node) -> ts.Node:
     """Remove parentheses, C casts and ``*_cast<T>(x)``."""
     for _ in range(16):
@@ -265,14 +269,20 @@ class Flow:
 
         for asg in fn.of_type("assignment_expression"):
             left = asg.child_by_field_name("left")
-            if left is None or strip_casts(left).type == "identifier":
+            if left is None:
+                continue
+            # ``strip_casts`` returns a node of any other type as it is: most stores go to a local
+            # or through a subscript, which need no call
+            lt = left.type
+            if lt == "identifier" or (lt in _CAST_WRAPPERS and strip_casts(left).type == "identifier"):
                 continue
             idx = param_of(left)
             if idx is not None:
                 out.add(idx, StoreSite(asg, "assign"))
         for upd in fn.of_type("update_expression"):
             arg = upd.child_by_field_name("argument")
-            if arg is not None and strip_casts(arg).type != "identifier":
+            if arg is not None and arg.type != "identifier" and (
+                    arg.type not in _CAST_WRAPPERS or strip_casts(arg).type != "identifier"):
                 idx = param_of(arg)
                 if idx is not None:
                     out.add(idx, StoreSite(upd, "assign"))
@@ -565,17 +575,22 @@ class Flow:
         """Fold an expression with the extension's constants and the function's constant locals."""
         if node is None:
             return None
-        # ``_LocalEnv`` copies the environment it is given (it adds folded locals to itself), so
-        # the shared table ``env_for`` returns is passed as it is
+        # ``_LocalEnv`` reads the environment it is given and keeps the locals it folds to itself,
+        # so the shared table ``env_for`` returns is passed as it is
         return fold(node, _LocalEnv(self.facts.extensions[fn.ext].env_for(fn), fn, self))
 
 
 class _LocalEnv(dict):
     """Constant environment that also folds single-assignment integer locals on demand
-    (``int threads = 256; k<<<blocks, threads>>>``)."""
+    (``int threads = 256; k<<<blocks, threads>>>``).
+
+    Only ``get`` is its interface (``consts.fold`` asks nothing else): the named constants are
+    looked up in ``base``, which is not copied (a fold reads a name or two of a table that can
+    hold every ``#define`` of the file); the dict itself holds the locals folded here."""
 
     def __init__(self, base: dict, fn: Function, flow: Flow):
-        super().__init__(base)
+        super().__init__()
+        self.base = base
         self.fn = fn
         self.flow = flow
         self._busy: set[str] = set()
@@ -583,6 +598,9 @@ class _LocalEnv(dict):
     def get(self, key, default=None):  # type: ignore[override]
         if key in self:
             return self[key]
+        base = self.base
+        if key in base:
+            return base[key]
         if key in self._busy:
             return default
         values = self.fn.assigned.get(key)

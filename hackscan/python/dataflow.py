@@ -154,23 +154,36 @@ class _Analyser:
         self.classes: dict[str, ast.ClassDef] = {}
         self.module_values: dict[str, ast.AST] = {}
         decorated: list[ast.FunctionDef] = []
+        # the same pass also lists the module-level functions (``_module_level_defs`` when some block
+        # may define more) and what each module-level def / class name is (``_module_bindings``)
+        top_defs: list[ast.FunctionDef] = []
+        blocks = False
+        triton = host.triton_kernels
+        names: dict[str, str] = {}
         for stmt in host.tree.body:
             t = type(stmt)  # exact types: a parsed tree has no subclasses
             if t is ast.ClassDef:
                 self.classes[stmt.name] = stmt  # type: ignore[attr-defined]
+                names[stmt.name] = "class"  # type: ignore[attr-defined]
             elif t is ast.Assign:
                 targets = stmt.targets  # type: ignore[attr-defined]
                 if len(targets) == 1 and type(targets[0]) is ast.Name:
                     self.module_values[targets[0].id] = stmt.value  # type: ignore[attr-defined]
-            elif t is ast.FunctionDef and stmt.decorator_list:  # type: ignore[attr-defined]
-                decorated.append(stmt)  # type: ignore[arg-type]
+            elif t is ast.FunctionDef or t is ast.AsyncFunctionDef:
+                top_defs.append(stmt)  # type: ignore[arg-type]
+                names[stmt.name] = "triton" if stmt.name in triton else "function"  # type: ignore[attr-defined]
+                if t is ast.FunctionDef and stmt.decorator_list:  # type: ignore[attr-defined]
+                    decorated.append(stmt)  # type: ignore[arg-type]
+            elif t is ast.If or t is ast.Try or t is ast.With:
+                blocks = True
         self.jit_kernels = frozenset(
             f.name for f in decorated if f.name not in host.triton_kernels
             and any(_jit_name(self._canon(d.func if isinstance(d, ast.Call) else d)) for d in f.decorator_list))
         facts.jit_kernels = self.jit_kernels
         # module functions by name; a name defined in several module-level branches keeps every definition
         self.function_alts: dict[str, list[ast.FunctionDef]] = {}
-        for f in _module_level_defs(host.tree):
+        # without a module-level if / try / with block the walk would find the top-level defs, in order
+        for f in (_module_level_defs(host.tree) if blocks else top_defs):
             if f.name not in host.triton_kernels and f.name not in self.jit_kernels:
                 self.function_alts.setdefault(f.name, []).append(f)
         self.functions = {name: defs[-1] for name, defs in self.function_alts.items()}
@@ -185,7 +198,7 @@ class _Analyser:
                 if isinstance(b, ast.Name) and b.id in self.classes and b.id != c.name:
                     chain.append(b.id)
             self.local_bases[c.name] = chain
-        self.module_names = self._module_bindings()
+        self.module_names = self._module_bindings(names)
         self.index = FunctionIndex(host)
         self.methods_cache: dict[str, dict[str, tuple[ast.FunctionDef, str]]] = {}
         # holders are fixed before forward is walked: a chain's state name never changes
@@ -260,16 +273,11 @@ class _Analyser:
                 if _mentions(lines, self.classes[c].lineno - 1, self.classes[c].end_lineno, kernel_words, spans)]
 
     # ================================================================== module-level knowledge
-    def _module_bindings(self) -> dict[str, str]:
-        """What each module-level name is: const, extension, function, class, triton, other."""
-        out: dict[str, str] = {}
-        triton = self.host.triton_kernels
-        for stmt in self.host.tree.body:
-            t = type(stmt)  # exact types: a parsed tree has no subclasses
-            if t is ast.FunctionDef or t is ast.AsyncFunctionDef:
-                out[stmt.name] = "triton" if stmt.name in triton else "function"  # type: ignore[attr-defined]
-            elif t is ast.ClassDef:
-                out[stmt.name] = "class"  # type: ignore[attr-defined]
+    def _module_bindings(self, out: dict[str, str]) -> dict[str, str]:
+        """What each module-level name is: const, extension, function, class, triton, other.
+
+        ``out`` holds the module-level defs and classes already (found by ``__init__``'s pass over the
+        module's statements); the names extensions are bound to are added here."""
         for ext in self.host.extensions:
             for b in ext.bound_to:
                 if "." not in b and not b.endswith("()"):
@@ -404,24 +412,32 @@ class _Analyser:
     # ================================================================== statements
     def _block(self, stmts: list[ast.stmt]) -> bool:
         """Visit a block; True when it always ends in return / raise (its state does not flow on)."""
+        stmt_ = self._stmt  # bound once per block
         for stmt in stmts:
-            if self._stmt(stmt):
+            if stmt_(stmt):
                 return True
         return False
 
     def _stmt(self, s: ast.stmt) -> bool:
-        self.budget -= 1
-        if self.budget < 0:
+        budget = self.budget = self.budget - 1
+        if budget < 0:
             self.facts.truncated = True
-        frame = self.stack[-1]
         t = type(s)  # parsed trees hold the concrete node classes only: no subclass to miss
         if t is ast.Assign:
-            value = self._ev(s.value)
-            for target in s.targets:
-                self._bind(target, value, s.value)
-        elif t is ast.Expr:  # the commonest kinds first: the tests are exclusive, so order is free
+            value_node = s.value
+            value = self._ev(value_node)
+            targets = s.targets
+            if len(targets) == 1:  # ``x = ...``: one target, no loop
+                self._bind(targets[0], value, value_node)
+            else:
+                for target in targets:
+                    self._bind(target, value, value_node)
+            return False
+        if t is ast.Expr:  # the commonest kinds first: the tests are exclusive, so order is free
             self._ev(s.value, True)
-        elif t is ast.AnnAssign:
+            return False
+        frame = self.stack[-1]  # the rarer kinds below read the frame
+        if t is ast.AnnAssign:
             if s.value is not None:
                 self._bind(s.target, self._ev(s.value), s.value)
         elif t is ast.AugAssign:
@@ -479,22 +495,32 @@ class _Analyser:
     # ------------------------------------------------------------------ binding
     def _bind(self, target: ast.AST, value: Flow, value_node: ast.AST | None) -> None:
         frame = self.stack[-1]
-        if isinstance(target, ast.Name):
-            frame.state[target.id] = value
-            frame.bound.append(target.id)
-            frame.views.pop(target.id, None)
-            frame.callables.pop(target.id, None)
-            frame.pointers.pop(target.id, None)
+        tt = type(target)  # exact types: a parsed tree has no subclasses
+        if tt is ast.Name:
+            name = target.id
+            frame.state[name] = value
+            frame.bound.append(name)
+            # a rebinding forgets what the name was: tested first, most names are in none of the tables
+            views, callables, pointers = frame.views, frame.callables, frame.pointers
+            if name in views:
+                del views[name]
+            if name in callables:
+                del callables[name]
+            if name in pointers:
+                del pointers[name]
             if value_node is not None:
-                self._note_callable(target.id, value_node)
+                # ``fn = ext.relu`` / ``k = self.kernel`` / ``act = torch.relu``: what ``fn(...)`` runs
+                desc = self._callable_of_value(value_node)
+                if desc is not None:
+                    callables[name] = desc
                 if self.any_data_ptr and type(value_node) is ast.Call:
                     bases = _pointer_bases(value_node)
                     if bases:
-                        frame.pointers[target.id] = bases
+                        pointers[name] = bases
                 base = self._view_base(value_node)
-                if base is not None and base != target.id:
-                    frame.views[target.id] = base
-        elif isinstance(target, (ast.Tuple, ast.List)):
+                if base is not None and base != name:
+                    views[name] = base
+        elif tt is ast.Tuple or tt is ast.List:
             elts = value_node.elts if isinstance(value_node, (ast.Tuple, ast.List)) and \
                 len(value_node.elts) == len(target.elts) else None
             for i, t in enumerate(target.elts):
@@ -524,12 +550,6 @@ class _Analyser:
             self._mutate(target.value, value, target, "setitem", lambda: f"{_src(target.value)}[...] =")
         elif isinstance(target, ast.Starred):
             self._bind(target.value, value, value_node)
-
-    def _note_callable(self, name: str, node: ast.AST) -> None:
-        """``fn = ext.relu`` / ``k = self.kernel`` / ``act = torch.relu``: remember what ``fn(...)`` calls."""
-        desc = self._callable_of_value(node)
-        if desc is not None:
-            self.stack[-1].callables[name] = desc
 
     def _local_function(self, func: ast.AST) -> ast.FunctionDef | None:
         """The function defined in this file that ``func(...)`` calls, if any."""
@@ -699,8 +719,13 @@ class _Analyser:
                 raises = True
         first = stmts[0].lineno if stmts else 0
         last = (stmts[-1].end_lineno or stmts[-1].lineno) if stmts else 0
-        return Arm(label, first, last, tuple(_uniq(kernels)), tuple(_uniq(ops)), tuple(_uniq(allocs)),
-                   tuple(_uniq(returns)), raises, bindings or {}, value, terminates)
+        # ``tuple(_uniq(x))`` without the call for the short lists most arms have
+        return Arm(label, first, last,
+                   tuple(kernels) if len(kernels) < 2 else tuple(_uniq(kernels)),
+                   tuple(ops) if len(ops) < 2 else tuple(_uniq(ops)),
+                   tuple(allocs) if len(allocs) < 2 else tuple(_uniq(allocs)),
+                   tuple(returns) if len(returns) < 2 else tuple(_uniq(returns)),
+                   raises, bindings or {}, value, terminates)
 
     @staticmethod
     def _bound_since(frame: _Frame, mark: int) -> set[str]:
@@ -746,9 +771,14 @@ class _Analyser:
     def _join_states(self, states: list[dict[str, Flow]]) -> dict[str, Flow]:
         # the first state copied whole (the keys keep its order), the others joined into it
         out = dict(states[0])
+        get = out.get
         for st in states[1:]:
             for k, v in st.items():
-                out[k] = out[k].join(v) if k in out else v
+                cur = get(k)
+                if cur is None:
+                    out[k] = v
+                elif cur is not v:  # most names hold the same flow in every state: ``join`` would return it
+                    out[k] = cur.join(v)
         return out
 
     def _for(self, s: ast.For) -> None:
@@ -910,16 +940,22 @@ class _Analyser:
         name = frame.self_name
         if name is None:
             return None
-        # a node's chain depends on the node and the frame's self name alone; a call asks for its
-        # callee's chain several times and helpers are revisited at each call site: once per node
-        got = self.self_chains.get(node)
-        if got is not None and got[0] == name:
-            c = got[1]
+        v = node.value  # type: ignore[attr-defined]
+        if type(v) is ast.Name:  # one level (``self.fc``, ``torch.relu``): ``self_chain`` without the memo
+            if v.id != name:  # type: ignore[attr-defined]
+                return None
+            c = node.attr  # type: ignore[attr-defined]
         else:
-            c = self_chain(node, name)
-            self.self_chains[node] = (name, c)
-        if c is None:
-            return None
+            # a node's chain depends on the node and the frame's self name alone; a call asks for its
+            # callee's chain several times and helpers are revisited at each call site: once per node
+            got = self.self_chains.get(node)
+            if got is not None and got[0] == name:
+                c = got[1]
+            else:
+                c = self_chain(node, name)
+                self.self_chains[node] = (name, c)
+            if c is None:
+                return None
         return frame.prefix + c if frame.prefix else c
 
     def _ev(self, e: ast.AST, discarded: bool = False) -> Flow:
@@ -1043,11 +1079,8 @@ class _Analyser:
         base = self._ev(e.value)
         if e.attr in META_ATTRS:
             return base.metadata()
-        if e.attr in VIEW_ATTRS:
-            return base
-        if isinstance(e.value, ast.Name) and self.module_names.get(e.value.id) is None and \
-                e.value.id not in self.stack[-1].state:
-            return base  # a module attribute (torch.float32, math.pi) or unknown global
+        # a view attribute (``x.T``), a module attribute (torch.float32, math.pi), an unknown global's or
+        # any other value's attribute: the base's flow
         return base
 
     def _self_read(self, chain: str, node: ast.AST) -> Flow:
@@ -1249,6 +1282,8 @@ class _Analyser:
         frame = self.stack[-1]
         ft = type(func)
         is_attr, is_name, is_sub = ft is ast.Attribute, ft is ast.Name, ft is ast.Subscript
+        # the receiver's name of ``name.attr(...)`` (None for any other callee), read once for the tests below
+        recv = func.value.id if is_attr and type(func.value) is ast.Name else None  # type: ignore[attr-defined]
         # --- Triton launch: kernel[grid](...)
         if is_sub:
             tname = self._triton_name(func.value)
@@ -1266,7 +1301,7 @@ class _Analyser:
         # --- extension function (not a method of a local tensor that happens to share its name)
         found = None
         if is_attr and (func.attr in self.ext_functions or self.ext_unlisted):
-            receiver = frame.state.get(func.value.id) if isinstance(func.value, ast.Name) else None
+            receiver = frame.state.get(recv) if recv is not None else None
             if receiver is None or not receiver.tensorish:
                 found = self.host.extension_for_call(e)
         if found is not None:
@@ -1279,8 +1314,9 @@ class _Analyser:
                     if dotted in ext.bound_to:
                         return self._launch(e, "cupy", f"cupy:{ext.name}", ext.name, ext.name, discarded=True)
         canon = self._canon(func)
+        torchy = canon.startswith("torch.")  # asked twice below; ``torch.ops.`` implies it
         # --- torch.ops.<ns>.<op>
-        if canon.startswith("torch.ops."):
+        if torchy and canon.startswith("torch.ops."):
             parts = canon.split(".")
             if len(parts) >= 4 and parts[2] not in ("aten", "prims", "prim", "quantized", "_c10d_functional"):
                 ns_op = ".".join(parts[2:4])
@@ -1320,8 +1356,7 @@ class _Analyser:
             if kind == "torch":
                 return self._torch_call(e, target, discarded)
         # --- self.something(...)
-        if is_attr and frame.self_name is not None and isinstance(func.value, ast.Name) \
-                and func.value.id == frame.self_name and frame.cls is not None:
+        if recv is not None and recv == frame.self_name and frame.cls is not None:
             methods = self._methods(frame.cls)
             if func.attr in methods:
                 node, owner = methods[func.attr]
@@ -1341,13 +1376,12 @@ class _Analyser:
             assigned = self.self_state.get(chain)
             return args.fresh().join(assigned or EMPTY).plus(OPAQUE, frozenset([e.lineno]))
         # --- super().method(...)
-        if is_attr and isinstance(func.value, ast.Call) and \
-                isinstance(func.value.func, ast.Name) and func.value.func.id == "super":
+        if is_attr and recv is None and type(func.value) is ast.Call and \
+                type(func.value.func) is ast.Name and func.value.func.id == "super":
             return self._super_call(e, func.attr)
         # --- LocalClass.apply(...) / Model.forward(self, ...) / LocalClass.method(...)
-        if is_attr and isinstance(func.value, ast.Name) and func.value.id in self.classes \
-                and func.value.id not in frame.state:
-            cls = func.value.id
+        if recv is not None and recv in self.classes and recv not in frame.state:
+            cls = recv
             methods = self._methods(cls)
             if func.attr == "apply" and cls in self.autograd and "forward" in methods:
                 node, owner = methods["forward"]
@@ -1359,7 +1393,7 @@ class _Analyser:
                     self._reference_call(e, "model-forward", f"Model.{func.attr}(...)")
                 return self._invoke(node, f"{owner}.{func.attr}", owner, "", e, bind_self=not _is_static(node),
                                     kind="method", explicit_self=not _is_static(node))
-        if is_attr and canon in ("Model.forward",) and "Model" not in self.classes:
+        if is_attr and canon == "Model.forward" and "Model" not in self.classes:
             self._reference_call(e, "model-forward", "Model.forward(...)")
             return self._args(e).fresh().plus(OPAQUE, frozenset([e.lineno]))
         # --- module-level function / class instantiation
@@ -1380,7 +1414,7 @@ class _Analyser:
                 self._reference_call(e, "instantiate", "Model(...)")
                 return self._args(e).fresh().plus(OPAQUE, frozenset([e.lineno]))
         # --- torch.*
-        if canon.startswith("torch."):
+        if torchy:
             return self._torch_call(e, canon, discarded)
         # --- builtins and arithmetic helpers
         if is_name and func.id not in frame.state:
@@ -1685,13 +1719,23 @@ class _Analyser:
     def _torch_call(self, e: ast.Call, canon: str, discarded: bool) -> Flow:
         kind = classify_torch(canon)
         short = canon.rsplit(".", 1)[-1]
-        arg_flows = [self._ev(a) for a in e.args]
+        # ``Flow.join_all`` of the arguments' flows then the keywords', folded as they are evaluated
+        ev = self._ev
+        arg_flows = []
+        joined = EMPTY
+        for a in e.args:
+            f = ev(a)
+            arg_flows.append(f)
+            joined = joined.join(f)
         keywords = e.keywords
         if keywords:
-            kw_flows = {k.arg: self._ev(k.value) for k in keywords}
-            joined = Flow.join_all(arg_flows + list(kw_flows.values()))
-        else:
-            joined = Flow.join_all(arg_flows)
+            if len(keywords) == 1:
+                joined = joined.join(ev(keywords[0].value))
+            else:
+                # by name: of two ``**`` keywords (both named None) only the last one's flow is joined
+                kw_flows = {k.arg: ev(k.value) for k in keywords}
+                for f in kw_flows.values():
+                    joined = joined.join(f)
         first = arg_flows[0] if arg_flows else EMPTY
         if kind == "misc":
             return EMPTY if not joined.tensorish else joined.fresh().plus(OPAQUE, frozenset([e.lineno]))
@@ -1760,11 +1804,17 @@ class _Analyser:
                     node, owner = methods[name]
                     return self._invoke(node, f"{owner}.{name}", owner, holder.attr + ".", e,
                                         bind_self=not _is_static(node), kind="method")
-        base = self._ev(func.value)
-        arg_flows = [self._ev(a) for a in e.args]
-        if e.keywords:
-            arg_flows += [self._ev(k.value) for k in e.keywords]
-        args = Flow.join_all(arg_flows)
+        ev = self._ev
+        base = ev(func.value)
+        # ``Flow.join_all`` of the arguments' and keywords' flows, folded as they are evaluated
+        arg_flows = []
+        args = EMPTY
+        for a in e.args:
+            f = ev(a)
+            arg_flows.append(f)
+            args = args.join(f)
+        for k in e.keywords:
+            args = args.join(ev(k.value))
         kind = classify_method(name)
         # a tensor for sure: an input, a computation, a kernel result or an allocation (``state`` alone
         # may be a dict, a flag or a cache as well as a parameter)
@@ -1826,15 +1876,23 @@ class _Analyser:
     def _invoke(self, fn: ast.FunctionDef, qualname: str, cls: str | None, prefix: str, call: ast.Call,
                 bind_self: bool, kind: str, leading: Flow | None = None, explicit_self: bool = False,
                 closure_self: str | None = None) -> Flow:
-        caller = self.stack[-1]
-        pos = list(call.args)
-        arg_flows = [self._ev(a.value if isinstance(a, ast.Starred) else a) for a in pos]
-        kw_flows = {k.arg: self._ev(k.value) for k in call.keywords if k.arg}
-        self.facts.calls.append(CallEdge(caller.qualname, qualname, call))
-        if qualname not in self.facts.functions:
-            self.facts.functions[qualname] = FunctionInfo(qualname, fn, cls, kind)
-        if any(f.qualname == qualname for f in self.stack) or len(self.stack) > MAX_DEPTH or self.budget < 0:
-            self.facts.truncated = True
+        stack = self.stack
+        caller = stack[-1]
+        pos = call.args
+        ev = self._ev
+        arg_flows = [ev(a.value if type(a) is ast.Starred else a) for a in pos]
+        kw_flows = {k.arg: ev(k.value) for k in call.keywords if k.arg} if call.keywords else {}
+        facts = self.facts
+        facts.calls.append(CallEdge(caller.qualname, qualname, call))
+        if qualname not in facts.functions:
+            facts.functions[qualname] = FunctionInfo(qualname, fn, cls, kind)
+        recursive = False
+        for f in stack:
+            if f.qualname == qualname:
+                recursive = True
+                break
+        if recursive or len(stack) > MAX_DEPTH or self.budget < 0:
+            facts.truncated = True
             joined = Flow.join_all(arg_flows + list(kw_flows.values()))
             return joined.fresh().plus(OPAQUE, frozenset([call.lineno]))
         a = fn.args
@@ -1878,7 +1936,7 @@ class _Analyser:
 
     def _finish(self) -> None:
         facts = self.facts
-        facts.returns = sorted(self.returns.values(), key=lambda r: (r.depth, r.line))
+        facts.returns = sorted(self.returns.values(), key=lambda r: (r.depth, r.node.lineno))  # r.line
         # ``if c: ...`` with no else: the path where c is false runs the rest of the function
         for i, br in enumerate(facts.branches):
             if br.kind == "if" and not br.node.orelse:
@@ -1922,14 +1980,15 @@ class _Analyser:
         """The rest of ``function`` after ``node``: its ops, kernels and returns (helpers included)."""
         end = node.end_lineno or node.lineno  # type: ignore[attr-defined]
         returns, kernels_of, ops_of, allocs_of, calls_of = self._by_function
-        after = [r for r in returns.get(function, ()) if r.line > end]
+        # ``.line`` read as the node's line (the records' property) without the property call
+        after = [r for r in returns.get(function, ()) if r.node.lineno > end]
         if not after:
             return None
-        first, last = after[0].line, max(r.line for r in after)
+        first, last = after[0].node.lineno, max(r.node.lineno for r in after)
         start_line = end + 1
-        kernels = tuple(k for k in kernels_of.get(function, ()) if k.line >= start_line)
-        ops = tuple(o for o in ops_of.get(function, ()) if o.line >= start_line)
-        allocs = tuple(a for a in allocs_of.get(function, ()) if a.line >= start_line)
+        kernels = tuple(k for k in kernels_of.get(function, ()) if k.node.lineno >= start_line)
+        ops = tuple(o for o in ops_of.get(function, ()) if getattr(o.node, "lineno", 0) >= start_line)
+        allocs = tuple(a for a in allocs_of.get(function, ()) if a.node.lineno >= start_line)
         # helpers called after the node, and what they call, contribute their kernels and ops
         callees = {e.callee for e in calls_of.get(function, ()) if e.node.lineno >= start_line}
         frontier = list(callees)

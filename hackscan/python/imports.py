@@ -82,15 +82,26 @@ class ImportMap:
             return got if got is not None else CONVENTIONAL.get(name, name)
         if t is not ast.Attribute:
             return ""
-        parts: list[str] = []
-        e = expr
-        while type(e) is ast.Attribute:
+        e = expr.value  # type: ignore[attr-defined]
+        te = type(e)
+        if te is ast.Name:  # one level (``F.relu``, ``x.view``), the commonest chain: no parts list
+            name = e.id  # type: ignore[attr-defined]
+            got = self.aliases.get(name)
+            if got is None:
+                got = CONVENTIONAL.get(name, name)
+            return got + "." + expr.attr  # type: ignore[attr-defined]
+        if te is not ast.Attribute:
+            return ""
+        parts = [expr.attr]  # type: ignore[attr-defined]
+        while te is ast.Attribute:
             parts.append(e.attr)  # type: ignore[attr-defined]
             e = e.value  # type: ignore[attr-defined]
-        if type(e) is not ast.Name:
+            te = type(e)
+        if te is not ast.Name:
             return ""
         parts.append(self.resolve_name(e.id))  # type: ignore[attr-defined]
-        return ".".join(reversed(parts))
+        parts.reverse()
+        return ".".join(parts)
 
     def imported(self, prefix: str) -> bool:
         """Whether any import brings in ``prefix`` or something under it."""

@@ -106,8 +106,11 @@ class FunctionIndex:
             b = ((n.end_lineno or n.lineno), n.end_col_offset or 0)  # type: ignore[attr-defined]
             return not any(da <= a and b <= db and n is not d for da, db, d in nested)
 
-        assigns = [n for n in within("assigns", (ast.Assign, ast.AnnAssign)) if mine(n)]
-        calls = [n for n in within("calls", (ast.Call,)) if mine(n)]
+        assigns = within("assigns", (ast.Assign, ast.AnnAssign))
+        calls = within("calls", (ast.Call,))
+        if nested:  # without nested functions every node found is the function's own (``mine`` is True)
+            assigns = [n for n in assigns if mine(n)]
+            calls = [n for n in calls if mine(n)]
         defs = [d for _a, _b, d in nested if not isinstance(d, ast.Lambda) and mine(d)]
         found = (assigns, calls, defs)  # type: ignore[assignment]
         self._cache[fn] = found  # type: ignore[assignment]

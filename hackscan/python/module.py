@@ -84,92 +84,173 @@ def _optional_fields(t: type) -> frozenset[str]:
                      if m is not None and m.group(2) == "?")
 
 
-# per node type, a function that records the parent of each child and pushes the children on the
-# indexing stack, and one that appends the children to a walk (None for a type without
+# per node type, a function that appends the node's children to a walk, and one that records the
+# parent of each child and pushes the children on the indexing stack (None for a type without
 # children); generated once per type and process
-_INDEXERS: dict[type, Any] = {}
 _WALKERS: dict[type, Any] = {}
+_INDEXERS: dict[type, Any] = {}
 
 
-def _generated(t: type, parents: bool) -> Any:
-    """Build ``_INDEXERS[t]`` (``parents``) or ``_WALKERS[t]``: straight-line code for the type's
-    child fields.
+def _generated(t: type) -> Any:
+    """Build ``_WALKERS[t]``: straight-line code for the type's child fields.
 
     The generic loop over a type's fields (``getattr`` by name, a test per field) costs more than
     the work it guards; one small function per node type does the same in the same order with
     plain attribute loads.  Types whose signature cannot be read keep the generic code.
     """
-    table = _INDEXERS if parents else _WALKERS
-    spec = _CHILD_FIELDS.get(t, False)
-    if spec is False:
-        spec = _CHILD_FIELDS[t] = _child_fields(t)
+    spec = _spec(t)
     fn: Any
     if spec is None:
-        if parents:
-            def fn(node: ast.AST, parents: dict, push: Any, extend: Any) -> None:  # type: ignore[type-arg]
-                _index_fields_generic(node, parents, push)
-        else:
-            def fn(node: ast.AST, push: Any, extend: Any) -> None:
-                extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, _SKIP))
-        table[t] = fn
+        def fn(node: ast.AST, push: Any, extend: Any) -> None:
+            extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, _SKIP))
+        _WALKERS[t] = fn
         return fn
     if not spec:
-        table[t] = None
+        _WALKERS[t] = None
         return None
     optional = _optional_fields(t)
-    record = "parents[c] = node" if parents else "pass"
-    lines = ["def visit(node, parents, push, extend):" if parents else "def visit(node, push, extend):"]
+    lines = ["def visit(node, push, extend):"]
     for name, many in spec:
         lines.append(f"    v = node.{name}")
         if many and (t.__name__, name) in _LISTS_WITH_NONE:
-            lines += ["    for c in v:", "        if c is not None:", f"            {record}", "            push(c)"]
+            lines += ["    for c in v:", "        if c is not None:", "            push(c)"]
         elif many:
-            lines += ["    if v:"] + (["        for c in v:", "            parents[c] = node"] if parents else []) + [
-                "        extend(v)"]
+            lines += ["    if v:", "        extend(v)"]
         elif name in optional:
-            lines += ["    if v is not None:"] + (["        parents[v] = node"] if parents else []) + ["        push(v)"]
+            lines += ["    if v is not None:", "        push(v)"]
         else:
-            lines += (["    parents[v] = node"] if parents else []) + ["    push(v)"]
+            lines += ["    push(v)"]
     namespace: dict[str, Any] = {}
-    exec(compile("\n".join(lines), f"<{'index' if parents else 'walk'} {t.__name__}>", "exec"), namespace)
-    fn = table[t] = namespace["visit"]
+    exec(compile("\n".join(lines), f"<walk {t.__name__}>", "exec"), namespace)
+    fn = _WALKERS[t] = namespace["visit"]
     return fn
 
 
-def index_tree(tree: ast.AST) -> tuple[dict[ast.AST, ast.AST], dict[type, list[ast.AST]]]:
-    """One pass over the tree: the parent of every node, and every node by type.
+def _spec(t: type) -> tuple[tuple[str, bool], ...] | None:
+    spec = _CHILD_FIELDS.get(t, False)
+    if spec is False:
+        spec = _CHILD_FIELDS[t] = _child_fields(t)
+    return spec
 
-    Hand-rolled rather than ``ast.walk``: this runs for every scanned file, and a walk that
-    inspects every field of every node costs half as much again as the parse.  Each node type's
-    children are pushed by a function generated once per process (``_generated``), so a ``Name`` or
-    ``Constant`` costs a dictionary lookup.  Operator and context nodes are singletons in
-    CPython's ``ast`` and are skipped (a parent map for them would be wrong anyway).  Children are
-    pushed in ``_fields`` order and popped last first: the order of the lists in ``nodes`` is
-    the one rules have always seen.
+
+def _indexer(t: type) -> Any:
+    """Build ``_INDEXERS[t]``: the indexer of node type ``t`` (None for a type without
+    children), called by ``index_tree`` with the node, the tree's parent map and the ``push`` and
+    ``extend`` of its indexing stack, for the types it does not handle inline.
+
+    It records the parent of each child and pushes the children in field order, except that a
+    last field holding one child is returned instead of pushed: ``index_tree`` would pop it at
+    once, so it goes on with it directly (same order, one push and pop fewer).
     """
-    parents: dict[ast.AST, ast.AST] = {}
-    # per node type met in this tree: its indexer and its list of nodes, found by one dictionary
-    # lookup per node (rather than one for the list and one for the indexer)
-    seen: dict[type, tuple[Any, list[ast.AST]]] = {}
-    get = seen.get
-    stack = [tree]
-    pop, push, extend = stack.pop, stack.append, stack.extend
-    table = _INDEXERS
-    while stack:
-        node = pop()
-        t = type(node)
-        entry = get(t)
-        if entry is None:
-            try:
-                index = table[t]
-            except KeyError:
-                index = _generated(t, True)
-            entry = seen[t] = (index, [])
-        index, bucket = entry
-        bucket.append(node)
-        if index is not None:
-            index(node, parents, push, extend)
-    return parents, {t: entry[1] for t, entry in seen.items()}
+    spec = _spec(t)
+    fn: Any
+    if spec is None:
+        def fn(node: ast.AST, parents: dict, push: Any, extend: Any) -> None:  # type: ignore[type-arg]
+            _index_fields_generic(node, parents, push)
+        _INDEXERS[t] = fn
+        return fn
+    if not spec:
+        _INDEXERS[t] = None
+        return None
+    # the last single child is returned (None when its optional field is empty: the stack's next)
+    lines = ["def visit(node, parents, push, extend):"] + _child_code(t, "    ", "return v")
+    namespace: dict[str, Any] = {}
+    exec(compile("\n".join(lines), f"<index {t.__name__}>", "exec"), namespace)
+    fn = _INDEXERS[t] = namespace["visit"]
+    return fn
+
+
+def _child_code(t: type, indent: str, last_goes_on: str) -> list[str]:
+    """Lines that record the parent of each child of a ``t`` node (``node``) and push the children
+    in field order, except a last field holding one child: ``last_goes_on`` (with the child in
+    ``v``) makes it the next node at once, as the stack would pop it next anyway."""
+    spec = _spec(t)
+    assert spec is not None
+    optional = _optional_fields(t)
+    lines: list[str] = []
+    last = len(spec) - 1
+    for i, (name, many) in enumerate(spec):
+        lines.append(f"v = node.{name}")
+        if many and (t.__name__, name) in _LISTS_WITH_NONE:
+            lines += ["for c in v:", "    if c is not None:", "        parents[c] = node", "        push(c)"]
+        elif many:
+            lines += ["if v:", "    for c in v:", "        parents[c] = node", "    extend(v)"]
+        elif i == last:
+            if name in optional:
+                lines += ["if v is not None:", "    parents[v] = node", "    " + last_goes_on]
+            else:
+                lines += ["parents[v] = node", last_goes_on]
+        elif name in optional:
+            lines += ["if v is not None:", "    parents[v] = node", "    push(v)"]
+        else:
+            lines += ["parents[v] = node", "push(v)"]
+    return [indent + line for line in lines]
+
+
+# the node types a host file has most of (``Name`` alone is a third of the nodes), most common
+# first: ``index_tree`` tests for them inline (an identity test each) instead of a dictionary
+# lookup and a call per node
+_HOT_TYPES = (ast.Name, ast.Attribute, ast.Constant, ast.Call, ast.Assign, ast.keyword, ast.arg, ast.Expr,
+              ast.Return)
+
+
+def _make_index_tree() -> Any:
+    """Generate ``index_tree``'s loop, with one branch per type of ``_HOT_TYPES`` (code from the
+    type's child fields, as ``_indexer``'s) and ``_indexer``'s indexers for the others."""
+    hot = [t for t in _HOT_TYPES if _spec(t) is not None]
+    lines = ["def index_tree(tree):",
+             "    parents = {}",
+             "    nodes = {}  # by type (the other types as first met, then the hot ones)",
+             "    seen = {}  # per other node type met in this tree: its indexer and its list's append",
+             "    stack = []",
+             "    pop, push, extend = stack.pop, stack.append, stack.extend"]
+    for i in range(len(hot)):
+        lines += [f"    T{i} = HOT[{i}]", f"    L{i} = []", f"    A{i} = L{i}.append"]
+    lines += ["    node = tree", "    while True:", "        t = type(node)"]
+    for i, t in enumerate(hot):
+        lines += [f"        {'if' if i == 0 else 'elif'} t is T{i}:",
+                  f"            A{i}(node)"]
+        lines += _child_code(t, "            ", "node = v; continue")
+    lines += ["        else:",
+              "            try:",
+              "                index, append = seen[t]",
+              "            except KeyError:",
+              "                try:",
+              "                    index = MAKERS[t]",
+              "                except KeyError:",
+              "                    index = make(t)",
+              "                append = nodes.setdefault(t, []).append",
+              "                seen[t] = (index, append)",
+              "            append(node)",
+              "            if index is not None:",
+              "                node = index(node, parents, push, extend)",
+              "                if node is not None:",
+              "                    continue",
+              "        try:",
+              "            node = pop()",
+              "        except IndexError:  # the stack is empty (nothing else here raises it)",
+              "            break",
+              ]
+    lines += [f"    if L{i}:\n        nodes[T{i}] = L{i}" for i in range(len(hot))]
+    lines += ["    return parents, nodes"]
+    namespace: dict[str, Any] = {"HOT": tuple(hot), "MAKERS": _INDEXERS, "make": _indexer}
+    exec(compile("\n".join(lines), "<index_tree>", "exec"), namespace)
+    return namespace["index_tree"]
+
+
+index_tree = _make_index_tree()
+index_tree.__doc__ = """One pass over the tree: the parent of every node, and every node by type
+(``tree`` -> ``(parents, nodes)``: ``dict[ast.AST, ast.AST]``, ``dict[type, list[ast.AST]]``).
+
+Hand-rolled rather than ``ast.walk``: this runs for every scanned file, and a walk that inspects
+every field of every node costs half as much again as the parse.  The loop is generated once per
+process (``_make_index_tree``): the most common node types are handled inline, the others by a
+function per type (``_indexer``), so no node costs a generic look at its fields.  Operator and
+context nodes are singletons in CPython's ``ast`` and are skipped (a parent map for them would be
+wrong anyway).  Children are pushed in ``_fields`` order and popped last first: the order of the
+lists in ``nodes`` is the one rules have always seen (the order of its keys means nothing: it is
+read by type).
+"""
 
 
 def subtree(node: ast.AST) -> list[ast.AST]:
@@ -187,7 +268,7 @@ def subtree(node: ast.AST) -> list[ast.AST]:
         try:
             walk = table[t]
         except KeyError:
-            walk = _generated(t, False)
+            walk = _generated(t)
         if walk is not None:
             walk(n, append, extend)
     return out

@@ -22,6 +22,8 @@ from .resolve import dotted_name
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _ID, _ATTR, _NAME = operator.attrgetter("id"), operator.attrgetter("attr"), operator.attrgetter("name")
+_ARG = operator.attrgetter("arg")
+_DEF_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _FUNC_TYPES = frozenset(_FUNCS)  # exact-type test: AST node classes are never subclassed
 _UNSET = object()  # "not memoised yet" (None is a valid owner: module level)
@@ -320,14 +322,18 @@ class MiscFacts:
         Rules test their trigger words against it (``facts.uses("autocast")``): one set lookup per
         word, where a substring search of the source would cost a pass over the text each.
         """
-        out: set[str] = set()
-        nodes = self.host.nodes
-        out.update(map(_ID, nodes.get(ast.Name, ())))
-        out.update(map(_ATTR, nodes.get(ast.Attribute, ())))
-        out.update(k.arg for k in nodes.get(ast.keyword, ()) if k.arg)
-        for t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
-            out.update(map(_NAME, nodes.get(t, ())))
-        for a in nodes.get(ast.alias, ()):
+        get = self.host.nodes.get
+        out: set[str] = set(map(_ID, get(ast.Name, ())))
+        out.update(map(_ATTR, get(ast.Attribute, ())))
+        kws = get(ast.keyword)
+        if kws:
+            out.update(map(_ARG, kws))
+            out.discard(None)  # ``**kwargs``: a keyword without a name
+        for t in _DEF_TYPES:
+            defs = get(t)
+            if defs:
+                out.update(map(_NAME, defs))
+        for a in get(ast.alias, ()):
             out.update(a.name.split("."))
             if a.asname:
                 out.add(a.asname)
