@@ -995,11 +995,15 @@ _LAUNCH_APIS = frozenset({"cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cu
 _NO_IDS: frozenset[int] = frozenset()
 
 
+def _body_patterns() -> str:
+    """What a function body's query captures: every ``BODY_TYPES`` node and every launch."""
+    return " ".join(f"({t}) @{t}" for t in BODY_TYPES) + f' (call_expression (kernel_call_syntax)) @{_LAUNCH_CAPTURE}'
+
+
 @functools.lru_cache(maxsize=1)
 def _body_query() -> ts.Query:
     # compiled once per process (the Query is immutable; each thread has its own cursor)
-    return ts.Query(language(), " ".join(f"({t}) @{t}" for t in BODY_TYPES) +
-                    f' (call_expression (kernel_call_syntax)) @{_LAUNCH_CAPTURE}')
+    return ts.Query(language(), _body_patterns())
 
 
 def _body_query_cursor() -> ts.QueryCursor:
@@ -1015,8 +1019,8 @@ ARITH_OPS = frozenset({"+", "-", "*", "/"})
 
 @functools.lru_cache(maxsize=1)
 def _host_body_query() -> ts.Query:
-    return ts.Query(language(), " ".join(f"({t}) @{t}" for t in BODY_TYPES) +
-                    f' (call_expression (kernel_call_syntax)) @{_LAUNCH_CAPTURE}' +
+    # the body patterns plus host arithmetic (HS204), so a host body needs one query, not two
+    return ts.Query(language(), _body_patterns() +
                     " (binary_expression operator: [" + " ".join(f'"{op}"' for op in sorted(ARITH_OPS)) +
                     f"]) @{_ARITH_CAPTURE}")
 

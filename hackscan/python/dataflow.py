@@ -1484,6 +1484,17 @@ class _Analyser:
             out = out.join(ev(k.value))
         return out
 
+    def _positional(self, e: ast.Call) -> tuple[list[Flow], Flow]:
+        """The flows of ``e``'s positional arguments, in order, and their join, folded as evaluated."""
+        ev = self._ev
+        flows = []
+        joined = EMPTY
+        for a in e.args:
+            f = ev(a)
+            flows.append(f)
+            joined = joined.join(f)
+        return flows, joined
+
     def _launch(self, e: ast.Call, kind: str, name: str, target: str, ext: str | None, discarded: bool) -> Flow:
         arg_nodes = [a.value if isinstance(a, ast.Starred) else a for a in e.args] + [k.value for k in e.keywords]
         arg_flows = [self._ev(a) for a in arg_nodes]
@@ -1721,12 +1732,7 @@ class _Analyser:
         short = canon.rsplit(".", 1)[-1]
         # ``Flow.join_all`` of the arguments' flows then the keywords', folded as they are evaluated
         ev = self._ev
-        arg_flows = []
-        joined = EMPTY
-        for a in e.args:
-            f = ev(a)
-            arg_flows.append(f)
-            joined = joined.join(f)
+        arg_flows, joined = self._positional(e)
         keywords = e.keywords
         if keywords:
             if len(keywords) == 1:
@@ -1807,12 +1813,7 @@ class _Analyser:
         ev = self._ev
         base = ev(func.value)
         # ``Flow.join_all`` of the arguments' and keywords' flows, folded as they are evaluated
-        arg_flows = []
-        args = EMPTY
-        for a in e.args:
-            f = ev(a)
-            arg_flows.append(f)
-            args = args.join(f)
+        arg_flows, args = self._positional(e)
         for k in e.keywords:
             args = args.join(ev(k.value))
         kind = classify_method(name)
