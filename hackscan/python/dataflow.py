@@ -28,7 +28,6 @@ from .catalog import (
     META_ATTRS,
     REDUCTIONS,
     UNINITIALISED,
-    VIEW_ATTRS,
     classify_method,
     classify_torch,
     is_inplace_method,
