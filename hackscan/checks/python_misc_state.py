@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from ..context import Hit, ScanContext
 from ..model import Confidence, Severity
 from ..python.module import HostModule, subtree
-from ..python.patterns import (VIEW_METHODS, MiscFacts, _assigned_names, is_alias_expr, misc_facts, state_key,
-                               value_refs)
+from ..python.patterns import VIEW_METHODS, MiscFacts, _assigned_names, is_alias_expr, misc_facts, state_key, value_refs
 from ..python.resolve import dotted_name
 
 _HARMLESS_CALLS = {"len", "isinstance", "id", "hash", "print", "type", "getattr", "hasattr", "str", "repr", "bool",
