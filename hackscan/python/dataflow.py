@@ -53,7 +53,7 @@ from .facts import (
     TorchOp,
     TryBlock,
 )
-from .flow import EMPTY, KERNELS, OPAQUE, OPS, PARTIAL, SLICES, STATE, VIA, Flow
+from .flow import _E, EMPTY, KERNELS, OPAQUE, OPS, PARTIAL, SLICES, STATE, VIA, Flow, _new
 from .imports import CONVENTIONAL
 from .lazy import cached_property
 from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain, subtree
@@ -1118,7 +1118,9 @@ class _Analyser:
         """``Flow(state={_state_name(chain)})``, one per chain."""
         got = self.state_flows.get(chain)
         if got is None:
-            got = self.state_flows[chain] = Flow(state=frozenset([self._state_name(chain)]))
+            # ``Flow(state=...)`` built positionally: the keyword constructor costs several times more
+            got = self.state_flows[chain] = _new(Flow, (_E, _E, _E, _E, _E, _E, frozenset([self._state_name(chain)]),
+                                                        _E, _E, _E, _E))
         return got
 
     def _state_name(self, chain: str) -> str:
@@ -1501,9 +1503,12 @@ class _Analyser:
         kid = self._kernel(e, kind, name, target, ext, joined, not discarded)
         result = joined.fresh().plus(KERNELS, frozenset([kid]))
         # a strided slice reduced inside a kernel is the kernel's business; a first row stays a first row
-        first = frozenset(i for i in result.slices if self.facts.slices[i].kind == "first")
-        result = Flow(result.inputs, result.meta, frozenset(), result.kernels, result.ops, result.allocs, result.state,
-                      result.opaque, first, result.partial, result.via)
+        # (the fields replaced in a copy of the tuple: the generated constructor costs more)
+        vals = list(result)
+        vals[2] = _E  # alias
+        slices = vals[8]
+        vals[8] = frozenset(i for i in slices if self.facts.slices[i].kind == "first") if slices else _E
+        result = _new(Flow, vals)
         # the kernel writes through pointer arguments: fresh buffers passed to it carry its result.
         # Inputs passed to it are written only when nothing else could be the output.
         buffers, inputs = [], []
@@ -2001,8 +2006,10 @@ class _Analyser:
         if callees:  # the lists in their own order, as a reader of the whole list would meet them
             kernels += tuple(k for k in self.facts.kernels if k.function in callees)
             ops += tuple(o for o in self.facts.ops if o.function in callees)
-        return Arm("after", min(first, start_line), last, tuple(_uniq(list(kernels))), tuple(_uniq(list(ops))),
-                   allocs, tuple(after), False, bindings, None, True)
+            kernels, ops = tuple(_uniq(list(kernels))), tuple(_uniq(list(ops)))
+        # without callees each record came from its function's group once: no repeat to drop
+        return Arm("after", min(first, start_line), last, kernels, ops, allocs, tuple(after), False, bindings,
+                   None, True)
 
 
 # attributes, calls and subscripts go straight to their workers (no forwarding frame: the commonest kinds)

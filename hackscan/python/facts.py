@@ -451,11 +451,17 @@ class PythonFacts:
                 yield k, by_name.get(k.extension or "")
 
 
+_analyse = None  # ``dataflow.analyse``, imported on first use (dataflow imports this module)
+
+
 def build_python_facts(host: HostModule, class_name: str | None = None) -> PythonFacts:
     """Facts for the candidate model (``ModelNew``), or for ``class_name`` (``Model`` in a reference)."""
-    from .dataflow import analyse
+    global _analyse
+    if _analyse is None:  # the import statement runs the import machinery on every call: once is enough
+        from .dataflow import analyse
 
-    return analyse(host, class_name)
+        _analyse = analyse
+    return _analyse(host, class_name)
 
 
 __all__ = [

@@ -179,6 +179,7 @@ class MemberScanner:
         self.derived: dict[str, frozenset[str]] = {}
         self._seen: set[tuple[str, str]] = set()
         self._methods_of: dict[str, frozenset[str]] = {}
+        self._init_fns: dict[str, list[ast.FunctionDef]] = {}
 
     def scan(self, cls_name: str, prefix: str = "", depth: int = 0) -> None:
         if (cls_name, prefix) in self._seen or depth > 3:
@@ -264,7 +265,16 @@ class MemberScanner:
         return frozenset(out)
 
     def _init_functions(self, cls_name: str) -> list[ast.FunctionDef]:
-        """``__init__`` of the class and its local bases, and methods they call on self (one level)."""
+        """``__init__`` of the class and its local bases, and methods they call on self (one level).
+
+        A function of the class alone (the classes, bases and index are fixed): found once per class,
+        though a submodule class held several times is scanned once per holder (prefix)."""
+        got = self._init_fns.get(cls_name)
+        if got is None:
+            got = self._init_fns[cls_name] = self._find_init_functions(cls_name)
+        return got
+
+    def _find_init_functions(self, cls_name: str) -> list[ast.FunctionDef]:
         out: list[ast.FunctionDef] = []
         for name in [cls_name, *self.local_bases.get(cls_name, [])]:
             cls = self.classes.get(name)
@@ -448,12 +458,10 @@ class MemberScanner:
         if isinstance(value, ast.Call):
             name = self.host.canonical(value.func)
             short = name.rsplit(".", 1)[-1]
-            if name.startswith("torch.nn.") and short[:1].isupper() and short != "Parameter" or \
-                    name.endswith(_LOADERS) or name in CUPY_KERNELS:
-                reads = frozenset()  # constructors of modules and extensions: nothing derived
-            else:
-                reads = self._reads(value, prefix)
+            # what the value reads (``_reads``, a pure function) is computed only by the branches that
+            # record it: constructors of modules and extensions, held submodules and kernels derive nothing
             if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+                reads = self._reads(value, prefix)
                 if reads:
                     self.derived[attr] = reads
                 self.holders[attr] = Holder(attr, "parameter", "torch.nn.Parameter", value,
@@ -494,6 +502,7 @@ class MemberScanner:
                 self.holders[attr] = Holder(attr, "local", value.func.id, value)
                 self.scan(value.func.id, attr + ".", depth + 1)
                 return
+            reads = self._reads(value, prefix)
             if name.startswith("torch.") and short in _TENSOR_FACTORIES:
                 if reads:
                     self.derived[attr] = reads
