@@ -218,6 +218,7 @@ class _Analyser:
         self.mutation_keys: set[tuple[ast.AST, str]] = set()
         self.shape_nodes: set[ast.AST] = set()
         self.void_cache: dict[tuple[str, str], bool] = {}
+        self.returns_of: dict[ast.AST, list[ast.AST]] = {}
         self.hidden_results: dict[str, Flow] = {}
         self.self_state: dict[str, Flow] = {}
         # ``self.kernel = mod.get_function(...)`` / ``Cls._fn = load_inline(...).fn``: what the attribute runs
@@ -313,7 +314,7 @@ class _Analyser:
         facts.functions[info.qualname] = info
         params = self._params(node, skip_self=True)
         facts.args = tuple(p.arg for p in params)
-        facts.arg_annotations = {p.arg: ast.unparse(p.annotation) for p in params if p.annotation is not None}
+        facts.arg_annotations = {p.arg: _annotation_text(p.annotation) for p in params if p.annotation is not None}
         frame = _Frame(info.qualname, owner, "", 0, node.args.args[0].arg if node.args.args else None)
         for p in params:
             frame.state[p.arg] = Flow(inputs=frozenset([p.arg]), alias=frozenset([p.arg]))
@@ -552,9 +553,10 @@ class _Analyser:
 
     def _local_function(self, func: ast.AST) -> ast.FunctionDef | None:
         """The function defined in this file that ``func(...)`` calls, if any."""
-        if isinstance(func, ast.Name) and func.id in self.functions:
-            return self.functions[func.id]  # type: ignore[return-value]
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        t = type(func)  # exact types: a parsed tree has no subclasses
+        if t is ast.Name:
+            return self.functions.get(func.id)  # type: ignore[attr-defined,return-value]
+        if t is ast.Attribute and type(func.value) is ast.Name:  # type: ignore[attr-defined]
             frame = self.stack[-1]
             cls = frame.cls if func.value.id == frame.self_name else func.value.id
             if cls in self.classes:
@@ -574,7 +576,11 @@ class _Analyser:
             if depth < 2:
                 fn = self._local_function(node.func)
                 if fn is not None:
-                    for ret in _returns_of(fn):
+                    # what a function returns depends on its tree alone: walked once per function
+                    rets = self.returns_of.get(fn)
+                    if rets is None:
+                        rets = self.returns_of[fn] = _returns_of(fn)
+                    for ret in rets:
                         desc = self._callable_of_value(ret, depth + 1)
                         if desc is not None:
                             return desc
@@ -2128,6 +2134,20 @@ def _literal(node: ast.AST) -> float | int | bool | None:
             and isinstance(node.operand.value, (int, float)):
         return -node.operand.value
     return None
+
+
+def _annotation_text(node: ast.AST) -> str:
+    """``ast.unparse(node)``; a name or a dotted chain of names (``torch.Tensor``, the common
+    annotations) is spelled directly, as unparse spells it, without building an unparser."""
+    parts = []
+    e = node
+    while type(e) is ast.Attribute:
+        parts.append(e.attr)  # type: ignore[attr-defined]
+        e = e.value  # type: ignore[attr-defined]
+    if type(e) is not ast.Name:
+        return ast.unparse(node)
+    parts.append(e.id)  # type: ignore[attr-defined]
+    return ".".join(reversed(parts))
 
 
 def _src(node: ast.AST, limit: int = 60) -> str:

@@ -351,14 +351,18 @@ class MemberScanner:
         looked through.
         """
         fn, cls_name = getattr(self, "_current", (None, None))
-        if isinstance(value, ast.Lambda):
-            return f"lambda:{value.lineno}:{value.col_offset}"
-        if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self":
+        t = type(value)  # exact types: a parsed tree has no subclasses
+        if t is ast.Lambda:
+            return f"lambda:{value.lineno}:{value.col_offset}"  # type: ignore[attr-defined]
+        if t is ast.Attribute:
+            v = value.value  # type: ignore[attr-defined]
+            if type(v) is not ast.Name or v.id != "self":
+                return None  # no other attribute is followed (nor is a call below)
             for name in [cls_name, *self.local_bases.get(cls_name or "", [])]:
-                if value.attr in self._method_names(name or ""):
-                    return f"method:{value.attr}"
+                if value.attr in self._method_names(name or ""):  # type: ignore[attr-defined]
+                    return f"method:{value.attr}"  # type: ignore[attr-defined]
             return None
-        if isinstance(value, ast.Name):
+        if t is ast.Name:
             if fn is not None:
                 for node in self.index.defs(fn):
                     if node.name == value.id:
@@ -366,7 +370,7 @@ class MemberScanner:
             if value.id in self._module_functions and value.id not in self.host.triton_kernels:
                 return f"func:{value.id}"
             return None
-        if isinstance(value, ast.Call) and depth < 2:
+        if t is ast.Call and depth < 2:
             name = self.host.canonical(value.func)
             if name in _WRAPPERS and value.args:
                 return self._callable_ref(value.args[0], depth + 1)
