@@ -231,10 +231,13 @@ class MemberScanner:
 
     def _reads(self, value: ast.AST, prefix: str) -> frozenset[str]:
         """Attributes ``value`` reads: ``self.x`` chains and, through init locals, what those were made of."""
-        if isinstance(value, ast.Constant):
+        t = type(value)  # exact types: a parsed tree has no subclasses
+        if t is ast.Constant:
             return frozenset()
-        nodes = subtree(value)
         local = getattr(self, "local_reads", None) or {}
+        if t is ast.Name:  # a lone name (common): what the local was made of, without the walk below
+            return frozenset(local.get(value.id, ()))  # type: ignore[attr-defined]
+        nodes = subtree(value)
         # the callee of a method call (``self.fc.weight.t()``) names its receiver: one pass, since
         # ``subtree`` is breadth first and a call comes before its callee
         methods: set[ast.AST] = set()
@@ -251,7 +254,11 @@ class MemberScanner:
                     methods.add(n.func)  # type: ignore[attr-defined]
             elif t is ast.Name and n.id in local:  # type: ignore[attr-defined]
                 out |= local[n.id]  # type: ignore[attr-defined]
-        out.update(prefix + c for c in chains if not any(o != c and o.startswith(c + ".") for o in chains))
+        if len(chains) == 1:  # one chain: no longer chain to prefer over it
+            for c in chains:
+                out.add(prefix + c)
+        elif chains:
+            out.update(prefix + c for c in chains if not any(o != c and o.startswith(c + ".") for o in chains))
         return frozenset(out)
 
     def _local_reads(self, value: ast.AST) -> frozenset[str]:
