@@ -306,7 +306,13 @@ class MiscFacts:
 
     def calls_named(self, *names: str) -> list[ast.Call]:
         """Calls whose function's last name component is one of ``names`` (``x.data_ptr()`` for
-        ``data_ptr``): one dictionary lookup per name instead of a pass over every call."""
+        ``data_ptr``): one dictionary lookup per name instead of a pass over every call.
+
+        A call's last name is a ``Name`` id or an ``Attribute`` attr, both in ``idents`` (which
+        every file builds for the rules' ``uses`` pre-checks): when none of ``names`` is there,
+        no call can match, and the index of calls is not built (most files never need it)."""
+        if self.idents.isdisjoint(names):
+            return []
         by = self._calls_by_last
         if len(names) == 1:
             return by.get(names[0], [])
