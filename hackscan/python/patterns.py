@@ -294,9 +294,11 @@ class MiscFacts:
     @cached_property
     def _calls_by_last(self) -> dict[str, list[ast.Call]]:
         out: dict[str, list[ast.Call]] = {}
+        attr, name = ast.Attribute, ast.Name
         for c in self.host.of_type(ast.Call):
             f = c.func
-            last = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            tf = type(f)  # exact types: AST node classes are never subclassed
+            last = f.attr if tf is attr else f.id if tf is name else ""
             bucket = out.get(last)
             if bucket is None:
                 out[last] = [c]
