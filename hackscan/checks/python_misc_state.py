@@ -18,7 +18,16 @@ from dataclasses import dataclass
 from ..context import Hit, ScanContext
 from ..model import Confidence, Severity
 from ..python.module import HostModule, subtree
-from ..python.patterns import VIEW_METHODS, MiscFacts, _assigned_names, is_alias_expr, misc_facts, state_key, value_refs
+from ..python.patterns import (
+    VIEW_METHODS,
+    MiscFacts,
+    _assigned_names,
+    is_alias_expr,
+    misc_facts,
+    state_key,
+    value_names,
+    value_refs,
+)
 from ..python.resolve import dotted_name
 
 _HARMLESS_CALLS = {"len", "isinstance", "id", "hash", "print", "type", "getattr", "hasattr", "str", "repr", "bool",
@@ -93,6 +102,10 @@ def _state_writes(facts: MiscFacts, globals_: set[str], keys: set[str]) -> _Writ
             key = _state_of(f.value, globals_)
             if key in keys:
                 cands.append((key, call, list(call.args) + [k.value for k in call.keywords]))
+        # a write whose values carry no names at all (``self.out = torch.empty(n, device=x.device)``:
+        # allocations and metadata carry none) can never be tainted, whatever the inputs are; when
+        # no write of ``fn`` carries any, its input taint (the costliest fact here) is not needed
+        cands = [c for c in cands if any(value_names(v) for v in c[2])]
         if not cands:
             continue
         inputs = facts.input_values(fn)

@@ -81,8 +81,13 @@ def harness_patch(ctx: ScanContext) -> Iterator[Hit]:
     facts = misc_facts(host)
     names = object_names(facts)
     for node in host.of_type(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete):
-        if type(node) is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
-            continue  # ``x = ...``, most assignments: no attribute or subscript target
+        if type(node) is ast.Assign and len(node.targets) == 1:
+            t0 = node.targets[0]
+            tt0 = type(t0)
+            if tt0 is ast.Name:
+                continue  # ``x = ...``, most assignments: no attribute or subscript target
+            if tt0 is ast.Attribute and type(t0.value) is ast.Name and t0.value.id in ("self", "cls"):
+                continue  # ``self.x = ...``: skipped by the loop below too, without building the target list
         for t in _targets(node):
             tt = type(t)
             if tt is not ast.Attribute and tt is not ast.Subscript:

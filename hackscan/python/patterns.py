@@ -294,9 +294,11 @@ class MiscFacts:
     @cached_property
     def _calls_by_last(self) -> dict[str, list[ast.Call]]:
         out: dict[str, list[ast.Call]] = {}
+        attr, name = ast.Attribute, ast.Name
         for c in self.host.of_type(ast.Call):
             f = c.func
-            last = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            tf = type(f)  # exact types: AST node classes are never subclassed
+            last = f.attr if tf is attr else f.id if tf is name else ""
             bucket = out.get(last)
             if bucket is None:
                 out[last] = [c]
@@ -306,7 +308,13 @@ class MiscFacts:
 
     def calls_named(self, *names: str) -> list[ast.Call]:
         """Calls whose function's last name component is one of ``names`` (``x.data_ptr()`` for
-        ``data_ptr``): one dictionary lookup per name instead of a pass over every call."""
+        ``data_ptr``): one dictionary lookup per name instead of a pass over every call.
+
+        A call's last name is a ``Name`` id or an ``Attribute`` attr, both in ``idents`` (which
+        every file builds for the rules' ``uses`` pre-checks): when none of ``names`` is there,
+        no call can match, and the index of calls is not built (most files never need it)."""
+        if self.idents.isdisjoint(names):
+            return []
         by = self._calls_by_last
         if len(names) == 1:
             return by.get(names[0], [])
