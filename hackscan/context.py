@@ -260,13 +260,26 @@ class ScanContext:
         younger collection would walk it again.  Breaking the links lets reference counting free
         a scan's objects as soon as it ends.
         """
-        shared = self.__dict__.get("_reference_entry") is not None  # a cached reference outlives the scan
-        for module in (self.host, None if shared else self.__dict__.get("reference_module")):
+        d = self.__dict__
+        shared = d.get("_reference_entry") is not None  # a cached reference outlives the scan
+        for module in (self.host, None if shared else d.get("reference_module")):
             if module is not None:
                 module.__dict__.pop("_misc_facts", None)
                 module.__dict__.pop("_object_names", None)
+        # The CUDA facts hold cycles too: their data flow (``CudaFacts.flow``) points back at the
+        # facts, and each function's calls, launches and static locals point back at it.  Left
+        # alone they leave every CUDA fact of the scan (functions, calls, parameters, units) to
+        # the collector, which walks them all before it frees them.  The lists are replaced, not
+        # emptied: whatever else still holds one keeps what it holds.
+        cuda = d.get("cuda")
+        if cuda is not None:
+            cuda.__dict__.pop("flow", None)
+            for fn in cuda.functions:
+                fn.calls = []
+                fn.launches = []
+                fn.static_locals = []
         references = self._references
-        self.__dict__.clear()
+        d.clear()
         self._references = references
 
 

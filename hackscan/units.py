@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import bisect
 import re
+from itertools import accumulate, count
+from operator import add
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -124,8 +126,15 @@ class MappedText:
     def _newlines(self) -> list[int]:
         """Offsets of every newline of ``text``: a position then costs two bisects instead of
         counting the newlines between the segment start and the offset (rules ask for hundreds of
-        positions per unit)."""
-        return [m.start() for m in re.finditer("\n", self.text)]
+        positions per unit).
+
+        Built from the lengths of the pieces between newlines: the k-th newline (from 0) sits
+        after the first k+1 pieces and k newlines, i.e. at the running sum of their lengths plus
+        k.  ``str.split`` and the sums run in C; a match object per newline (``re.finditer``)
+        costs more."""
+        pieces = self.text.split("\n")
+        pieces.pop()  # the text after the last newline ends no line
+        return list(map(add, accumulate(map(len, pieces)), count()))
 
     def position(self, offset: int) -> tuple[int, int]:
         """Host (line, col) of a character offset in ``text`` (line 1-based, col 0-based)."""
