@@ -940,9 +940,13 @@ class _UnitBuilder:
                     fn.launches.append(Launch(kname, call, fn, cfg[0], cfg[1], smem, stream, [], api=base))
 
     def _local_declaration(self, fn: Function, node: ts.Node) -> None:
+        # the children list is one C call (and cached on the node); a field lookup costs several
+        # times as much, so the common shapes are read by position (``_declaration_parts``)
         static = const = constexpr = False
         type_node = None
-        for c in node.children:
+        kids = node.children
+        type_at = -1
+        for i, c in enumerate(kids):
             t = c.type
             if t == "storage_class_specifier":
                 static = static or c.text == b"static"
@@ -951,21 +955,19 @@ class _UnitBuilder:
                 const = const or raw == b"const"
                 constexpr = constexpr or raw == b"constexpr"
             elif t != "comment":
-                type_node = node.child_by_field_name("type")
+                type_node, type_at = _type_field(node, kids, i, c)
                 break
         type_text = compact(type_node)
-        for decl in node.children_by_field_name("declarator"):
+        for decl in _declarators(node, kids, type_at):
             if decl.type == "init_declarator":
-                target = decl.child_by_field_name("declarator")
-                value = decl.child_by_field_name("value")
+                target, value = _init_parts(decl)
             else:
                 target, value = decl, None
             if target is not None and target.type == "identifier":
                 name_node: ts.Node | None = target
                 suffix = ""
             else:
-                name_node = declarator_name(target)
-                suffix = _pointer_suffix(target)
+                name_node, suffix = _declarator_parts(target)
             if name_node is None:
                 continue
             name = text(name_node)
@@ -980,6 +982,74 @@ class _UnitBuilder:
                 if value.type not in ("initializer_list", "argument_list"):
                     self.pending.append((name, "constexpr" if constexpr else "const", value, "",
                                          self.unit, node, fn.name))
+
+
+# Reading a declaration's parts by position instead of by field name (``child_by_field_name`` is
+# the costly call of the C++ facts).  Each shortcut applies only where the grammar leaves one
+# reading: an error-free node whose children have the exact shape named; anything else takes the
+# field lookups, as before.
+
+# node types that are only ever a declaration's type specifier, never a modifier or a declarator:
+# the first child of one of these types that follows the leading modifiers is the ``type`` field
+_TYPE_SPECIFIERS = frozenset({"primitive_type", "type_identifier", "sized_type_specifier",
+                              "placeholder_type_specifier", "template_type"})
+
+
+def _type_field(node: ts.Node, kids: list[ts.Node], i: int, first: ts.Node) -> tuple[ts.Node | None, int]:
+    """The ``type`` of a declaration whose first child after its leading modifiers is
+    ``first`` (``kids[i]``), and that child's index when it is the type (-1 otherwise)."""
+    if first.type in _TYPE_SPECIFIERS and not node.has_error:
+        return first, i
+    return node.child_by_field_name("type"), -1
+
+
+def _declarators(node: ts.Node, kids: list[ts.Node], type_at: int) -> list[ts.Node]:
+    """A declaration's ``declarator`` children: ``type x;`` (the type then exactly one child and
+    the ``;``) has one, the child after the type (a declaration needs at least one declarator, so
+    in an error-free node that child is it)."""
+    if type_at >= 0 and len(kids) == type_at + 3:
+        only, last = kids[type_at + 1], kids[type_at + 2]
+        if last.type == ";" and only.type != "comment":
+            return [only]
+    return node.children_by_field_name("declarator")
+
+
+def _init_parts(decl: ts.Node) -> tuple[ts.Node | None, ts.Node | None]:
+    """``declarator`` and ``value`` of an init_declarator: ``x = v`` or ``x{v}`` / ``x(v)``;
+    both are required, so with no room left for anything else they are read by position."""
+    if not decl.has_error:
+        kids = decl.children
+        n = len(kids)
+        if n == 3 and kids[1].type == "=":
+            return kids[0], kids[2]
+        if n == 2 and kids[0].type != "comment" and kids[1].type != "comment":
+            return kids[0], kids[1]
+    return decl.child_by_field_name("declarator"), decl.child_by_field_name("value")
+
+
+_NAME_TYPES = frozenset({"identifier", "field_identifier", "qualified_identifier", "operator_name", "destructor_name"})
+_SUFFIXES = {"pointer_declarator": "*", "reference_declarator": "&", "array_declarator": "[]"}
+
+
+def _declarator_parts(decl: ts.Node | None) -> tuple[ts.Node | None, str]:
+    """``declarator_name(decl)`` and ``_pointer_suffix(decl)`` from one walk down the chain
+    (both follow the same ``declarator`` fields; the name types have none, so the suffix walk
+    would stop there too)."""
+    out = ""
+    while decl is not None:
+        t = decl.type
+        if t in _NAME_TYPES:
+            return decl, out
+        out += _SUFFIXES.get(t, "")
+        nxt = decl.child_by_field_name("declarator")
+        if nxt is None:
+            # abstract declarators and odd shapes: take the first identifier child
+            for c in decl.named_children:
+                if c.type == "identifier":
+                    return c, out
+            return None, out
+        decl = nxt
+    return None, out
 
 
 # node types of function bodies that facts and rules read; one query captures them all (cheaper
