@@ -897,15 +897,23 @@ class _UnitBuilder:
             for d in decls:
                 local(fn, d)
         for asg in nodes.get("assignment_expression", ()):
-            left = asg.child_by_field_name("left")
+            kids = asg.children
+            if len(kids) == 3 and not asg.has_error:
+                # ``left op right``: three required parts and no room for anything else
+                left, op, right = kids
+            else:
+                left = asg.child_by_field_name("left")
+                op = right = None
             if left is None:
                 continue
             lt = left.type
             if lt == "identifier" or (host and lt == "field_expression"):
-                op = asg.child_by_field_name("operator")
+                if op is None:
+                    op = asg.child_by_field_name("operator")
                 if op is None or op.type != "=":
                     continue
-                right = asg.child_by_field_name("right")
+                if right is None:
+                    right = asg.child_by_field_name("right")
                 if right is None:
                     continue
                 if lt == "identifier":
@@ -1176,11 +1184,11 @@ def _params(plist: ts.Node | None) -> tuple[Param, ...]:
     for p in plist.named_children:
         if p.type not in ("parameter_declaration", "optional_parameter_declaration"):
             continue
-        decl = p.child_by_field_name("declarator")
-        name_node = declarator_name(decl)
+        kids = p.children
+        type_node, decl = _param_parts(p, kids)
+        name_node, suffix = _declarator_parts(decl)
         name = text(name_node) if name_node is not None else ""
-        ptype = compact(p.child_by_field_name("type"))
-        suffix = _pointer_suffix(decl)
+        ptype = compact(type_node)
         # both patterns need "Tensor" in the type: most parameters (``float*``, ``int``) skip them
         tensor_named = "Tensor" in ptype
         is_tensor = tensor_named and (bool(_TENSOR_TYPE.match(ptype)) or
@@ -1189,9 +1197,34 @@ def _params(plist: ts.Node | None) -> tuple[Param, ...]:
         # ``const float* x`` is a pointer to const; ``float* const x`` is a const pointer (storable).
         # A qualifier node is its one keyword, so its bytes compare as its compacted text would
         const = ("*" in suffix or not pointer) and any(
-            c.type == "type_qualifier" and c.text == b"const" for c in p.children)
+            c.type == "type_qualifier" and c.text == b"const" for c in kids)
         out.append(Param(name, len(out), ptype + suffix, pointer, const, is_tensor))
     return tuple(out)
+
+
+# declarator node types of a parameter: none of them is ever a modifier, so one of these as the
+# only child after the type is the ``declarator`` field
+_PARAM_DECLARATORS = frozenset({"identifier", "pointer_declarator", "reference_declarator", "array_declarator",
+                                "abstract_pointer_declarator", "abstract_reference_declarator",
+                                "abstract_array_declarator"})
+_MODIFIERS = ("storage_class_specifier", "type_qualifier", "comment")
+
+
+def _param_parts(p: ts.Node, kids: list[ts.Node]) -> tuple[ts.Node | None, ts.Node | None]:
+    """``type`` and ``declarator`` of a parameter declaration, by position for the common shapes
+    (leading qualifiers, the type, then nothing or one declarator) of an error-free node."""
+    if not p.has_error:
+        for i, c in enumerate(kids):
+            if c.type in _MODIFIERS:
+                continue
+            if c.type in _TYPE_SPECIFIERS:
+                rest = len(kids) - i - 1
+                if rest == 0:
+                    return c, None
+                if rest == 1 and kids[i + 1].type in _PARAM_DECLARATORS:
+                    return c, kids[i + 1]
+            break
+    return p.child_by_field_name("type"), p.child_by_field_name("declarator")
 
 
 def functions_named(facts: CudaFacts, names_: Iterable[str]) -> list[Function]:
