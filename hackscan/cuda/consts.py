@@ -31,6 +31,9 @@ _FLOAT = re.compile(r"(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?[fFlL]?")
 
 def parse_number(raw: str) -> int | float | None:
     s = raw.replace("'", "").strip()
+    if s.isdigit() and s.isascii():
+        # plain decimal digits, the usual literal: what the ``_DECIMAL`` branch below returns
+        return int(s, 10)
     try:
         if _HEX.fullmatch(s):
             return int(_INT_SUFFIX.sub("", s), 16)
