@@ -657,8 +657,11 @@ def _fold_pending(x: ExtensionFacts, pending: list[tuple], table: dict[str, Cons
             if value_node is not None:
                 mark = tried.get(id(value_node))
                 if mark is not None:
-                    src = text(value_node)
-                    if not any(n in src for n in added[mark:]):
+                    # nothing set since the last try, or none of it named in the value: skip (the
+                    # value's text is decoded only when there are new names to look for)
+                    new = added[mark:]
+                    src = text(value_node) if new else ""
+                    if not any(n in src for n in new):
                         tried[id(value_node)] = len(added)
                         rest.append(entry)
                         continue
