@@ -31,6 +31,9 @@ _FLOAT = re.compile(r"(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?[fFlL]?")
 
 def parse_number(raw: str) -> int | float | None:
     s = raw.replace("'", "").strip()
+    if s.isdigit() and s.isascii():
+        # plain decimal digits, the usual literal: what the ``_DECIMAL`` branch below returns
+        return int(s, 10)
     try:
         if _HEX.fullmatch(s):
             return int(_INT_SUFFIX.sub("", s), 16)
@@ -86,11 +89,18 @@ def fold(node: ts.Node | None, env: Env, depth: int = 0) -> int | float | None:
         s = text(node)
         return ord(s[1]) if len(s) == 3 else None
     if t == "binary_expression":
-        op = node.child_by_field_name("operator")
-        a = fold(node.child_by_field_name("left"), env, depth + 1)
+        kids = node.children
+        if len(kids) == 3 and not node.has_error:
+            # ``left op right``: three required parts and no room for anything else, so read by
+            # position (a field lookup costs several times the one children list)
+            left, op, right = kids
+        else:
+            left, op, right = (node.child_by_field_name("left"), node.child_by_field_name("operator"),
+                               node.child_by_field_name("right"))
+        a = fold(left, env, depth + 1)
         if a is None:
             return None
-        b = fold(node.child_by_field_name("right"), env, depth + 1)
+        b = fold(right, env, depth + 1)
         if b is None:
             return None
         o = op.type if op is not None else ""
@@ -104,8 +114,12 @@ def fold(node: ts.Node | None, env: Env, depth: int = 0) -> int | float | None:
         except (TypeError, ValueError, OverflowError):
             return None
     if t == "unary_expression":
-        op = node.child_by_field_name("operator")
-        v = fold(node.child_by_field_name("argument"), env, depth + 1)
+        kids = node.children
+        if len(kids) == 2 and not node.has_error:  # ``op argument``, as above
+            op, arg = kids
+        else:
+            op, arg = node.child_by_field_name("operator"), node.child_by_field_name("argument")
+        v = fold(arg, env, depth + 1)
         if v is None or op is None:
             return None
         if op.type == "-":

@@ -657,8 +657,11 @@ def _fold_pending(x: ExtensionFacts, pending: list[tuple], table: dict[str, Cons
             if value_node is not None:
                 mark = tried.get(id(value_node))
                 if mark is not None:
-                    src = text(value_node)
-                    if not any(n in src for n in added[mark:]):
+                    # nothing set since the last try, or none of it named in the value: skip (the
+                    # value's text is decoded only when there are new names to look for)
+                    new = added[mark:]
+                    src = text(value_node) if new else ""
+                    if not any(n in src for n in new):
                         tried[id(value_node)] = len(added)
                         rest.append(entry)
                         continue
@@ -897,15 +900,23 @@ class _UnitBuilder:
             for d in decls:
                 local(fn, d)
         for asg in nodes.get("assignment_expression", ()):
-            left = asg.child_by_field_name("left")
+            kids = asg.children
+            if len(kids) == 3 and not asg.has_error:
+                # ``left op right``: three required parts and no room for anything else
+                left, op, right = kids
+            else:
+                left = asg.child_by_field_name("left")
+                op = right = None
             if left is None:
                 continue
             lt = left.type
             if lt == "identifier" or (host and lt == "field_expression"):
-                op = asg.child_by_field_name("operator")
+                if op is None:
+                    op = asg.child_by_field_name("operator")
                 if op is None or op.type != "=":
                     continue
-                right = asg.child_by_field_name("right")
+                if right is None:
+                    right = asg.child_by_field_name("right")
                 if right is None:
                     continue
                 if lt == "identifier":
@@ -940,9 +951,13 @@ class _UnitBuilder:
                     fn.launches.append(Launch(kname, call, fn, cfg[0], cfg[1], smem, stream, [], api=base))
 
     def _local_declaration(self, fn: Function, node: ts.Node) -> None:
+        # the children list is one C call (and cached on the node); a field lookup costs several
+        # times as much, so the common shapes are read by position (``_declaration_parts``)
         static = const = constexpr = False
         type_node = None
-        for c in node.children:
+        kids = node.children
+        type_at = -1
+        for i, c in enumerate(kids):
             t = c.type
             if t == "storage_class_specifier":
                 static = static or c.text == b"static"
@@ -951,21 +966,19 @@ class _UnitBuilder:
                 const = const or raw == b"const"
                 constexpr = constexpr or raw == b"constexpr"
             elif t != "comment":
-                type_node = node.child_by_field_name("type")
+                type_node, type_at = _type_field(node, kids, i, c)
                 break
         type_text = compact(type_node)
-        for decl in node.children_by_field_name("declarator"):
+        for decl in _declarators(node, kids, type_at):
             if decl.type == "init_declarator":
-                target = decl.child_by_field_name("declarator")
-                value = decl.child_by_field_name("value")
+                target, value = _init_parts(decl)
             else:
                 target, value = decl, None
             if target is not None and target.type == "identifier":
                 name_node: ts.Node | None = target
                 suffix = ""
             else:
-                name_node = declarator_name(target)
-                suffix = _pointer_suffix(target)
+                name_node, suffix = _declarator_parts(target)
             if name_node is None:
                 continue
             name = text(name_node)
@@ -980,6 +993,74 @@ class _UnitBuilder:
                 if value.type not in ("initializer_list", "argument_list"):
                     self.pending.append((name, "constexpr" if constexpr else "const", value, "",
                                          self.unit, node, fn.name))
+
+
+# Reading a declaration's parts by position instead of by field name (``child_by_field_name`` is
+# the costly call of the C++ facts).  Each shortcut applies only where the grammar leaves one
+# reading: an error-free node whose children have the exact shape named; anything else takes the
+# field lookups, as before.
+
+# node types that are only ever a declaration's type specifier, never a modifier or a declarator:
+# the first child of one of these types that follows the leading modifiers is the ``type`` field
+_TYPE_SPECIFIERS = frozenset({"primitive_type", "type_identifier", "sized_type_specifier",
+                              "placeholder_type_specifier", "template_type"})
+
+
+def _type_field(node: ts.Node, kids: list[ts.Node], i: int, first: ts.Node) -> tuple[ts.Node | None, int]:
+    """The ``type`` of a declaration whose first child after its leading modifiers is
+    ``first`` (``kids[i]``), and that child's index when it is the type (-1 otherwise)."""
+    if first.type in _TYPE_SPECIFIERS and not node.has_error:
+        return first, i
+    return node.child_by_field_name("type"), -1
+
+
+def _declarators(node: ts.Node, kids: list[ts.Node], type_at: int) -> list[ts.Node]:
+    """A declaration's ``declarator`` children: ``type x;`` (the type then exactly one child and
+    the ``;``) has one, the child after the type (a declaration needs at least one declarator, so
+    in an error-free node that child is it)."""
+    if type_at >= 0 and len(kids) == type_at + 3:
+        only, last = kids[type_at + 1], kids[type_at + 2]
+        if last.type == ";" and only.type != "comment":
+            return [only]
+    return node.children_by_field_name("declarator")
+
+
+def _init_parts(decl: ts.Node) -> tuple[ts.Node | None, ts.Node | None]:
+    """``declarator`` and ``value`` of an init_declarator: ``x = v`` or ``x{v}`` / ``x(v)``;
+    both are required, so with no room left for anything else they are read by position."""
+    if not decl.has_error:
+        kids = decl.children
+        n = len(kids)
+        if n == 3 and kids[1].type == "=":
+            return kids[0], kids[2]
+        if n == 2 and kids[0].type != "comment" and kids[1].type != "comment":
+            return kids[0], kids[1]
+    return decl.child_by_field_name("declarator"), decl.child_by_field_name("value")
+
+
+_NAME_TYPES = frozenset({"identifier", "field_identifier", "qualified_identifier", "operator_name", "destructor_name"})
+_SUFFIXES = {"pointer_declarator": "*", "reference_declarator": "&", "array_declarator": "[]"}
+
+
+def _declarator_parts(decl: ts.Node | None) -> tuple[ts.Node | None, str]:
+    """``declarator_name(decl)`` and ``_pointer_suffix(decl)`` from one walk down the chain
+    (both follow the same ``declarator`` fields; the name types have none, so the suffix walk
+    would stop there too)."""
+    out = ""
+    while decl is not None:
+        t = decl.type
+        if t in _NAME_TYPES:
+            return decl, out
+        out += _SUFFIXES.get(t, "")
+        nxt = decl.child_by_field_name("declarator")
+        if nxt is None:
+            # abstract declarators and odd shapes: take the first identifier child
+            for c in decl.named_children:
+                if c.type == "identifier":
+                    return c, out
+            return None, out
+        decl = nxt
+    return None, out
 
 
 # node types of function bodies that facts and rules read; one query captures them all (cheaper
@@ -1106,11 +1187,11 @@ def _params(plist: ts.Node | None) -> tuple[Param, ...]:
     for p in plist.named_children:
         if p.type not in ("parameter_declaration", "optional_parameter_declaration"):
             continue
-        decl = p.child_by_field_name("declarator")
-        name_node = declarator_name(decl)
+        kids = p.children
+        type_node, decl = _param_parts(p, kids)
+        name_node, suffix = _declarator_parts(decl)
         name = text(name_node) if name_node is not None else ""
-        ptype = compact(p.child_by_field_name("type"))
-        suffix = _pointer_suffix(decl)
+        ptype = compact(type_node)
         # both patterns need "Tensor" in the type: most parameters (``float*``, ``int``) skip them
         tensor_named = "Tensor" in ptype
         is_tensor = tensor_named and (bool(_TENSOR_TYPE.match(ptype)) or
@@ -1119,9 +1200,34 @@ def _params(plist: ts.Node | None) -> tuple[Param, ...]:
         # ``const float* x`` is a pointer to const; ``float* const x`` is a const pointer (storable).
         # A qualifier node is its one keyword, so its bytes compare as its compacted text would
         const = ("*" in suffix or not pointer) and any(
-            c.type == "type_qualifier" and c.text == b"const" for c in p.children)
+            c.type == "type_qualifier" and c.text == b"const" for c in kids)
         out.append(Param(name, len(out), ptype + suffix, pointer, const, is_tensor))
     return tuple(out)
+
+
+# declarator node types of a parameter: none of them is ever a modifier, so one of these as the
+# only child after the type is the ``declarator`` field
+_PARAM_DECLARATORS = frozenset({"identifier", "pointer_declarator", "reference_declarator", "array_declarator",
+                                "abstract_pointer_declarator", "abstract_reference_declarator",
+                                "abstract_array_declarator"})
+_MODIFIERS = ("storage_class_specifier", "type_qualifier", "comment")
+
+
+def _param_parts(p: ts.Node, kids: list[ts.Node]) -> tuple[ts.Node | None, ts.Node | None]:
+    """``type`` and ``declarator`` of a parameter declaration, by position for the common shapes
+    (leading qualifiers, the type, then nothing or one declarator) of an error-free node."""
+    if not p.has_error:
+        for i, c in enumerate(kids):
+            if c.type in _MODIFIERS:
+                continue
+            if c.type in _TYPE_SPECIFIERS:
+                rest = len(kids) - i - 1
+                if rest == 0:
+                    return c, None
+                if rest == 1 and kids[i + 1].type in _PARAM_DECLARATORS:
+                    return c, kids[i + 1]
+            break
+    return p.child_by_field_name("type"), p.child_by_field_name("declarator")
 
 
 def functions_named(facts: CudaFacts, names_: Iterable[str]) -> list[Function]:
