@@ -84,8 +84,13 @@ class StaticScanner:
         if isinstance(item, InputProblem):
             return self._input_problem(item)
         try:
-            with scan_gc():
+            # ``scan_gc`` spelled out: the generator-based context manager costs more per call
+            # than the pause itself (this runs once per submission)
+            _pause_gc()
+            try:
                 return self._scan(item)
+            finally:
+                _resume_gc()
         except Exception as exc:  # a bug in hackscan must not lose the other submissions
             finding = self._finding_for(
                 self.registry.get(ANALYSIS_FAILURE),
@@ -125,15 +130,18 @@ class StaticScanner:
             units = [Unit(id=sub.path.rsplit("/", 1)[-1], language=sub.language,
                           mapped=MappedText.verbatim(sub.code, 1, 0), role="file")]
         ctx = ScanContext(sub, host, units, self.config.rule_options, self.config.mode, self.references)
+        lines = _Lines(sub, host)
         try:
-            findings, skipped = self._run_rules(sub, ctx)
+            findings, skipped = self._run_rules(sub, ctx, lines)
         finally:
             ctx.release()
         findings = self._apply_suppressions(sub, findings)
         findings = _dedupe(findings)
         findings.sort(key=lambda f: (f.location.path, f.location.line, f.location.column, f.rule))
-        code_lines: list[str] = []  # the submission's lines, split once for every finding
-        findings = [self._with_snippet(sub, f, code_lines) for f in findings]
+        # the rules' findings came with their snippets; the engine's own (suppressions, failures)
+        # and those in other files get theirs here
+        code_lines = lines.split_yet()
+        findings = [f if f.snippet is not None else self._with_snippet(sub, f, code_lines) for f in findings]
         return Report(
             path=sub.path,
             verdict=verdict_for(findings),
@@ -144,9 +152,11 @@ class StaticScanner:
             meta=dict(sub.meta),
         )
 
-    def _run_rules(self, sub: Submission, ctx: ScanContext) -> tuple[list[Finding], list[SkippedRule]]:
+    def _run_rules(self, sub: Submission, ctx: ScanContext,
+                   lines: "_Lines | None" = None) -> tuple[list[Finding], list[SkippedRule]]:
         findings: list[Finding] = []
         skipped: list[SkippedRule] = []
+        from_hit = self._from_hit
         for rule, check in self._plan_for(ctx.languages):
             if rule.requires_reference and ctx.reference is None:
                 why = "no reference given" if not sub.reference else "the reference could not be parsed"
@@ -162,7 +172,7 @@ class StaticScanner:
                     evidence={"rule": rule.id, "traceback": traceback.format_exc(limit=6)}))
                 continue
             for hit in hits:
-                findings.append(self._from_hit(rule, ctx, hit))
+                findings.append(from_hit(rule, ctx, hit, lines))
         return findings, skipped
 
     def _syntax_error(self, sub: Submission, exc: Exception) -> Report:
@@ -181,7 +191,9 @@ class StaticScanner:
                        confidence=rule.confidence, message=message, location=location,
                        stage=Stage.STATIC, evidence=evidence or {})
 
-    def _from_hit(self, rule: Rule, ctx: ScanContext, hit: Hit) -> Finding:
+    def _from_hit(self, rule: Rule, ctx: ScanContext, hit: Hit, lines: "_Lines | None" = None) -> Finding:
+        """The finding for ``hit``; with ``lines``, already carrying its snippet when the hit lies
+        in the submission's own text (what ``_with_snippet`` would add later, without a copy)."""
         if hit.message is not None:
             message = hit.message
         else:
@@ -190,6 +202,9 @@ class StaticScanner:
             except (KeyError, IndexError, ValueError):
                 message = rule.message
         severity = self.config.severity.get(rule.id) or hit.severity or rule.severity
+        snippet = None
+        if lines is not None and hit.line > 0 and (hit.path is None or hit.path in (lines.file, lines.path)):
+            snippet = lines.line(hit.line)
         return Finding(
             rule=rule.id,
             name=rule.name,
@@ -199,6 +214,7 @@ class StaticScanner:
             location=location_for(ctx, hit),
             stage=Stage.STATIC,
             evidence=dict(hit.evidence),
+            snippet=snippet,
         )
 
     def _apply_suppressions(self, sub: Submission, findings: list[Finding]) -> list[Finding]:
@@ -257,6 +273,51 @@ class StaticScanner:
         if f.location.line <= len(lines):
             return f.with_(snippet=lines[f.location.line - 1])
         return f
+
+
+class _Lines:
+    """The submission's lines for snippets, split at most once per scan.
+
+    A host file's text is usually split already (``HostSource.lines``, with line ends kept, for
+    locating literals): its lines are used then instead of splitting the text again.  ``line``
+    gives what ``sub.code.splitlines()[n - 1]`` gives, or None past the end.
+    """
+
+    __slots__ = ("sub", "host", "file", "path", "_kept", "_plain")
+
+    def __init__(self, sub: Submission, host: Any):
+        self.sub, self.host = sub, host
+        self.file, self.path = sub.file, sub.path
+        self._kept: tuple[str, ...] | None = None
+        self._plain: list[str] | None = None
+
+    def line(self, n: int) -> str | None:
+        plain = self._plain
+        if plain is None:
+            kept = self._kept
+            if kept is None:
+                host = self.host
+                # the host's split of this very text, when it has made one
+                kept = host.source.__dict__.get("lines") if host is not None and host.source.text is self.sub.code else None
+                if kept is None:
+                    plain = self.plain()
+                    return plain[n - 1] if n <= len(plain) else None
+                self._kept = kept
+            if n > len(kept):
+                return None
+            # a kept line is its text and one line end: ``splitlines`` drops that end exactly
+            return kept[n - 1].splitlines()[0]
+        return plain[n - 1] if n <= len(plain) else None
+
+    def split_yet(self) -> list[str]:
+        """The plain split when made, else an empty list for ``_with_snippet`` to fill on demand."""
+        return self._plain if self._plain is not None else []
+
+    def plain(self) -> list[str]:
+        """``sub.code.splitlines()``, made once (shared with ``_with_snippet``'s cache)."""
+        if self._plain is None:
+            self._plain = self.sub.code.splitlines()
+        return self._plain
 
 
 # One scan allocates tens of thousands of objects (two syntax trees, their indexes, the facts) that
@@ -319,23 +380,32 @@ _gc_scans = 0
 _gc_paused_by_us = False
 
 
-@contextmanager
-def scan_gc() -> Iterator[None]:
-    """Pause the collector for one scan (see above); a no-op when it is already disabled."""
+def _pause_gc() -> None:
     global _gc_scans, _gc_paused_by_us
     with _gc_lock:
         if _gc_scans == 0 and gc.isenabled():
             gc.disable()
             _gc_paused_by_us = True
         _gc_scans += 1
+
+
+def _resume_gc() -> None:
+    global _gc_scans, _gc_paused_by_us
+    with _gc_lock:
+        _gc_scans -= 1
+        if _gc_scans == 0 and _gc_paused_by_us:
+            _gc_paused_by_us = False
+            gc.enable()
+
+
+@contextmanager
+def scan_gc() -> Iterator[None]:
+    """Pause the collector for one scan (see above); a no-op when it is already disabled."""
+    _pause_gc()
     try:
         yield
     finally:
-        with _gc_lock:
-            _gc_scans -= 1
-            if _gc_scans == 0 and _gc_paused_by_us:
-                _gc_paused_by_us = False
-                gc.enable()
+        _resume_gc()
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:
