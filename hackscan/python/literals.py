@@ -10,11 +10,8 @@ of the whole f-string.  This module re-reads the literal's source span and produ
 from __future__ import annotations
 
 import ast
-import bisect
 import re
 from dataclasses import dataclass
-from itertools import accumulate, count
-from operator import add
 from typing import Callable
 
 from ..units import MappedText, Segment
@@ -76,22 +73,35 @@ class HostSource:
 
 
 class _SpanPos:
-    """Maps offsets inside a source span to host (line, col)."""
+    """Maps offsets inside a source span to host (line, col).
+
+    Counted on demand: most spans are asked about one or two offsets (a CUDA source of thousands
+    of characters is usually one verbatim run), so the newlines before an offset are counted in C
+    when asked, continuing from the previous offset when the next one lies after it (offsets come
+    in increasing order while a literal is decoded), instead of indexing every newline up front.
+    """
+
+    __slots__ = ("span", "line", "col", "_off", "_k")
 
     def __init__(self, span: str, line: int, col: int):
+        self.span = span
         self.line, self.col = line, col
-        # the offset of every newline, summed in C from the lengths of the pieces between them
-        # (as ``MappedText._newlines``): a CUDA source is thousands of characters and hundreds of
-        # lines, and a ``str.find`` call per newline costs more
-        pieces = span.split("\n")
-        pieces.pop()  # the text after the last newline ends no line
-        self.newlines = list(map(add, accumulate(map(len, pieces)), count()))
+        self._off = 0  # the newlines before offset ``_off`` number ``_k``
+        self._k = 0
 
     def __call__(self, offset: int) -> tuple[int, int]:
-        k = bisect.bisect_left(self.newlines, offset)
+        if offset <= 0:
+            return self.line, self.col + offset
+        span = self.span
+        if offset >= self._off:
+            k = self._k + span.count("\n", self._off, offset)
+        else:
+            k = span.count("\n", 0, offset)
+        self._off, self._k = offset, k
         if k == 0:
             return self.line, self.col + offset
-        return self.line + k, offset - self.newlines[k - 1] - 1
+        # the last newline before ``offset``: there is one, as k > 0
+        return self.line + k, offset - span.rfind("\n", 0, offset) - 1
 
 
 FieldEval = Callable[[int, str], "MappedText | str | None"]
