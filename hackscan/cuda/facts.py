@@ -887,6 +887,10 @@ class _UnitBuilder:
         nodes = fn.nodes
         for t, found in caps.items():
             if len(found) > 1:
+                # source order, outer node first where several start at the same byte (the calls
+                # of a chain ``a.b().c()``): the query returns those in an order that varies
+                # between processes, so sort by end descending, then (stably) by start
+                found.sort(key=_END, reverse=True)
                 found.sort(key=_START)
             nodes[t] = found
         calls = nodes.get("call_expression")
@@ -1115,6 +1119,7 @@ def _host_body_query_cursor() -> ts.QueryCursor:
 
 # the sort key of captured nodes: a C-level getter, no Python frame per node
 _START = operator.attrgetter("start_byte")
+_END = operator.attrgetter("end_byte")
 
 
 _INT_TYPES = frozenset({"int", "unsigned", "unsignedint", "int64_t", "int32_t", "size_t", "long", "uint32_t",
