@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import re
 import threading
-from collections.abc import Container, Iterator
+from collections.abc import Callable, Container, Iterator
 
 import tree_sitter as ts
 
@@ -388,30 +388,31 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
         loops = fn.of_type("for_statement")
         if not loops:
             continue
-        # each loop's variable, worked out once for both checks and for the inner-loop test
-        loop_vars: dict[int, tuple[str, ts.Node | None] | None] | None = None
+        # each loop's variable, worked out once for both checks and for the inner-loop test, and
+        # only for the loops that get that far (most fail a cheaper test first)
+        var_of = _loop_vars()
         if fn.kind == "host":
             # CPU extensions: loops in host code that write tensor memory
             if not flow.host_stores(fn):
                 continue
-            loop_vars = {loop.id: _loop_var(loop) for loop in loops}
-            yield from _truncated_loops(ctx, fn, loops, loop_vars)
+            yield from _truncated_loops(ctx, fn, loops, var_of)
             # data pointers are locals there (``const float* row = x.data_ptr<float>() + r * cols``)
             amap = {name: -1 for name, t in fn.local_types.items() if "*" in t}
         else:
             amap = flow.aliases(fn)
         if not amap:
             continue
-        if loop_vars is None:
-            loop_vars = {loop.id: _loop_var(loop) for loop in loops}
         if fn.kind != "host":
-            yield from _truncated_loops(ctx, fn, loops, loop_vars)
+            yield from _truncated_loops(ctx, fn, loops, var_of)
         # the thread- and block-derived locals (a fixpoint over every local's values) are computed
         # on first need: most strided loops start at a literal and index with the loop variable only
         threads: _Derived | None = None
         by_block: _Derived | None = None
         for loop in loops:
-            lv = loop_vars[loop.id]
+            upd = loop.child_by_field_name("update")
+            if upd is None or upd.type != "assignment_expression":
+                continue  # ``_step`` finds no step: the loop variable is not needed
+            lv = var_of(loop)
             if lv is None:
                 continue
             var, start = lv
@@ -465,7 +466,7 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
             inner_vars: set[str] = set()
             for inner in loops:
                 if contains(body, inner):
-                    got = loop_vars[inner.id]
+                    got = var_of(inner)
                     if got is not None:
                         inner_vars.add(got[0])
             per_array: dict[str, set[str]] = {}
@@ -527,27 +528,49 @@ def _runtime_name(name: str, fn: Function, consts: Container[str], depth: int = 
     return False
 
 
+def _loop_vars() -> Callable[[ts.Node], tuple[str, ts.Node | None] | None]:
+    """``_loop_var`` of the loops of one function, each worked out once, when first asked."""
+    known: dict[int, tuple[str, ts.Node | None] | None] = {}
+
+    def var_of(loop: ts.Node) -> tuple[str, ts.Node | None] | None:
+        key = loop.id
+        if key in known:
+            return known[key]
+        got = known[key] = _loop_var(loop)
+        return got
+
+    return var_of
+
+
 def _truncated_loops(ctx: ScanContext, fn: Function, loops: list[ts.Node],
-                     loop_vars: dict[int, tuple[str, ts.Node | None] | None] | None = None) -> Iterator[Hit]:
-    consts = ctx.cuda.extensions[fn.ext].env_for(fn)
+                     var_of: Callable[[ts.Node], tuple[str, ts.Node | None] | None] = _loop_var) -> Iterator[Hit]:
     """``for (i = 0; i < n / 2; ++i)`` over a run-time size, whose body never reaches the other
     half (no ``n - 1 - i`` mirror, no ``i + n / 2`` partner, no two-wide vector loads)."""
+    consts = None  # the function's constants, looked up for the few loops that get that far
     for loop in loops:
+        # every test here only skips the loop, so the cheap ones go first and the loop variable
+        # is worked out for the loops that compare against a halved size alone
         cond = loop.child_by_field_name("condition")
-        lv = loop_vars[loop.id] if loop_vars is not None else _loop_var(loop)
-        if cond is None or lv is None or cond.type != "binary_expression":
+        if cond is None or cond.type != "binary_expression":
             continue
-        var = lv[0]
         op = cond.child_by_field_name("operator")
         left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
-        if op is None or op.type not in ("<", "<=") or left is None or right is None or text(left) != var:
+        if op is None or op.type not in ("<", "<=") or left is None or right is None:
             continue
         m = _HALVED.match(" ".join(text(right).split()))
         if m is None:
             continue
+        lv = var_of(loop)
+        if lv is None:
+            continue
+        var = lv[0]
+        if text(left) != var:
+            continue
         size = m.group(1)
         body = loop.child_by_field_name("body")
         btext = text(body) if body is not None else ""
+        if consts is None:
+            consts = ctx.cuda.extensions[fn.ext].env_for(fn)
         if not _runtime_name(size, fn, consts):
             # a compile-time tile: only suspicious when arrays sized by it are indexed by the loop
             # variable itself (the tile is loaded whole and consumed by half)

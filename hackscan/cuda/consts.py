@@ -69,6 +69,11 @@ def _div(a: int | float, b: int | float) -> int | float | None:
     return a / b
 
 
+# the calls ``fold`` knows the value of (a cast of one value, ``min`` / ``max`` of values)
+_FOLDED_CALLS = frozenset({"static_cast", "int", "unsigned", "size_t", "int64_t", "long", "float", "min", "std::min",
+                           "fminf", "max", "std::max", "fmaxf"})
+
+
 def fold(node: ts.Node | None, env: Env, depth: int = 0) -> int | float | None:
     """The value of an integer/float expression node, or None."""
     if node is None or depth > 40:
@@ -141,6 +146,9 @@ def fold(node: ts.Node | None, env: Env, depth: int = 0) -> int | float | None:
         if func is None or args is None:
             return None
         fname = text(func.child_by_field_name("name") if func.type == "template_function" else func)
+        if fname not in _FOLDED_CALLS:
+            # any other call folds to None whatever its arguments are: do not fold them
+            return None
         vals = [fold(a, env, depth + 1) for a in args.named_children]
         if any(v is None for v in vals):
             return None

@@ -359,8 +359,10 @@ class ExtensionFacts:
         name = fn.name if isinstance(fn, Function) else fn
         done = self._locals_done.get(name)
         if done is None:
-            done = self._locals_done[name] = _fold_pending(self, self.local_pending.pop(name, []), {},
-                                                           dict(self.const_env))
+            pending = self.local_pending.pop(name, None)
+            # no local constants (most functions): nothing to fold, and no copy of the file's table
+            done = self._locals_done[name] = (_fold_pending(self, pending, {}, dict(self.const_env)) if pending
+                                              else {})
         return done
 
     @property
