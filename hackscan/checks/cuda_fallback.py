@@ -201,9 +201,32 @@ def _tensor_arithmetic(fn: Function) -> list[ts.Node]:
     arith = fn.arith
     if len(arith) > 1:
         arith = sorted(arith, key=_walk_order)
+    # whether a name is a tensor, per name: an identifier operand's answer depends on the name
+    # alone (and the function), and the same sizes and indices recur across the arithmetic
+    named: dict[str, bool] = {}
+
+    def tensor(x: ts.Node | None) -> bool:
+        if x is None:
+            return False
+        t = x.type
+        if t == "identifier":
+            name = text(x)
+            got = named.get(name)
+            if got is None:
+                got = named[name] = _tensor_expr(x, fn)
+            return got
+        if t == "number_literal":
+            return False  # what ``_tensor_expr`` says of any node type it does not know
+        return _tensor_expr(x, fn)
+
     for node in arith:
-        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-        if any(x is not None and _tensor_expr(x, fn) for x in (left, right)):
+        kids = node.children
+        if len(kids) == 3 and not node.has_error:
+            # ``left op right``: three required parts, read by position (see ``consts.fold``)
+            left, right = kids[0], kids[2]
+        else:
+            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if tensor(left) or tensor(right):
             found.append(node)
     return [n for n in found if not any(o is not n and contains(o, n) for o in found)]
 

@@ -48,9 +48,16 @@ def _half_typed(fn: Function) -> bool:
 
 
 def _narrowing(fn: Function) -> list[tuple[ts.Node, str]]:
+    # a half-typed function narrows nothing; asked only of a function that has a candidate (most
+    # have none, and ``_half_typed`` reads the declaration and every parameter's type)
+    out = _narrowing_sites(fn)
+    if out and _half_typed(fn):
+        return []
+    return out
+
+
+def _narrowing_sites(fn: Function) -> list[tuple[ts.Node, str]]:
     out: list[tuple[ts.Node, str]] = []
-    if _half_typed(fn):
-        return out
     for c in fn.calls:
         if not c.is_method and c.base in names.TO_HALF:
             if all(strip_casts(a).type in ("number_literal", "unary_expression") and
