@@ -330,9 +330,8 @@ def passthrough(ctx: ScanContext) -> Iterator[Hit]:
         if not returns:
             continue
         launches = flow.launches_from(fn)
-        computes = any(compute_call(c) for _, c in flow.host_calls_from(fn))
         if not launches:
-            if computes:
+            if any(compute_call(c) for _, c in flow.host_calls_from(fn)):
                 continue  # HS204 reports the ATen work
             if any(flow.host_stores(g) for g in flow.host_closure(fn)):
                 continue  # computes on the host through a data pointer: slow, not a passthrough

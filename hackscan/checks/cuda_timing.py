@@ -157,8 +157,17 @@ def side_streams(ctx: ScanContext) -> Iterator[Hit]:
     # collects, and a second look would add the same ids), while every launch there asks it
     guards: dict[int, ts.Node | None] = {}
     roots = [fn for e, fn in facts.exported_functions() if fn.kind == "host"] or facts.host_functions
+    # each root's joins, worked out once and only when asked: for a launch on a side stream, and
+    # for the streams created (most roots have neither)
+    joins_of: dict[int, list[Call]] = {}
+
+    def joins(root: Function) -> list[Call]:
+        got = joins_of.get(id(root))
+        if got is None:
+            got = joins_of[id(root)] = _joins(facts, flow, root, created)
+        return got
+
     for root in roots:
-        joins = _joins(facts, flow, root, created)
         for lc in flow.launches_from(root):
             if any(c.base in _CAPTURE for c in lc.function.calls):
                 continue  # recorded into a CUDA graph, replayed later on the stream the graph is launched on
@@ -174,7 +183,7 @@ def side_streams(ctx: ScanContext) -> Iterator[Hit]:
                     kind = "side"
             if kind != "side":
                 continue
-            if _joined_after(joins, lc) or lc.node.id in reported:
+            if _joined_after(joins(root), lc) or lc.node.id in reported:
                 continue
             reported.add(lc.node.id)
             stream = " ".join(text(lc.stream).split()) if lc.stream is not None else "the guarded stream"
@@ -183,7 +192,9 @@ def side_streams(ctx: ScanContext) -> Iterator[Hit]:
                                                 f"and nothing joins it back to the current stream before "
                                                 f"`{root.name}` returns"},
                           evidence={"kernel": lc.kernel, "stream": stream, "export": root.name})
-    joined_anywhere = any(_joins(facts, flow, r, created) for r in roots)
+    if not created:
+        return
+    joined_anywhere = any(joins(r) for r in roots)
     for (_ext, name), c in created.items():
         if id(c) in used or joined_anywhere:
             continue
