@@ -216,6 +216,8 @@ class Flow:
         # ``origins`` of (expression node id, function id), for the questions asked from outside
         self._origins: dict[tuple[int, int], list[Origin]] = {}
         self._host_stores: dict[int, list[tuple[ts.Node, list[Origin]]]] = {}
+        # per function: None for an entry point, else its call sites (``_origins_of_param``)
+        self._callers: dict[int, list[tuple[Function, Call]] | None] = {}
 
     # ------------------------------------------------------------------ kernel stores
     def aliases(self, fn: Function) -> dict[str, int]:
@@ -492,9 +494,15 @@ class Flow:
 
     def _origins_of_param(self, fn: Function, param: Param, depth: int,
                           seen: frozenset[tuple[int, str]]) -> list[Origin]:
-        if self.facts.is_exported(fn) or fn.lambda_export:
+        # whether ``fn`` is an entry point, else its call sites: a scan of every call of the
+        # extension, asked again for each parameter traced back, so kept per function
+        got = self._callers.get(id(fn))
+        if got is None:
+            got = self._callers[id(fn)] = (None if self.facts.is_exported(fn) or fn.lambda_export
+                                           else self.facts.callers(fn))
+        if got is None:
             return [Origin("input", fn, param.name, param.index)]
-        callers = self.facts.callers(fn)
+        callers = got
         if not callers:
             return [Origin("param", fn, param.name, param.index)]
         out: list[Origin] = []
