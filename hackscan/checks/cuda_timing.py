@@ -167,9 +167,13 @@ def side_streams(ctx: ScanContext) -> Iterator[Hit]:
             got = joins_of[id(root)] = _joins(facts, flow, root, created)
         return got
 
+    captures: dict[int, bool] = {}  # per function: does it capture a CUDA graph (asked per launch)
     for root in roots:
         for lc in flow.launches_from(root):
-            if any(c.base in _CAPTURE for c in lc.function.calls):
+            capturing = captures.get(id(lc.function))
+            if capturing is None:
+                capturing = captures[id(lc.function)] = any(c.base in _CAPTURE for c in lc.function.calls)
+            if capturing:
                 continue  # recorded into a CUDA graph, replayed later on the stream the graph is launched on
             kind = _stream_kind(lc.stream, lc.function, flow, created, used)
             guard = None
