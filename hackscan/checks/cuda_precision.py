@@ -47,16 +47,18 @@ def _half_typed(fn: Function) -> bool:
         r"\bfloat\b", p.type) for p in data)
 
 
-def _narrowing(fn: Function) -> list[tuple[ts.Node, str]]:
+def _narrowing(fn: Function, halves: bool = True) -> list[tuple[ts.Node, str]]:
+    """``halves``: may the unit's text name a half type ("alf" or "loat16" in it)?  The casts'
+    scan needs one, so a caller that knows the unit has none spares reading the body's text."""
     # a half-typed function narrows nothing; asked only of a function that has a candidate (most
     # have none, and ``_half_typed`` reads the declaration and every parameter's type)
-    out = _narrowing_sites(fn)
+    out = _narrowing_sites(fn, halves)
     if out and _half_typed(fn):
         return []
     return out
 
 
-def _narrowing_sites(fn: Function) -> list[tuple[ts.Node, str]]:
+def _narrowing_sites(fn: Function, halves: bool) -> list[tuple[ts.Node, str]]:
     out: list[tuple[ts.Node, str]] = []
     for c in fn.calls:
         if not c.is_method and c.base in names.TO_HALF:
@@ -69,7 +71,7 @@ def _narrowing_sites(fn: Function) -> list[tuple[ts.Node, str]]:
                 out.append((c.node, f"casts a tensor with `.{c.base}()`"))
             elif c.base in ("to", "toType", "type") and any(_HALF_DTYPE.search(text(a)) for a in c.args):
                 out.append((c.node, f"casts a tensor to half precision (`{' '.join(text(c.node).split())[:50]}`)"))
-    if fn.body is not None and (fn.kind != "host" or fn.of_type("for_statement")):
+    if halves and fn.body is not None and (fn.kind != "host" or fn.of_type("for_statement")):
         # ``static_cast<at::Half>(acc)`` / ``(__half)v``: rounding an fp32 value through half
         raw = fn.body.text or b""
         # every match names a half type, so holds "alf" (half, Half) or "loat16" (bfloat16,
@@ -125,14 +127,16 @@ def reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
     # does an extension compute in half precision anywhere?  Only asked of an extension with a
     # narrowing conversion, so worked out then (and only until one function says yes)
     by_ext_math: dict[str, bool] = {}
-    # per unit: does its text hold "fragment<" / "tf32" at all (searched once, not per function)
-    unit_words: dict[str, tuple[bool, bool]] = {}
+    # per unit: does its text hold "fragment<" / "tf32" / a half type's name ("alf" of half and
+    # Half, "loat16" of bfloat16 and BFloat16) at all (searched once, not per function; a body's
+    # bytes are part of its unit's text, which the tree was parsed from)
+    unit_words: dict[str, tuple[bool, bool, bool]] = {}
 
-    def words(unit) -> tuple[bool, bool]:
+    def words(unit) -> tuple[bool, bool, bool]:
         got = unit_words.get(unit.id)
         if got is None:
             src = unit.text
-            got = unit_words[unit.id] = ("fragment<" in src, "tf32" in src)
+            got = unit_words[unit.id] = ("fragment<" in src, "tf32" in src, "alf" in src or "loat16" in src)
         return got
 
     def computes_half(ext: str) -> bool:
@@ -150,7 +154,7 @@ def reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
                 yield ctx.hit(c.pos, severity=Severity.ERROR, confidence=Confidence.HIGH,
                               args={"function": fn.name, "what": f"turns TF32 on with `{c.name}`"},
                               evidence={"call": c.name})
-        narrow = _narrowing(fn)
+        narrow = _narrowing(fn, words(fn.unit)[2])
         if narrow:
             node, what = narrow[0]
             computes = computes_half(fn.ext)
