@@ -323,6 +323,8 @@ class Flow:
             if base in PURE_READS or base in CAST_CALLS:
                 continue
             callees = x.lookup(call.name, "device", "host")
+            if not callees and base[:1].isupper() and "::" not in call.name:
+                continue  # a capitalised unknown name (a type, a macro): the loop below adds nothing
             for i, a in enumerate(args):
                 ptr = pointer_arg(a, amap)
                 idx = amap.get(text(ptr)) if ptr is not None else None
