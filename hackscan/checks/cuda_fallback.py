@@ -3,6 +3,7 @@ functions that return their input or a constant without launching anything (HS20
 
 from __future__ import annotations
 
+import operator
 import re
 import threading
 from collections.abc import Iterator
@@ -200,7 +201,7 @@ def _tensor_arithmetic(fn: Function) -> list[ts.Node]:
     # the body's query captured them (``Function.arith``); ordered here as ``_arith_nodes`` orders
     arith = fn.arith
     if len(arith) > 1:
-        arith = sorted(arith, key=_walk_order)
+        arith = _in_walk_order(arith)
     # whether a name is a tensor, per name: an identifier operand's answer depends on the name
     # alone (and the function), and the same sizes and indices recur across the arithmetic
     named: dict[str, bool] = {}
@@ -246,12 +247,24 @@ def _arith_nodes(body: ts.Node) -> list[ts.Node]:
         cur = _arith_local.cursor = ts.QueryCursor(ts.Query(language(), _ARITH_QUERY))
     found = cur.captures(body).get("arith", [])
     if len(found) > 1:
-        found.sort(key=_walk_order)
+        found = _in_walk_order(found)
     return found
 
 
 def _walk_order(node: ts.Node) -> tuple[int, int]:
     return -node.end_byte, node.start_byte
+
+
+_START = operator.attrgetter("start_byte")
+_END = operator.attrgetter("end_byte")
+
+
+def _in_walk_order(nodes: list[ts.Node]) -> list[ts.Node]:
+    """``sorted(nodes, key=_walk_order)`` as two sorts with C-level keys: by start, then stably by
+    end, descending (a reverse sort keeps nodes with equal keys in their order)."""
+    out = sorted(nodes, key=_START)
+    out.sort(key=_END, reverse=True)
+    return out
 
 
 def catch_fallback(ctx: ScanContext) -> Iterator[Hit]:

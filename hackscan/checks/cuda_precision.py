@@ -4,6 +4,7 @@ loops that sample instead of reduce (HS216)."""
 from __future__ import annotations
 
 import ast
+import operator
 import re
 import threading
 from collections.abc import Callable, Container, Iterator
@@ -486,6 +487,9 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
                 idx = sub.child_by_field_name("indices")
                 if idx is None:
                     continue
+                idx_text = text(idx)
+                if var not in idx_text:
+                    continue  # every identifier's text is part of the index's: ``var`` is not used
                 used = {text(i) for i in identifiers(idx)}
                 if var not in used:
                     continue
@@ -502,7 +506,7 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
                     if threads.intersects(others):
                         covered = True
                         break
-                per_array.setdefault(text(base), set()).add("".join(text(idx).split()))
+                per_array.setdefault(text(base), set()).add("".join(idx_text.split()))
             if covered or not per_array:
                 continue
             array, reads = max(per_array.items(), key=lambda kv: len(kv[1]))
@@ -610,15 +614,16 @@ def _subscripts(body: ts.Node) -> list[ts.Node]:
         cur = _sub_local.cursor = ts.QueryCursor(ts.Query(language(), "(subscript_expression) @sub"))
     found = cur.captures(body).get("sub", [])
     if len(found) > 1:
-        found.sort(key=_walk_order)
+        # ``_walk_order`` (descending end, then ascending start) as two sorts with C-level keys:
+        # by start, then stably by end, descending (a reverse sort keeps equal keys in order)
+        found.sort(key=_START)
+        found.sort(key=_END, reverse=True)
     return found
 
 
 _sub_local = threading.local()
-
-
-def _walk_order(node: ts.Node) -> tuple[int, int]:
-    return -node.end_byte, node.start_byte
+_START = operator.attrgetter("start_byte")
+_END = operator.attrgetter("end_byte")
 
 
 def _accumulates(body: ts.Node, fn: Function) -> bool:
