@@ -460,6 +460,14 @@ class CudaFacts:
         return out
 
     def exported_functions(self) -> list[tuple[Export, Function]]:
+        """(export, function it binds) pairs.  Several rules ask; the list is worked out once the
+        facts are built and shared by every caller: read it, do not change it."""
+        got = self.__dict__.get("_exported")
+        if got is None:
+            got = self._exported = self._find_exported_functions()
+        return got
+
+    def _find_exported_functions(self) -> list[tuple[Export, Function]]:
         out = []
         for x in self.extensions.values():
             for e in x.exports:
