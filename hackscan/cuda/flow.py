@@ -218,8 +218,6 @@ class Flow:
         self._host_stores: dict[int, list[tuple[ts.Node, list[Origin]]]] = {}
         # per function: None for an entry point, else its call sites (``_origins_of_param``)
         self._callers: dict[int, list[tuple[Function, Call]] | None] = {}
-        # ``fold``'s environment per function
-        self._envs: dict[int, _LocalEnv] = {}
 
     # ------------------------------------------------------------------ kernel stores
     def aliases(self, fn: Function) -> dict[str, int]:
@@ -611,13 +609,8 @@ class Flow:
         if node is None:
             return None
         # ``_LocalEnv`` reads the environment it is given and keeps the locals it folds to itself,
-        # so the shared table ``env_for`` returns is passed as it is.  One per function, kept: a
-        # local it has folded keeps its value (a value is kept only when it folded, and a fold
-        # that succeeds read no name its cycle guard refused), so later folds reuse it
-        env = self._envs.get(id(fn))
-        if env is None:
-            env = self._envs[id(fn)] = _LocalEnv(self.facts.extensions[fn.ext].env_for(fn), fn, self)
-        return fold(node, env)
+        # so the shared table ``env_for`` returns is passed as it is
+        return fold(node, _LocalEnv(self.facts.extensions[fn.ext].env_for(fn), fn, self))
 
 
 class _LocalEnv(dict):
