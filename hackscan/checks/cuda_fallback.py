@@ -3,6 +3,7 @@ functions that return their input or a constant without launching anything (HS20
 
 from __future__ import annotations
 
+import operator
 import re
 import threading
 from collections.abc import Iterator
@@ -200,10 +201,33 @@ def _tensor_arithmetic(fn: Function) -> list[ts.Node]:
     # the body's query captured them (``Function.arith``); ordered here as ``_arith_nodes`` orders
     arith = fn.arith
     if len(arith) > 1:
-        arith = sorted(arith, key=_walk_order)
+        arith = _in_walk_order(arith)
+    # whether a name is a tensor, per name: an identifier operand's answer depends on the name
+    # alone (and the function), and the same sizes and indices recur across the arithmetic
+    named: dict[str, bool] = {}
+
+    def tensor(x: ts.Node | None) -> bool:
+        if x is None:
+            return False
+        t = x.type
+        if t == "identifier":
+            name = text(x)
+            got = named.get(name)
+            if got is None:
+                got = named[name] = _tensor_expr(x, fn)
+            return got
+        if t == "number_literal":
+            return False  # what ``_tensor_expr`` says of any node type it does not know
+        return _tensor_expr(x, fn)
+
     for node in arith:
-        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-        if any(x is not None and _tensor_expr(x, fn) for x in (left, right)):
+        kids = node.children
+        if len(kids) == 3 and not node.has_error:
+            # ``left op right``: three required parts, read by position (see ``consts.fold``)
+            left, right = kids[0], kids[2]
+        else:
+            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if tensor(left) or tensor(right):
             found.append(node)
     return [n for n in found if not any(o is not n and contains(o, n) for o in found)]
 
@@ -223,12 +247,24 @@ def _arith_nodes(body: ts.Node) -> list[ts.Node]:
         cur = _arith_local.cursor = ts.QueryCursor(ts.Query(language(), _ARITH_QUERY))
     found = cur.captures(body).get("arith", [])
     if len(found) > 1:
-        found.sort(key=_walk_order)
+        found = _in_walk_order(found)
     return found
 
 
 def _walk_order(node: ts.Node) -> tuple[int, int]:
     return -node.end_byte, node.start_byte
+
+
+_START = operator.attrgetter("start_byte")
+_END = operator.attrgetter("end_byte")
+
+
+def _in_walk_order(nodes: list[ts.Node]) -> list[ts.Node]:
+    """``sorted(nodes, key=_walk_order)`` as two sorts with C-level keys: by start, then stably by
+    end, descending (a reverse sort keeps nodes with equal keys in their order)."""
+    out = sorted(nodes, key=_START)
+    out.sort(key=_END, reverse=True)
+    return out
 
 
 def catch_fallback(ctx: ScanContext) -> Iterator[Hit]:
@@ -307,9 +343,8 @@ def passthrough(ctx: ScanContext) -> Iterator[Hit]:
         if not returns:
             continue
         launches = flow.launches_from(fn)
-        computes = any(compute_call(c) for _, c in flow.host_calls_from(fn))
         if not launches:
-            if computes:
+            if any(compute_call(c) for _, c in flow.host_calls_from(fn)):
                 continue  # HS204 reports the ATen work
             if any(flow.host_stores(g) for g in flow.host_closure(fn)):
                 continue  # computes on the host through a data pointer: slow, not a passthrough

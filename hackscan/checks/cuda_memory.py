@@ -168,7 +168,8 @@ def unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
             writers = written.get(o.node.id, [])
             shown = " ".join(text(v).split())[:40]
             alloc = f"torch::{o.detail}" if not o.detail.startswith("new_") else f".{o.detail}()"
-            where = pos_of(o.function.unit if o.function else fn.unit, o.node)
+            # where the allocation is, worked out for a report only (most outputs are written)
+            where_unit = o.function.unit if o.function else fn.unit
             why = None
             if not writers:
                 targets = _unstoring_launches(facts, flow, fn, o)
@@ -181,19 +182,19 @@ def unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
                 why = _unwritten_arm([w for w, _ in writers], unstored.get(o.node.id, []), fn)
             if why is not None:
                 reported.add(o.node.id)
-                yield ctx.hit(where, args={"var": shown, "alloc": alloc, "function": fn.name, "why": why},
+                yield ctx.hit(pos_of(where_unit, o.node), args={"var": shown, "alloc": alloc, "function": fn.name, "why": why},
                               evidence={"export": export.name, "alloc": text(o.node)[:80]})
                 continue
             if any(how != "store" for _, how in writers):
                 continue
-            hit = _coverage(ctx, flow, o, storing.get(o.node.id, []), shown, alloc, fn, export, where)
+            hit = _coverage(ctx, flow, o, storing.get(o.node.id, []), shown, alloc, fn, export, where_unit)
             if hit is not None:
                 reported.add(o.node.id)
                 yield hit
 
 
 def _coverage(ctx: ScanContext, flow: Flow, o: Origin, launches: list, shown: str, alloc: str, fn: Function,
-              export: Export, where) -> Hit | None:
+              export: Export, where_unit) -> Hit | None:
     """A warning when the only launches writing the output run a constant, small number of threads
     with no loop around their stores."""
     if not launches:
@@ -215,7 +216,7 @@ def _coverage(ctx: ScanContext, flow: Flow, o: Origin, launches: list, shown: st
     lc, kernel, _ = small[0]
     why = (f"the only launch writing it (`{kernel.name}<<<...>>>`) runs {most} threads with no loop around "
            f"its stores" + (f", fewer than the {need} elements" if need else ""))
-    return ctx.hit(where, severity=Severity.WARNING, confidence=Confidence.MEDIUM,
+    return ctx.hit(pos_of(where_unit, o.node), severity=Severity.WARNING, confidence=Confidence.MEDIUM,
                    args={"var": shown, "alloc": alloc, "function": fn.name, "why": why},
                    evidence={"export": export.name, "threads": most, "elements": need})
 

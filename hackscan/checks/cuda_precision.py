@@ -4,9 +4,10 @@ loops that sample instead of reduce (HS216)."""
 from __future__ import annotations
 
 import ast
+import operator
 import re
 import threading
-from collections.abc import Container, Iterator
+from collections.abc import Callable, Container, Iterator
 
 import tree_sitter as ts
 
@@ -47,10 +48,19 @@ def _half_typed(fn: Function) -> bool:
         r"\bfloat\b", p.type) for p in data)
 
 
-def _narrowing(fn: Function) -> list[tuple[ts.Node, str]]:
+def _narrowing(fn: Function, halves: bool = True) -> list[tuple[ts.Node, str]]:
+    """``halves``: may the unit's text name a half type ("alf" or "loat16" in it)?  The casts'
+    scan needs one, so a caller that knows the unit has none spares reading the body's text."""
+    # a half-typed function narrows nothing; asked only of a function that has a candidate (most
+    # have none, and ``_half_typed`` reads the declaration and every parameter's type)
+    out = _narrowing_sites(fn, halves)
+    if out and _half_typed(fn):
+        return []
+    return out
+
+
+def _narrowing_sites(fn: Function, halves: bool) -> list[tuple[ts.Node, str]]:
     out: list[tuple[ts.Node, str]] = []
-    if _half_typed(fn):
-        return out
     for c in fn.calls:
         if not c.is_method and c.base in names.TO_HALF:
             if all(strip_casts(a).type in ("number_literal", "unary_expression") and
@@ -62,7 +72,7 @@ def _narrowing(fn: Function) -> list[tuple[ts.Node, str]]:
                 out.append((c.node, f"casts a tensor with `.{c.base}()`"))
             elif c.base in ("to", "toType", "type") and any(_HALF_DTYPE.search(text(a)) for a in c.args):
                 out.append((c.node, f"casts a tensor to half precision (`{' '.join(text(c.node).split())[:50]}`)"))
-    if fn.body is not None and (fn.kind != "host" or fn.of_type("for_statement")):
+    if halves and fn.body is not None and (fn.kind != "host" or fn.of_type("for_statement")):
         # ``static_cast<at::Half>(acc)`` / ``(__half)v``: rounding an fp32 value through half
         raw = fn.body.text or b""
         # every match names a half type, so holds "alf" (half, Half) or "loat16" (bfloat16,
@@ -118,14 +128,16 @@ def reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
     # does an extension compute in half precision anywhere?  Only asked of an extension with a
     # narrowing conversion, so worked out then (and only until one function says yes)
     by_ext_math: dict[str, bool] = {}
-    # per unit: does its text hold "fragment<" / "tf32" at all (searched once, not per function)
-    unit_words: dict[str, tuple[bool, bool]] = {}
+    # per unit: does its text hold "fragment<" / "tf32" / a half type's name ("alf" of half and
+    # Half, "loat16" of bfloat16 and BFloat16) at all (searched once, not per function; a body's
+    # bytes are part of its unit's text, which the tree was parsed from)
+    unit_words: dict[str, tuple[bool, bool, bool]] = {}
 
-    def words(unit) -> tuple[bool, bool]:
+    def words(unit) -> tuple[bool, bool, bool]:
         got = unit_words.get(unit.id)
         if got is None:
             src = unit.text
-            got = unit_words[unit.id] = ("fragment<" in src, "tf32" in src)
+            got = unit_words[unit.id] = ("fragment<" in src, "tf32" in src, "alf" in src or "loat16" in src)
         return got
 
     def computes_half(ext: str) -> bool:
@@ -143,7 +155,7 @@ def reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
                 yield ctx.hit(c.pos, severity=Severity.ERROR, confidence=Confidence.HIGH,
                               args={"function": fn.name, "what": f"turns TF32 on with `{c.name}`"},
                               evidence={"call": c.name})
-        narrow = _narrowing(fn)
+        narrow = _narrowing(fn, words(fn.unit)[2])
         if narrow:
             node, what = narrow[0]
             computes = computes_half(fn.ext)
@@ -388,30 +400,31 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
         loops = fn.of_type("for_statement")
         if not loops:
             continue
-        # each loop's variable, worked out once for both checks and for the inner-loop test
-        loop_vars: dict[int, tuple[str, ts.Node | None] | None] | None = None
+        # each loop's variable, worked out once for both checks and for the inner-loop test, and
+        # only for the loops that get that far (most fail a cheaper test first)
+        var_of = _loop_vars()
         if fn.kind == "host":
             # CPU extensions: loops in host code that write tensor memory
             if not flow.host_stores(fn):
                 continue
-            loop_vars = {loop.id: _loop_var(loop) for loop in loops}
-            yield from _truncated_loops(ctx, fn, loops, loop_vars)
+            yield from _truncated_loops(ctx, fn, loops, var_of)
             # data pointers are locals there (``const float* row = x.data_ptr<float>() + r * cols``)
             amap = {name: -1 for name, t in fn.local_types.items() if "*" in t}
         else:
             amap = flow.aliases(fn)
         if not amap:
             continue
-        if loop_vars is None:
-            loop_vars = {loop.id: _loop_var(loop) for loop in loops}
         if fn.kind != "host":
-            yield from _truncated_loops(ctx, fn, loops, loop_vars)
+            yield from _truncated_loops(ctx, fn, loops, var_of)
         # the thread- and block-derived locals (a fixpoint over every local's values) are computed
         # on first need: most strided loops start at a literal and index with the loop variable only
         threads: _Derived | None = None
         by_block: _Derived | None = None
         for loop in loops:
-            lv = loop_vars[loop.id]
+            upd = loop.child_by_field_name("update")
+            if upd is None or upd.type != "assignment_expression":
+                continue  # ``_step`` finds no step: the loop variable is not needed
+            lv = var_of(loop)
             if lv is None:
                 continue
             var, start = lv
@@ -465,7 +478,7 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
             inner_vars: set[str] = set()
             for inner in loops:
                 if contains(body, inner):
-                    got = loop_vars[inner.id]
+                    got = var_of(inner)
                     if got is not None:
                         inner_vars.add(got[0])
             per_array: dict[str, set[str]] = {}
@@ -474,6 +487,9 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
                 idx = sub.child_by_field_name("indices")
                 if idx is None:
                     continue
+                idx_text = text(idx)
+                if var not in idx_text:
+                    continue  # every identifier's text is part of the index's: ``var`` is not used
                 used = {text(i) for i in identifiers(idx)}
                 if var not in used:
                     continue
@@ -490,7 +506,7 @@ def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
                     if threads.intersects(others):
                         covered = True
                         break
-                per_array.setdefault(text(base), set()).add("".join(text(idx).split()))
+                per_array.setdefault(text(base), set()).add("".join(idx_text.split()))
             if covered or not per_array:
                 continue
             array, reads = max(per_array.items(), key=lambda kv: len(kv[1]))
@@ -527,27 +543,49 @@ def _runtime_name(name: str, fn: Function, consts: Container[str], depth: int = 
     return False
 
 
+def _loop_vars() -> Callable[[ts.Node], tuple[str, ts.Node | None] | None]:
+    """``_loop_var`` of the loops of one function, each worked out once, when first asked."""
+    known: dict[int, tuple[str, ts.Node | None] | None] = {}
+
+    def var_of(loop: ts.Node) -> tuple[str, ts.Node | None] | None:
+        key = loop.id
+        if key in known:
+            return known[key]
+        got = known[key] = _loop_var(loop)
+        return got
+
+    return var_of
+
+
 def _truncated_loops(ctx: ScanContext, fn: Function, loops: list[ts.Node],
-                     loop_vars: dict[int, tuple[str, ts.Node | None] | None] | None = None) -> Iterator[Hit]:
-    consts = ctx.cuda.extensions[fn.ext].env_for(fn)
+                     var_of: Callable[[ts.Node], tuple[str, ts.Node | None] | None] = _loop_var) -> Iterator[Hit]:
     """``for (i = 0; i < n / 2; ++i)`` over a run-time size, whose body never reaches the other
     half (no ``n - 1 - i`` mirror, no ``i + n / 2`` partner, no two-wide vector loads)."""
+    consts = None  # the function's constants, looked up for the few loops that get that far
     for loop in loops:
+        # every test here only skips the loop, so the cheap ones go first and the loop variable
+        # is worked out for the loops that compare against a halved size alone
         cond = loop.child_by_field_name("condition")
-        lv = loop_vars[loop.id] if loop_vars is not None else _loop_var(loop)
-        if cond is None or lv is None or cond.type != "binary_expression":
+        if cond is None or cond.type != "binary_expression":
             continue
-        var = lv[0]
         op = cond.child_by_field_name("operator")
         left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
-        if op is None or op.type not in ("<", "<=") or left is None or right is None or text(left) != var:
+        if op is None or op.type not in ("<", "<=") or left is None or right is None:
             continue
         m = _HALVED.match(" ".join(text(right).split()))
         if m is None:
             continue
+        lv = var_of(loop)
+        if lv is None:
+            continue
+        var = lv[0]
+        if text(left) != var:
+            continue
         size = m.group(1)
         body = loop.child_by_field_name("body")
         btext = text(body) if body is not None else ""
+        if consts is None:
+            consts = ctx.cuda.extensions[fn.ext].env_for(fn)
         if not _runtime_name(size, fn, consts):
             # a compile-time tile: only suspicious when arrays sized by it are indexed by the loop
             # variable itself (the tile is loaded whole and consumed by half)
@@ -576,15 +614,16 @@ def _subscripts(body: ts.Node) -> list[ts.Node]:
         cur = _sub_local.cursor = ts.QueryCursor(ts.Query(language(), "(subscript_expression) @sub"))
     found = cur.captures(body).get("sub", [])
     if len(found) > 1:
-        found.sort(key=_walk_order)
+        # ``_walk_order`` (descending end, then ascending start) as two sorts with C-level keys:
+        # by start, then stably by end, descending (a reverse sort keeps equal keys in order)
+        found.sort(key=_START)
+        found.sort(key=_END, reverse=True)
     return found
 
 
 _sub_local = threading.local()
-
-
-def _walk_order(node: ts.Node) -> tuple[int, int]:
-    return -node.end_byte, node.start_byte
+_START = operator.attrgetter("start_byte")
+_END = operator.attrgetter("end_byte")
 
 
 def _accumulates(body: ts.Node, fn: Function) -> bool:

@@ -110,6 +110,8 @@ def _function_of(node: ts.Node, by_node: dict[int, Function]) -> Function | None
 
 _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _WORD_OR_DOT = _WORD_BYTES | {ord(".")}
+# a non-empty run of ``_WORD_BYTES`` (in a bytes pattern ``\w`` is ASCII only)
+_WORD_TOKEN = re.compile(rb"\w+")
 
 
 def _token_matches(tokens: list[bytes], tail: bytes, raw: bytes) -> list[re.Match[bytes]]:
@@ -137,7 +139,7 @@ def _occurrences(facts: CudaFacts, x: ExtensionFacts, tokens: list[bytes], tail:
     r"""Every match of ``(?<![\w.])(tokens)tail`` in the extension's units that is a node of
     ``node_types``, with the matched token (group 1) and the function it sits in."""
     out = []
-    if not all(t and all(b in _WORD_BYTES for b in t) for t in tokens):  # the fast path's premise
+    if not all(_WORD_TOKEN.fullmatch(t) for t in tokens):  # the fast path's premise
         alt = b"|".join(re.escape(t) for t in tokens)
         rx = re.compile(rb"(?<![\w.])(" + alt + rb")" + tail)
         scan = rx.finditer

@@ -157,10 +157,23 @@ def side_streams(ctx: ScanContext) -> Iterator[Hit]:
     # collects, and a second look would add the same ids), while every launch there asks it
     guards: dict[int, ts.Node | None] = {}
     roots = [fn for e, fn in facts.exported_functions() if fn.kind == "host"] or facts.host_functions
+    # each root's joins, worked out once and only when asked: for a launch on a side stream, and
+    # for the streams created (most roots have neither)
+    joins_of: dict[int, list[Call]] = {}
+
+    def joins(root: Function) -> list[Call]:
+        got = joins_of.get(id(root))
+        if got is None:
+            got = joins_of[id(root)] = _joins(facts, flow, root, created)
+        return got
+
+    captures: dict[int, bool] = {}  # per function: does it capture a CUDA graph (asked per launch)
     for root in roots:
-        joins = _joins(facts, flow, root, created)
         for lc in flow.launches_from(root):
-            if any(c.base in _CAPTURE for c in lc.function.calls):
+            capturing = captures.get(id(lc.function))
+            if capturing is None:
+                capturing = captures[id(lc.function)] = any(c.base in _CAPTURE for c in lc.function.calls)
+            if capturing:
                 continue  # recorded into a CUDA graph, replayed later on the stream the graph is launched on
             kind = _stream_kind(lc.stream, lc.function, flow, created, used)
             guard = None
@@ -174,7 +187,7 @@ def side_streams(ctx: ScanContext) -> Iterator[Hit]:
                     kind = "side"
             if kind != "side":
                 continue
-            if _joined_after(joins, lc) or lc.node.id in reported:
+            if _joined_after(joins(root), lc) or lc.node.id in reported:
                 continue
             reported.add(lc.node.id)
             stream = " ".join(text(lc.stream).split()) if lc.stream is not None else "the guarded stream"
@@ -183,7 +196,9 @@ def side_streams(ctx: ScanContext) -> Iterator[Hit]:
                                                 f"and nothing joins it back to the current stream before "
                                                 f"`{root.name}` returns"},
                           evidence={"kernel": lc.kernel, "stream": stream, "export": root.name})
-    joined_anywhere = any(_joins(facts, flow, r, created) for r in roots)
+    if not created:
+        return
+    joined_anywhere = any(joins(r) for r in roots)
     for (_ext, name), c in created.items():
         if id(c) in used or joined_anywhere:
             continue

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 import tree_sitter as ts
 
-from .parser import strip_parens, text
+from .parser import text
 
 _INT_SUFFIX = re.compile(r"[uUlL]+$")
 _SIZEOF = {"float": 4, "int": 4, "double": 8, "half": 2, "__half": 2, "float4": 16, "float2": 8, "int4": 16,
@@ -69,12 +69,28 @@ def _div(a: int | float, b: int | float) -> int | float | None:
     return a / b
 
 
+# the calls ``fold`` knows the value of (a cast of one value, ``min`` / ``max`` of values)
+_FOLDED_CALLS = frozenset({"static_cast", "int", "unsigned", "size_t", "int64_t", "long", "float", "min", "std::min",
+                           "fminf", "max", "std::max", "fmaxf"})
+
+
+# the node types ``fold`` has a rule for; any other folds to None
+_FOLDABLE = frozenset({"number_literal", "identifier", "qualified_identifier", "true", "false", "char_literal",
+                       "binary_expression", "unary_expression", "cast_expression", "sizeof_expression",
+                       "call_expression", "conditional_expression"})
+
+
 def fold(node: ts.Node | None, env: Env, depth: int = 0) -> int | float | None:
     """The value of an integer/float expression node, or None."""
     if node is None or depth > 40:
         return None
-    node = strip_parens(node)
     t = node.type
+    while t == "parenthesized_expression" and node.named_child_count == 1:  # ``strip_parens``, inline
+        node = node.named_children[0]
+        t = node.type
+    if t not in _FOLDABLE:
+        # ``a.x``, ``p[i]``, ``*p``, strings...: nothing below folds them (the usual failure)
+        return None
     if t == "number_literal":
         return parse_number(text(node))
     if t == "identifier":
@@ -141,6 +157,9 @@ def fold(node: ts.Node | None, env: Env, depth: int = 0) -> int | float | None:
         if func is None or args is None:
             return None
         fname = text(func.child_by_field_name("name") if func.type == "template_function" else func)
+        if fname not in _FOLDED_CALLS:
+            # any other call folds to None whatever its arguments are: do not fold them
+            return None
         vals = [fold(a, env, depth + 1) for a in args.named_children]
         if any(v is None for v in vals):
             return None

@@ -359,8 +359,10 @@ class ExtensionFacts:
         name = fn.name if isinstance(fn, Function) else fn
         done = self._locals_done.get(name)
         if done is None:
-            done = self._locals_done[name] = _fold_pending(self, self.local_pending.pop(name, []), {},
-                                                           dict(self.const_env))
+            pending = self.local_pending.pop(name, None)
+            # no local constants (most functions): nothing to fold, and no copy of the file's table
+            done = self._locals_done[name] = (_fold_pending(self, pending, {}, dict(self.const_env)) if pending
+                                              else {})
         return done
 
     @property
@@ -458,6 +460,14 @@ class CudaFacts:
         return out
 
     def exported_functions(self) -> list[tuple[Export, Function]]:
+        """(export, function it binds) pairs.  Several rules ask; the list is worked out once the
+        facts are built and shared by every caller: read it, do not change it."""
+        got = self.__dict__.get("_exported")
+        if got is None:
+            got = self._exported = self._find_exported_functions()
+        return got
+
+    def _find_exported_functions(self) -> list[tuple[Export, Function]]:
         out = []
         for x in self.extensions.values():
             for e in x.exports:
@@ -887,6 +897,10 @@ class _UnitBuilder:
         nodes = fn.nodes
         for t, found in caps.items():
             if len(found) > 1:
+                # source order, outer node first where several start at the same byte (the calls
+                # of a chain ``a.b().c()``): the query returns those in an order that varies
+                # between processes, so sort by end descending, then (stably) by start
+                found.sort(key=_END, reverse=True)
                 found.sort(key=_START)
             nodes[t] = found
         calls = nodes.get("call_expression")
@@ -1115,6 +1129,7 @@ def _host_body_query_cursor() -> ts.QueryCursor:
 
 # the sort key of captured nodes: a C-level getter, no Python frame per node
 _START = operator.attrgetter("start_byte")
+_END = operator.attrgetter("end_byte")
 
 
 _INT_TYPES = frozenset({"int", "unsigned", "unsignedint", "int64_t", "int32_t", "size_t", "long", "uint32_t",

@@ -213,6 +213,11 @@ class Flow:
         self._aliases: dict[int, dict[str, int]] = {}
         # per function: the nodes that do its work (see branches.launch_sites)
         self._work_sites: dict[int, list[ts.Node]] = {}
+        # ``origins`` of (expression node id, function id), for the questions asked from outside
+        self._origins: dict[tuple[int, int], list[Origin]] = {}
+        self._host_stores: dict[int, list[tuple[ts.Node, list[Origin]]]] = {}
+        # per function: None for an entry point, else its call sites (``_origins_of_param``)
+        self._callers: dict[int, list[tuple[Function, Call]] | None] = {}
 
     # ------------------------------------------------------------------ kernel stores
     def aliases(self, fn: Function) -> dict[str, int]:
@@ -316,6 +321,8 @@ class Flow:
             if base in PURE_READS or base in CAST_CALLS:
                 continue
             callees = x.lookup(call.name, "device", "host")
+            if not callees and base[:1].isupper() and "::" not in call.name:
+                continue  # a capitalised unknown name (a type, a macro): the loop below adds nothing
             for i, a in enumerate(args):
                 ptr = pointer_arg(a, amap)
                 idx = amap.get(text(ptr)) if ptr is not None else None
@@ -343,7 +350,14 @@ class Flow:
 
     def host_stores(self, fn: Function) -> list[tuple[ts.Node, list[Origin]]]:
         """Stores through pointers in host code (a CPU loop over ``C.data_ptr<float>()``), with where
-        the pointer's storage comes from."""
+        the pointer's storage comes from.  Kept per function (several rules and the work-site
+        search ask it of the same functions); read the list, do not change it."""
+        got = self._host_stores.get(id(fn))
+        if got is None:
+            got = self._host_stores[id(fn)] = self._find_host_stores(fn)
+        return got
+
+    def _find_host_stores(self, fn: Function) -> list[tuple[ts.Node, list[Origin]]]:
         out: list[tuple[ts.Node, list[Origin]]] = []
         targets = [(a, a.child_by_field_name("left")) for a in fn.of_type("assignment_expression")]
         targets += [(u, u.child_by_field_name("argument")) for u in fn.of_type("update_expression")]
@@ -367,6 +381,19 @@ class Flow:
     def origins(self, expr: ts.Node, fn: Function, depth: int = 0,
                 seen: frozenset[tuple[int, str]] = frozenset()) -> list[Origin]:
         """Where a host expression's storage comes from (see ``Origin``)."""
+        if not depth and not seen:
+            # a question asked from outside: several rules ask it of the same launch arguments and
+            # returns, and the answer depends on the expression and function only (the facts do
+            # not change), so it is kept; a copy goes out, callers may extend what they get
+            key = (expr.id, id(fn))
+            got = self._origins.get(key)
+            if got is None:
+                got = self._origins[key] = self._origins_of(expr, fn, 0, seen)
+            return list(got)
+        return self._origins_of(expr, fn, depth, seen)
+
+    def _origins_of(self, expr: ts.Node, fn: Function, depth: int,
+                    seen: frozenset[tuple[int, str]]) -> list[Origin]:
         if depth > 12:
             return [Origin("unknown", fn, node=expr)]
         expr = strip_casts(expr)
@@ -469,9 +496,15 @@ class Flow:
 
     def _origins_of_param(self, fn: Function, param: Param, depth: int,
                           seen: frozenset[tuple[int, str]]) -> list[Origin]:
-        if self.facts.is_exported(fn) or fn.lambda_export:
+        # whether ``fn`` is an entry point, else its call sites: a scan of every call of the
+        # extension, asked again for each parameter traced back, so kept per function
+        got = self._callers.get(id(fn))
+        if got is None:
+            got = self._callers[id(fn)] = (None if self.facts.is_exported(fn) or fn.lambda_export
+                                           else self.facts.callers(fn))
+        if got is None:
             return [Origin("input", fn, param.name, param.index)]
-        callers = self.facts.callers(fn)
+        callers = got
         if not callers:
             return [Origin("param", fn, param.name, param.index)]
         out: list[Origin] = []

@@ -94,8 +94,11 @@ HEAVY_OPS = frozenset().union(*OP_FAMILIES[:2], {"cumsum", "cumprod", "sort", "t
 
 def op_base(name: str) -> str:
     """``at::native::matmul`` -> ``matmul``; ``torch.nn.Conv2d`` -> ``conv2d``; ``Tensor.sum`` -> ``sum``."""
-    base = re.split(r"::|\.", name)[-1]
+    base = _OP_SEPARATOR.split(name)[-1]
     return base.lower().rstrip("_")
+
+
+_OP_SEPARATOR = re.compile(r"::|\.")  # compiled once: ``op_base`` is asked per call and per op
 
 
 def same_op(a: str, b: str) -> bool:
