@@ -1760,10 +1760,11 @@ class _Analyser:
         if kind == "alloc":
             aid = self._alloc(e, canon)
             if short in ("tensor", "as_tensor", "from_numpy", "frombuffer"):
-                return Flow(inputs=joined.inputs, meta=joined.meta, allocs=frozenset([aid]), state=joined.state,
-                            opaque=joined.opaque)
-            return Flow(meta=joined.meta | joined.inputs | joined.alias, allocs=frozenset([aid]), state=joined.state,
-                        opaque=joined.opaque)
+                # ``Flow(inputs=, meta=, allocs=, state=, opaque=)`` built positionally (see ``_state_flow``)
+                return _new(Flow, (joined.inputs, joined.meta, _E, _E, _E, frozenset([aid]), joined.state,
+                                   joined.opaque, _E, _E, _E))
+            return _new(Flow, (_E, joined.meta | joined.inputs | joined.alias, _E, _E, _E, frozenset([aid]),
+                               joined.state, joined.opaque, _E, _E, _E))
         if kind == "view":
             if short in _SHAPE_VIEWS:
                 self._shape_use(e, "view", tuple(e.args[1:]))
@@ -1853,7 +1854,9 @@ class _Analyser:
             return base.join(args.metadata())
         if kind == "alloc":
             aid = self._alloc(e, f"Tensor.{name}")
-            return Flow(meta=base.meta | base.inputs | base.alias | args.meta | args.inputs, allocs=frozenset([aid]))
+            # ``Flow(meta=, allocs=)`` built positionally (see ``_state_flow``)
+            return _new(Flow, (_E, base.meta | base.inputs | base.alias | args.meta | args.inputs, _E, _E, _E,
+                               frozenset([aid]), _E, _E, _E, _E, _E))
         if kind == "view":
             if name in _SHAPE_VIEWS:
                 self._shape_use(e, "view", tuple(e.args))

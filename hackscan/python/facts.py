@@ -67,11 +67,14 @@ class TorchOp:
     def line(self) -> int:
         return getattr(self.node, "lineno", 0)
 
-    @property
+    # ``family`` / ``families`` depend on the frozen fields alone and rules read them per op many times
+    # (``rank_ops`` sorts by them): computed once, kept in the instance ``__dict__`` (fields, equality,
+    # hash and repr are unchanged: a dataclass reads its fields only)
+    @cached_property
     def family(self) -> str:
         return op_family(self.name)
 
-    @property
+    @cached_property
     def families(self) -> frozenset[str]:
         return frozenset([self.family, *(op_family(m) for m in self.members)])
 
