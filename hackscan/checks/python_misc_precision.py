@@ -93,15 +93,23 @@ def _reference_uses_low_precision(ctx: ScanContext) -> bool:
 
 
 def _uses_half(mod, attributes: list, calls: list) -> bool:
-    if any(mod.canonical(node) in HALF_DTYPES for node in attributes):
+    # an attribute's canonical name ends with its own ``.attr`` (or is ''), so only attributes named
+    # like the last part of a half dtype / autocast name need resolving (same answers, most skipped)
+    if any(node.attr in _HALF_DTYPE_ATTRS and mod.canonical(node) in HALF_DTYPES for node in attributes):
         return True
     for call in calls:
         f = call.func
-        if isinstance(f, ast.Attribute) and f.attr in HALF_METHODS and not call.args:
-            return True
-        if mod.canonical(f) in AUTOCAST:
+        if type(f) is ast.Attribute:
+            if f.attr in HALF_METHODS and not call.args:
+                return True
+            if f.attr in _AUTOCAST_ATTRS and mod.canonical(f) in AUTOCAST:
+                return True
+        elif mod.canonical(f) in AUTOCAST:
             return True
     return False
+
+
+_HALF_DTYPE_ATTRS = frozenset(n.rsplit(".", 1)[-1] for n in HALF_DTYPES)
 
 
 def _half_expr(host, expr: ast.AST | None, dtype_vars: dict[str, str]) -> str | None:
@@ -158,24 +166,32 @@ def _cast_of(host, call: ast.Call, dtype_vars: dict[str, str]) -> str | None:
     return None
 
 
-def _dtype_dispatch(host, node: ast.AST, dtype_vars: dict[str, str], facts=None, depth: int = 0) -> bool:
+def _dtype_dispatch(host, node: ast.AST, dtype_vars: dict[str, str], facts=None, depth: int = 0,
+                    tested: dict[ast.AST, bool] | None = None) -> bool:
     """Inside a branch that tests for a half dtype: the cast only runs on half inputs.
 
     Also when the enclosing helper (``_forward_half``) is called only from such branches.
+    ``tested`` memoises, per ``if`` node, whether its test names a half dtype (casts of one
+    function share their enclosing branches; the answer depends only on the test).
     """
     fn = None
     for anc in host.ancestors(node):
         if isinstance(anc, (ast.If, ast.IfExp)):
-            for sub in subtree(anc.test):
-                if isinstance(sub, (ast.Attribute, ast.Name, ast.Constant)) and _half_expr(host, sub, dtype_vars):
-                    return True
+            half = tested.get(anc) if tested is not None else None
+            if half is None:
+                half = any(isinstance(sub, (ast.Attribute, ast.Name, ast.Constant)) and _half_expr(host, sub, dtype_vars)
+                           for sub in subtree(anc.test))
+                if tested is not None:
+                    tested[anc] = half
+            if half:
+                return True
         if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef)):
             fn = anc
             break
     if fn is None or facts is None or depth >= 2 or fn is facts.forward:
         return False
     sites = [c for g in facts.runs for c in facts.nodes_by_owner(ast.Call).get(g, ()) if fn in facts.call_targets(c)]
-    return bool(sites) and all(_dtype_dispatch(host, c, dtype_vars, facts, depth + 1) for c in sites)
+    return bool(sites) and all(_dtype_dispatch(host, c, dtype_vars, facts, depth + 1, tested) for c in sites)
 
 
 def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
@@ -188,11 +204,12 @@ def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
     facts = misc_facts(host)
     dtype_vars = _dtype_vars(host)
     by_owner: dict[ast.AST | None, list[tuple[ast.Call, str]]] = {}
+    tested: dict[ast.AST, bool] = {}
     for call in host.of_type(ast.Call):
         if not (call.keywords or call.args or isinstance(call.func, ast.Attribute)):
             continue
         got = _cast_of(host, call, dtype_vars)
-        if not got or _dtype_dispatch(host, call, dtype_vars, facts) or facts.is_main_guarded(call) or \
+        if not got or _dtype_dispatch(host, call, dtype_vars, facts, tested=tested) or facts.is_main_guarded(call) or \
                 facts.in_input_factory(call):
             continue
         by_owner.setdefault(facts.owner(call), []).append((call, got))
