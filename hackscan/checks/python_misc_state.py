@@ -193,7 +193,7 @@ def _returned_state(host: HostModule, globals_: set[str]) -> set[str]:
     way, so their state keys are a subset of these."""
     keys: set[str] = set()
     returned: set[str] = set()
-    name_t, tuple_t = ast.Name, ast.Tuple
+    name_t, tuple_t, list_t = ast.Name, ast.Tuple, ast.List
     for ret in host.of_type(ast.Return):
         value = ret.value
         if value is None:
@@ -216,19 +216,35 @@ def _returned_state(host: HostModule, globals_: set[str]) -> set[str]:
     if not returned:
         return keys
     for node in host.of_type(ast.Assign):
-        for t in node.targets:
+        targets = node.targets
+        if len(targets) == 1:
+            t = targets[0]
             tt = type(t)
-            if tt is name_t:
-                binds = t.id in returned
-            elif tt is tuple_t or tt is ast.List:  # unpacking: the names ``MiscFacts.flow`` records
-                binds = any(name in returned for name, _ in _assigned_names(t))
-            else:
+            if tt is name_t:  # ``out = ...``, most assignments: one set lookup
+                if t.id not in returned:
+                    continue
+            elif tt is not tuple_t and tt is not list_t:
                 continue  # ``self.x = ...`` / ``d[k] = ...`` bind no local name
-            if binds:
-                key = _state_of(_unwrap(node.value), globals_)
-                if key is not None:
-                    keys.add(key)
+            # the value's state before an unpacking target's names (a walk each)
+            key = _state_of(_unwrap(node.value), globals_)
+            if key is not None and (tt is name_t or _binds(t, returned)):
+                keys.add(key)
+            continue
+        key = _state_of(_unwrap(node.value), globals_)  # ``a = b = ...``: one value for every target
+        if key is not None and any(_binds(t, returned) for t in targets):
+            keys.add(key)
     return keys
+
+
+def _binds(target: ast.AST, names: set[str]) -> bool:
+    """Whether an assignment target binds one of ``names`` (the names ``MiscFacts.flow`` records for
+    it: ``self.x = ...`` / ``d[k] = ...`` bind no local name)."""
+    tt = type(target)
+    if tt is ast.Name:
+        return target.id in names
+    if tt is ast.Tuple or tt is ast.List:
+        return any(name in names for name, _ in _assigned_names(target))
+    return False
 
 
 def _written_state(host: HostModule, globals_: set[str], keys: set[str]) -> bool:
