@@ -199,7 +199,7 @@ def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None or not misc_facts(host).uses(*_HALF_NEEDLES):
         return
-    if ctx.reference is None or not ctx.reference.is_fp32 or reference_uses_low_precision(ctx):
+    if ctx.reference is None or not ctx.reference.is_fp32:
         return
     facts = misc_facts(host)
     dtype_vars = _dtype_vars(host)
@@ -213,8 +213,8 @@ def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
                 facts.in_input_factory(call):
             continue
         by_owner.setdefault(facts.owner(call), []).append((call, got))
-    if not by_owner:
-        return  # no cast: what runs (reachability) is not needed
+    if not by_owner or reference_uses_low_precision(ctx):
+        return  # no cast: what runs (reachability) and the reference's own precision are not needed
     runs = facts.runs
     for owner, sites in by_owner.items():
         sites.sort(key=lambda s: (s[0].lineno, s[0].col_offset))
@@ -243,14 +243,17 @@ def autocast_region(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None or not misc_facts(host).uses(*_AUTOCAST_ATTRS):
         return
-    if ctx.reference is None or not ctx.reference.is_fp32 or reference_uses_low_precision(ctx):
+    if ctx.reference is None or not ctx.reference.is_fp32:
         return
     facts = misc_facts(host)
+    calls = [call for call in facts.calls_named(*_AUTOCAST_ATTRS) if facts.cname(call) in AUTOCAST and
+             _enabled(call) and not facts.is_main_guarded(call) and not facts.in_input_factory(call)]
+    # the autocast calls first: when there is none, the reference's own precision is not needed
+    if not calls or reference_uses_low_precision(ctx):
+        return
     dtype_vars = _dtype_vars(host)
-    for call in facts.calls_named(*_AUTOCAST_ATTRS):
+    for call in calls:
         name = facts.cname(call)
-        if name not in AUTOCAST or not _enabled(call) or facts.is_main_guarded(call) or facts.in_input_factory(call):
-            continue
         dtype_node = next((k.value for k in call.keywords if k.arg == "dtype"), None)
         if dtype_node is None and name in ("torch.set_autocast_gpu_dtype", "torch.set_autocast_dtype") and call.args:
             dtype_node = call.args[-1]
@@ -300,7 +303,7 @@ def tf32_enabled(ctx: ScanContext) -> Iterator[Hit]:
     if host is None or not misc_facts(host).uses("allow_tf32", "fp32_precision", "set_float32_matmul_precision"):
         return
     ref = ctx.reference
-    if ref is not None and (not ref.is_fp32 or reference_uses_low_precision(ctx)):
+    if ref is not None and not ref.is_fp32:
         return
     facts = misc_facts(host)
     events: list[tuple[ast.AST, str, str, object]] = []  # node, flag, kind, value
@@ -315,6 +318,10 @@ def tf32_enabled(ctx: ScanContext) -> Iterator[Hit]:
     for call in facts.calls_named("set_float32_matmul_precision"):
         if facts.cname(call) == MATMUL_PRECISION and call.args:
             events.append((call, MATMUL_PRECISION, "matmul", _flag_value(host, call.args[0])))
+    # the switches first: most files that name one never write it, and then the reference's own
+    # precision (its module indexed and its names resolved) is not needed
+    if not events or (ref is not None and reference_uses_low_precision(ctx)):
+        return
     for node, flag, kind, value in events:
         if facts.is_main_guarded(node):
             continue
