@@ -101,16 +101,18 @@ def kernel_only_epilogue(ctx: ScanContext) -> Iterator[Hit]:
     if not ref:
         return
     reported: set[int] = set()
+    heavy_ref = ref & HEAVY_FAMILIES  # the reference's heavy families (often none: then no op is heavy)
     for r in facts.forward_returns:
         if not r.flow.kernels:
             continue
         kernels = facts.kernels_of(r.flow)
         ops = facts.ops_of(r.flow)
         # the heavy op and a kernel on one data path: the op feeds a kernel, or a kernel feeds the op
-        # (a kernel on one branch and torch on another only meet in the join)
+        # (a kernel on one branch and torch on another only meet in the join); the path test comes
+        # first, as an op's families are built anew on each read
         before = set().union(*(k.input_ops for k in kernels)) if kernels else set()
-        heavy = [o for o in ops if o.families & ref & HEAVY_FAMILIES
-                 and (o.id in before or facts.op_input_kernels.get(o.id, frozenset()) & r.flow.kernels)]
+        heavy = [o for o in ops if (o.id in before or facts.op_input_kernels.get(o.id, frozenset()) & r.flow.kernels)
+                 and o.families & heavy_ref] if heavy_ref else []
         if heavy:
             op = rank_ops(heavy, ref)[0]
             if op.line in reported:

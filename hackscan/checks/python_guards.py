@@ -140,14 +140,16 @@ def shape_guarded_shortcut(ctx: ScanContext) -> Iterator[Hit]:
     ref = ctx.reference
     if facts is None or facts.forward is None or ref is None:
         return
-    dims, distinct = ref.dims, ref.distinctive_dims
-    names = ref.dim_names()
+    # the reference's dims (rebuilt on each read) only once a branch tests shapes: most have none
+    dims = distinct = names = None
     for b in facts.branches:
         if b.kind not in ("if", "ifexp") or not facts.feeds_output(b.function):
             continue
         cond = b.condition
         if cond.value_dependent or not cond.meta_args:
             continue
+        if dims is None:
+            dims, distinct, names = ref.dims, ref.distinctive_dims, ref.dim_names()
         lits = [v for v, _ in cond.shape_literals if v in dims]
         if not lits or not (any(v in distinct for v in lits) or len(set(lits)) >= 2):
             continue
@@ -206,7 +208,7 @@ def hardcoded_task_shape(ctx: ScanContext) -> Iterator[Hit]:
     distinct = frozenset(d for d in ref.distinctive_dims if d >= _MIN_DIM)
     if not distinct:
         return
-    names = ref.dim_names()
+    names = None  # the reference's names for its dims: only for a finding
     host = facts.host
     seen_lines: set[int] = set()
     for use in facts.shape_uses:
@@ -228,6 +230,8 @@ def hardcoded_task_shape(ctx: ScanContext) -> Iterator[Hit]:
         if not found:
             continue
         seen_lines.add(use.line)
+        if names is None:
+            names = ref.dim_names()
         v, node = found[0]
         values = list(dict.fromkeys(x for x, _ in found))
         shown = ", ".join(f"{x} (the reference's `{names[x]}`)" if x in names else str(x) for x in values)

@@ -224,6 +224,11 @@ def harness_path_fallback(ctx: ScanContext) -> Iterator[Hit]:
         cond = b.condition
         if cond.value_dependent:
             continue  # HS101 speaks for these; a flag only matters if the truth depends on it (then it is None)
+        # whichever arm the harness takes, it must be a torch path with a kernel on the other arm:
+        # when neither way round qualifies, the condition's truth (the costly part) cannot matter
+        if not ((b.orelse.kernels and _torch_path(b.body, b.body.terminates)) or
+                (b.body.kernels and _torch_path(b.orelse, b.body.terminates))):
+            continue
         model.reasons = []
         t = model.truth(cond.node)
         if t is None:

@@ -249,8 +249,14 @@ def call_counter_branch(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    if not host.of_type(ast.AugAssign) and not facts.mentions("+ 1"):
-        return
+    if not host.of_type(ast.AugAssign):
+        # without an augmented assignment only ``x = x + <constant>`` counts (``_counter_name``),
+        # and that needs a BinOp adding a constant: looked for before the text search, which reads
+        # the whole source (an exact pre-check of the pass below; the text test stays as it was)
+        add, const = ast.Add, ast.Constant
+        if not any(type(b.op) is add and type(b.right) is const for b in host.of_type(ast.BinOp)) or \
+                not facts.mentions("+ 1"):
+            return
     # a counter increment anywhere in the file (the reachable functions' are among them) before the
     # reachability the rest needs
     if not any(_counter_name(host, node) is not None for node in host.of_type(ast.AugAssign, ast.Assign)):

@@ -93,15 +93,23 @@ def _reference_uses_low_precision(ctx: ScanContext) -> bool:
 
 
 def _uses_half(mod, attributes: list, calls: list) -> bool:
-    if any(mod.canonical(node) in HALF_DTYPES for node in attributes):
+    # an attribute's canonical name ends with its own ``.attr`` (or is ''), so only attributes named
+    # like the last part of a half dtype / autocast name need resolving (same answers, most skipped)
+    if any(node.attr in _HALF_DTYPE_ATTRS and mod.canonical(node) in HALF_DTYPES for node in attributes):
         return True
     for call in calls:
         f = call.func
-        if isinstance(f, ast.Attribute) and f.attr in HALF_METHODS and not call.args:
-            return True
-        if mod.canonical(f) in AUTOCAST:
+        if type(f) is ast.Attribute:
+            if f.attr in HALF_METHODS and not call.args:
+                return True
+            if f.attr in _AUTOCAST_ATTRS and mod.canonical(f) in AUTOCAST:
+                return True
+        elif mod.canonical(f) in AUTOCAST:
             return True
     return False
+
+
+_HALF_DTYPE_ATTRS = frozenset(n.rsplit(".", 1)[-1] for n in HALF_DTYPES)
 
 
 def _half_expr(host, expr: ast.AST | None, dtype_vars: dict[str, str]) -> str | None:
@@ -158,24 +166,32 @@ def _cast_of(host, call: ast.Call, dtype_vars: dict[str, str]) -> str | None:
     return None
 
 
-def _dtype_dispatch(host, node: ast.AST, dtype_vars: dict[str, str], facts=None, depth: int = 0) -> bool:
+def _dtype_dispatch(host, node: ast.AST, dtype_vars: dict[str, str], facts=None, depth: int = 0,
+                    tested: dict[ast.AST, bool] | None = None) -> bool:
     """Inside a branch that tests for a half dtype: the cast only runs on half inputs.
 
     Also when the enclosing helper (``_forward_half``) is called only from such branches.
+    ``tested`` memoises, per ``if`` node, whether its test names a half dtype (casts of one
+    function share their enclosing branches; the answer depends only on the test).
     """
     fn = None
     for anc in host.ancestors(node):
         if isinstance(anc, (ast.If, ast.IfExp)):
-            for sub in subtree(anc.test):
-                if isinstance(sub, (ast.Attribute, ast.Name, ast.Constant)) and _half_expr(host, sub, dtype_vars):
-                    return True
+            half = tested.get(anc) if tested is not None else None
+            if half is None:
+                half = any(isinstance(sub, (ast.Attribute, ast.Name, ast.Constant)) and _half_expr(host, sub, dtype_vars)
+                           for sub in subtree(anc.test))
+                if tested is not None:
+                    tested[anc] = half
+            if half:
+                return True
         if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef)):
             fn = anc
             break
     if fn is None or facts is None or depth >= 2 or fn is facts.forward:
         return False
     sites = [c for g in facts.runs for c in facts.nodes_by_owner(ast.Call).get(g, ()) if fn in facts.call_targets(c)]
-    return bool(sites) and all(_dtype_dispatch(host, c, dtype_vars, facts, depth + 1) for c in sites)
+    return bool(sites) and all(_dtype_dispatch(host, c, dtype_vars, facts, depth + 1, tested) for c in sites)
 
 
 def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
@@ -183,21 +199,22 @@ def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None or not misc_facts(host).uses(*_HALF_NEEDLES):
         return
-    if ctx.reference is None or not ctx.reference.is_fp32 or reference_uses_low_precision(ctx):
+    if ctx.reference is None or not ctx.reference.is_fp32:
         return
     facts = misc_facts(host)
     dtype_vars = _dtype_vars(host)
     by_owner: dict[ast.AST | None, list[tuple[ast.Call, str]]] = {}
+    tested: dict[ast.AST, bool] = {}
     for call in host.of_type(ast.Call):
         if not (call.keywords or call.args or isinstance(call.func, ast.Attribute)):
             continue
         got = _cast_of(host, call, dtype_vars)
-        if not got or _dtype_dispatch(host, call, dtype_vars, facts) or facts.is_main_guarded(call) or \
+        if not got or _dtype_dispatch(host, call, dtype_vars, facts, tested=tested) or facts.is_main_guarded(call) or \
                 facts.in_input_factory(call):
             continue
         by_owner.setdefault(facts.owner(call), []).append((call, got))
-    if not by_owner:
-        return  # no cast: what runs (reachability) is not needed
+    if not by_owner or reference_uses_low_precision(ctx):
+        return  # no cast: what runs (reachability) and the reference's own precision are not needed
     runs = facts.runs
     for owner, sites in by_owner.items():
         sites.sort(key=lambda s: (s[0].lineno, s[0].col_offset))
@@ -226,14 +243,17 @@ def autocast_region(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None or not misc_facts(host).uses(*_AUTOCAST_ATTRS):
         return
-    if ctx.reference is None or not ctx.reference.is_fp32 or reference_uses_low_precision(ctx):
+    if ctx.reference is None or not ctx.reference.is_fp32:
         return
     facts = misc_facts(host)
+    calls = [call for call in facts.calls_named(*_AUTOCAST_ATTRS) if facts.cname(call) in AUTOCAST and
+             _enabled(call) and not facts.is_main_guarded(call) and not facts.in_input_factory(call)]
+    # the autocast calls first: when there is none, the reference's own precision is not needed
+    if not calls or reference_uses_low_precision(ctx):
+        return
     dtype_vars = _dtype_vars(host)
-    for call in facts.calls_named(*_AUTOCAST_ATTRS):
+    for call in calls:
         name = facts.cname(call)
-        if name not in AUTOCAST or not _enabled(call) or facts.is_main_guarded(call) or facts.in_input_factory(call):
-            continue
         dtype_node = next((k.value for k in call.keywords if k.arg == "dtype"), None)
         if dtype_node is None and name in ("torch.set_autocast_gpu_dtype", "torch.set_autocast_dtype") and call.args:
             dtype_node = call.args[-1]
@@ -283,7 +303,7 @@ def tf32_enabled(ctx: ScanContext) -> Iterator[Hit]:
     if host is None or not misc_facts(host).uses("allow_tf32", "fp32_precision", "set_float32_matmul_precision"):
         return
     ref = ctx.reference
-    if ref is not None and (not ref.is_fp32 or reference_uses_low_precision(ctx)):
+    if ref is not None and not ref.is_fp32:
         return
     facts = misc_facts(host)
     events: list[tuple[ast.AST, str, str, object]] = []  # node, flag, kind, value
@@ -298,6 +318,10 @@ def tf32_enabled(ctx: ScanContext) -> Iterator[Hit]:
     for call in facts.calls_named("set_float32_matmul_precision"):
         if facts.cname(call) == MATMUL_PRECISION and call.args:
             events.append((call, MATMUL_PRECISION, "matmul", _flag_value(host, call.args[0])))
+    # the switches first: most files that name one never write it, and then the reference's own
+    # precision (its module indexed and its names resolved) is not needed
+    if not events or (ref is not None and reference_uses_low_precision(ctx)):
+        return
     for node, flag, kind, value in events:
         if facts.is_main_guarded(node):
             continue

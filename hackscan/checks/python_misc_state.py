@@ -186,35 +186,84 @@ def _key_kind(facts: MiscFacts, point: ast.AST, fn: ast.AST) -> str:
     return "unconditionally"
 
 
-def _may_return_state(host: HostModule, globals_: set[str]) -> bool:
-    """Whether some ``return`` of the file may hand back persistent state: a returned value that is
-    state itself, or a returned name that some assignment binds to state.  An exact pre-check for
-    HS130, whose candidates are the same returns and assignments of the reachable functions (a
-    subset of the file's), tested the same way."""
+def _returned_state(host: HostModule, globals_: set[str]) -> set[str]:
+    """Every state some ``return`` of the file may hand back: a returned value that is state itself,
+    or a returned name that some assignment binds to state.  HS130's candidates are the same
+    returns and assignments of the reachable functions (a subset of the file's), tested the same
+    way, so their state keys are a subset of these."""
+    keys: set[str] = set()
     returned: set[str] = set()
+    name_t, tuple_t, list_t = ast.Name, ast.Tuple, ast.List
     for ret in host.of_type(ast.Return):
-        if ret.value is None:
+        value = ret.value
+        if value is None:
             continue
-        for v in (ret.value.elts if isinstance(ret.value, ast.Tuple) else [ret.value]):
+        for v in (value.elts if type(value) is tuple_t else (value,)):
+            if type(v) is name_t:  # ``return out``, the common case: ``_unwrap`` and ``_state_of`` inlined
+                n = v.id
+                if n in globals_ or "global:" + n in globals_:
+                    keys.add(n)
+                else:
+                    returned.add(n)
+                continue
             v = _unwrap(v)
-            if isinstance(v, (ast.Attribute, ast.Subscript, ast.Call, ast.Name)) and \
-                    _state_of(v, globals_) is not None:
-                return True
-            if isinstance(v, ast.Name):
+            key = _state_of(v, globals_) if isinstance(v, (ast.Attribute, ast.Subscript, ast.Call, ast.Name)) \
+                else None
+            if key is not None:
+                keys.add(key)
+            elif type(v) is name_t:
                 returned.add(v.id)
     if not returned:
-        return False
+        return keys
     for node in host.of_type(ast.Assign):
-        for t in node.targets:
+        targets = node.targets
+        if len(targets) == 1:
+            t = targets[0]
             tt = type(t)
-            if tt is ast.Name:
-                binds = t.id in returned
-            elif tt is ast.Tuple or tt is ast.List:  # unpacking: the names ``MiscFacts.flow`` records
-                binds = any(name in returned for name, _ in _assigned_names(t))
-            else:
+            if tt is name_t:  # ``out = ...``, most assignments: one set lookup
+                if t.id not in returned:
+                    continue
+            elif tt is not tuple_t and tt is not list_t:
                 continue  # ``self.x = ...`` / ``d[k] = ...`` bind no local name
-            if binds and _state_of(_unwrap(node.value), globals_) is not None:
-                return True
+            # the value's state before an unpacking target's names (a walk each)
+            key = _state_of(_unwrap(node.value), globals_)
+            if key is not None and (tt is name_t or _binds(t, returned)):
+                keys.add(key)
+            continue
+        key = _state_of(_unwrap(node.value), globals_)  # ``a = b = ...``: one value for every target
+        if key is not None and any(_binds(t, returned) for t in targets):
+            keys.add(key)
+    return keys
+
+
+def _binds(target: ast.AST, names: set[str]) -> bool:
+    """Whether an assignment target binds one of ``names`` (the names ``MiscFacts.flow`` records for
+    it: ``self.x = ...`` / ``d[k] = ...`` bind no local name)."""
+    tt = type(target)
+    if tt is ast.Name:
+        return target.id in names
+    if tt is ast.Tuple or tt is ast.List:
+        return any(name in names for name, _ in _assigned_names(target))
+    return False
+
+
+def _written_state(host: HostModule, globals_: set[str], keys: set[str]) -> bool:
+    """Whether some write anywhere in the file may put names' values into one of ``keys``: the
+    writes ``_state_writes`` considers are those of the reachable functions (a subset of the
+    file's), and it drops the same ones whose values carry no names, so none of them can be
+    tainted when this is False."""
+    for node in host.of_type(ast.Assign, ast.AugAssign):
+        targets = node.targets if type(node) is ast.Assign else [node.target]
+        for t in targets:
+            for tt in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+                if isinstance(tt, (ast.Attribute, ast.Subscript, ast.Name)) and _state_of(tt, globals_) in keys \
+                        and value_names(node.value):
+                    return True
+    for call in host.of_type(ast.Call):
+        f = call.func
+        if type(f) is ast.Attribute and f.attr in _STATE_WRITERS and _state_of(f.value, globals_) in keys and \
+                any(value_names(v) for v in list(call.args) + [k.value for k in call.keywords]):
+            return True
     return False
 
 
@@ -225,8 +274,10 @@ def stale_cached_output(ctx: ScanContext) -> Iterator[Hit]:
         return
     facts = misc_facts(host)
     globals_ = _global_containers(facts)
-    if not _may_return_state(host, globals_):
-        return  # most files: no return anywhere can hand back state, and reachability is not needed
+    returned = _returned_state(host, globals_)
+    if not returned or not _written_state(host, globals_, returned):
+        return  # most files: no return anywhere can hand back state that some write fills with
+        # values, and neither reachability nor the inputs' taint is needed
     if not facts.reachable:
         return
     # returns of persistent state come first: most files return a fresh local and stop here

@@ -324,11 +324,12 @@ class MiscFacts:
         return out
 
     @cached_property
-    def idents(self) -> frozenset[str]:
+    def idents(self) -> set[str]:
         """Every identifier the file uses: names, attributes, keyword arguments, defined and imported names.
 
         Rules test their trigger words against it (``facts.uses("autocast")``): one set lookup per
-        word, where a substring search of the source would cost a pass over the text each.
+        word, where a substring search of the source would cost a pass over the text each.  A plain
+        set, read only (a frozen copy of it would cost a pass more on every file).
         """
         get = self.host.nodes.get
         out: set[str] = set(map(_ID, get(ast.Name, ())))
@@ -345,7 +346,7 @@ class MiscFacts:
             out.update(a.name.split("."))
             if a.asname:
                 out.add(a.asname)
-        return frozenset(out)
+        return out
 
     def uses(self, *names: str) -> bool:
         """Whether the file uses any of these identifiers (see ``idents``)."""
