@@ -31,6 +31,10 @@ UNUSED_SUPPRESSION = "HS004"
 ANALYSIS_FAILURE = "HS005"
 INPUT_ERROR = "HS006"
 
+# one rule of a scan plan: the rule, its check function (None when it failed to resolve), and its
+# id, options and ``requires_reference``
+_PlanEntry = tuple[Rule, "Callable[..., Any] | None", str, Any, bool]
+
 
 @dataclass(frozen=True)
 class ScanOptions:
@@ -49,7 +53,7 @@ class StaticScanner:
         self._selected_ids = {r.id for r in selected}
         self._plans: list[tuple[Rule, frozenset[str], Callable[..., Any] | None]] | None = None
         # the plan narrowed to the rules that apply to one set of languages (a handful of sets occur)
-        self._plans_for: dict[frozenset[str], list[tuple[Rule, Callable[..., Any] | None]]] = {}
+        self._plans_for: dict[frozenset[str], list[_PlanEntry]] = {}
 
     def _plan(self) -> list[tuple[Rule, frozenset[str], Callable[..., Any] | None]]:
         """Each rule with the languages that make it apply (``any`` stands for all; a CUDA rule
@@ -69,12 +73,15 @@ class StaticScanner:
             self._plans = plans
         return self._plans
 
-    def _plan_for(self, langs: frozenset[str]) -> list[tuple[Rule, Callable[..., Any] | None]]:
+    def _plan_for(self, langs: frozenset[str]) -> list[_PlanEntry]:
         """The rules of ``_plan`` that apply to a submission with units in ``langs``, in plan order:
-        worked out once per language set rather than tested rule by rule in every scan."""
+        worked out once per language set rather than tested rule by rule in every scan.  Each
+        comes with the fields ``_run_rules`` reads of it (a rule is frozen), unpacked once here
+        rather than read attribute by attribute for every rule of every scan."""
         plan = self._plans_for.get(langs)
         if plan is None:
-            plan = [(rule, check) for rule, applies_to, check in self._plan()
+            plan = [(rule, check, rule.id, rule.options, rule.requires_reference)
+                    for rule, applies_to, check in self._plan()
                     if "any" in applies_to or not applies_to.isdisjoint(langs)]
             self._plans_for[langs] = plan  # racing threads store equal lists
         return plan
@@ -157,12 +164,12 @@ class StaticScanner:
         findings: list[Finding] = []
         skipped: list[SkippedRule] = []
         from_hit = self._from_hit
-        for rule, check in self._plan_for(ctx.languages):
-            if rule.requires_reference and ctx.reference is None:
+        for rule, check, rule_id, options, requires_reference in self._plan_for(ctx.languages):
+            if requires_reference and ctx.reference is None:
                 why = "no reference given" if not sub.reference else "the reference could not be parsed"
-                skipped.append(SkippedRule(rule.id, why))
+                skipped.append(SkippedRule(rule_id, why))
                 continue
-            ctx.rule_id, ctx.rule_defaults = rule.id, rule.options
+            ctx.rule_id, ctx.rule_defaults = rule_id, options
             try:
                 hits = list((check or rule.check_function())(ctx) or ())
             except Exception as exc:

@@ -71,7 +71,9 @@ class ReferenceFacts:
     parameters: tuple[str, ...] = ()
     dtype: str = "float32"
 
-    @property
+    # ``dims`` and ``distinctive_dims`` are cached: rules read them several times per scan, and
+    # what they derive from (``inputs``, ``init_inputs``) never changes once built
+    @cached_property
     def dims(self) -> frozenset[int]:
         """Every integer that is a dimension of a reference input, or an init argument."""
         out: set[int] = set()
@@ -85,7 +87,7 @@ class ReferenceFacts:
                 out.update(x for x in v if isinstance(x, int) and not isinstance(x, bool))
         return frozenset(out)
 
-    @property
+    @cached_property
     def distinctive_dims(self) -> frozenset[int]:
         """Dims that are unlikely to be a block/tile/warp size by coincidence.
 
