@@ -943,7 +943,14 @@ class _UnitBuilder:
             self._define(c)
 
     def _call(self, fn: Function, call: ts.Node, launch: bool = True) -> None:
-        func = call.child_by_field_name("function")
+        # ``function`` is the first part of every call_expression rule (then the optional
+        # ``<<<...>>>`` and the arguments), and a node's leading comments belong to its parent, so
+        # in an error-free call it is the first child: read by position, the field lookup costs more
+        if call.has_error:
+            func = call.child_by_field_name("function")
+        else:
+            kids = call.children
+            func = kids[0] if kids else None
         if func is None:
             return
         config = kernel_config(call) if launch else None
@@ -983,6 +990,7 @@ class _UnitBuilder:
                 type_node, type_at = _type_field(node, kids, i, c)
                 break
         type_text = compact(type_node)
+        local_types = fn.local_types
         for decl in _declarators(node, kids, type_at):
             if decl.type == "init_declarator":
                 target, value = _init_parts(decl)
@@ -996,11 +1004,11 @@ class _UnitBuilder:
             if name_node is None:
                 continue
             name = text(name_node)
-            fn.local_types[name] = type_text + suffix
+            local_types[name] = vtype = type_text + suffix
             if value is not None:
                 fn.assigned.setdefault(name, []).append(value)
             if static:
-                fn.static_locals.append(Variable(name, fn.local_types[name], self.x.name, self.unit, node, fn,
+                fn.static_locals.append(Variable(name, vtype, self.x.name, self.unit, node, fn,
                                                  static=True, const=(const or constexpr) and "*" not in suffix,
                                                  init=value))
             if value is not None and (constexpr or (const and type_text in _INT_TYPES)):
