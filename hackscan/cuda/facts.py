@@ -890,10 +890,6 @@ class _UnitBuilder:
             arith = caps.pop(_ARITH_CAPTURE, None)
             if arith:
                 fn.arith = arith
-        # the calls with a ``<<<...>>>`` child, from the same query: only these need their
-        # children listed (``kernel_config``), the other calls are plain
-        launch_calls = caps.pop(_LAUNCH_CAPTURE, None)
-        launch_ids = {c.id for c in launch_calls} if launch_calls else _NO_IDS
         nodes = fn.nodes
         for t, found in caps.items():
             if len(found) > 1:
@@ -907,7 +903,7 @@ class _UnitBuilder:
         if calls:
             call = self._call
             for c in calls:
-                call(fn, c, c.id in launch_ids)
+                call(fn, c)
         decls = nodes.get("declaration")
         if decls:
             local = self._local_declaration
@@ -942,15 +938,20 @@ class _UnitBuilder:
         for c in nodes.get("preproc_def", ()):
             self._define(c)
 
-    def _call(self, fn: Function, call: ts.Node, launch: bool = True) -> None:
-        # ``function`` is the first part of every call_expression rule (then the optional
-        # ``<<<...>>>`` and the arguments), and a node's leading comments belong to its parent, so
-        # in an error-free call it is the first child: read by position, the field lookup costs more
+    def _call(self, fn: Function, call: ts.Node) -> None:
+        # ``function`` is the first part of every call_expression rule, and a node's leading
+        # comments belong to its parent, so in an error-free call it is the first child: read by
+        # position, the field lookup costs more.  A launch's ``<<<...>>>`` (``kernel_call_syntax``)
+        # comes right after it (the CUDA rule: function, kernel_call_syntax, arguments), or after
+        # comments; so only a call whose second child is one of these two needs its children
+        # searched (``kernel_config``).  An erroneous call is searched as it is.
         if call.has_error:
             func = call.child_by_field_name("function")
+            launch = True
         else:
             kids = call.children
             func = kids[0] if kids else None
+            launch = len(kids) > 2 and kids[1].type in _LAUNCH_SECOND
         if func is None:
             return
         config = kernel_config(call) if launch else None
@@ -1093,14 +1094,15 @@ BODY_TYPES = ("call_expression", "declaration", "assignment_expression", "update
 _local_cursor = threading.local()
 
 
-_LAUNCH_CAPTURE = "launch.call"  # a capture name no node type has: calls that launch with ``<<<...>>>``
+# the second child of an error-free call that may be a launch (see ``_UnitBuilder._call``)
+_LAUNCH_SECOND = frozenset({"kernel_call_syntax", "comment"})
 _LAUNCH_APIS = frozenset({"cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaLaunchKernelEx", "cuLaunchKernel"})
-_NO_IDS: frozenset[int] = frozenset()
 
 
 def _body_patterns() -> str:
-    """What a function body's query captures: every ``BODY_TYPES`` node and every launch."""
-    return " ".join(f"({t}) @{t}" for t in BODY_TYPES) + f' (call_expression (kernel_call_syntax)) @{_LAUNCH_CAPTURE}'
+    """What a function body's query captures: every ``BODY_TYPES`` node (launches are calls,
+    told apart by their children: ``_UnitBuilder._call``)."""
+    return " ".join(f"({t}) @{t}" for t in BODY_TYPES)
 
 
 @functools.lru_cache(maxsize=1)
