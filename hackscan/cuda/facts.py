@@ -1213,7 +1213,7 @@ def _params(plist: ts.Node | None) -> tuple[Param, ...]:
         if p.type not in ("parameter_declaration", "optional_parameter_declaration"):
             continue
         kids = p.children
-        type_node, decl = _param_parts(p, kids)
+        type_node, decl, const_seen = _param_parts(p, kids)
         name_node, suffix = _declarator_parts(decl)
         name = text(name_node) if name_node is not None else ""
         ptype = compact(type_node)
@@ -1224,8 +1224,10 @@ def _params(plist: ts.Node | None) -> tuple[Param, ...]:
         pointer = "*" in suffix or "[]" in suffix or (tensor_named and bool(_ACCESSOR_TYPE.search(ptype)))
         # ``const float* x`` is a pointer to const; ``float* const x`` is a const pointer (storable).
         # A qualifier node is its one keyword, so its bytes compare as its compacted text would
-        const = ("*" in suffix or not pointer) and any(
-            c.type == "type_qualifier" and c.text == b"const" for c in kids)
+        # (``_param_parts`` already looked at every child when it read the common shape by position)
+        const = ("*" in suffix or not pointer) and (
+            const_seen if const_seen is not None else
+            any(c.type == "type_qualifier" and c.text == b"const" for c in kids))
         out.append(Param(name, len(out), ptype + suffix, pointer, const, is_tensor))
     return tuple(out)
 
@@ -1238,21 +1240,27 @@ _PARAM_DECLARATORS = frozenset({"identifier", "pointer_declarator", "reference_d
 _MODIFIERS = ("storage_class_specifier", "type_qualifier", "comment")
 
 
-def _param_parts(p: ts.Node, kids: list[ts.Node]) -> tuple[ts.Node | None, ts.Node | None]:
+def _param_parts(p: ts.Node, kids: list[ts.Node]) -> tuple[ts.Node | None, ts.Node | None, bool | None]:
     """``type`` and ``declarator`` of a parameter declaration, by position for the common shapes
-    (leading qualifiers, the type, then nothing or one declarator) of an error-free node."""
+    (leading qualifiers, the type, then nothing or one declarator) of an error-free node; and
+    whether a child is the qualifier ``const``, known in those shapes (every child but the type
+    and the declarator was a leading modifier looked at here), None otherwise."""
     if not p.has_error:
+        const = False
         for i, c in enumerate(kids):
-            if c.type in _MODIFIERS:
+            t = c.type
+            if t in _MODIFIERS:
+                if t == "type_qualifier" and c.text == b"const":
+                    const = True
                 continue
-            if c.type in _TYPE_SPECIFIERS:
+            if t in _TYPE_SPECIFIERS:
                 rest = len(kids) - i - 1
                 if rest == 0:
-                    return c, None
+                    return c, None, const
                 if rest == 1 and kids[i + 1].type in _PARAM_DECLARATORS:
-                    return c, kids[i + 1]
+                    return c, kids[i + 1], const
             break
-    return p.child_by_field_name("type"), p.child_by_field_name("declarator")
+    return p.child_by_field_name("type"), p.child_by_field_name("declarator"), None
 
 
 def functions_named(facts: CudaFacts, names_: Iterable[str]) -> list[Function]:
