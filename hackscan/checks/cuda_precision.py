@@ -131,19 +131,23 @@ def reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
     # per unit: does its text hold "fragment<" / "tf32" / a half type's name ("alf" of half and
     # Half, "loat16" of bfloat16 and BFloat16) at all (searched once, not per function; a body's
     # bytes are part of its unit's text, which the tree was parsed from)
-    unit_words: dict[str, tuple[bool, bool, bool]] = {}
+    # Each word is searched only when first asked for: "fragment<" only where a function narrows,
+    # "tf32" only where none does.
+    unit_words: dict[tuple[str, int], bool] = {}
+    searches = (lambda src: "fragment<" in src, lambda src: "tf32" in src,
+                lambda src: "alf" in src or "loat16" in src)
 
-    def words(unit) -> tuple[bool, bool, bool]:
-        got = unit_words.get(unit.id)
+    def word(unit, i: int) -> bool:
+        key = (unit.id, i)
+        got = unit_words.get(key)
         if got is None:
-            src = unit.text
-            got = unit_words[unit.id] = ("fragment<" in src, "tf32" in src, "alf" in src or "loat16" in src)
+            got = unit_words[key] = searches[i](unit.text)
         return got
 
     def computes_half(ext: str) -> bool:
         got = by_ext_math.get(ext)
         if got is None:
-            got = by_ext_math[ext] = any(_half_math(g, words(g.unit)[0]) for g in facts.functions if g.ext == ext)
+            got = by_ext_math[ext] = any(_half_math(g, word(g.unit, 0)) for g in facts.functions if g.ext == ext)
         return got
 
     for fn in facts.functions:
@@ -155,7 +159,7 @@ def reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
                 yield ctx.hit(c.pos, severity=Severity.ERROR, confidence=Confidence.HIGH,
                               args={"function": fn.name, "what": f"turns TF32 on with `{c.name}`"},
                               evidence={"call": c.name})
-        narrow = _narrowing(fn, words(fn.unit)[2])
+        narrow = _narrowing(fn, word(fn.unit, 2))
         if narrow:
             node, what = narrow[0]
             computes = computes_half(fn.ext)
@@ -166,7 +170,7 @@ def reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
                           args={"function": fn.name, "what": what + suffix},
                           evidence={"conversions": len(narrow), "half_math": computes})
             continue
-        tf = _tf32(fn, words(fn.unit)[1])
+        tf = _tf32(fn, word(fn.unit, 1))
         if tf:
             yield ctx.hit(pos_of(fn.unit, tf[0]), severity=Severity.WARNING, confidence=Confidence.MEDIUM,
                           args={"function": fn.name, "what": "computes with TF32 tensor cores (10-bit mantissa)"},

@@ -890,10 +890,6 @@ class _UnitBuilder:
             arith = caps.pop(_ARITH_CAPTURE, None)
             if arith:
                 fn.arith = arith
-        # the calls with a ``<<<...>>>`` child, from the same query: only these need their
-        # children listed (``kernel_config``), the other calls are plain
-        launch_calls = caps.pop(_LAUNCH_CAPTURE, None)
-        launch_ids = {c.id for c in launch_calls} if launch_calls else _NO_IDS
         nodes = fn.nodes
         for t, found in caps.items():
             if len(found) > 1:
@@ -907,7 +903,7 @@ class _UnitBuilder:
         if calls:
             call = self._call
             for c in calls:
-                call(fn, c, c.id in launch_ids)
+                call(fn, c)
         decls = nodes.get("declaration")
         if decls:
             local = self._local_declaration
@@ -942,8 +938,20 @@ class _UnitBuilder:
         for c in nodes.get("preproc_def", ()):
             self._define(c)
 
-    def _call(self, fn: Function, call: ts.Node, launch: bool = True) -> None:
-        func = call.child_by_field_name("function")
+    def _call(self, fn: Function, call: ts.Node) -> None:
+        # ``function`` is the first part of every call_expression rule, and a node's leading
+        # comments belong to its parent, so in an error-free call it is the first child: read by
+        # position, the field lookup costs more.  A launch's ``<<<...>>>`` (``kernel_call_syntax``)
+        # comes right after it (the CUDA rule: function, kernel_call_syntax, arguments), or after
+        # comments; so only a call whose second child is one of these two needs its children
+        # searched (``kernel_config``).  An erroneous call is searched as it is.
+        if call.has_error:
+            func = call.child_by_field_name("function")
+            launch = True
+        else:
+            kids = call.children
+            func = kids[0] if kids else None
+            launch = len(kids) > 2 and kids[1].type in _LAUNCH_SECOND
         if func is None:
             return
         config = kernel_config(call) if launch else None
@@ -983,6 +991,7 @@ class _UnitBuilder:
                 type_node, type_at = _type_field(node, kids, i, c)
                 break
         type_text = compact(type_node)
+        local_types = fn.local_types
         for decl in _declarators(node, kids, type_at):
             if decl.type == "init_declarator":
                 target, value = _init_parts(decl)
@@ -996,11 +1005,11 @@ class _UnitBuilder:
             if name_node is None:
                 continue
             name = text(name_node)
-            fn.local_types[name] = type_text + suffix
+            local_types[name] = vtype = type_text + suffix
             if value is not None:
                 fn.assigned.setdefault(name, []).append(value)
             if static:
-                fn.static_locals.append(Variable(name, fn.local_types[name], self.x.name, self.unit, node, fn,
+                fn.static_locals.append(Variable(name, vtype, self.x.name, self.unit, node, fn,
                                                  static=True, const=(const or constexpr) and "*" not in suffix,
                                                  init=value))
             if value is not None and (constexpr or (const and type_text in _INT_TYPES)):
@@ -1085,14 +1094,15 @@ BODY_TYPES = ("call_expression", "declaration", "assignment_expression", "update
 _local_cursor = threading.local()
 
 
-_LAUNCH_CAPTURE = "launch.call"  # a capture name no node type has: calls that launch with ``<<<...>>>``
+# the second child of an error-free call that may be a launch (see ``_UnitBuilder._call``)
+_LAUNCH_SECOND = frozenset({"kernel_call_syntax", "comment"})
 _LAUNCH_APIS = frozenset({"cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaLaunchKernelEx", "cuLaunchKernel"})
-_NO_IDS: frozenset[int] = frozenset()
 
 
 def _body_patterns() -> str:
-    """What a function body's query captures: every ``BODY_TYPES`` node and every launch."""
-    return " ".join(f"({t}) @{t}" for t in BODY_TYPES) + f' (call_expression (kernel_call_syntax)) @{_LAUNCH_CAPTURE}'
+    """What a function body's query captures: every ``BODY_TYPES`` node (launches are calls,
+    told apart by their children: ``_UnitBuilder._call``)."""
+    return " ".join(f"({t}) @{t}" for t in BODY_TYPES)
 
 
 @functools.lru_cache(maxsize=1)
@@ -1203,7 +1213,7 @@ def _params(plist: ts.Node | None) -> tuple[Param, ...]:
         if p.type not in ("parameter_declaration", "optional_parameter_declaration"):
             continue
         kids = p.children
-        type_node, decl = _param_parts(p, kids)
+        type_node, decl, const_seen = _param_parts(p, kids)
         name_node, suffix = _declarator_parts(decl)
         name = text(name_node) if name_node is not None else ""
         ptype = compact(type_node)
@@ -1214,8 +1224,10 @@ def _params(plist: ts.Node | None) -> tuple[Param, ...]:
         pointer = "*" in suffix or "[]" in suffix or (tensor_named and bool(_ACCESSOR_TYPE.search(ptype)))
         # ``const float* x`` is a pointer to const; ``float* const x`` is a const pointer (storable).
         # A qualifier node is its one keyword, so its bytes compare as its compacted text would
-        const = ("*" in suffix or not pointer) and any(
-            c.type == "type_qualifier" and c.text == b"const" for c in kids)
+        # (``_param_parts`` already looked at every child when it read the common shape by position)
+        const = ("*" in suffix or not pointer) and (
+            const_seen if const_seen is not None else
+            any(c.type == "type_qualifier" and c.text == b"const" for c in kids))
         out.append(Param(name, len(out), ptype + suffix, pointer, const, is_tensor))
     return tuple(out)
 
@@ -1228,21 +1240,27 @@ _PARAM_DECLARATORS = frozenset({"identifier", "pointer_declarator", "reference_d
 _MODIFIERS = ("storage_class_specifier", "type_qualifier", "comment")
 
 
-def _param_parts(p: ts.Node, kids: list[ts.Node]) -> tuple[ts.Node | None, ts.Node | None]:
+def _param_parts(p: ts.Node, kids: list[ts.Node]) -> tuple[ts.Node | None, ts.Node | None, bool | None]:
     """``type`` and ``declarator`` of a parameter declaration, by position for the common shapes
-    (leading qualifiers, the type, then nothing or one declarator) of an error-free node."""
+    (leading qualifiers, the type, then nothing or one declarator) of an error-free node; and
+    whether a child is the qualifier ``const``, known in those shapes (every child but the type
+    and the declarator was a leading modifier looked at here), None otherwise."""
     if not p.has_error:
+        const = False
         for i, c in enumerate(kids):
-            if c.type in _MODIFIERS:
+            t = c.type
+            if t in _MODIFIERS:
+                if t == "type_qualifier" and c.text == b"const":
+                    const = True
                 continue
-            if c.type in _TYPE_SPECIFIERS:
+            if t in _TYPE_SPECIFIERS:
                 rest = len(kids) - i - 1
                 if rest == 0:
-                    return c, None
+                    return c, None, const
                 if rest == 1 and kids[i + 1].type in _PARAM_DECLARATORS:
-                    return c, kids[i + 1]
+                    return c, kids[i + 1], const
             break
-    return p.child_by_field_name("type"), p.child_by_field_name("declarator")
+    return p.child_by_field_name("type"), p.child_by_field_name("declarator"), None
 
 
 def functions_named(facts: CudaFacts, names_: Iterable[str]) -> list[Function]:

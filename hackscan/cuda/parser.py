@@ -62,9 +62,20 @@ _TOKEN_TYPES = frozenset({"identifier", "primitive_type", "type_identifier", "fi
 
 def compact(node: ts.Node | None) -> str:
     """Node text without whitespace: ``at :: matmul`` and ``at::matmul`` compare equal."""
-    if node is not None and node.type in _TOKEN_TYPES:
-        return text(node)
-    return "".join(text(node).split())
+    # ``text`` inlined (one Python call less on the hot path: every declared type and parameter
+    # type is compacted); the same decoding and the same fallback
+    if node is None:
+        return ""
+    raw = node.text
+    if raw is None:
+        return ""
+    try:
+        s = raw.decode()
+    except UnicodeDecodeError:
+        s = raw.decode("utf-8", errors="replace")
+    if node.type in _TOKEN_TYPES:
+        return s
+    return "".join(s.split())
 
 
 def strip_parens(node: ts.Node) -> ts.Node:
