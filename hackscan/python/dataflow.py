@@ -1137,12 +1137,18 @@ class _Analyser:
         return got
 
     def _holder_state_name(self, chain: str) -> str:
-        parts = chain.split(".")
-        for i in range(len(parts), 0, -1):
-            holder = self.facts.holders.get(".".join(parts[:i]))
+        # the chain, then its prefixes shorter by one name at a time (``a.b.c``, ``a.b``, ``a``): the
+        # nearest holder decides.  ``rpartition`` yields the keys the joins of ``split``'s parts did
+        holders = self.facts.holders
+        key = chain
+        while True:
+            holder = holders.get(key)
             if holder is not None:
                 if holder.kind in _PARAM_HOLDERS:
                     return f"param:{chain}"
+                break
+            key, dot, _last = key.rpartition(".")
+            if not dot:
                 break
         return f"self.{chain}"
 

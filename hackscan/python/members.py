@@ -65,21 +65,44 @@ class FunctionIndex:
     def __init__(self, host: HostModule):
         self.host = host
         self._cache: dict[ast.AST, tuple[list[ast.AST], list[ast.Call], list[ast.FunctionDef]]] = {}
-        self._nodes: dict[str, list[ast.AST]] = {}
 
-    def _within(self, key: str, types: tuple[type, ...], lo: tuple[int, int], hi: tuple[int, int]) -> list[ast.AST]:
+    def _within(self, types: tuple[type, ...], lo: tuple[int, int], hi: tuple[int, int],
+                start: tuple[int, int]) -> list[ast.AST]:
         """The nodes of ``types`` that start after ``lo`` and lie within ``hi``, by position.
 
-        A linear filter of the file's nodes, then a sort of the few that pass: a file asks about one
-        or two functions, so sorting every node of the file once costs more.  The stable sort of the
-        filtered nodes orders them exactly as the filtered run of the sorted file would (ties too)."""
-        nodes = self._nodes.get(key)
-        if nodes is None:
-            nodes = self._nodes[key] = self.host.of_type(*types)
-        l0, l1 = lo[0], hi[0]
-        out = [n for n in nodes
-               if l0 <= n.lineno <= l1 and lo < (n.lineno, n.col_offset) <= hi  # type: ignore[attr-defined]
-               and ((n.end_lineno or n.lineno), n.end_col_offset or 0) <= hi]  # type: ignore[attr-defined]
+        ``start`` is where the function's decorators begin (``lo`` without them).  The nodes between
+        ``start`` and ``hi`` are exactly the function's subtree, and ``index_tree`` lists each type's
+        nodes in pre-order (depth first): a subtree's nodes of a type are one contiguous run of its
+        list.  So each list is read up to the end of that run only (the nodes before and after it lie
+        outside the span), not to its end; within the run the decorators' nodes are left out by ``lo``.
+        The stable sort of the nodes found orders them exactly as the filtered run of the sorted file
+        would (ties too)."""
+        out: list[ast.AST] = []
+        s0, l1 = start[0], hi[0]
+        nodes_of = self.host.nodes
+        for t in types:
+            nodes = nodes_of.get(t)
+            if not nodes:
+                continue
+            it = iter(nodes)
+            for n in it:  # up to the first node of the run
+                ln = n.lineno  # type: ignore[attr-defined]
+                if s0 <= ln <= l1 and start <= (ln, n.col_offset) and \
+                        ((n.end_lineno or ln), n.end_col_offset or 0) <= hi:  # type: ignore[attr-defined]
+                    break
+            else:
+                continue
+            while True:  # the run: nodes within ``start`` .. ``hi``
+                pos = (n.lineno, n.col_offset)  # type: ignore[attr-defined]
+                if lo < pos:
+                    out.append(n)
+                n = next(it, None)
+                if n is None:
+                    break
+                ln = n.lineno  # type: ignore[attr-defined]
+                if not (s0 <= ln <= l1 and start <= (ln, n.col_offset) and
+                        ((n.end_lineno or ln), n.end_col_offset or 0) <= hi):  # type: ignore[attr-defined]
+                    break
         if len(out) > 1:
             out.sort(key=_POSITION)
         return out
@@ -90,11 +113,14 @@ class FunctionIndex:
             return found
         if isinstance(fn, ast.Module):
             lo, hi = (0, -1), (10**9, 0)
+            start = lo
         else:
             lo, hi = (fn.lineno, fn.col_offset), (fn.end_lineno or fn.lineno, fn.end_col_offset or 0)
+            decorators = getattr(fn, "decorator_list", None)
+            start = min(lo, *((d.lineno, d.col_offset) for d in decorators)) if decorators else lo
 
         def within(key: str, types: tuple[type, ...]) -> list[ast.AST]:
-            return self._within(key, types, lo, hi)
+            return self._within(types, lo, hi, start)
 
         nested = [((d.lineno, d.col_offset), ((d.end_lineno or d.lineno), d.end_col_offset or 0), d)
                   for d in within("defs", (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) if d is not fn]
