@@ -48,7 +48,11 @@ def rank_ops(ops: Iterable[TorchOp], ref_fams: frozenset[str]) -> list[TorchOp]:
         # iterates in an order that follows memory addresses, so the first op must not depend on it
         return (0 if in_ref and heavy else 1 if in_ref else 2 if heavy else 3, op.line, op.name,
                 getattr(op.node, "col_offset", 0), op.id)
-    return sorted(set(ops), key=key)
+    # duplicates dropped by identity, not by the dataclass's equality (a hash of all six fields per
+    # op): every TorchOp is made once per op id (``dataflow._op``) and the ops given here come from
+    # one file's facts, so two equal ops are the same object (equal ops have equal ids); ``key`` ends
+    # with the id, so the order does not depend on which duplicate was kept either
+    return sorted({id(op): op for op in ops}.values(), key=key)
 
 
 def is_reference_op(op: TorchOp, ref_fams: frozenset[str]) -> bool:
