@@ -160,7 +160,7 @@ class StaticScanner:
         )
 
     def _run_rules(self, sub: Submission, ctx: ScanContext,
-                   lines: "_Lines | None" = None) -> tuple[list[Finding], list[SkippedRule]]:
+                   lines: _Lines | None = None) -> tuple[list[Finding], list[SkippedRule]]:
         findings: list[Finding] = []
         skipped: list[SkippedRule] = []
         from_hit = self._from_hit
@@ -198,7 +198,7 @@ class StaticScanner:
                        confidence=rule.confidence, message=message, location=location,
                        stage=Stage.STATIC, evidence=evidence or {})
 
-    def _from_hit(self, rule: Rule, ctx: ScanContext, hit: Hit, lines: "_Lines | None" = None) -> Finding:
+    def _from_hit(self, rule: Rule, ctx: ScanContext, hit: Hit, lines: _Lines | None = None) -> Finding:
         """The finding for ``hit``; with ``lines``, already carrying its snippet when the hit lies
         in the submission's own text (what ``_with_snippet`` would add later, without a copy)."""
         if hit.message is not None:

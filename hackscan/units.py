@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import bisect
 import re
+from dataclasses import dataclass, field
 from itertools import accumulate, count
 from operator import add
-from dataclasses import dataclass, field
 from typing import Mapping
 
 # the lock-free ``cached_property`` and the one-update ``__init__``: a scan builds segments and
@@ -46,15 +46,15 @@ class MappedText:
 
     # --- construction -------------------------------------------------------------------------
     @staticmethod
-    def verbatim(text: str, line: int, col: int) -> "MappedText":
+    def verbatim(text: str, line: int, col: int) -> MappedText:
         return MappedText(text, (Segment(0, line, col, True),))
 
     @staticmethod
-    def opaque(text: str, line: int, col: int) -> "MappedText":
+    def opaque(text: str, line: int, col: int) -> MappedText:
         """Text with no position of its own (an interpolated value): maps to one place."""
         return MappedText(text, (Segment(0, line, col, False),))
 
-    def __add__(self, other: "MappedText") -> "MappedText":
+    def __add__(self, other: MappedText) -> MappedText:
         if not self.text:
             return other
         if not other.text:
@@ -66,7 +66,7 @@ class MappedText:
         return MappedText(self.text + other.text, segs)
 
     @staticmethod
-    def join(parts: "list[MappedText]", sep: str = "") -> "MappedText":
+    def join(parts: list[MappedText], sep: str = "") -> MappedText:
         out = MappedText("", ())
         for i, part in enumerate(parts):
             if i and sep:
@@ -76,7 +76,7 @@ class MappedText:
             out = out + part
         return out
 
-    def slice(self, start: int, end: int | None = None) -> "MappedText":
+    def slice(self, start: int, end: int | None = None) -> MappedText:
         end = len(self.text) if end is None else end
         if start <= 0 and end >= len(self.text):
             return self
@@ -93,12 +93,12 @@ class MappedText:
             segs.append(Segment(s.start - start, s.line, s.col, s.verbatim))
         return MappedText(self.text[start:end], tuple(segs))
 
-    def strip(self) -> "MappedText":
+    def strip(self) -> MappedText:
         lead = len(self.text) - len(self.text.lstrip())
         trail = len(self.text.rstrip())
         return self.slice(lead, trail)
 
-    def dedent(self) -> "MappedText":
+    def dedent(self) -> MappedText:
         """``textwrap.dedent`` that keeps the map: each kept line maps from its old offset."""
         import textwrap
 
