@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Instructions per scanned file (callgrind): the static scan's cost, independent of machine load.
+
+    PYTHONHASHSEED=0 python benchmarks/static_instructions.py [CORPUS.jsonl] [--files 60] [--batch]
+
+The development machine's speed swings by 20 % within minutes, which hides a 5 % change in
+``static_speed.py``'s files per second.  This counts the instructions the interpreter executes
+instead: it runs the first ``--files`` submissions under ``valgrind --tool=callgrind`` twice, once
+with a warm-up pass only and once with two more passes, and prints the difference per file, so
+start-up, imports and tree-sitter query compilation cancel out.  Set ``PYTHONHASHSEED=0``: set
+iteration order moves the count by about 3 % between runs otherwise.  Needs valgrind (Debian:
+``apt-get install valgrind``); each run takes a few minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT = ROOT.parent / "shared" / "corpora" / "cuda-l1" / "a100.jsonl"
+
+_PROGRAM = r"""
+import sys
+sys.path.insert(0, {root!r})
+from hackscan.config import Config
+from hackscan.engine import StaticScanner
+from hackscan.inputs import Submission, discover
+subs = [i for i in discover([{corpus!r}]) if isinstance(i, Submission)][:{files}]
+scanner = StaticScanner(Config(mode="audit"))
+for s in subs:
+    scanner.scan(s)
+for _ in range({passes}):
+    if {batch}:
+        scanner.scan_many(subs)
+    else:
+        for s in subs:
+            scanner.scan(s)
+"""
+
+
+def _instructions(corpus: str, files: int, passes: int, batch: bool) -> int:
+    program = _PROGRAM.format(root=str(ROOT), corpus=corpus, files=files, passes=passes, batch=batch)
+    proc = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                           sys.executable, "-c", program], capture_output=True, text=True)
+    m = re.search(r"Collected : (\d+)", proc.stderr)
+    if proc.returncode != 0 or m is None:
+        raise RuntimeError(f"callgrind run failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
+    return int(m.group(1))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("corpus", nargs="?", default=str(DEFAULT))
+    ap.add_argument("--files", type=int, default=60, help="first N readable submissions (default 60)")
+    ap.add_argument("--batch", action="store_true", help="time scan_many instead of one scan per call")
+    args = ap.parse_args()
+    if not Path(args.corpus).is_file():
+        print(f"corpus not found: {args.corpus}", file=sys.stderr)
+        return 2
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed (Debian: apt-get install valgrind)", file=sys.stderr)
+        return 2
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        print("note: PYTHONHASHSEED is not 0; counts vary by about 3% between runs", file=sys.stderr)
+    try:
+        base = _instructions(args.corpus, args.files, 0, args.batch)
+        more = _instructions(args.corpus, args.files, 2, args.batch)
+    except RuntimeError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    per_file = (more - base) / (2 * args.files)
+    mode = "batch (scan_many)" if args.batch else "one scan per call"
+    print(f"{per_file / 1e6:.2f} M instructions per file ({mode}, first {args.files} submissions of {args.corpus})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
