@@ -266,18 +266,9 @@ class ScanContext:
             if module is not None:
                 module.__dict__.pop("_misc_facts", None)
                 module.__dict__.pop("_object_names", None)
-        # The CUDA facts hold cycles too: their data flow (``CudaFacts.flow``) points back at the
-        # facts, and each function's calls, launches and static locals point back at it.  Left
-        # alone they leave every CUDA fact of the scan (functions, calls, parameters, units) to
-        # the collector, which walks them all before it frees them.  The lists are replaced, not
-        # emptied: whatever else still holds one keeps what it holds.
         cuda = d.get("cuda")
         if cuda is not None:
-            cuda.__dict__.pop("flow", None)
-            for fn in cuda.functions:
-                fn.calls = []
-                fn.launches = []
-                fn.static_locals = []
+            cuda.release()  # its own cycles (see ``CudaFacts.release``)
         references = self._references
         d.clear()
         self._references = references

@@ -147,8 +147,7 @@ class StaticScanner:
         findings.sort(key=lambda f: (f.location.path, f.location.line, f.location.column, f.rule))
         # the rules' findings came with their snippets; the engine's own (suppressions, failures)
         # and those in other files get theirs here
-        code_lines = lines.split_yet()
-        findings = [f if f.snippet is not None else self._with_snippet(sub, f, code_lines) for f in findings]
+        findings = [f if f.snippet is not None else self._with_snippet(sub, f, lines) for f in findings]
         return Report(
             path=sub.path,
             verdict=verdict_for(findings),
@@ -261,25 +260,20 @@ class StaticScanner:
         return out
 
     @staticmethod
-    def _with_snippet(sub: Submission, f: Finding, code_lines: list[str] | None = None) -> Finding:
-        """``f`` with the source line it points at; ``code_lines`` caches ``sub.code``'s lines across calls."""
+    def _with_snippet(sub: Submission, f: Finding, lines: _Lines | None = None) -> Finding:
+        """``f`` with the source line it points at; ``lines`` is the scan's split of ``sub.code``."""
         if f.snippet is not None or f.location.line <= 0:
             return f
         if f.location.path not in (sub.file, sub.path):
             try:
                 with open(f.location.path, encoding="utf-8") as fh:
-                    lines = fh.read().splitlines()
+                    other = fh.read().splitlines()
             except OSError:
                 return f
-        elif code_lines is not None:
-            if not code_lines:
-                code_lines.extend(sub.code.splitlines())
-            lines = code_lines
+            line = other[f.location.line - 1] if f.location.line <= len(other) else None
         else:
-            lines = sub.code.splitlines()
-        if f.location.line <= len(lines):
-            return f.with_(snippet=lines[f.location.line - 1])
-        return f
+            line = (lines or _Lines(sub, None)).line(f.location.line)
+        return f.with_(snippet=line) if line is not None else f
 
 
 class _Lines:
@@ -290,41 +284,27 @@ class _Lines:
     gives what ``sub.code.splitlines()[n - 1]`` gives, or None past the end.
     """
 
-    __slots__ = ("sub", "host", "file", "path", "_kept", "_plain")
+    __slots__ = ("sub", "host", "file", "path", "_lines", "_kept")
 
     def __init__(self, sub: Submission, host: Any):
         self.sub, self.host = sub, host
         self.file, self.path = sub.file, sub.path
-        self._kept: tuple[str, ...] | None = None
-        self._plain: list[str] | None = None
+        self._lines: list[str] | tuple[str, ...] | None = None
+        self._kept = False  # whether ``_lines`` keep their line ends (the host's split)
 
     def line(self, n: int) -> str | None:
-        plain = self._plain
-        if plain is None:
-            kept = self._kept
-            if kept is None:
-                host = self.host
-                # the host's split of this very text, when it has made one
-                kept = host.source.__dict__.get("lines") if host is not None and host.source.text is self.sub.code else None
-                if kept is None:
-                    plain = self.plain()
-                    return plain[n - 1] if n <= len(plain) else None
-                self._kept = kept
-            if n > len(kept):
-                return None
-            # a kept line is its text and one line end: ``splitlines`` drops that end exactly
-            return kept[n - 1].splitlines()[0]
-        return plain[n - 1] if n <= len(plain) else None
-
-    def split_yet(self) -> list[str]:
-        """The plain split when made, else an empty list for ``_with_snippet`` to fill on demand."""
-        return self._plain if self._plain is not None else []
-
-    def plain(self) -> list[str]:
-        """``sub.code.splitlines()``, made once (shared with ``_with_snippet``'s cache)."""
-        if self._plain is None:
-            self._plain = self.sub.code.splitlines()
-        return self._plain
+        lines = self._lines
+        if lines is None:
+            host = self.host
+            # the host's split of this very text, when it has made one
+            kept = host.source.__dict__.get("lines") if host is not None and host.source.text is self.sub.code \
+                else None
+            self._kept = kept is not None
+            lines = self._lines = kept if kept is not None else self.sub.code.splitlines()
+        if not 0 < n <= len(lines):
+            return None
+        # a kept line is its text and one line end: ``splitlines`` drops that end exactly
+        return lines[n - 1].splitlines()[0] if self._kept else lines[n - 1]
 
 
 # One scan allocates tens of thousands of objects (two syntax trees, their indexes, the facts) that

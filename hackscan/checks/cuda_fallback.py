@@ -3,7 +3,6 @@ functions that return their input or a constant without launching anything (HS20
 
 from __future__ import annotations
 
-import operator
 import re
 import threading
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from ..cuda.branches import depends_on, enclosing, is_empty_check, launches_afte
 from ..cuda.facts import ARITH_OPS, Call, CudaFacts, Function, pos_of
 from ..cuda.flow import UNINITIALISED, Origin
 from ..cuda.names import is_compute
-from ..cuda.parser import contains, identifiers, language, text
+from ..cuda.parser import contains, identifiers, in_walk_order, language, text
 from ..model import Confidence, Severity
 
 _DEVICE_CHECK = re.compile(r"is_cpu\s*\(|is_cuda\s*\(|kCPU|DeviceType::CPU|device\(\)\.type\(\)")
@@ -201,7 +200,7 @@ def _tensor_arithmetic(fn: Function) -> list[ts.Node]:
     # the body's query captured them (``Function.arith``); ordered here as ``_arith_nodes`` orders
     arith = fn.arith
     if len(arith) > 1:
-        arith = _in_walk_order(arith)
+        arith = in_walk_order(arith)
     # whether a name is a tensor, per name: an identifier operand's answer depends on the name
     # alone (and the function), and the same sizes and indices recur across the arithmetic
     named: dict[str, bool] = {}
@@ -247,24 +246,8 @@ def _arith_nodes(body: ts.Node) -> list[ts.Node]:
         cur = _arith_local.cursor = ts.QueryCursor(ts.Query(language(), _ARITH_QUERY))
     found = cur.captures(body).get("arith", [])
     if len(found) > 1:
-        found = _in_walk_order(found)
+        found = in_walk_order(found)
     return found
-
-
-def _walk_order(node: ts.Node) -> tuple[int, int]:
-    return -node.end_byte, node.start_byte
-
-
-_START = operator.attrgetter("start_byte")
-_END = operator.attrgetter("end_byte")
-
-
-def _in_walk_order(nodes: list[ts.Node]) -> list[ts.Node]:
-    """``sorted(nodes, key=_walk_order)`` as two sorts with C-level keys: by start, then stably by
-    end, descending (a reverse sort keeps nodes with equal keys in their order)."""
-    out = sorted(nodes, key=_START)
-    out.sort(key=_END, reverse=True)
-    return out
 
 
 def catch_fallback(ctx: ScanContext) -> Iterator[Hit]:

@@ -4,7 +4,6 @@ loops that sample instead of reduce (HS216)."""
 from __future__ import annotations
 
 import ast
-import operator
 import re
 import threading
 from collections.abc import Callable, Container, Iterator
@@ -15,7 +14,7 @@ from ..context import Hit, Pos, ScanContext
 from ..cuda import names
 from ..cuda.facts import Call, CudaFacts, Function, pos_of
 from ..cuda.flow import Flow, pointer_base, strip_casts
-from ..cuda.parser import contains, identifiers, language, text
+from ..cuda.parser import contains, identifiers, in_walk_order, language, text
 from ..model import Confidence, Severity
 
 _HALF_CAST = re.compile(rb"static_cast\s*<\s*(at::Half|c10::Half|__half|half|__nv_bfloat16|at::BFloat16|c10::BFloat16)"
@@ -618,16 +617,11 @@ def _subscripts(body: ts.Node) -> list[ts.Node]:
         cur = _sub_local.cursor = ts.QueryCursor(ts.Query(language(), "(subscript_expression) @sub"))
     found = cur.captures(body).get("sub", [])
     if len(found) > 1:
-        # ``_walk_order`` (descending end, then ascending start) as two sorts with C-level keys:
-        # by start, then stably by end, descending (a reverse sort keeps equal keys in order)
-        found.sort(key=_START)
-        found.sort(key=_END, reverse=True)
+        found = in_walk_order(found)
     return found
 
 
 _sub_local = threading.local()
-_START = operator.attrgetter("start_byte")
-_END = operator.attrgetter("end_byte")
 
 
 def _accumulates(body: ts.Node, fn: Function) -> bool:

@@ -108,8 +108,7 @@ def kernel_only_epilogue(ctx: ScanContext) -> Iterator[Hit]:
         kernels = facts.kernels_of(r.flow)
         ops = facts.ops_of(r.flow)
         # the heavy op and a kernel on one data path: the op feeds a kernel, or a kernel feeds the op
-        # (a kernel on one branch and torch on another only meet in the join); the path test comes
-        # first, as an op's families are built anew on each read
+        # (a kernel on one branch and torch on another only meet in the join)
         before = set().union(*(k.input_ops for k in kernels)) if kernels else set()
         heavy = [o for o in ops if (o.id in before or facts.op_input_kernels.get(o.id, frozenset()) & r.flow.kernels)
                  and o.families & heavy_ref] if heavy_ref else []

@@ -140,7 +140,7 @@ def shape_guarded_shortcut(ctx: ScanContext) -> Iterator[Hit]:
     ref = ctx.reference
     if facts is None or facts.forward is None or ref is None:
         return
-    # the reference's dims (rebuilt on each read) only once a branch tests shapes: most have none
+    # the reference's dims and their names only once a branch tests shapes: most have none
     dims = distinct = names = None
     for b in facts.branches:
         if b.kind not in ("if", "ifexp") or not facts.feeds_output(b.function):

@@ -199,13 +199,6 @@ def _returned_state(host: HostModule, globals_: set[str]) -> set[str]:
         if value is None:
             continue
         for v in (value.elts if type(value) is tuple_t else (value,)):
-            if type(v) is name_t:  # ``return out``, the common case: ``_unwrap`` and ``_state_of`` inlined
-                n = v.id
-                if n in globals_ or "global:" + n in globals_:
-                    keys.add(n)
-                else:
-                    returned.add(n)
-                continue
             v = _unwrap(v)
             key = _state_of(v, globals_) if isinstance(v, (ast.Attribute, ast.Subscript, ast.Call, ast.Name)) \
                 else None

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 import tree_sitter as ts
 
-from .parser import text
+from .parser import strip_parens, text
 
 _INT_SUFFIX = re.compile(r"[uUlL]+$")
 _SIZEOF = {"float": 4, "int": 4, "double": 8, "half": 2, "__half": 2, "float4": 16, "float2": 8, "int4": 16,
@@ -85,8 +85,8 @@ def fold(node: ts.Node | None, env: Env, depth: int = 0) -> int | float | None:
     if node is None or depth > 40:
         return None
     t = node.type
-    while t == "parenthesized_expression" and node.named_child_count == 1:  # ``strip_parens``, inline
-        node = node.named_children[0]
+    if t == "parenthesized_expression":
+        node = strip_parens(node)
         t = node.type
     if t not in _FOLDABLE:
         # ``a.x``, ``p[i]``, ``*p``, strings...: nothing below folds them (the usual failure)

@@ -14,7 +14,6 @@ are looked up per extension, never per unit.
 from __future__ import annotations
 
 import functools
-import operator
 import re
 import threading
 from collections.abc import Iterable, Iterator
@@ -30,10 +29,13 @@ from ..units import Unit
 from . import names
 from .consts import fold, fold_text
 from .parser import (
+    END_BYTE,
+    START_BYTE,
     call_args,
     callee_name,
     compact,
     declarator_name,
+    declarator_parts,
     first_error,
     identifiers,
     kernel_config,
@@ -552,6 +554,20 @@ class CudaFacts:
 
         return Flow(self)
 
+    # --------------------------------------------------------------- end of scan
+    def release(self) -> None:
+        """Break the cycles these facts hold, so that reference counting frees them when the scan
+        ends: the data flow (``flow``) points back at the facts, and each function's calls,
+        launches and static locals point back at it.  Left alone, every CUDA fact of the scan
+        (functions, calls, parameters, units) waits for the collector, which walks them all before
+        it frees them.  The lists are replaced, not emptied: whatever else still holds one keeps
+        what it holds."""
+        self.__dict__.pop("flow", None)
+        for fn in self.functions:
+            fn.calls = []
+            fn.launches = []
+            fn.static_locals = []
+
 
 # -------------------------------------------------------------------------------------------------
 # building
@@ -787,11 +803,11 @@ class _UnitBuilder:
                 continue
             init = decl.child_by_field_name("value") if decl.type == "init_declarator" else None
             target = decl.child_by_field_name("declarator") if decl.type == "init_declarator" else decl
-            name_node = declarator_name(target)
+            name_node, suffix = declarator_parts(target)
             if name_node is None:
                 continue
             name = text(name_node)
-            vtype = type_text + _pointer_suffix(target)
+            vtype = type_text + suffix
             # ``static const void* last``: the pointee is const, the variable is not
             const = ("const" in specs or "constexpr" in specs) and "*" not in vtype
             var = Variable(name, vtype, self.x.name, self.unit, node, None, static="static" in specs, const=const,
@@ -896,8 +912,8 @@ class _UnitBuilder:
                 # source order, outer node first where several start at the same byte (the calls
                 # of a chain ``a.b().c()``): the query returns those in an order that varies
                 # between processes, so sort by end descending, then (stably) by start
-                found.sort(key=_END, reverse=True)
-                found.sort(key=_START)
+                found.sort(key=END_BYTE, reverse=True)
+                found.sort(key=START_BYTE)
             nodes[t] = found
         calls = nodes.get("call_expression")
         if calls:
@@ -1001,7 +1017,7 @@ class _UnitBuilder:
                 name_node: ts.Node | None = target
                 suffix = ""
             else:
-                name_node, suffix = _declarator_parts(target)
+                name_node, suffix = declarator_parts(target)
             if name_node is None:
                 continue
             name = text(name_node)
@@ -1061,31 +1077,6 @@ def _init_parts(decl: ts.Node) -> tuple[ts.Node | None, ts.Node | None]:
     return decl.child_by_field_name("declarator"), decl.child_by_field_name("value")
 
 
-_NAME_TYPES = frozenset({"identifier", "field_identifier", "qualified_identifier", "operator_name", "destructor_name"})
-_SUFFIXES = {"pointer_declarator": "*", "reference_declarator": "&", "array_declarator": "[]"}
-
-
-def _declarator_parts(decl: ts.Node | None) -> tuple[ts.Node | None, str]:
-    """``declarator_name(decl)`` and ``_pointer_suffix(decl)`` from one walk down the chain
-    (both follow the same ``declarator`` fields; the name types have none, so the suffix walk
-    would stop there too)."""
-    out = ""
-    while decl is not None:
-        t = decl.type
-        if t in _NAME_TYPES:
-            return decl, out
-        out += _SUFFIXES.get(t, "")
-        nxt = decl.child_by_field_name("declarator")
-        if nxt is None:
-            # abstract declarators and odd shapes: take the first identifier child
-            for c in decl.named_children:
-                if c.type == "identifier":
-                    return c, out
-            return None, out
-        decl = nxt
-    return None, out
-
-
 # node types of function bodies that facts and rules read; one query captures them all (cheaper
 # than walking every node from Python: the walk would visit ten times as many)
 BODY_TYPES = ("call_expression", "declaration", "assignment_expression", "update_expression", "if_statement",
@@ -1137,9 +1128,6 @@ def _host_body_query_cursor() -> ts.QueryCursor:
     return cur
 
 
-# the sort key of captured nodes: a C-level getter, no Python frame per node
-_START = operator.attrgetter("start_byte")
-_END = operator.attrgetter("end_byte")
 
 
 _INT_TYPES = frozenset({"int", "unsigned", "unsignedint", "int64_t", "int32_t", "size_t", "long", "uint32_t",
@@ -1192,19 +1180,6 @@ def _is_function_declarator(decl: ts.Node) -> bool:
     return _function_declarator(decl) is not None
 
 
-def _pointer_suffix(decl: ts.Node | None) -> str:
-    out = ""
-    while decl is not None:
-        if decl.type == "pointer_declarator":
-            out += "*"
-        elif decl.type == "reference_declarator":
-            out += "&"
-        elif decl.type == "array_declarator":
-            out += "[]"
-        decl = decl.child_by_field_name("declarator")
-    return out
-
-
 def _params(plist: ts.Node | None) -> tuple[Param, ...]:
     if plist is None:
         return ()
@@ -1214,7 +1189,7 @@ def _params(plist: ts.Node | None) -> tuple[Param, ...]:
             continue
         kids = p.children
         type_node, decl, const_seen = _param_parts(p, kids)
-        name_node, suffix = _declarator_parts(decl)
+        name_node, suffix = declarator_parts(decl)
         name = text(name_node) if name_node is not None else ""
         ptype = compact(type_node)
         # both patterns need "Tensor" in the type: most parameters (``float*``, ``int``) skip them

@@ -8,6 +8,7 @@ are not thread-safe, so each thread gets its own (a training loop may scan from 
 from __future__ import annotations
 
 import functools
+import operator
 import threading
 from collections.abc import Iterator
 
@@ -62,20 +63,24 @@ _TOKEN_TYPES = frozenset({"identifier", "primitive_type", "type_identifier", "fi
 
 def compact(node: ts.Node | None) -> str:
     """Node text without whitespace: ``at :: matmul`` and ``at::matmul`` compare equal."""
-    # ``text`` inlined (one Python call less on the hot path: every declared type and parameter
-    # type is compacted); the same decoding and the same fallback
-    if node is None:
-        return ""
-    raw = node.text
-    if raw is None:
-        return ""
-    try:
-        s = raw.decode()
-    except UnicodeDecodeError:
-        s = raw.decode("utf-8", errors="replace")
-    if node.type in _TOKEN_TYPES:
+    s = text(node)
+    if node is not None and node.type in _TOKEN_TYPES:
         return s
     return "".join(s.split())
+
+
+# C-level sort keys of nodes (no Python frame per node)
+START_BYTE = operator.attrgetter("start_byte")
+END_BYTE = operator.attrgetter("end_byte")
+
+
+def in_walk_order(nodes: list[ts.Node]) -> list[ts.Node]:
+    """``nodes`` sorted by end descending, then start ascending: ``sorted(nodes, key=lambda n:
+    (-n.end_byte, n.start_byte))`` as two sorts with C-level keys (by start, then stably by end,
+    descending: a reverse sort keeps nodes with equal keys in their order)."""
+    out = sorted(nodes, key=START_BYTE)
+    out.sort(key=END_BYTE, reverse=True)
+    return out
 
 
 def strip_parens(node: ts.Node) -> ts.Node:
@@ -174,21 +179,34 @@ def contains(outer: ts.Node, inner: ts.Node) -> bool:
     return outer.start_byte <= inner.start_byte and inner.end_byte <= outer.end_byte
 
 
-def declarator_name(decl: ts.Node | None) -> ts.Node | None:
-    """The identifier a (possibly nested) declarator declares: ``*out``, ``s[32]``, ``&e``."""
+_NAME_TYPES = frozenset({"identifier", "field_identifier", "qualified_identifier", "operator_name", "destructor_name"})
+_SUFFIXES = {"pointer_declarator": "*", "reference_declarator": "&", "array_declarator": "[]"}
+
+
+def declarator_parts(decl: ts.Node | None) -> tuple[ts.Node | None, str]:
+    """The identifier a (possibly nested) declarator declares (``*out``, ``s[32]``, ``&e``), and
+    the pointer / reference / array suffix of the declared type (``*``, ``&``, ``[]``) met on
+    the way down its ``declarator`` fields: one walk for both."""
+    out = ""
     while decl is not None:
-        if decl.type in ("identifier", "field_identifier", "qualified_identifier", "operator_name",
-                         "destructor_name"):
-            return decl
+        t = decl.type
+        if t in _NAME_TYPES:
+            return decl, out
+        out += _SUFFIXES.get(t, "")
         nxt = decl.child_by_field_name("declarator")
         if nxt is None:
             # abstract declarators and odd shapes: take the first identifier child
             for c in decl.named_children:
                 if c.type == "identifier":
-                    return c
-            return None
+                    return c, out
+            return None, out
         decl = nxt
-    return None
+    return None, out
+
+
+def declarator_name(decl: ts.Node | None) -> ts.Node | None:
+    """The identifier a (possibly nested) declarator declares: ``*out``, ``s[32]``, ``&e``."""
+    return declarator_parts(decl)[0]
 
 
 def first_error(root: ts.Node) -> ts.Node | None:

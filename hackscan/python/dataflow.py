@@ -53,7 +53,7 @@ from .facts import (
     TorchOp,
     TryBlock,
 )
-from .flow import _E, EMPTY, KERNELS, OPAQUE, OPS, PARTIAL, SLICES, STATE, VIA, Flow, _new
+from .flow import EMPTY, KERNELS, OPAQUE, OPS, PARTIAL, SLICES, STATE, VIA, Flow
 from .imports import CONVENTIONAL
 from .lazy import cached_property
 from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain, subtree
@@ -1124,9 +1124,7 @@ class _Analyser:
         """``Flow(state={_state_name(chain)})``, one per chain."""
         got = self.state_flows.get(chain)
         if got is None:
-            # ``Flow(state=...)`` built positionally: the keyword constructor costs several times more
-            got = self.state_flows[chain] = _new(Flow, (_E, _E, _E, _E, _E, _E, frozenset([self._state_name(chain)]),
-                                                        _E, _E, _E, _E))
+            got = self.state_flows[chain] = Flow(state=frozenset([self._state_name(chain)]))
         return got
 
     def _state_name(self, chain: str) -> str:
@@ -1515,12 +1513,9 @@ class _Analyser:
         kid = self._kernel(e, kind, name, target, ext, joined, not discarded)
         result = joined.fresh().plus(KERNELS, frozenset([kid]))
         # a strided slice reduced inside a kernel is the kernel's business; a first row stays a first row
-        # (the fields replaced in a copy of the tuple: the generated constructor costs more)
-        vals = list(result)
-        vals[2] = _E  # alias
-        slices = vals[8]
-        vals[8] = frozenset(i for i in slices if self.facts.slices[i].kind == "first") if slices else _E
-        result = _new(Flow, vals)
+        first = frozenset(i for i in result.slices if self.facts.slices[i].kind == "first")
+        result = Flow(result.inputs, result.meta, frozenset(), result.kernels, result.ops, result.allocs, result.state,
+                      result.opaque, first, result.partial, result.via)
         # the kernel writes through pointer arguments: fresh buffers passed to it carry its result.
         # Inputs passed to it are written only when nothing else could be the output.
         buffers, inputs = [], []
@@ -1766,11 +1761,10 @@ class _Analyser:
         if kind == "alloc":
             aid = self._alloc(e, canon)
             if short in ("tensor", "as_tensor", "from_numpy", "frombuffer"):
-                # ``Flow(inputs=, meta=, allocs=, state=, opaque=)`` built positionally (see ``_state_flow``)
-                return _new(Flow, (joined.inputs, joined.meta, _E, _E, _E, frozenset([aid]), joined.state,
-                                   joined.opaque, _E, _E, _E))
-            return _new(Flow, (_E, joined.meta | joined.inputs | joined.alias, _E, _E, _E, frozenset([aid]),
-                               joined.state, joined.opaque, _E, _E, _E))
+                return Flow(inputs=joined.inputs, meta=joined.meta, allocs=frozenset([aid]), state=joined.state,
+                            opaque=joined.opaque)
+            return Flow(meta=joined.meta | joined.inputs | joined.alias, allocs=frozenset([aid]), state=joined.state,
+                        opaque=joined.opaque)
         if kind == "view":
             if short in _SHAPE_VIEWS:
                 self._shape_use(e, "view", tuple(e.args[1:]))
@@ -1860,9 +1854,7 @@ class _Analyser:
             return base.join(args.metadata())
         if kind == "alloc":
             aid = self._alloc(e, f"Tensor.{name}")
-            # ``Flow(meta=, allocs=)`` built positionally (see ``_state_flow``)
-            return _new(Flow, (_E, base.meta | base.inputs | base.alias | args.meta | args.inputs, _E, _E, _E,
-                               frozenset([aid]), _E, _E, _E, _E, _E))
+            return Flow(meta=base.meta | base.inputs | base.alias | args.meta | args.inputs, allocs=frozenset([aid]))
         if kind == "view":
             if name in _SHAPE_VIEWS:
                 self._shape_use(e, "view", tuple(e.args))
@@ -2148,15 +2140,7 @@ def _literal(node: ast.AST) -> float | int | bool | None:
 def _annotation_text(node: ast.AST) -> str:
     """``ast.unparse(node)``; a name or a dotted chain of names (``torch.Tensor``, the common
     annotations) is spelled directly, as unparse spells it, without building an unparser."""
-    parts = []
-    e = node
-    while type(e) is ast.Attribute:
-        parts.append(e.attr)  # type: ignore[attr-defined]
-        e = e.value  # type: ignore[attr-defined]
-    if type(e) is not ast.Name:
-        return ast.unparse(node)
-    parts.append(e.id)  # type: ignore[attr-defined]
-    return ".".join(reversed(parts))
+    return dotted_name(node) or ast.unparse(node)
 
 
 def _src(node: ast.AST, limit: int = 60) -> str:
