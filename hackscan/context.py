@@ -112,11 +112,15 @@ class ReferenceCache:
             module = None
         entry = ReferenceEntry(module)
         if self.size > 0:
+            evicted: list[ReferenceEntry] = []
             with self._lock:
                 entry = self._entries.setdefault(key, entry)  # a racing thread's entry wins
                 self._entries.move_to_end(key)
                 while len(self._entries) > self.size:
-                    self._entries.popitem(last=False)
+                    evicted.append(self._entries.popitem(last=False)[1])
+            # freeing an evicted entry (its whole tree, cold in the memory caches by now) is
+            # most of this method's time: done here, after the lock, other threads need not wait
+            del evicted
         return entry
 
     def __len__(self) -> int:

@@ -114,17 +114,16 @@ class ReferenceFacts:
 
 
 def build_reference_facts(mod: HostModule) -> ReferenceFacts:
-    constants = _module_constants(mod)
-    model = mod.classes().get("Model")
+    constants, model, get_inputs, get_init_inputs = _top_level(mod)
     forward_ops: list[str] = []
     submodules: dict[str, str] = {}
     parameters: list[str] = []
-    walks = _Walks()
     if model is not None:
-        submodules, parameters = _init_members(mod, model, walks)
-        forward_ops = _forward_ops(mod, model, submodules, _sequential_members(mod, model, walks), walks)
-    inputs = _get_inputs(mod)
-    init_inputs = _get_init_inputs(mod)
+        walks = _Walks()
+        submodules, parameters, members = _init_facts(mod, model, walks)
+        forward_ops = _forward_ops(mod, model, submodules, members, walks)
+    inputs = _get_inputs(mod, get_inputs)
+    init_inputs = _get_init_inputs(mod, get_init_inputs)
     dtypes = [s.dtype for s in inputs if s.kind not in ("scalar", "unknown", "randint")]
     dtype = dtypes[0] if dtypes else "float32"
     return ReferenceFacts(
@@ -134,28 +133,53 @@ def build_reference_facts(mod: HostModule) -> ReferenceFacts:
     )
 
 
-def _module_constants(mod: HostModule) -> dict[str, int | float]:
+def _top_level(mod: HostModule) -> tuple[dict[str, int | float], ast.ClassDef | None, ast.FunctionDef | None,
+                                         ast.FunctionDef | None]:
+    """What the facts read of the module body, in one pass over its statements: the numeric
+    constants (``_module_constants``), the ``Model`` class (the last one, as ``mod.classes()``
+    keeps it) and the ``get_inputs`` / ``get_init_inputs`` functions (the first of each, as
+    ``_function`` finds them)."""
     out: dict[str, int | float] = {}
+    model: ast.ClassDef | None = None
+    get_inputs: ast.FunctionDef | None = None
+    get_init_inputs: ast.FunctionDef | None = None
     for stmt in mod.tree.body:
-        t = type(stmt)
+        t = type(stmt)  # parsed trees hold the concrete node classes only
         if t is ast.Assign:
-            targets = stmt.targets  # type: ignore[attr-defined]
-        elif t is ast.AnnAssign and stmt.value is not None:  # type: ignore[attr-defined]
-            targets = [stmt.target]  # type: ignore[attr-defined]
-        else:
-            continue
-        for t in targets:
-            if isinstance(t, ast.Name):
-                v = _number(mod, stmt.value, stmt.lineno + 1)  # type: ignore[attr-defined]
-                if v is not None:
-                    out[t.id] = v
-            elif isinstance(t, ast.Tuple) and isinstance(stmt.value, ast.Tuple):  # type: ignore[attr-defined]
-                for tt, vv in zip(t.elts, stmt.value.elts):  # type: ignore[attr-defined]
-                    if isinstance(tt, ast.Name):
-                        v = _number(mod, vv, stmt.lineno + 1)
-                        if v is not None:
-                            out[tt.id] = v
-    return out
+            _constants_of(mod, stmt, stmt.targets, out)  # type: ignore[attr-defined]
+        elif t is ast.AnnAssign:
+            if stmt.value is not None:  # type: ignore[attr-defined]
+                _constants_of(mod, stmt, [stmt.target], out)  # type: ignore[attr-defined]
+        elif t is ast.FunctionDef:
+            name = stmt.name  # type: ignore[attr-defined]
+            if name == "get_inputs":
+                if get_inputs is None:
+                    get_inputs = stmt  # type: ignore[assignment]
+            elif name == "get_init_inputs":
+                if get_init_inputs is None:
+                    get_init_inputs = stmt  # type: ignore[assignment]
+        elif t is ast.ClassDef and stmt.name == "Model":  # type: ignore[attr-defined]
+            model = stmt  # type: ignore[assignment]
+    return out, model, get_inputs, get_init_inputs
+
+
+def _module_constants(mod: HostModule) -> dict[str, int | float]:
+    return _top_level(mod)[0]
+
+
+def _constants_of(mod: HostModule, stmt: ast.AST, targets: list[ast.AST], out: dict[str, int | float]) -> None:
+    """The numbers an assignment at module level binds to plain names (``dim = 16384``, ``a, b = 1, 2``)."""
+    for t in targets:
+        if isinstance(t, ast.Name):
+            v = _number(mod, stmt.value, stmt.lineno + 1)  # type: ignore[attr-defined]
+            if v is not None:
+                out[t.id] = v
+        elif isinstance(t, ast.Tuple) and isinstance(stmt.value, ast.Tuple):  # type: ignore[attr-defined]
+            for tt, vv in zip(t.elts, stmt.value.elts):  # type: ignore[attr-defined]
+                if isinstance(tt, ast.Name):
+                    v = _number(mod, vv, stmt.lineno + 1)  # type: ignore[attr-defined]
+                    if v is not None:
+                        out[tt.id] = v
 
 
 def _number(mod: HostModule, expr: ast.AST, line: int) -> int | float | None:
@@ -284,8 +308,12 @@ def _shape(mod: HostModule, args: list[ast.AST], scope: Any, line: int) -> tuple
     return tuple(dims)
 
 
-def _get_inputs(mod: HostModule) -> list[InputSpec]:
-    fn = _function(mod, "get_inputs")
+_NOT_GIVEN: Any = object()
+
+
+def _get_inputs(mod: HostModule, fn: ast.FunctionDef | None = _NOT_GIVEN) -> list[InputSpec]:
+    if fn is _NOT_GIVEN:
+        fn = _function(mod, "get_inputs")
     if fn is None:
         return []
     # assignments and returns are statements: the statement walk finds them in the same order
@@ -307,8 +335,9 @@ def _get_inputs(mod: HostModule) -> list[InputSpec]:
     return [_tensor_spec(mod, e, scope, local_defs) for e in ret.elts]
 
 
-def _get_init_inputs(mod: HostModule) -> list[Any]:
-    fn = _function(mod, "get_init_inputs")
+def _get_init_inputs(mod: HostModule, fn: ast.FunctionDef | None = _NOT_GIVEN) -> list[Any]:
+    if fn is _NOT_GIVEN:
+        fn = _function(mod, "get_init_inputs")
     if fn is None:
         return []
     stmts, parents = statements(fn)
@@ -321,31 +350,50 @@ def _get_init_inputs(mod: HostModule) -> list[Any]:
     return []
 
 
-def _init_members(mod: HostModule, model: ast.ClassDef, walks: _Walks) -> tuple[dict[str, str], list[str]]:
+def _init_facts(mod: HostModule, model: ast.ClassDef, walks: _Walks
+                ) -> tuple[dict[str, str], list[str], dict[str, tuple[str, ...]]]:
+    """What ``Model.__init__`` sets up, in one pass over its assignments and calls: the nn
+    submodules by attribute (``self.conv = nn.Conv2d(...)`` -> {"conv": "torch.nn.Conv2d"}), the
+    attributes holding learnable parameters or buffers, and the members of each container
+    (``self.seq = nn.Sequential(nn.Conv2d(...), nn.ReLU())`` -> {"seq": ("torch.nn.Conv2d",
+    "torch.nn.ReLU")})."""
     submodules: dict[str, str] = {}
     parameters: list[str] = []
+    members: dict[str, tuple[str, ...]] = {}
     for fn in model.body:
         if not (isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):
             continue
         for node in walks.init(mod, fn):
             nt = type(node)  # parsed trees hold the concrete node classes only
             if nt is ast.Assign:
+                value = node.value
+                if not isinstance(value, ast.Call):
+                    continue  # neither a submodule, a parameter nor a container
+                cls = mod.canonical(value.func)
+                short = cls.rsplit(".", 1)[-1]
                 for t in node.targets:
-                    if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
-                            and isinstance(node.value, ast.Call)):
-                        cls = mod.canonical(node.value.func)
-                        short = cls.rsplit(".", 1)[-1]
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                         if cls.startswith("torch.nn.") and short[:1].isupper() and short != "Parameter":
                             submodules[t.attr] = cls
                             if short in PARAM_MODULES:
                                 parameters.append(t.attr)
                         elif short == "Parameter":
                             parameters.append(t.attr)
+                if cls in ("torch.nn.Sequential", "torch.nn.ModuleList"):
+                    names = tuple(mod.canonical(a.func) for a in value.args if isinstance(a, ast.Call))
+                    for t in node.targets:
+                        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                            members[t.attr] = tuple(n for n in names if n.startswith("torch."))
             elif nt is ast.Call and isinstance(node.func, ast.Attribute) and node.func.attr in (
                     "register_buffer", "register_parameter") and node.args:
                 v = node.args[0]
                 if isinstance(v, ast.Constant) and isinstance(v.value, str):
                     parameters.append(v.value)
+    return submodules, parameters, members
+
+
+def _init_members(mod: HostModule, model: ast.ClassDef, walks: _Walks) -> tuple[dict[str, str], list[str]]:
+    submodules, parameters, _ = _init_facts(mod, model, walks)
     return submodules, parameters
 
 
@@ -355,18 +403,7 @@ _OPERATORS = {ast.Add: "torch.add", ast.Sub: "torch.sub", ast.Mult: "torch.mul",
 
 def _sequential_members(mod: HostModule, model: ast.ClassDef, walks: _Walks) -> dict[str, tuple[str, ...]]:
     """``self.seq = nn.Sequential(nn.Conv2d(...), nn.ReLU())`` -> {"seq": ("torch.nn.Conv2d", "torch.nn.ReLU")}."""
-    out: dict[str, tuple[str, ...]] = {}
-    for fn in model.body:
-        if not (isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):
-            continue
-        for node in walks.init(mod, fn):
-            if type(node) is ast.Assign and isinstance(node.value, ast.Call) and \
-                    mod.canonical(node.value.func) in ("torch.nn.Sequential", "torch.nn.ModuleList"):
-                names = tuple(mod.canonical(a.func) for a in node.value.args if isinstance(a, ast.Call))
-                for t in node.targets:
-                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                        out[t.attr] = tuple(n for n in names if n.startswith("torch."))
-    return out
+    return _init_facts(mod, model, walks)[2]
 
 
 def _forward_ops(mod: HostModule, model: ast.ClassDef, submodules: Mapping[str, str],
