@@ -136,11 +136,14 @@ def frame_inspection(ctx: ScanContext) -> Iterator[Hit]:
         name = facts.cname(call)
         if name in FRAME_CALLS:
             reads.append((call, name + "()"))
-    seen_owners: set[ast.AST | None] = {facts.owner(r) for r, _ in reads}
-    for attr in host.of_type(ast.Attribute):
-        if attr.attr in FRAME_ATTRS and isinstance(attr.ctx, ast.Load) and facts.owner(attr) not in seen_owners:
-            reads.append((attr, "." + attr.attr))
-            seen_owners.add(facts.owner(attr))
+    # the pre-check above passes on ``torch.stack`` (``stack`` is the last name of
+    # ``inspect.stack``): the pass over every attribute runs only when a frame attribute is there
+    if facts.uses(*FRAME_ATTRS):
+        seen_owners: set[ast.AST | None] = {facts.owner(r) for r, _ in reads}
+        for attr in host.of_type(ast.Attribute):
+            if attr.attr in FRAME_ATTRS and isinstance(attr.ctx, ast.Load) and facts.owner(attr) not in seen_owners:
+                reads.append((attr, "." + attr.attr))
+                seen_owners.add(facts.owner(attr))
     for node, what in reads:
         if facts.is_main_guarded(node):
             continue
@@ -169,12 +172,16 @@ def _env_reads(ctx: ScanContext, facts: MiscFacts) -> list[tuple[ast.AST, str, s
             path = names.fold_text(call.args[0], facts.owner(call))
             if path and path.startswith("/proc/") and ("cmdline" in path or "status" in path or "environ" in path):
                 out.append((call, f"{path}", "PROC"))
-    for sub in host.of_type(ast.Subscript):
+    # HS161's pre-check passes on any ``.get(...)`` (the last name of ``os.environ.get``); each pass
+    # below runs only when the identifier it needs is in the file: an attribute's ``attr`` or a
+    # name's ``id``, and the last part of a canonical name (an attribute, a name or a part of an
+    # imported name; the conventional aliases end in none of these words), are all in ``idents``
+    for sub in host.of_type(ast.Subscript) if facts.uses("environ") else ():
         if isinstance(sub.ctx, ast.Load) and isinstance(sub.value, (ast.Attribute, ast.Name)) and getattr(
                 sub.value, "attr", getattr(sub.value, "id", "")) == "environ" and host.canonical(sub.value) == "os.environ":
             key = names.fold_text(sub.slice, facts.owner(sub))
             out.append((sub, f"environment variable {key or '<computed>'}", key))
-    for cmp in host.of_type(ast.Compare):
+    for cmp in host.of_type(ast.Compare) if facts.uses("environ", "modules") else ():
         if not any(isinstance(op, (ast.In, ast.NotIn)) for op in cmp.ops):
             continue
         if any(isinstance(op, (ast.In, ast.NotIn)) for op in cmp.ops) and any(
@@ -187,7 +194,7 @@ def _env_reads(ctx: ScanContext, facts: MiscFacts) -> list[tuple[ast.AST, str, s
             if key and HARNESS_WORDS.search(key.replace(".", "_")) or key in ("pytest", "unittest", "timeit",
                                                                                 "kernelbench", "triton.testing"):
                 out.append((cmp, f"whether {key} is imported", "HARNESS_MODULE"))
-    for attr in host.of_type(ast.Attribute):
+    for attr in host.of_type(ast.Attribute) if facts.uses("argv", "orig_argv") else ():
         if attr.attr in ("argv", "orig_argv") and isinstance(attr.ctx, ast.Load) and host.canonical(attr) in (
                 "sys.argv", "sys.orig_argv"):
             out.append((attr, host.canonical(attr), "ARGV"))

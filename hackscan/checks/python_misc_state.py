@@ -53,11 +53,12 @@ def _global_containers(facts: MiscFacts) -> set[str]:
 
 def _state_of(expr: ast.AST, globals_: set[str]) -> str | None:
     """``self.cache`` / ``_CACHE`` for an expression that reads or writes persistent state."""
+    if type(expr) is ast.Name:  # ``state_key`` of a bare name is None: settled by the globals alone
+        name = expr.id
+        return name if globals_ and (name in globals_ or "global:" + name in globals_) else None
     key = state_key(expr)
     if key is not None:
         return key
-    if isinstance(expr, ast.Name):
-        return expr.id if "global:" + expr.id in globals_ or expr.id in globals_ else None
     e, through = expr, False
     while isinstance(e, ast.Subscript):
         e, through = e.value, True

@@ -911,28 +911,40 @@ class ObjectNames:
     """
 
     facts: MiscFacts
-    _aliases: dict[ast.AST | None, dict[str, ast.AST]] = field(default_factory=dict)
-    _built: bool = False
+    # name -> owner -> the value of the last ``name = <value>`` in that function (None: module level)
+    _aliases: dict[str, dict[ast.AST | None, ast.AST]] = field(default_factory=dict)
+    # name -> every ``name = <value>`` that may alias an object, in the order of ``of_type``
+    _by_name: dict[str, list[ast.Assign]] | None = None
 
-    def _build(self) -> None:
-        if self._built:
-            return
-        self._built = True
-        for node in self.facts.host.of_type(ast.Assign):
-            if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
-                continue
-            v = node.value
-            if isinstance(v, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
-                self._aliases.setdefault(self.facts.owner(node), {})[node.targets[0].id] = v
+    def _alias(self, scope: ast.AST | None, name: str) -> ast.AST | None:
+        """The value last assigned to ``name`` in ``scope``.  The assignments are grouped by name
+        first and their owners found only for the names asked about (an owner costs a walk up the
+        parents, and few names are ever asked)."""
+        by_scope = self._aliases.get(name)
+        if by_scope is None:
+            by_name = self._by_name
+            if by_name is None:
+                by_name = self._by_name = {}
+                name_t = ast.Name
+                for node in self.facts.host.of_type(ast.Assign):
+                    targets = node.targets
+                    if len(targets) != 1 or type(targets[0]) is not name_t:
+                        continue
+                    if isinstance(node.value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
+                        by_name.setdefault(targets[0].id, []).append(node)
+            by_scope = self._aliases[name] = {}
+            owner = self.facts.owner
+            for node in by_name.get(name, ()):
+                by_scope[owner(node)] = node.value  # the last one in each function wins
+        return by_scope.get(scope)
 
     def resolve(self, expr: ast.AST, owner: ast.AST | None, depth: int = 0) -> str:
         if depth > 8:
             return ""
         host = self.facts.host
         if isinstance(expr, ast.Name):
-            self._build()
             for scope in (owner, None):
-                alias = self._aliases.get(scope, {}).get(expr.id)
+                alias = self._alias(scope, expr.id)
                 if alias is not None and alias is not expr:
                     got = self.resolve(alias, scope, depth + 1)
                     if got:
