@@ -237,9 +237,24 @@ _BINDERS = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.FunctionDef,
                       ast.Import, ast.ImportFrom, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith})
 
 
+_DEFS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+_IMPORTS = frozenset({ast.Import, ast.ImportFrom})
+
+
 def _record(scope: Scope, stmt: ast.stmt) -> None:
     bindings = scope.bindings
     t = type(stmt)
+    # what ``build_scope`` hands here most (an assignment it binds itself): defs and imports first,
+    # tested by exact type (a parsed tree holds no subclasses)
+    if t in _DEFS:
+        bindings.setdefault(stmt.name, []).append((stmt.lineno, "def", stmt))  # type: ignore[attr-defined]
+        return
+    if t in _IMPORTS:
+        lineno = stmt.lineno
+        for alias in stmt.names:  # type: ignore[attr-defined]
+            name = alias.asname or alias.name.split(".")[0]
+            bindings.setdefault(name, []).append((lineno, "import", stmt))
+        return
     if t is ast.Assign:
         value = stmt.value  # type: ignore[attr-defined]
         for target in stmt.targets:  # type: ignore[attr-defined]
