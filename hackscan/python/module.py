@@ -260,10 +260,9 @@ def subtree(node: ast.AST) -> list[ast.AST]:
     out = [node]
     append, extend = out.append, out.extend
     table = _WALKERS
-    i = 0
-    while i < len(out):
-        n = out[i]
-        i += 1
+    # a list's iterator reads its length at each step, so it also yields what the walkers append
+    # behind it: the queue of a breadth-first walk without an index kept by hand
+    for n in out:
         t = type(n)
         try:
             walk = table[t]
@@ -399,10 +398,7 @@ def statements(root: ast.AST) -> tuple[list[ast.AST], dict[ast.AST, ast.AST]]:
     parents: dict[ast.AST, ast.AST] = {}
     append = out.append
     table = _STMT_FIELDS
-    i = 0
-    while i < len(out):
-        n = out[i]
-        i += 1
+    for n in out:  # it grows behind the iterator (as in ``subtree``)
         t = type(n)
         spec = table.get(t)
         if spec is None:

@@ -16,6 +16,7 @@ from operator import itemgetter
 from typing import Any, Iterator
 
 from ..units import MappedText
+from .lazy import cached_property
 from .literals import HostSource, decode_literal
 
 MAX_DEPTH = 40
@@ -32,9 +33,17 @@ class Scope:
     node: ast.AST
     parent: "Scope | None" = None
     bindings: dict[str, list[tuple[int, str, ast.AST]]] = field(default_factory=dict)
-    # attributes assigned as ``self.name = ...`` in methods of this class scope
-    self_bindings: dict[str, list[tuple[int, str, ast.AST]]] = field(default_factory=dict)
     klass: "Scope | None" = None
+
+    @cached_property
+    def self_bindings(self) -> dict[str, list[tuple[int, str, ast.AST]]]:
+        """Attributes assigned as ``self.name = ...`` in the methods of this class scope (empty for
+        any other scope), by name, in line order.
+
+        Worked out on first use: only a lookup of ``self.x`` that the class body does not bind
+        reads them, while every class scope built for ``scope_of`` would otherwise flatten each
+        method's body for them (the method's own scope flattens it again)."""
+        return _self_bindings(self.node)
 
     def lookup(self, name: str, line: int) -> tuple[ast.AST, str, "Scope", int] | None:
         """The assignment of ``name`` that is visible at ``line``, with its scope and line.
@@ -91,9 +100,18 @@ def build_scope(node: ast.AST, parent: Scope | None = None, klass: Scope | None 
                         bindings.setdefault(tgt.id, []).append((stmt.lineno, kind, v))
         elif t in _BINDERS:  # ``_record`` binds nothing for any other statement
             _record(scope, stmt)
+    for entries in scope.bindings.values():
+        if len(entries) > 1:  # (a stable sort of one entry is a no-op)
+            entries.sort(key=_first)
+    return scope
+
+
+def _self_bindings(node: ast.AST) -> dict[str, list[tuple[int, str, ast.AST]]]:
+    """``Scope.self_bindings`` of the scope of ``node``."""
+    self_bindings: dict[str, list[tuple[int, str, ast.AST]]] = {}
+    Assign, Name = ast.Assign, ast.Name
     if isinstance(node, ast.ClassDef):
         # ``self.x = ...`` inside methods, for lookups of ``self.x``
-        self_bindings = scope.self_bindings
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 subs: list[ast.stmt] = []
@@ -122,13 +140,10 @@ def build_scope(node: ast.AST, parent: Scope | None = None, klass: Scope | None 
                         if (isinstance(target, ast.Attribute) and isinstance(target.value, Name)
                                 and target.value.id == "self"):
                             self_bindings.setdefault(target.attr, []).append((sub.lineno, kind, value))
-    for entries in scope.bindings.values():
-        if len(entries) > 1:  # (a stable sort of one entry is a no-op)
-            entries.sort(key=_first)
-    for entries in scope.self_bindings.values():
+    for entries in self_bindings.values():
         if len(entries) > 1:
             entries.sort(key=_first)
-    return scope
+    return self_bindings
 
 
 _first = itemgetter(0)
@@ -222,9 +237,24 @@ _BINDERS = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.FunctionDef,
                       ast.Import, ast.ImportFrom, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith})
 
 
+_DEFS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+_IMPORTS = frozenset({ast.Import, ast.ImportFrom})
+
+
 def _record(scope: Scope, stmt: ast.stmt) -> None:
     bindings = scope.bindings
     t = type(stmt)
+    # what ``build_scope`` hands here most (an assignment it binds itself): defs and imports first,
+    # tested by exact type (a parsed tree holds no subclasses)
+    if t in _DEFS:
+        bindings.setdefault(stmt.name, []).append((stmt.lineno, "def", stmt))  # type: ignore[attr-defined]
+        return
+    if t in _IMPORTS:
+        lineno = stmt.lineno
+        for alias in stmt.names:  # type: ignore[attr-defined]
+            name = alias.asname or alias.name.split(".")[0]
+            bindings.setdefault(name, []).append((lineno, "import", stmt))
+        return
     if t is ast.Assign:
         value = stmt.value  # type: ignore[attr-defined]
         for target in stmt.targets:  # type: ignore[attr-defined]
