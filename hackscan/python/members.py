@@ -19,7 +19,18 @@ from collections.abc import Iterable
 from .catalog import CONTAINER_MODULES, IDENTITY_INIT_MODULES, MODULE_PARAMS, STATELESS_MODULES
 from .facts import Holder
 from .lazy import cached_property
-from .module import _STMT_FIELDS, _WALKERS, _generated, _stmt_fields, CUPY_KERNELS, Extension, HostModule, subtree  # noqa: F401  (subtree: re-exported)
+from .module import (  # noqa: F401  (subtree: re-exported)
+    # the statement-list fields and the child walkers ``index_tree`` is made of, for the walks
+    # here that must list nodes in its order
+    _STMT_FIELDS,
+    _WALKERS,
+    CUPY_KERNELS,
+    Extension,
+    HostModule,
+    _generated,
+    _stmt_fields,
+    subtree,
+)
 from .resolve import dotted_name
 
 _TENSOR_FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty", "full", "tensor", "arange", "eye",
@@ -38,6 +49,8 @@ _NONTENSOR_BUILTINS = frozenset({"int", "float", "str", "bool", "dict", "list", 
 
 
 _POSITION = operator.attrgetter("lineno", "col_offset")
+_DEF_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_ASSIGN_TYPES = (ast.Assign, ast.AnnAssign)
 
 # Every name ``HostModule._extract`` looks for contains one of these: a compiler call's callee
 # (``module._LOADER_HINTS``), and the last part of a Triton decorator's canonical name (``jit``,
@@ -59,8 +72,6 @@ def extracted(host: HostModule) -> tuple[list[Extension], dict[str, ast.Function
         if text.isascii() and not any(h in text for h in _EXTRACT_HINTS):
             return _NOTHING_EXTRACTED
     return host.extensions, host.triton_kernels
-_DEF_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-_ASSIGN_TYPES = (ast.Assign, ast.AnnAssign)
 
 
 def _inside(fn: ast.AST) -> list[ast.AST]:
@@ -527,7 +538,6 @@ class MemberScanner:
         return name.startswith("torch.") and name.rsplit(".", 1)[-1] in _IDENTITY_FILL
 
     def _assign(self, attr: str, value: ast.AST, prefix: str, depth: int) -> None:
-        host = self.host
         if attr in self.holders and self.holders[attr].kind not in ("config", "unknown") and \
                 _self_reads(value) <= {attr[len(prefix):]}:
             return  # ``self.conv = self.conv.to(memory_format=...)``: the same holder, moved or cast
