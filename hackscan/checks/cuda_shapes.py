@@ -214,20 +214,9 @@ def hardcoded_shapes(ctx: ScanContext) -> Iterator[Hit]:
     ref_names = _ref_names(ctx, dims)
     facts = ctx.cuda
     by_node = {f.node.id: f for f in facts.functions}
-    # A constant is kept below only if its name matches a dimension's name, or is a size name, or
-    # is not a tile name (and a distinctive dimension exists), whatever its value: a function whose
-    # local constants all fail that cannot add one, so its constants need not be folded.
-    ref_name_set = set().union(*ref_names.values())
-    size_names = bool(input_dims & dims)
-
-    def may_want(name: str) -> bool:
-        if _norm(name) in ref_name_set or (size_names and _SIZE_NAME.match(name)):
-            return True
-        return bool(distinctive) and not names.TILE_NAME.search(name)
-
     for x in facts.extensions.values():
         consts: list[Constant] = list(x.constants.values())
-        for table in x.local_constants_named(may_want).values():
+        for table in x.local_constants.values():
             consts.extend(table.values())
         named_values: set[int] = set()
         wanted: dict[str, tuple[Constant, bool, bool]] = {}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -372,18 +372,6 @@ class ExtensionFacts:
         """Function-local constants of every function, by function name then constant name."""
         for name in list(self.local_pending):
             self.locals_of(name)
-        return {k: v for k, v in self._locals_done.items() if v}
-
-    def local_constants_named(self, may_want: Callable[[str], bool]) -> dict[str, dict[str, Constant]]:
-        """``local_constants`` without folding the functions none of whose constants has a name
-        ``may_want`` accepts (their tables could only hold constants the caller skips by name).
-
-        The tables come in ``local_constants``' order, less the functions not folded; a function
-        folded before keeps its table whatever its names are.  A function left out here is folded
-        as usual when someone asks for it."""
-        for name, entries in list(self.local_pending.items()):
-            if any(may_want(e[0]) for e in entries):
-                self.locals_of(name)
         return {k: v for k, v in self._locals_done.items() if v}
 
     def env_for(self, fn: Function | str | None) -> dict[str, int | float]:
