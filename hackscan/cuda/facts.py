@@ -27,7 +27,7 @@ from ..python.lazy import cached_property
 from ..python.records import quick_init
 from ..units import Unit
 from . import names
-from .consts import fold, fold_text
+from .consts import _FOLDABLE, fold, fold_text
 from .parser import (
     END_BYTE,
     START_BYTE,
@@ -1029,7 +1029,11 @@ class _UnitBuilder:
                                                  static=True, const=(const or constexpr) and "*" not in suffix,
                                                  init=value))
             if value is not None and (constexpr or (const and type_text in _INT_TYPES)):
-                if value.type not in ("initializer_list", "argument_list"):
+                # ``fold`` returns None at once, whatever the constants, for a value of a type it has
+                # no rule for (``blockIdx.x``, ``p[i]``, ``*p``, ``{...}``): such a constant never
+                # folds, so it is not queued for folding
+                vt = value.type
+                if vt in _FOLDABLE or vt == "parenthesized_expression":
                     self.pending.append((name, "constexpr" if constexpr else "const", value, "",
                                          self.unit, node, fn.name))
 
