@@ -44,10 +44,12 @@ def rank_ops(ops: Iterable[TorchOp], ref_fams: frozenset[str]) -> list[TorchOp]:
         fams = op.families
         in_ref = bool(fams & ref_fams)
         heavy = bool(fams & HEAVY_FAMILIES)
+        node = op.node
         # ties (two modules called on one line) by column, then discovery order: a set of ops
-        # iterates in an order that follows memory addresses, so the first op must not depend on it
-        return (0 if in_ref and heavy else 1 if in_ref else 2 if heavy else 3, op.line, op.name,
-                getattr(op.node, "col_offset", 0), op.id)
+        # iterates in an order that follows memory addresses, so the first op must not depend on it.
+        # The line read as ``TorchOp.line`` reads it, without the property call per op
+        return (0 if in_ref and heavy else 1 if in_ref else 2 if heavy else 3, getattr(node, "lineno", 0), op.name,
+                getattr(node, "col_offset", 0), op.id)
     # duplicates dropped by identity, not by the dataclass's equality (a hash of all six fields per
     # op): every TorchOp is made once per op id (``dataflow._op``) and the ops given here come from
     # one file's facts, so two equal ops are the same object (equal ops have equal ids); ``key`` ends
@@ -83,12 +85,12 @@ def describe_ops(ops: list[TorchOp], limit: int = 3) -> str:
     seen: set[tuple[str, int]] = set()
     for op in ops:
         key = (short_op(op), op.line)
-        if key in seen:
-            continue
-        seen.add(key)
-        parts.append(f"{key[0]} (line {op.line})")
-    more = len(parts) - limit
-    return ", ".join(parts[:limit]) + (f" and {more} more" if more > 0 else "")
+        if key not in seen:
+            seen.add(key)
+            if len(parts) < limit:  # the rest are only counted
+                parts.append(f"{key[0]} (line {key[1]})")
+    more = len(seen) - limit
+    return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
 
 
 def describe_kernel(k: KernelCall) -> str:

@@ -44,7 +44,8 @@ def output_bypasses_kernel(ctx: ScanContext) -> Iterator[Hit]:
     if not rets or any(r.flow.kernels for r in rets):
         return
     out = facts.output
-    ops = facts.ops_of(out)
+    # unsorted (not ``ops_of``): ``rank_ops`` orders them totally
+    ops = [facts.ops[i] for i in out.ops]
     if not ops:
         return  # a passthrough, a constant or cached state: HS109 / HS110 / the caching rules
     ref = reference_families(ctx)
@@ -72,7 +73,7 @@ def no_custom_kernel(ctx: ScanContext) -> Iterator[Hit]:
     if facts is None or facts.defines_kernel or facts.kernels:
         return
     out = facts.output
-    ops = facts.ops_of(out)
+    ops = [facts.ops[i] for i in out.ops]  # unsorted (not ``ops_of``): ``rank_ops`` orders them totally
     ref = reference_families(ctx)
     if ops:
         ranked = rank_ops(ops, ref)
@@ -102,16 +103,20 @@ def kernel_only_epilogue(ctx: ScanContext) -> Iterator[Hit]:
         return
     reported: set[int] = set()
     heavy_ref = ref & HEAVY_FAMILIES  # the reference's heavy families (often none: then no op is heavy)
+    core = ref - {"add", "mul", "sub", "div", "neg"} or ref
+    all_ops = facts.ops
     for r in facts.forward_returns:
         if not r.flow.kernels:
             continue
         kernels = facts.kernels_of(r.flow)
-        ops = facts.ops_of(r.flow)
         # the heavy op and a kernel on one data path: the op feeds a kernel, or a kernel feeds the op
-        # (a kernel on one branch and torch on another only meet in the join)
-        before = set().union(*(k.input_ops for k in kernels)) if kernels else set()
-        heavy = [o for o in ops if (o.id in before or facts.op_input_kernels.get(o.id, frozenset()) & r.flow.kernels)
-                 and o.families & heavy_ref] if heavy_ref else []
+        # (a kernel on one branch and torch on another only meet in the join).  The (cheap, usually
+        # failing) family test first; the flow's ops unsorted: ``rank_ops`` orders them totally
+        heavy = [o for o in (all_ops[i] for i in r.flow.ops) if o.families & heavy_ref] if heavy_ref else []
+        if heavy:
+            before = set().union(*(k.input_ops for k in kernels)) if kernels else set()
+            heavy = [o for o in heavy
+                     if o.id in before or facts.op_input_kernels.get(o.id, frozenset()) & r.flow.kernels]
         if heavy:
             op = rank_ops(heavy, ref)[0]
             if op.line in reported:
@@ -127,7 +132,6 @@ def kernel_only_epilogue(ctx: ScanContext) -> Iterator[Hit]:
         for k in kernels:
             pre = [facts.ops[i] for i in k.input_ops]
             covered = set().union(*(o.families for o in pre)) if pre else set()
-            core = ref - {"add", "mul", "sub", "div", "neg"} or ref
             if pre and core <= covered:
                 op = rank_ops(pre, ref)[0]
                 if op.line in reported:

@@ -218,7 +218,7 @@ def hardcoded_task_shape(ctx: ScanContext) -> Iterator[Hit]:
         scope = None
         for arg in use.args:
             for node in _leaves(arg, use.node):
-                if isinstance(node, ast.Constant):
+                if type(node) is ast.Constant:
                     v = node.value
                 else:
                     if scope is None:
@@ -241,21 +241,25 @@ def hardcoded_task_shape(ctx: ScanContext) -> Iterator[Hit]:
                       evidence={"values": values, "kind": use.kind, "function": use.function})
 
 
+_SIZE_EXPRS = frozenset({ast.Tuple, ast.List, ast.BinOp, ast.UnaryOp, ast.Starred})
+
+
 def _leaves(arg: ast.AST, call: ast.AST) -> Iterator[ast.AST]:
     """Integer-bearing leaves of a size expression: constants and names, not sub-calls (``x.size(0)``)."""
-    if isinstance(arg, ast.keyword):
+    if type(arg) is ast.keyword:
         if arg.arg in _SKIP_KEYWORDS:
             return
         arg = arg.value
     stack = [arg]
     while stack:
         n = stack.pop()
-        if isinstance(n, ast.Constant):
-            if isinstance(n.value, int) and not isinstance(n.value, bool):
+        t = type(n)  # exact types: a parsed tree holds no subclasses of the node classes
+        if t is ast.Constant:
+            if type(n.value) is int:  # (a constant's value is never an int subclass but bool)
                 yield n
-        elif isinstance(n, ast.Name):
+        elif t is ast.Name:
             yield n
-        elif isinstance(n, (ast.Tuple, ast.List, ast.BinOp, ast.UnaryOp, ast.Starred)):
+        elif t in _SIZE_EXPRS:
             stack.extend(children(n))
         # calls, attributes and subscripts carry sizes read from tensors: not hardcoded
 
