@@ -56,8 +56,8 @@ from .facts import (
 from .flow import EMPTY, KERNELS, OPAQUE, OPS, PARTIAL, SLICES, STATE, VIA, Flow
 from .imports import CONVENTIONAL
 from .lazy import cached_property
-from .members import FunctionIndex, MemberScanner, extracted, fallback_flags, self_chain, subtree
-from .module import HostModule, _statement_imports, children
+from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain, subtree
+from .module import HostModule, children
 from .resolve import Unresolved, dotted_name
 
 MAX_DEPTH = 6
@@ -157,10 +157,7 @@ class _Analyser:
         # may define more) and what each module-level def / class name is (``_module_bindings``)
         top_defs: list[ast.FunctionDef] = []
         blocks = False
-        # read from here, not from the host: without compiler calls or Triton decorators in the text
-        # the extraction pass (and the full index it needs) is skipped (a reference)
-        self.extensions, self.triton_kernels = extracted(host)
-        triton = self.triton_kernels
+        triton = host.triton_kernels
         names: dict[str, str] = {}
         for stmt in host.tree.body:
             t = type(stmt)  # exact types: a parsed tree has no subclasses
@@ -179,14 +176,14 @@ class _Analyser:
             elif t is ast.If or t is ast.Try or t is ast.With:
                 blocks = True
         self.jit_kernels = frozenset(
-            f.name for f in decorated if f.name not in self.triton_kernels
+            f.name for f in decorated if f.name not in host.triton_kernels
             and any(_jit_name(self._canon(d.func if isinstance(d, ast.Call) else d)) for d in f.decorator_list))
         facts.jit_kernels = self.jit_kernels
         # module functions by name; a name defined in several module-level branches keeps every definition
         self.function_alts: dict[str, list[ast.FunctionDef]] = {}
         # without a module-level if / try / with block the walk would find the top-level defs, in order
         for f in (_module_level_defs(host.tree) if blocks else top_defs):
-            if f.name not in self.triton_kernels and f.name not in self.jit_kernels:
+            if f.name not in host.triton_kernels and f.name not in self.jit_kernels:
                 self.function_alts.setdefault(f.name, []).append(f)
         self.functions = {name: defs[-1] for name, defs in self.function_alts.items()}
         self.local_bases: dict[str, list[str]] = {}
@@ -229,11 +226,11 @@ class _Analyser:
         self.budget = BUDGET
         self.global_flows: dict[str, Flow] = {}
         # names any extension exports; extensions with an unknown list match any attribute call
-        self.ext_functions = frozenset(f for ext in self.extensions for f in (ext.functions or ()))
-        self.ext_unlisted = any(ext.functions is None and ext.bound_to for ext in self.extensions)
+        self.ext_functions = frozenset(f for ext in host.extensions for f in (ext.functions or ()))
+        self.ext_unlisted = any(ext.functions is None and ext.bound_to for ext in host.extensions)
         self.ext_by_bound: dict[str, object] = {}
-        self.cupy_extensions = [ext for ext in self.extensions if ext.kind == "cupy"]
-        for ext in self.extensions:
+        self.cupy_extensions = [ext for ext in host.extensions if ext.kind == "cupy"]
+        for ext in host.extensions:
             for b in ext.bound_to:
                 self.ext_by_bound[b] = ext
 
@@ -262,8 +259,8 @@ class _Analyser:
     def kernel_classes(self) -> list[str]:
         """Module classes whose source mentions a kernel: the only hidden members worth analysing."""
         host = self.host
-        kernel_words = {b.split(".")[0] for e in self.extensions for b in e.bound_to} | \
-            set(self.triton_kernels) | set(self.ext_functions) | {"load_inline", "get_function"}
+        kernel_words = {b.split(".")[0] for e in host.extensions for b in e.bound_to} | \
+            set(host.triton_kernels) | set(self.ext_functions) | {"load_inline", "get_function"}
         lines = host.source.lines
         spans: dict[tuple[int, int | None], str] = {}
         # module functions that mention a kernel count as kernel words too (``residual_relu(out, x)``)
@@ -281,7 +278,7 @@ class _Analyser:
 
         ``out`` holds the module-level defs and classes already (found by ``__init__``'s pass over the
         module's statements); the names extensions are bound to are added here."""
-        for ext in self.extensions:
+        for ext in self.host.extensions:
             for b in ext.bound_to:
                 if "." not in b and not b.endswith("()"):
                     out[b] = "extension"
@@ -386,19 +383,12 @@ class _Analyser:
 
     # ================================================================== reference reuse (class 12)
     def _reference_imports(self) -> None:
-        host = self.host
-        if "nodes" in host.__dict__:
-            froms, plain = host.of_type(ast.ImportFrom), host.of_type(ast.Import)
-        else:  # not indexed (a reference): the statement lists alone hold every import, in the same order
-            found = _statement_imports(host.tree)
-            froms = [n for n in found if type(n) is ast.ImportFrom]
-            plain = [n for n in found if type(n) is ast.Import]
-        for node in froms:
+        for node in self.host.of_type(ast.ImportFrom):
             mod = (node.module or "").split(".")[-1]
             names = {a.name for a in node.names}
             if mod in REFERENCE_MODULES or ("Model" in names and mod not in ("torch", "nn")):
                 self.facts.reference_uses.append(ReferenceUse(node, "import", f"from {'.' * node.level}{node.module or ''} import {', '.join(sorted(names))}", False))
-        for node in plain:
+        for node in self.host.of_type(ast.Import):
             for a in node.names:
                 if a.name.split(".")[-1] in REFERENCE_MODULES:
                     self.facts.reference_uses.append(ReferenceUse(node, "import", f"import {a.name}", False))
@@ -605,7 +595,7 @@ class _Analyser:
                         return ("cupy", holder.attr)
                 if ext is not None:
                     return ("cupy", ext.name)  # type: ignore[attr-defined]
-                if any(e.kind == "cupy" for e in self.extensions):
+                if any(e.kind == "cupy" for e in self.host.extensions):
                     return ("cupy", key or "cupy")
             return None
         if t is ast.Attribute:
@@ -624,7 +614,7 @@ class _Analyser:
             if ext is not None:
                 return ("extfn", f"{ext.name}.{node.attr}")  # type: ignore[attr-defined]
             if isinstance(node.value, ast.Call):
-                for ext in self.extensions:
+                for ext in self.host.extensions:
                     if ext.call is node.value:
                         return ("extfn", f"{ext.name}.{node.attr}")
             canon = self._canon(node)
@@ -635,7 +625,7 @@ class _Analyser:
             frame = self.stack[-1]
             if node.id in self.functions and node.id not in frame.state:
                 return ("func", node.id)
-            if node.id in self.triton_kernels:
+            if node.id in self.host.triton_kernels:
                 return ("triton", node.id)
             return frame.callables.get(node.id)
         if t is ast.Lambda:
@@ -1473,16 +1463,16 @@ class _Analyser:
         return callee.join(self._args(e)).fresh().plus(OPAQUE, frozenset([e.lineno]))
 
     def _triton_name(self, node: ast.AST) -> str | None:
-        if isinstance(node, ast.Name) and node.id in self.triton_kernels and node.id not in self.stack[-1].state:
+        if isinstance(node, ast.Name) and node.id in self.host.triton_kernels and node.id not in self.stack[-1].state:
             return node.id
         if isinstance(node, ast.Name) and self.stack[-1].callables.get(node.id, ("", ""))[0] == "triton":
             return self.stack[-1].callables[node.id][1]
         chain = self._chain(node)
         if chain is not None:
             holder = self.facts.holders.get(chain)
-            if holder is not None and holder.target in self.triton_kernels:
+            if holder is not None and holder.target in self.host.triton_kernels:
                 return holder.target
-        if isinstance(node, ast.Attribute) and node.attr in self.triton_kernels:
+        if isinstance(node, ast.Attribute) and node.attr in self.host.triton_kernels:
             return node.attr
         return None
 
@@ -1634,7 +1624,7 @@ class _Analyser:
                 return self._launch(e, "extension", f"export:{ext_name}.{fn}", fn, ext_name, False)
             if target.startswith("cupy:"):
                 return self._launch(e, "cupy", f"cupy:{target[5:]}", target[5:], target[5:], discarded=True)
-            if target in self.triton_kernels:
+            if target in self.host.triton_kernels:
                 return self._launch(e, "triton", f"triton:{target}", target, None, discarded=True)
             owner, _, fn = target.rpartition(".")
             ext = self.ext_by_bound.get(owner)
@@ -1708,11 +1698,7 @@ class _Analyser:
         local = [m for m in members if m in self.module_classes]
         if not local and (not members or holder.kind != "container"):
             # a file with no kernel: its module classes show which torch ops do the work (HS105)
-            # ``PythonFacts.defines_kernel`` with this analyser's extensions and Triton kernels: the
-            # property reads them from the host, which would extract (and index) a reference
-            defines_kernel = bool(self.extensions or self.triton_kernels or self.jit_kernels
-                                  or any(k.kind == "torch_ops" for k in self.facts.kernels))
-            pool = self.kernel_classes if defines_kernel else self.module_classes
+            pool = self.kernel_classes if self.facts.defines_kernel else self.module_classes
             local = [c for c in pool if c != self.facts.model_name]
         out = EMPTY
         for cls in local:

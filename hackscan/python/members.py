@@ -19,18 +19,7 @@ from collections.abc import Iterable
 from .catalog import CONTAINER_MODULES, IDENTITY_INIT_MODULES, MODULE_PARAMS, STATELESS_MODULES
 from .facts import Holder
 from .lazy import cached_property
-from .module import (  # noqa: F401  (subtree: re-exported)
-    # the statement-list fields and the child walkers ``index_tree`` is made of, for the walks
-    # here that must list nodes in its order
-    _STMT_FIELDS,
-    _WALKERS,
-    CUPY_KERNELS,
-    Extension,
-    HostModule,
-    _generated,
-    _stmt_fields,
-    subtree,
-)
+from .module import CUPY_KERNELS, HostModule, subtree  # noqa: F401  (subtree: re-exported)
 from .resolve import dotted_name
 
 _TENSOR_FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty", "full", "tensor", "arange", "eye",
@@ -52,27 +41,6 @@ _POSITION = operator.attrgetter("lineno", "col_offset")
 _DEF_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _ASSIGN_TYPES = (ast.Assign, ast.AnnAssign)
 
-# Every name ``HostModule._extract`` looks for contains one of these: a compiler call's callee
-# (``module._LOADER_HINTS``), and the last part of a Triton decorator's canonical name (``jit``,
-# ``autotune``, ``heuristics``: that part is an identifier spelled in the file, by the decorator or
-# by the import it resolves through).  An ASCII text spelling none of them has nothing to extract.
-_EXTRACT_HINTS = ("load", "Kernel", "RawModule", "jit", "autotune", "heuristics")
-_NOTHING_EXTRACTED: tuple[list[Extension], dict[str, ast.FunctionDef]] = ([], {})
-
-
-def extracted(host: HostModule) -> tuple[list[Extension], dict[str, ast.FunctionDef]]:
-    """``host.extensions`` and ``host.triton_kernels``, without running the extraction pass when the
-    text shows it would find nothing.
-
-    The pass needs the full index of the tree (every call and every function), the larger part of
-    analysing a reference, which otherwise is never indexed.  The empty results are shared: read only.
-    """
-    if "triton_kernels" not in host.__dict__:  # not extracted yet (``HostModule._extract`` fills it)
-        text = host.source.text
-        if text.isascii() and not any(h in text for h in _EXTRACT_HINTS):
-            return _NOTHING_EXTRACTED
-    return host.extensions, host.triton_kernels
-
 
 def _inside(fn: ast.AST) -> list[ast.AST]:
     """The parts of a function (or module) that lie inside its own span: not its decorators."""
@@ -85,33 +53,6 @@ def _inside(fn: ast.AST) -> list[ast.AST]:
     if fn.returns is not None:  # type: ignore[attr-defined]
         parts.append(fn.returns)  # type: ignore[attr-defined]
     return parts
-
-
-_COLLECTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Assign, ast.AnnAssign, ast.Call)
-
-
-def _subtree_by_type(root: ast.AST) -> dict[type, list[ast.AST]]:
-    """The nodes of each ``_COLLECTED`` type in ``root``'s subtree (``root`` too), in the order
-    ``index_tree`` lists them: its stack discipline (children pushed in field order, by the same
-    generated walkers as ``subtree``), so the result is the run ``FunctionIndex._within`` reads
-    from the index, before the same stable sort (ties keep the same order too)."""
-    found: dict[type, list[ast.AST]] = {t: [] for t in _COLLECTED}
-    stack = [root]
-    pop, push, extend = stack.pop, stack.append, stack.extend
-    table = _WALKERS
-    while stack:
-        n = pop()
-        t = type(n)
-        bucket = found.get(t)
-        if bucket is not None:
-            bucket.append(n)
-        try:
-            walk = table[t]
-        except KeyError:
-            walk = _generated(t)
-        if walk is not None:
-            walk(n, push, extend)
-    return found
 
 
 class FunctionIndex:
@@ -178,18 +119,8 @@ class FunctionIndex:
             decorators = getattr(fn, "decorator_list", None)
             start = min(lo, *((d.lineno, d.col_offset) for d in decorators)) if decorators else lo
 
-        if "nodes" in self.host.__dict__:
-            def within(key: str, types: tuple[type, ...]) -> list[ast.AST]:
-                return self._within(types, lo, hi, start)
-        else:
-            # not indexed (a reference): the function's own subtree is walked instead of indexing the file
-            found_by_type = _subtree_by_type(fn)
-
-            def within(key: str, types: tuple[type, ...]) -> list[ast.AST]:
-                out = [n for t in types for n in found_by_type[t] if lo < (n.lineno, n.col_offset)]  # type: ignore[attr-defined]
-                if len(out) > 1:
-                    out.sort(key=_POSITION)
-                return out
+        def within(key: str, types: tuple[type, ...]) -> list[ast.AST]:
+            return self._within(types, lo, hi, start)
 
         nested = [((d.lineno, d.col_offset), ((d.end_lineno or d.lineno), d.end_col_offset or 0), d)
                   for d in within("defs", (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) if d is not fn]
@@ -267,8 +198,7 @@ class MemberScanner:
                  index: FunctionIndex):
         self.host = host
         self.index = index
-        self.extensions, self.triton_kernels = extracted(host)
-        self.ext_names = {b for e in self.extensions for b in e.bound_to}
+        self.ext_names = {b for e in host.extensions for b in e.bound_to}
         self.classes = classes
         self.local_bases = local_bases
         self.holders: dict[str, Holder] = {}
@@ -470,7 +400,7 @@ class MemberScanner:
                 for node in self.index.defs(fn):
                     if node.name == value.id:
                         return f"def:{node.lineno}:{node.col_offset}"
-            if value.id in self._module_functions and value.id not in self.triton_kernels:
+            if value.id in self._module_functions and value.id not in self.host.triton_kernels:
                 return f"func:{value.id}"
             return None
         if t is ast.Call and depth < 2:
@@ -506,7 +436,7 @@ class MemberScanner:
 
     def _returned_kernel(self, call: ast.Call) -> str | None:
         """``self._load()`` / ``_build()`` returning ``load_inline(...).fn`` or ``module.fn``: ``extfn:<ext>.<fn>``."""
-        if not self.extensions:
+        if not self.host.extensions:
             return None  # no extension: nothing to return
         func = call.func
         fn: ast.AST | None = None
@@ -519,7 +449,7 @@ class MemberScanner:
             fn = self._module_functions.get(func.id)
         if fn is None:
             return None
-        for ext in self.extensions:
+        for ext in self.host.extensions:
             if self.host.enclosing(ext.call, ast.FunctionDef, ast.AsyncFunctionDef) is not fn:
                 continue
             for stmt in fn.body[::-1]:
@@ -538,6 +468,7 @@ class MemberScanner:
         return name.startswith("torch.") and name.rsplit(".", 1)[-1] in _IDENTITY_FILL
 
     def _assign(self, attr: str, value: ast.AST, prefix: str, depth: int) -> None:
+        host = self.host
         if attr in self.holders and self.holders[attr].kind not in ("config", "unknown") and \
                 _self_reads(value) <= {attr[len(prefix):]}:
             return  # ``self.conv = self.conv.to(memory_format=...)``: the same holder, moved or cast
@@ -632,7 +563,7 @@ class MemberScanner:
         if isinstance(value, ast.Name) and value.id in self.ext_names:
             self.holders[attr] = Holder(attr, "extension", value.id, value, target=value.id)
             return
-        if isinstance(value, ast.Name) and (value.id in self.triton_kernels or value.id in self.classes):
+        if isinstance(value, ast.Name) and (value.id in host.triton_kernels or value.id in self.classes):
             self.holders[attr] = Holder(attr, "callable", value.id, value, target=value.id)
             return
         if reads:
@@ -701,47 +632,6 @@ def _handler_assigns(handlers: list[ast.AST]) -> dict[ast.AST, ast.ExceptHandler
     return owner
 
 
-def _handlers_and_assigns(host: HostModule) -> tuple[list[ast.AST], list[ast.AST]]:
-    """``host.of_type(ast.ExceptHandler)`` and ``host.of_type(ast.Assign, ast.AnnAssign, ast.AugAssign)``.
-
-    Without the full index (a reference is indexed only when a rule asks) the statement lists alone
-    are walked: handlers and assignments only ever sit in them.  The walk pops its stack as
-    ``index_tree`` does (children pushed in field order), so each type's nodes come out in the order
-    ``of_type`` gives them: the flags below are set in the order of the assignments.
-    """
-    if "nodes" in host.__dict__:
-        return host.of_type(ast.ExceptHandler), host.of_type(*_ASSIGN_STMTS)
-    handlers: list[ast.AST] = []
-    plain: list[ast.AST] = []
-    annotated: list[ast.AST] = []
-    augmented: list[ast.AST] = []
-    stack: list[ast.AST] = [host.tree]
-    pop, extend = stack.pop, stack.extend
-    table = _STMT_FIELDS
-    while stack:
-        node = pop()
-        t = type(node)
-        if t is ast.Assign:
-            plain.append(node)
-            continue
-        if t is ast.AnnAssign:
-            annotated.append(node)
-            continue
-        if t is ast.AugAssign:
-            augmented.append(node)
-            continue
-        if t is ast.ExceptHandler:
-            handlers.append(node)
-        spec = table.get(t)
-        if spec is None:
-            spec = _stmt_fields(t)
-        for name in spec:
-            v = getattr(node, name)
-            if v and type(v) is list:  # a Lambda / IfExp ``body`` is one expression (never reached)
-                extend(v)
-    return handlers, plain + annotated + augmented
-
-
 # the values a derived flag is computed by: ``ext is not None``, ``a and b``, ``not ext``, ``hasattr(ext, ...)``
 _FLAG_VALUES = frozenset({ast.Compare, ast.BoolOp, ast.UnaryOp})
 _FLAG_CALLS = frozenset({"hasattr", "bool", "callable", "all", "any"})
@@ -751,13 +641,12 @@ def fallback_flags(host: HostModule) -> dict[str, str]:
     """Names (``flag``, ``self.flag``) that record whether a custom kernel compiled or may be used."""
     flags: dict[str, str] = {}
     ext_names: set[str] = set()
-    extensions, triton_kernels = extracted(host)
-    for ext in extensions:
+    for ext in host.extensions:
         for b in ext.bound_to:
             name = b[:-2] if b.endswith("()") else b
             ext_names.add(name)
             flags.setdefault(name, f"the extension '{ext.name}' (line {ext.line})")
-    for name in triton_kernels:
+    for name in host.triton_kernels:
         ext_names.add(name)
 
     def targets_of(stmt: ast.AST) -> Iterable[str]:
@@ -775,7 +664,8 @@ def fallback_flags(host: HostModule) -> dict[str, str]:
                     out.append(d)
         return out
 
-    handlers, assigns = _handlers_and_assigns(host)
+    handlers = host.of_type(ast.ExceptHandler)
+    assigns = host.of_type(ast.Assign, ast.AnnAssign, ast.AugAssign)
     if handlers:
         # each assignment's innermost enclosing handler within its function, found from the
         # handlers down (their bodies are a small part of the file) rather than from every
@@ -787,7 +677,7 @@ def fallback_flags(host: HostModule) -> dict[str, str]:
                 if cur is not None:
                     for name in targets_of(node):
                         flags.setdefault(name, f"set in the except handler at line {cur.lineno}")
-    for ext in extensions:
+    for ext in host.extensions:
         tr = host.in_try_body(ext.call)
         if tr is not None:
             for s in tr.body:
