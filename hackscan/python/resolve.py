@@ -98,17 +98,6 @@ def build_scope(node: ast.AST, parent: Scope | None = None, klass: Scope | None 
                 for tgt, v, kind in _unpack(target, value):
                     if isinstance(tgt, Name):
                         bindings.setdefault(tgt.id, []).append((stmt.lineno, kind, v))
-        elif t in _DEFS:  # next most common (a module's classes and functions): ``_record``'s, inline
-            entries = bindings.get(stmt.name)  # type: ignore[attr-defined]
-            if entries is None:
-                bindings[stmt.name] = [(stmt.lineno, "def", stmt)]  # type: ignore[attr-defined]
-            else:
-                entries.append((stmt.lineno, "def", stmt))
-        elif t in _IMPORTS:
-            lineno = stmt.lineno
-            for alias in stmt.names:  # type: ignore[attr-defined]
-                name = alias.asname or alias.name.split(".")[0]
-                bindings.setdefault(name, []).append((lineno, "import", stmt))
         elif t in _BINDERS:  # ``_record`` binds nothing for any other statement
             _record(scope, stmt)
     for entries in scope.bindings.values():
