@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # The venv's interpreter.  The static stage is pure Python, so the interpreter's build sets its
 # speed: Debian's /usr/bin/python3 (3.11, built with PGO and LTO, libpython linked into the
-# executable) scans the CUDA-L1 corpus about 15 % faster than pyenv's default build of 3.11 (no PGO,
+# executable) scans the CUDA-L1 corpus 10-20 % faster than pyenv's default build of 3.11 (no PGO,
 # libpython as a shared library) on the development machine (README, "Measured").  It is used when
 # it is 3.11 or newer and can make a venv (ensurepip present); `make install PYTHON=python3.12`
 # picks another.
