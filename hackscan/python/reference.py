@@ -136,9 +136,9 @@ def build_reference_facts(mod: HostModule) -> ReferenceFacts:
 def _top_level(mod: HostModule) -> tuple[dict[str, int | float], ast.ClassDef | None, ast.FunctionDef | None,
                                          ast.FunctionDef | None]:
     """What the facts read of the module body, in one pass over its statements: the numeric
-    constants (``_module_constants``), the ``Model`` class (the last one, as ``mod.classes()``
-    keeps it) and the ``get_inputs`` / ``get_init_inputs`` functions (the first of each, as
-    ``_function`` finds them)."""
+    constants bound at module level, the ``Model`` class (the last one, as ``mod.classes()``
+    keeps it) and the ``get_inputs`` / ``get_init_inputs`` functions (the first module-level def
+    of each name)."""
     out: dict[str, int | float] = {}
     model: ast.ClassDef | None = None
     get_inputs: ast.FunctionDef | None = None
@@ -161,10 +161,6 @@ def _top_level(mod: HostModule) -> tuple[dict[str, int | float], ast.ClassDef | 
         elif t is ast.ClassDef and stmt.name == "Model":  # type: ignore[attr-defined]
             model = stmt  # type: ignore[assignment]
     return out, model, get_inputs, get_init_inputs
-
-
-def _module_constants(mod: HostModule) -> dict[str, int | float]:
-    return _top_level(mod)[0]
 
 
 def _constants_of(mod: HostModule, stmt: ast.AST, targets: list[ast.AST], out: dict[str, int | float]) -> None:
@@ -206,7 +202,7 @@ class _Walks(dict):
         return got
 
     def init(self, mod: HostModule, fn: ast.AST) -> list[ast.AST]:
-        """What ``_init_members`` and ``_sequential_members`` read of ``__init__``: its
+        """What ``_init_facts`` reads of ``__init__``: its
         assignments and its ``register_buffer`` / ``register_parameter`` calls, in walk order.
 
         Assignments are statements; a call can sit anywhere, but one of those two names cannot
@@ -223,13 +219,6 @@ class _Walks(dict):
                 got = self[fn]
             self[key] = got
         return got
-
-
-def _function(mod: HostModule, name: str) -> ast.FunctionDef | None:
-    for stmt in mod.tree.body:
-        if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
-            return stmt
-    return None
 
 
 def _plain(v: Any) -> Any:
@@ -308,12 +297,7 @@ def _shape(mod: HostModule, args: list[ast.AST], scope: Any, line: int) -> tuple
     return tuple(dims)
 
 
-_NOT_GIVEN: Any = object()
-
-
-def _get_inputs(mod: HostModule, fn: ast.FunctionDef | None = _NOT_GIVEN) -> list[InputSpec]:
-    if fn is _NOT_GIVEN:
-        fn = _function(mod, "get_inputs")
+def _get_inputs(mod: HostModule, fn: ast.FunctionDef | None) -> list[InputSpec]:
     if fn is None:
         return []
     # assignments and returns are statements: the statement walk finds them in the same order
@@ -335,9 +319,7 @@ def _get_inputs(mod: HostModule, fn: ast.FunctionDef | None = _NOT_GIVEN) -> lis
     return [_tensor_spec(mod, e, scope, local_defs) for e in ret.elts]
 
 
-def _get_init_inputs(mod: HostModule, fn: ast.FunctionDef | None = _NOT_GIVEN) -> list[Any]:
-    if fn is _NOT_GIVEN:
-        fn = _function(mod, "get_init_inputs")
+def _get_init_inputs(mod: HostModule, fn: ast.FunctionDef | None) -> list[Any]:
     if fn is None:
         return []
     stmts, parents = statements(fn)
@@ -392,18 +374,8 @@ def _init_facts(mod: HostModule, model: ast.ClassDef, walks: _Walks
     return submodules, parameters, members
 
 
-def _init_members(mod: HostModule, model: ast.ClassDef, walks: _Walks) -> tuple[dict[str, str], list[str]]:
-    submodules, parameters, _ = _init_facts(mod, model, walks)
-    return submodules, parameters
-
-
 _OPERATORS = {ast.Add: "torch.add", ast.Sub: "torch.sub", ast.Mult: "torch.mul", ast.Div: "torch.div",
               ast.Pow: "torch.pow", ast.FloorDiv: "torch.floor_divide", ast.Mod: "torch.remainder"}
-
-
-def _sequential_members(mod: HostModule, model: ast.ClassDef, walks: _Walks) -> dict[str, tuple[str, ...]]:
-    """``self.seq = nn.Sequential(nn.Conv2d(...), nn.ReLU())`` -> {"seq": ("torch.nn.Conv2d", "torch.nn.ReLU")}."""
-    return _init_facts(mod, model, walks)[2]
 
 
 def _forward_ops(mod: HostModule, model: ast.ClassDef, submodules: Mapping[str, str],
