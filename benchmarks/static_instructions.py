@@ -9,7 +9,9 @@ instead: it runs the first ``--files`` submissions under ``valgrind --tool=callg
 with a warm-up pass only and once with two more passes, and prints the difference per file, so
 start-up, imports and tree-sitter query compilation cancel out.  Set ``PYTHONHASHSEED=0``: set
 iteration order moves the count by about 3 % between runs otherwise.  Needs valgrind (Debian:
-``apt-get install valgrind``); each run takes a few minutes.
+``apt-get install valgrind``); each run takes a few minutes.  Counts compare only between runs of
+one interpreter build (a PGO build runs fewer instructions for the same work): the line printed
+names it.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def main() -> int:
         return 1
     per_file = (more - base) / (2 * args.files)
     mode = "batch (scan_many)" if args.batch else "one scan per call"
-    print(f"{per_file / 1e6:.2f} M instructions per file ({mode}, first {args.files} submissions of {args.corpus})")
+    print(f"{per_file / 1e6:.2f} M instructions per file ({mode}, first {args.files} submissions of {args.corpus}; {sys.executable}, Python {sys.version.split()[0]})")
     return 0
 
 

@@ -89,16 +89,25 @@ def _reference_uses_low_precision(ctx: ScanContext) -> bool:
         nodes = list(ast.walk(model)) if model is not None else []
         return _uses_half(mod, [n for n in nodes if isinstance(n, ast.Attribute)],
                           [n for n in nodes if isinstance(n, ast.Call)])
-    # A separate reference module is indexed (every node by type, and the parent map) for this
-    # question alone, on most files.  Every match below names one of ``_REF_NEEDLES`` in the
-    # reference's source: a matching attribute or method by its own ``.attr``, a canonical name by
-    # its last part, which is an ``.attr`` or an identifier of an import statement (``ImportMap``;
-    # a conventional name maps to no half dtype or autocast name).  In an ASCII source identifiers
-    # are spelled as the tree holds them (no NFKC folding), so when none occurs the answer is False.
-    text = mod.source.text
-    if "nodes" not in mod.__dict__ and text.isascii() and not any(n in text for n in _REF_NEEDLES):
+    # every match below names one of ``_REF_NEEDLES``: a matching attribute or method by its own
+    # ``.attr``, a canonical name by its last part (a conventional name maps to no half dtype or
+    # autocast name)
+    if _never_spelled(mod, _REF_NEEDLES):
         return False
     return _uses_half(mod, mod.of_type(ast.Attribute), mod.of_type(ast.Call))
+
+
+def _never_spelled(mod, needles: tuple[str, ...]) -> bool:
+    """Whether the reference's source spells none of ``needles`` (identifiers), so that no node of
+    it can match them: a question about the reference then needs neither its index (every node by
+    type, and the parent map, built for these questions alone on most files) nor a resolution.
+
+    An attribute or method matches by its own ``.attr``; a canonical name by its last part, which
+    is an ``.attr`` or an identifier of an import statement (``ImportMap``).  In an ASCII source
+    identifiers are spelled as the tree holds them (no NFKC folding); any other source is not
+    judged by its text."""
+    text = mod.source.text
+    return text.isascii() and not any(n in text for n in needles)
 
 
 def _uses_half(mod, attributes: list, calls: list) -> bool:
@@ -294,11 +303,7 @@ def _reference_sets(ctx: ScanContext, flag: str) -> bool:
     mod = ctx.reference_module
     if mod is None or mod is ctx.host:
         return False
-    # a canonical name's last part is an ``.attr`` or an identifier of an import statement (see
-    # ``_reference_uses_low_precision``): an ASCII reference that never spells it cannot set the
-    # flag, and its nodes need not be indexed
-    text = mod.source.text
-    if "nodes" not in mod.__dict__ and text.isascii() and flag.rsplit(".", 1)[-1] not in text:
+    if _never_spelled(mod, (flag.rsplit(".", 1)[-1],)):  # no assignment can name the flag
         return False
     for node in mod.of_type(ast.Assign):
         if any(mod.canonical(t) == flag for t in node.targets):

@@ -80,6 +80,13 @@ _FOLDABLE = frozenset({"number_literal", "identifier", "qualified_identifier", "
                        "call_expression", "conditional_expression"})
 
 
+def never_folds(node: ts.Node) -> bool:
+    """Whether ``fold`` returns None for ``node`` whatever the constants: a node type it has no rule
+    for (``blockIdx.x``, ``p[i]``, ``*p``, ``{...}``)."""
+    t = node.type
+    return t not in _FOLDABLE and t != "parenthesized_expression"
+
+
 def fold(node: ts.Node | None, env: Env, depth: int = 0) -> int | float | None:
     """The value of an integer/float expression node, or None."""
     if node is None or depth > 40:

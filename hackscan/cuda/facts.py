@@ -27,7 +27,7 @@ from ..python.lazy import cached_property
 from ..python.records import quick_init
 from ..units import Unit
 from . import names
-from .consts import _FOLDABLE, fold, fold_text
+from .consts import fold, fold_text, never_folds
 from .parser import (
     END_BYTE,
     START_BYTE,
@@ -1029,11 +1029,7 @@ class _UnitBuilder:
                                                  static=True, const=(const or constexpr) and "*" not in suffix,
                                                  init=value))
             if value is not None and (constexpr or (const and type_text in _INT_TYPES)):
-                # ``fold`` returns None at once, whatever the constants, for a value of a type it has
-                # no rule for (``blockIdx.x``, ``p[i]``, ``*p``, ``{...}``): such a constant never
-                # folds, so it is not queued for folding
-                vt = value.type
-                if vt in _FOLDABLE or vt == "parenthesized_expression":
+                if not never_folds(value):  # such a constant is not queued for folding
                     self.pending.append((name, "constexpr" if constexpr else "const", value, "",
                                          self.unit, node, fn.name))
 
@@ -1130,8 +1126,6 @@ def _host_body_query_cursor() -> ts.QueryCursor:
     if cur is None:
         cur = _local_cursor.host_cursor = ts.QueryCursor(_host_body_query())
     return cur
-
-
 
 
 _INT_TYPES = frozenset({"int", "unsigned", "unsignedint", "int64_t", "int32_t", "size_t", "long", "uint32_t",

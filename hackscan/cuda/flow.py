@@ -498,13 +498,14 @@ class Flow:
                           seen: frozenset[tuple[int, str]]) -> list[Origin]:
         # whether ``fn`` is an entry point, else its call sites: a scan of every call of the
         # extension, asked again for each parameter traced back, so kept per function
-        got = self._callers.get(id(fn))
-        if got is None:
-            got = self._callers[id(fn)] = (None if self.facts.is_exported(fn) or fn.lambda_export
-                                           else self.facts.callers(fn))
-        if got is None:
+        key = id(fn)
+        if key in self._callers:
+            callers = self._callers[key]
+        else:
+            callers = self._callers[key] = (None if self.facts.is_exported(fn) or fn.lambda_export
+                                            else self.facts.callers(fn))
+        if callers is None:
             return [Origin("input", fn, param.name, param.index)]
-        callers = got
         if not callers:
             return [Origin("param", fn, param.name, param.index)]
         out: list[Origin] = []

@@ -119,11 +119,11 @@ class FunctionIndex:
             decorators = getattr(fn, "decorator_list", None)
             start = min(lo, *((d.lineno, d.col_offset) for d in decorators)) if decorators else lo
 
-        def within(key: str, types: tuple[type, ...]) -> list[ast.AST]:
+        def within(*types: type) -> list[ast.AST]:
             return self._within(types, lo, hi, start)
 
         nested = [((d.lineno, d.col_offset), ((d.end_lineno or d.lineno), d.end_col_offset or 0), d)
-                  for d in within("defs", (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) if d is not fn]
+                  for d in within(ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda) if d is not fn]
 
         def mine(n: ast.AST) -> bool:
             if not nested:
@@ -132,8 +132,8 @@ class FunctionIndex:
             b = ((n.end_lineno or n.lineno), n.end_col_offset or 0)  # type: ignore[attr-defined]
             return not any(da <= a and b <= db and n is not d for da, db, d in nested)
 
-        assigns = within("assigns", (ast.Assign, ast.AnnAssign))
-        calls = within("calls", (ast.Call,))
+        assigns = within(ast.Assign, ast.AnnAssign)
+        calls = within(ast.Call)
         if nested:  # without nested functions every node found is the function's own (``mine`` is True)
             assigns = [n for n in assigns if mine(n)]
             calls = [n for n in calls if mine(n)]

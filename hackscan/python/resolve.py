@@ -244,8 +244,8 @@ _IMPORTS = frozenset({ast.Import, ast.ImportFrom})
 def _record(scope: Scope, stmt: ast.stmt) -> None:
     bindings = scope.bindings
     t = type(stmt)
-    # what ``build_scope`` hands here most (an assignment it binds itself): defs and imports first,
-    # tested by exact type (a parsed tree holds no subclasses)
+    # defs and imports are most of what ``build_scope`` hands here (it binds plain assignments
+    # itself): tested first, by exact type (a parsed tree holds no subclasses)
     if t in _DEFS:
         bindings.setdefault(stmt.name, []).append((stmt.lineno, "def", stmt))  # type: ignore[attr-defined]
         return
@@ -270,13 +270,7 @@ def _record(scope: Scope, stmt: ast.stmt) -> None:
             if isinstance(target, ast.Name):
                 bindings.setdefault(target.id, []).append((stmt.lineno, kind, value))
         return
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        bindings.setdefault(stmt.name, []).append((stmt.lineno, "def", stmt))
-    elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-        for alias in stmt.names:
-            name = alias.asname or alias.name.split(".")[0]
-            bindings.setdefault(name, []).append((stmt.lineno, "import", stmt))
-    elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
         for t, v, _ in _unpack(stmt.target, stmt.iter):
             if isinstance(t, ast.Name):
                 bindings.setdefault(t.id, []).append((stmt.lineno, "opaque", v))
