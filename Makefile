@@ -12,17 +12,26 @@ PY := $(VENV)/bin/python
 SYSTEM_PY := $(shell /usr/bin/python3 -c 'import sys, ensurepip; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && echo /usr/bin/python3)
 PYTHON ?= $(or $(SYSTEM_PY),python3)
 
-.PHONY: install demo test bench clean
+.PHONY: install sandbox-tools demo test bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	@$(PY) -c 'import sys; print("venv on", sys.version.split()[0], sys.base_prefix)'
 	$(PY) -m pip install -q --upgrade pip
 
-install: $(PY)
+install: $(PY) sandbox-tools
 	# torch first, pinned: the CPU build on this disk; a plain requirement pulls a multi-GB CUDA build
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e ".[dynamic,clang,dev]"
+
+# bubblewrap (Debian/Ubuntu package): every process that runs candidate code is sandboxed with it,
+# and the dynamic stage refuses to run without it
+sandbox-tools:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  SUDO=""; [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO="sudo"; \
+	  if command -v apt-get >/dev/null 2>&1; then \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null; \
+	  else echo "hackscan: install bubblewrap (bwrap) with your package manager; the dynamic stage needs it"; fi; }
 
 demo: install
 	$(VENV)/bin/hackscan kernels/

@@ -66,6 +66,11 @@ class Device(str, Enum):
     cuda = "cuda"
 
 
+class Sandbox(str, Enum):
+    required = "required"
+    off = "off"
+
+
 def _split(values: Optional[List[str]]) -> tuple[str, ...]:
     out: list[str] = []
     for v in values or []:
@@ -106,6 +111,10 @@ def scan(
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for hidden inputs (replay a finding)."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds per candidate for the dynamic stage."),
     no_perf: bool = typer.Option(False, "--no-perf", help="Skip timing and memory measurement."),
+    sandbox: Sandbox = typer.Option(
+        Sandbox.required, "--sandbox", help="required: every process that runs candidate code is in its own OS "
+                                             "sandbox (bubblewrap; refuses to run without one). off: no walls, "
+                                             "only for code you trust."),
     baselines: Optional[str] = typer.Option(
         None, "--baselines", help="What speedups are measured against: eager (strict fp32, always), tf32 (GPU), "
                                   "compile (torch.compile). Default: eager,tf32,compile on a GPU, eager on the CPU."),
@@ -162,7 +171,7 @@ def scan(
         except ValueError as exc:
             raise _fail(str(exc))
     options = RunOptions(static_only=static, device=device.value, seed=seed, timeout=timeout, perf=not no_perf, jobs=jobs,
-                         baselines=chosen)
+                         baselines=chosen, sandbox=sandbox.value)
     # a bar on a terminal only: in CI logs and pipes it would be noise
     show_progress = progress if progress is not None else sys.stderr.isatty()
     reporter = ProgressBar(sys.stderr) if show_progress else None

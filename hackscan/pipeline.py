@@ -26,6 +26,8 @@ class RunOptions:
     jobs: int = 1
     # baselines to time against ("eager", "tf32", "compile"); None: all on a GPU, eager on the CPU
     baselines: tuple[str, ...] | None = None
+    # "required": every worker in its own OS sandbox (dynamic/sandbox.py); "off": no walls
+    sandbox: str = "required"
     extra: dict = field(default_factory=dict)
 
 

@@ -178,7 +178,8 @@ class Zygote:
         self.preloaded.update(wanted)
         return done
 
-    def spawn(self, spec: dict[str, Any], timeout: float, mem_bytes: int | None = None) -> Session:
+    def spawn(self, spec: dict[str, Any], timeout: float, mem_bytes: int | None = None,
+              source: str | None = None) -> Session:
         with self._lock:
             if not self.alive():
                 raise WorkerFailure("crash", "the worker server is gone", log_tail=self.log_tail())
@@ -224,9 +225,11 @@ class Zygote:
 class Session:
     """A conversation with one worker, under one overall deadline."""
 
-    def __init__(self, zygote: Zygote, pid: int, sock: socket.socket, log: Path, timeout: float,
-                 mem_bytes: int | None):
+    def __init__(self, zygote: Any, pid: int, sock: socket.socket, log: Path, timeout: float,
+                 mem_bytes: int | None, handle: Any = None):
         self.zygote = zygote
+        # a sandboxed worker (``sandbox.Handle``): its tree's memory, its kill and exit status
+        self.handle = handle
         self.pid = pid
         self.sock = sock
         self.log = log
@@ -283,6 +286,8 @@ class Session:
                 self._died("crash", "the worker died")
             except wire.WireError as exc:
                 self._died("protocol", f"the worker sent a malformed frame: {exc}")
+            except OSError:  # a reset channel: the worker is gone
+                self._died("crash", "the worker died")
             if frame is not None:
                 try:
                     msg = wire.decode(frame[0], frame[1], side="parent")
@@ -297,7 +302,7 @@ class Session:
             if time.monotonic() >= end:
                 self._died("timeout", "the worker ran past its time limit" if end >= self.deadline
                            else "the worker did not answer in time")
-            rss = _rss_bytes(self.pid)
+            rss = self.handle.rss() if self.handle is not None else _rss_bytes(self.pid)
             self.peak_rss = max(self.peak_rss, rss)
             if self.mem_bytes and rss > self.mem_bytes:
                 self._died("memory", f"the worker used {rss / 2**30:.1f} GiB, over the "
@@ -327,19 +332,29 @@ class Session:
         return self.recv(timeout)
 
     def _died(self, kind: str, message: str) -> None:
-        self.kill()
-        status = self.zygote.exit_status(self.pid, wait=2.0)
+        if self.handle is not None:
+            # the worker's own exit status first (killing the sandbox would hide it)
+            status = self.handle.exit_status(wait=2.0)
+            self.kill()
+        else:
+            self.kill()
+            status = self.zygote.exit_status(self.pid, wait=2.0)
         text = message
         if kind == "crash":
             text = f"{message} ({_status_text(status)})"
             if status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
                 tail = self.log_tail()
-                if "MemoryError" in tail or "std::bad_alloc" in tail:
+                if "MemoryError" in tail or "std::bad_alloc" in tail or (
+                        self.handle is not None and self.handle.limit.hit_memory_limit()):
                     kind = "memory"
+                    text = f"{message}: the worker's process tree reached its memory limit"
         self.dead = WorkerFailure(kind, text, status, self.log_tail())
         raise self.dead
 
     def kill(self) -> None:
+        if self.handle is not None:
+            self.handle.kill()
+            return
         try:
             os.killpg(self.pid, signal.SIGKILL)
         except OSError:
@@ -359,17 +374,39 @@ class Session:
             self.sock.close()
         except OSError:
             pass
+        if self.handle is not None:
+            self.handle.destroy()
         try:
             self.log.unlink()
         except OSError:
             pass
 
 
-class WorkerPool:
-    """Zygotes by device setting, started on first use and closed at exit."""
+def nondumpable() -> None:
+    """No core dumps of this process, and its memory closed to ptrace and /proc/PID/mem of any
+    process without CAP_SYS_PTRACE: it holds the reference's outputs."""
+    try:
+        import ctypes
 
-    def __init__(self) -> None:
-        self._zygotes: dict[str, Zygote] = {}
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except Exception:
+        pass
+
+
+class WorkerPool:
+    """Worker launchers by device setting, started on first use and closed at exit.
+
+    ``sandbox`` is ``"required"`` (the default: every worker in its own bubblewrap sandbox, see
+    ``sandbox.py``; where none can be built the dynamic stage refuses to run) or ``"off"`` (the
+    old forkserver, no walls: only for code you trust, on a machine you can lose)."""
+
+    def __init__(self, sandbox: str | None = None, warm: bool = True) -> None:
+        self.sandbox = sandbox or _DEFAULT_SANDBOX[0]
+        if self.sandbox not in ("required", "off"):
+            raise ValueError(f"sandbox must be 'required' or 'off', not {self.sandbox!r}")
+        self.warm = warm
+        nondumpable()
+        self._zygotes: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._dir: tempfile.TemporaryDirectory[str] | None = None
         self.failures: dict[str, str] = {}
@@ -379,14 +416,25 @@ class WorkerPool:
             self._dir = tempfile.TemporaryDirectory(prefix="hackscan-dyn-")
         return Path(self._dir.name)
 
-    def zygote(self, device: str) -> Zygote:
+    def zygote(self, device: str) -> Any:
         """``device`` is ``cpu`` (GPUs hidden) or ``cuda``/``auto`` (GPUs visible)."""
         key = "cpu" if device == "cpu" else "gpu"
         with self._lock:
             z = self._zygotes.get(key)
             if z is not None and z.alive():
                 return z
-            z = Zygote("cpu" if key == "cpu" else "cuda", self._log_dir())
+            if key in self.failures:
+                raise WorkerFailure("sandbox", self.failures[key])
+            if self.sandbox == "off":
+                z = Zygote("cpu" if key == "cpu" else "cuda", self._log_dir())
+            else:
+                from .sandbox import Launcher, SandboxUnavailable
+
+                try:
+                    z = Launcher("cpu" if key == "cpu" else "cuda", self._log_dir(), warm=self.warm)
+                except SandboxUnavailable as exc:
+                    self.failures[key] = f"no sandbox for untrusted code: {exc}"
+                    raise WorkerFailure("sandbox", self.failures[key]) from exc
             self._zygotes[key] = z
             return z
 
@@ -400,14 +448,24 @@ class WorkerPool:
                 self._dir = None
 
 
-_DEFAULT: WorkerPool | None = None
+_DEFAULTS: dict[str, WorkerPool] = {}
 _DEFAULT_LOCK = threading.Lock()
+_DEFAULT_SANDBOX = ["required"]
 
 
-def default_pool() -> WorkerPool:
-    global _DEFAULT
+def set_default_sandbox(mode: str) -> None:
+    """The sandbox mode of pools made without one."""
+    if mode not in ("required", "off"):
+        raise ValueError(f"sandbox must be 'required' or 'off', not {mode!r}")
+    _DEFAULT_SANDBOX[0] = mode
+
+
+def default_pool(sandbox: str | None = None) -> WorkerPool:
+    """The process-wide pool for a sandbox mode (``None``: the default mode)."""
+    mode = sandbox or _DEFAULT_SANDBOX[0]
     with _DEFAULT_LOCK:
-        if _DEFAULT is None:
-            _DEFAULT = WorkerPool()
-            atexit.register(_DEFAULT.close)
-        return _DEFAULT
+        pool = _DEFAULTS.get(mode)
+        if pool is None:
+            pool = _DEFAULTS[mode] = WorkerPool(sandbox=mode)
+            atexit.register(pool.close)
+        return pool

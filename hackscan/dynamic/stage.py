@@ -415,7 +415,8 @@ class DynamicRun:
         # perf: the worker binds its clocks and takes the memory baseline before the untrusted import
         s = zygote.spawn({"role": role, "path": path, "device": device, "threads": int(threads),
                           "cache_dir": self.opts.get("cache_dir"), "perf": self._perf_wanted()},
-                         timeout=timeout, mem_bytes=self.mem_bytes)
+                         timeout=timeout, mem_bytes=self.mem_bytes,
+                         source=self.sub.reference if role == "reference" else self.sub.code)
         self.sessions.append(s)
         return s
 
@@ -677,5 +678,5 @@ def run_dynamic_stage(sub: Submission, report: Report, options: Any, config: Con
     """Run the candidate on hidden inputs in isolated workers; return ``report`` with dynamic findings,
     ``report.dynamic`` filled and the verdict recomputed."""
     registry = load_registry()
-    run = DynamicRun(sub, report, options, config, pool or default_pool(), registry)
+    run = DynamicRun(sub, report, options, config, pool or default_pool(getattr(options, "sandbox", None)), registry)
     return run.execute()

@@ -1,0 +1,146 @@
+"""Worker side: the first code a sandboxed worker runs (see ``sandbox.py``).
+
+It runs before anything untrusted: makes the process non-dumpable, imports torch and the worker
+code, says it is ready, imports what the parent asks it to preload while it waits as a spare, and
+then serves the one spec it is given.  The socket to the parent is the one socket among its open
+descriptors (the sandbox passes nothing else), so nothing on the command line or in the
+environment names it.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import socket
+import stat
+import sys
+import traceback
+from typing import Any
+
+from . import wire
+
+
+def _channel() -> socket.socket:
+    for name in sorted(os.listdir("/proc/self/fd"), key=int):
+        fd = int(name)
+        if fd <= 2:
+            continue
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                return socket.socket(fileno=fd)
+        except OSError:
+            continue
+    raise RuntimeError("no channel to the parent")
+
+
+def _nondumpable() -> None:
+    """No core dumps, and /proc/PID/mem of this process closed to everything but itself."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except Exception:
+        pass
+
+
+def _info() -> dict[str, Any]:
+    import importlib.util
+    import shutil
+
+    import torch
+
+    ok = bool(torch.cuda.is_available())
+    return {
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+        "cuda": ok,
+        "cuda_devices": torch.cuda.device_count() if ok else 0,
+        "torch_cuda": torch.version.cuda,
+        "triton": importlib.util.find_spec("triton") is not None,
+        "cxx": shutil.which("c++") or shutil.which("g++"),
+        "nvcc": shutil.which("nvcc") or (os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc")
+                                         if os.environ.get("CUDA_HOME") else None),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def _preload() -> None:
+    import torch  # noqa: F401
+    import torch.nn.functional  # noqa: F401
+    import torch.utils.cpp_extension  # noqa: F401
+    import torch.utils.deterministic  # noqa: F401
+    from torch.utils import _python_dispatch  # noqa: F401
+
+    from . import cand_worker, census, hidden, perf_hook, ref_worker, values, worker  # noqa: F401
+
+    perf_hook.load_api()
+
+
+def _import(names: list[str]) -> list[str]:
+    done = []
+    for name in names:
+        try:
+            __import__(str(name))
+            done.append(str(name))
+        except Exception:
+            pass
+    return done
+
+
+def main() -> None:
+    code = 70
+    sock = None
+    try:
+        _nondumpable()
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4 << 30, 4 << 30))
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        sock = _channel()
+        try:
+            _preload()
+            info = _info()
+        except BaseException as exc:  # noqa: BLE001
+            wire.send(sock, {"ready": False, "error": f"{type(exc).__name__}: {exc}"})
+            raise
+        wire.send(sock, {"ready": True, "info": info})
+        while True:
+            msg = wire.recv(sock, None, side="worker")
+            if not isinstance(msg, dict):
+                continue
+            if msg.get("cmd") == "preload":
+                _import(list(msg.get("modules") or []))
+                continue
+            if msg.get("cmd") == "spec":
+                spec = dict(msg.get("spec") or {})
+                break
+        _import(list(spec.get("preload") or []))
+        mem = spec.get("mem_bytes")
+        if mem and spec.get("device") == "cpu":
+            # CUDA maps huge virtual ranges, so the address-space limit is for the CPU only; the
+            # sandbox's cgroup limits the whole tree on every device
+            resource.setrlimit(resource.RLIMIT_AS, (int(mem), int(mem)))
+        threads = spec.get("threads")
+        if threads:
+            import torch
+
+            torch.set_num_threads(int(threads))
+        from .worker import serve
+
+        serve(sock, spec)
+        code = 0
+    except wire.PeerClosed:
+        code = 0
+    except BaseException:  # noqa: BLE001 - the worker's last words go to its log
+        try:
+            traceback.print_exc()
+        except Exception:
+            pass
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:
+            pass
+        os._exit(code)

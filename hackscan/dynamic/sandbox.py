@@ -1,0 +1,950 @@
+"""Parent side: one single-use OS sandbox per worker (bubblewrap, seccomp, cgroups, its own uid).
+
+Every process that runs candidate (or reference) code is started here, never forked from a process
+that holds anything of the parent's.  What one sandbox is:
+
+* **namespaces** (``bwrap --unshare-all``): its own PID namespace (no other process visible, so no
+  ``/proc/PID/mem`` of the parent or of the other worker, no signals to them; when the worker's
+  turn ends the namespace's init dies and the kernel kills every process in it, ``setsid()``
+  daemons included), no network at all (a loopback of its own, down), its own mount, IPC and UTS
+  namespaces, and no further user namespaces (``--disable-userns``);
+* **filesystem**: a read-only view of the system directories (``/usr``, ``/etc``, ...) and of the
+  Python installation, nothing of the user's home or project; the interpreter's paths are mounted
+  at neutral places; a private writable ``/tmp`` (a host folder of this worker alone, removed at
+  the end); extension builds cached per source (see ``BuildCache``); ``/dev`` minimal plus the
+  NVIDIA device nodes when the GPU is used;
+* **identity**: when hackscan runs as root, the worker runs as a uid of its own (one per sandbox,
+  never root), with no capabilities and ``no_new_privs``;
+* **seccomp**: a filter (libseccomp through ``pyseccomp``) that makes the system calls a kernel
+  benchmark never needs fail with EPERM (``ptrace``, ``process_vm_readv``, ``mount``, ``bpf``,
+  ``kexec_*``, module loading, ``keyctl``, ``setns``/``unshare``, ``userfaultfd``, ...);
+* **limits on the whole process tree**: a cgroup (v1 or v2) per worker with a memory and a pid
+  limit; without cgroups, ``RLIMIT_NPROC`` on the worker's own uid and the parent's watch of the
+  summed RSS of every process of that uid;
+* **looks like the benchmark**: a cleared environment (only what torch and the compilers need),
+  the harness profile's working directory, argv and ``__main__`` script, and hackscan's worker code
+  under a neutral package name; the parent's sys.path and site hooks are not used.
+
+Workers are single-use: a sandbox serves one worker and is destroyed.  Start-up (an ``import
+torch``, about 2-3 s) is paid ahead of time by a spare sandbox that waits for its work.
+"""
+
+from __future__ import annotations
+
+import ast
+import errno
+import hashlib
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import wire
+
+MODES = ("required", "off")
+
+# the package name hackscan's worker-side code runs under inside a sandbox
+INNER_PACKAGE = "hackscan"
+
+# syscalls a benchmark never needs; they fail with EPERM (not a kill: a library probing for a
+# feature gets an error it handles)
+DENIED_SYSCALLS = (
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd", "pidfd_open",
+    "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsmount", "fsconfig",
+    "fspick", "mount_setattr", "setns", "unshare", "bpf", "perf_event_open", "userfaultfd",
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",
+    "swapon", "swapoff", "acct", "quotactl", "keyctl", "add_key", "request_key", "syslog",
+    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "open_by_handle_at",
+    "name_to_handle_at", "lookup_dcookie", "fanotify_init", "io_uring_setup", "io_uring_enter",
+    "io_uring_register", "personality",
+)
+
+# environment variables torch, the compilers and the CUDA stack read; everything else is dropped
+PASSED_ENV = (
+    "LANG", "LC_ALL", "TZ", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST",
+    "LD_LIBRARY_PATH", "CC", "CXX", "MAX_JOBS", "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS",
+    "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES", "TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH",
+)
+
+SYSTEM_DIRS = ("/usr", "/etc", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/opt", "/sys")
+
+PIDS_MAX = 1024          # threads count too (torch's pools, the compilers' jobs)
+FSIZE_MAX = 4 << 30      # a candidate printing without end must not fill the disk
+
+
+class SandboxUnavailable(RuntimeError):
+    """The sandbox cannot be built here: the dynamic stage refuses to run untrusted code."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How the scoring harness looks from inside: see ``profiles.py`` (read as plain data)."""
+
+    name: str = "kernelbench"
+    root: str = "/workspace/KernelBench"
+    cwd: str = "/workspace/KernelBench"
+    script: str = "/workspace/KernelBench/scripts/run_and_check.py"
+    argv: tuple[str, ...] = ("scripts/run_and_check.py",)
+    env: tuple[tuple[str, str], ...] = ()
+    home: str = "/root"
+    hostname: str = "localhost"
+
+
+def load_profile(name: str | None) -> Profile:
+    try:
+        from . import profiles  # type: ignore[attr-defined]
+    except ImportError:
+        return Profile()
+    getter = getattr(profiles, "sandbox_view", None)
+    if getter is None:
+        return Profile()
+    data = getter(name)
+    return Profile(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items()
+                      if k in Profile.__dataclass_fields__})
+
+
+# ----------------------------------------------------------------------------------- host facts
+_CHECKED: dict[str, Any] = {}
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+def check() -> dict[str, Any]:
+    """What this host gives a sandbox (cached): bwrap and whether it starts, uid switching,
+    cgroups, seccomp.  ``problem`` is set when no sandbox can be built at all."""
+    if _CHECKED:
+        return _CHECKED
+    out: dict[str, Any] = {"platform": sys.platform, "bwrap": bwrap_path(), "root": os.geteuid() == 0}
+    if not sys.platform.startswith("linux"):
+        out["problem"] = f"the sandbox needs Linux namespaces; this is {sys.platform}"
+    elif not out["bwrap"]:
+        out["problem"] = ("bubblewrap (bwrap) is not installed: `apt-get install bubblewrap` (Debian/Ubuntu), "
+                          "`dnf install bubblewrap` (Fedora); or run with --sandbox off on a machine you can lose")
+    else:
+        probe = [out["bwrap"], "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"]
+        try:
+            r = subprocess.run(probe, capture_output=True, text=True, timeout=20,
+                               preexec_fn=_drop_to(_uid_base()) if out["root"] else None)
+            if r.returncode != 0:
+                out["problem"] = f"bubblewrap cannot create namespaces here: {r.stderr.strip()[:300]}"
+        except (OSError, subprocess.SubprocessError) as exc:
+            out["problem"] = f"bubblewrap does not start: {exc}"
+    out["cgroup"] = _cgroup_kind()
+    try:
+        _seccomp_bpf()
+        out["seccomp"] = True
+    except Exception as exc:  # noqa: BLE001 - missing library: say so in every report
+        out["seccomp"] = False
+        out["seccomp_problem"] = f"{type(exc).__name__}: {exc}"[:200]
+    _CHECKED.update(out)
+    return _CHECKED
+
+
+def guarantees() -> dict[str, Any]:
+    """The short statement each report carries under ``dynamic.sandbox``."""
+    c = check()
+    return {"kind": "bubblewrap", "namespaces": ["pid", "net", "mount", "ipc", "uts", "user"],
+            "own_uid": c["root"], "seccomp": c.get("seccomp", False),
+            "tree_limits": c.get("cgroup") or "rlimits+uid-watch",
+            **({"seccomp_problem": c["seccomp_problem"]} if c.get("seccomp_problem") else {})}
+
+
+def _uid_base() -> int:
+    # a block of uids no account uses; the pid keeps concurrent hackscan processes apart
+    return 600_000_000 + (os.getpid() % 100_000) * 1000
+
+
+def _drop_to(uid: int) -> Any:
+    def pre() -> None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    return pre
+
+
+def _cgroup_kind() -> str | None:
+    if os.geteuid() != 0:
+        return None
+    if os.access("/sys/fs/cgroup/memory", os.W_OK) and os.access("/sys/fs/cgroup/pids", os.W_OK):
+        return "v1"
+    if os.path.exists("/sys/fs/cgroup/cgroup.controllers") and os.access("/sys/fs/cgroup", os.W_OK):
+        return "v2"
+    return None
+
+
+# ----------------------------------------------------------------------------------- seccomp
+_BPF: bytes | None = None
+
+
+def _seccomp_bpf() -> bytes:
+    """The filter, compiled once: default allow, ``DENIED_SYSCALLS`` fail with EPERM."""
+    global _BPF
+    if _BPF is not None:
+        return _BPF
+    import pyseccomp as sc  # type: ignore[import-not-found]
+
+    f = sc.SyscallFilter(sc.ALLOW)
+    for name in DENIED_SYSCALLS:
+        try:
+            f.add_rule(sc.ERRNO(errno.EPERM), name)
+        except Exception:  # noqa: BLE001 - a call this architecture or libseccomp does not know
+            continue
+    with tempfile.TemporaryFile() as fh:
+        f.export_bpf(fh)
+        fh.seek(0)
+        _BPF = fh.read()
+    return _BPF
+
+
+# ----------------------------------------------------------------------------------- cgroups
+class TreeLimit:
+    """Memory and pid limits on a worker's whole process tree, and a way to kill all of it."""
+
+    def __init__(self, name: str, uid: int | None):
+        self.kind = _cgroup_kind()
+        self.uid = uid
+        self.paths: list[Path] = []
+        if self.kind == "v1":
+            for ctl in ("memory", "pids"):
+                p = Path("/sys/fs/cgroup") / ctl / "hackscan" / name
+                p.mkdir(parents=True, exist_ok=True)
+                self.paths.append(p)
+        elif self.kind == "v2":
+            base = Path("/sys/fs/cgroup/hackscan")
+            base.mkdir(exist_ok=True)
+            try:
+                (Path("/sys/fs/cgroup") / "cgroup.subtree_control").write_text("+memory +pids")
+                (base / "cgroup.subtree_control").write_text("+memory +pids")
+            except OSError:
+                pass
+            p = base / name
+            p.mkdir(exist_ok=True)
+            self.paths.append(p)
+        self._procs = [str(p / "cgroup.procs") for p in self.paths]
+        self.set_pids(PIDS_MAX)
+
+    def _write(self, rel: str, value: str) -> bool:
+        for p in self.paths:
+            f = p / rel
+            if f.exists():
+                try:
+                    f.write_text(value)
+                    return True
+                except OSError:
+                    return False
+        return False
+
+    def _read_int(self, rel: str) -> int | None:
+        for p in self.paths:
+            f = p / rel
+            if f.exists():
+                try:
+                    return int(f.read_text().split()[0])
+                except (OSError, ValueError, IndexError):
+                    return None
+        return None
+
+    def set_memory(self, nbytes: int | None) -> None:
+        if not nbytes:
+            return
+        if self.kind == "v1":
+            self._write("memory.limit_in_bytes", str(int(nbytes)))
+            self._write("memory.memsw.limit_in_bytes", str(int(nbytes)))
+        elif self.kind == "v2":
+            self._write("memory.max", str(int(nbytes)))
+            self._write("memory.swap.max", "0")
+
+    def set_pids(self, n: int) -> None:
+        self._write("pids.max", str(n))
+
+    def join_fn(self) -> Any:
+        """For ``preexec_fn``: the child enters the cgroups before it execs bwrap (so every process
+        it makes is counted), then drops to the sandbox's uid.  Only raw syscalls here: the parent
+        may have threads."""
+        procs = [p.encode() for p in self._procs]
+        uid = self.uid
+
+        def pre() -> None:
+            for path in procs:
+                fd = os.open(path, os.O_WRONLY)
+                try:
+                    os.write(fd, b"0")
+                finally:
+                    os.close(fd)
+            if uid is not None:
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+
+        return pre
+
+    def memory_bytes(self) -> int:
+        if self.kind == "v1":
+            return self._read_int("memory.usage_in_bytes") or 0
+        if self.kind == "v2":
+            return self._read_int("memory.current") or 0
+        return _uid_rss(self.uid) if self.uid is not None else 0
+
+    def hit_memory_limit(self) -> bool:
+        if self.kind == "v1":
+            return (self._read_int("memory.failcnt") or 0) > 0
+        if self.kind == "v2":
+            for p in self.paths:
+                try:
+                    for line in (p / "memory.events").read_text().splitlines():
+                        k, v = line.split()
+                        if k in ("oom", "oom_kill", "max") and int(v) > 0:
+                            return True
+                except (OSError, ValueError):
+                    pass
+        return False
+
+    def pids(self) -> set[int]:
+        out: set[int] = set()
+        for path in self._procs:
+            try:
+                out.update(int(x) for x in Path(path).read_text().split())
+            except (OSError, ValueError):
+                pass
+        if not self.paths and self.uid is not None:
+            out.update(_uid_pids(self.uid))
+        return out
+
+    def kill_all(self) -> None:
+        for _ in range(20):
+            left = self.pids()
+            if not left:
+                return
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.02)
+
+    def remove(self) -> None:
+        self.kill_all()
+        for p in self.paths:
+            for _ in range(50):
+                try:
+                    p.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+
+
+def _uid_pids(uid: int) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{name}").st_uid == uid:
+                out.append(int(name))
+        except OSError:
+            pass
+    return out
+
+
+def _uid_rss(uid: int) -> int:
+    total = 0
+    for pid in _uid_pids(uid):
+        try:
+            with open(f"/proc/{pid}/statm") as fh:
+                total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+# ----------------------------------------------------------------------------------- staging
+def worker_modules() -> list[str]:
+    """Module paths (relative to the package root) the worker side imports, from ``dynamic/boot.py``
+    by its relative imports: only these are staged into a sandbox, not the rules, the judge or the
+    thresholds."""
+    root = Path(__file__).resolve().parent.parent
+    seen: set[str] = set()
+    todo = ["dynamic/boot.py"]
+    while todo:
+        rel = todo.pop()
+        if rel in seen:
+            continue
+        seen.add(rel)
+        path = root / rel
+        if not path.exists():
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        pkg = Path(rel).parent
+        for node in ast.walk(tree):
+            targets: list[Path] = []
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = pkg
+                    for _ in range(node.level - 1):
+                        base = base.parent
+                elif node.module and node.module.split(".")[0] == "hackscan":
+                    base = Path(".")
+                    node = ast.ImportFrom(module=".".join(node.module.split(".")[1:]), names=node.names, level=1)
+                else:
+                    continue
+                mod = node.module
+                if mod:
+                    targets.append(base / mod.replace(".", "/"))
+                    targets.extend(base / mod.replace(".", "/") / a.name for a in node.names)
+                else:
+                    targets.extend(base / a.name for a in node.names)
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    parts = a.name.split(".")
+                    if parts[0] == "hackscan" and len(parts) > 1:
+                        targets.append(Path("/".join(parts[1:])))
+            for t in targets:
+                for cand in (t.with_suffix(".py"), t / "__init__.py"):
+                    if (root / cand).exists():
+                        todo.append(str(cand))
+        # every package on the way needs its __init__ (staged empty unless imported)
+    return sorted(seen)
+
+
+def stage_package(dest: Path, package: str) -> Path:
+    """Copy the worker side into ``dest/package`` (``__init__`` files empty unless the worker side
+    imports from them), read-only for the sandbox."""
+    root = Path(__file__).resolve().parent.parent
+    mods = worker_modules()
+    for rel in mods:
+        target = dest / package / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(root / rel, target)
+    for d in {Path(m).parent for m in mods} | {Path(".")}:
+        init = dest / package / d / "__init__.py"
+        if not init.exists():
+            init.parent.mkdir(parents=True, exist_ok=True)
+            init.write_text("")
+    for p in [dest, *dest.rglob("*")]:
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    return dest
+
+
+# ----------------------------------------------------------------------------------- the build cache
+class BuildCache:
+    """Extension builds, cached per source: ``<cache>/sandboxed/<source hash>/ext/<build key>``.
+
+    A worker never sees the shared cache.  Before it starts its work, the parent copies the builds
+    of the same source into the worker's private folder; after it ends, the parent takes the
+    folders it built back.  A candidate can therefore only ever plant a build for its own source,
+    which is the code it runs anyway; it cannot reach another candidate's builds.
+    """
+
+    def __init__(self, root: Path):
+        self.root = Path(root) / "sandboxed"
+
+    def _dir(self, source_key: str) -> Path:
+        return self.root / source_key / "ext"
+
+    def seed(self, source_key: str, private_ext: Path, uid: int | None) -> None:
+        src = self._dir(source_key)
+        if not src.is_dir():
+            return
+        for entry in src.iterdir():
+            if entry.is_dir():
+                shutil.copytree(entry, private_ext / entry.name, symlinks=True, dirs_exist_ok=True)
+        if uid is not None:
+            _chown_tree(private_ext, uid)
+
+    def harvest(self, source_key: str, private_ext: Path) -> None:
+        if not private_ext.is_dir():
+            return
+        dest = self._dir(source_key)
+        for entry in private_ext.iterdir():
+            if not entry.is_dir() or entry.is_symlink() or (entry / "lock").exists():
+                continue  # a build killed half-way is not kept
+            if not any(f.suffix == ".so" for f in entry.iterdir()):
+                continue
+            dest.mkdir(parents=True, exist_ok=True)
+            tmp = dest / f".{entry.name}.{os.getpid()}.{time.monotonic_ns()}"
+            try:
+                shutil.copytree(entry, tmp, symlinks=True)
+                for p in [tmp, *tmp.rglob("*")]:
+                    if not p.is_symlink():
+                        os.chown(p, os.geteuid(), os.getegid())
+                old = dest / entry.name
+                if old.exists():
+                    shutil.rmtree(old, ignore_errors=True)
+                tmp.rename(old)
+            except OSError:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _chown_tree(path: Path, uid: int) -> None:
+    for p in [path, *path.rglob("*")]:
+        try:
+            os.lchown(p, uid, uid)
+        except OSError:
+            pass
+
+
+def key_for(code: str) -> str:
+    """The build-cache namespace of a source (hash of its text and of this interpreter)."""
+    h = hashlib.sha256()
+    h.update(f"{sys.version_info[:2]}|".encode())
+    h.update(code.encode("utf-8", "surrogatepass"))
+    return h.hexdigest()[:24]
+
+
+# ----------------------------------------------------------------------------------- one sandbox
+@dataclass
+class Handle:
+    """A started sandbox: the bwrap process, its private folder, its tree limit."""
+
+    proc: subprocess.Popen[bytes]
+    sock: socket.socket
+    private: Path
+    limit: TreeLimit
+    uid: int | None
+    log: Path
+    started: float
+    ready: dict[str, Any] | None = None
+    preloaded: set[str] = field(default_factory=set)
+    source_key: str | None = None
+    cache: BuildCache | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def rss(self) -> int:
+        return self.limit.memory_bytes()
+
+    def kill(self) -> None:
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        self.limit.kill_all()
+
+    def exit_status(self, wait: float = 1.0) -> int | None:
+        """A wait status as ``os.waitpid`` gives it: bwrap exits with 128+N when the worker died of
+        signal N, turned back into a signal death here."""
+        try:
+            code = self.proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            return None
+        if code < 0:
+            return -code
+        if code > 128 and code - 128 < 65:
+            return code - 128
+        return code << 8
+
+    def destroy(self) -> None:
+        self.kill()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        self.limit.remove()
+        if self.cache is not None and self.source_key:
+            try:
+                self.cache.harvest(self.source_key, self.private / "tmp" / ".cache" / "ext")
+            except OSError:
+                pass
+        shutil.rmtree(self.private, ignore_errors=True)
+
+
+class Launcher:
+    """Starts sandboxed workers for one device setting; keeps one spare ready (``warm``).
+
+    Same face as the old zygote (``info``, ``preload``, ``spawn``, ``alive``, ``close``), so the
+    stage does not care which one it has."""
+
+    def __init__(self, device: str, log_dir: Path, start_timeout: float = 180.0, warm: bool = True,
+                 profile: Profile | None = None, cache_root: Path | None = None):
+        c = check()
+        if c.get("problem"):
+            raise SandboxUnavailable(c["problem"])
+        self.device = device
+        self.log_dir = log_dir
+        self.warm = warm
+        self.start_timeout = start_timeout
+        self.profile = profile or load_profile(None)
+        self.preloaded: set[str] = set()
+        self.exits: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self.spares = 2 if warm else 0
+        self._spares: list[Handle] = []
+        self._starting = 0
+        self._cond = threading.Condition(self._lock)
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._starter = threading.Thread(target=self._starter_loop, name="hackscan-sandbox-starter", daemon=True)
+        self._starter.start()
+        self._closed = False
+        self._counter = 0
+        # not under the log folder (0700): the sandbox's uid must be able to reach its folders
+        self._root = Path(tempfile.mkdtemp(prefix="hs-sbx-"))
+        os.chmod(self._root, 0o711)
+        self._pkg = stage_package(self._root / "pkg", INNER_PACKAGE)
+        self._script = self._root / "launch.py"
+        self._paths = self._python_paths()
+        self._script.write_text(self._launcher_source())
+        os.chmod(self._script, 0o644)
+        self._bpf_path: Path | None = None
+        if c.get("seccomp"):
+            self._bpf_path = self._root / "filter.bpf"
+            self._bpf_path.write_bytes(_seccomp_bpf())
+        from .extcache import default_cache_dir
+
+        self.cache = BuildCache(cache_root or default_cache_dir())
+        self.started = time.monotonic()
+        first = self._start()
+        try:
+            self._wait_ready(first, start_timeout)
+        except BaseException:
+            first.destroy()
+            raise
+        self.info: dict[str, Any] = dict(first.ready.get("info") or {}) if first.ready else {}
+        self.info["sandbox"] = guarantees()
+        self.start_seconds = time.monotonic() - self.started
+        self._spares.append(first)
+        self._refill()
+
+    # --------------------------------------------------------------------------- layout
+    def _python_paths(self) -> list[tuple[str, str | None]]:
+        """(path inside, host path to bind or None when visible already) for the interpreter's
+        import path, without hackscan's own source tree and without the working directory."""
+        here = Path(__file__).resolve().parent.parent.parent
+        out: list[tuple[str, str | None]] = []
+        n = 0
+        for entry in sys.path:
+            if not entry:
+                continue
+            p = Path(entry).resolve()
+            if not p.exists() or p == here or p == Path.cwd().resolve():
+                continue
+            if (p / "hackscan" / "dynamic").is_dir() and p != here:
+                # an installed hackscan lives in this site-packages: hidden below by a tmpfs
+                pass
+            if str(p).startswith(("/usr/", "/lib")):
+                out.append((str(p), None))
+            elif p.is_dir():
+                out.append((f"/python/site-packages-{n}", str(p)))
+                n += 1
+        return out
+
+    def _launcher_source(self) -> str:
+        paths = [inside for inside, _ in self._paths]
+        return (
+            "import sys\n"
+            f"sys.path[:] = {[str(Path(self.profile.root))] + paths!r}\n"
+            f"sys.argv[:] = {list(self.profile.argv)!r}\n"
+            f"from {INNER_PACKAGE}.dynamic.boot import main\n"
+            "main()\n")
+
+    def _command(self, private: Path) -> list[str]:
+        prof = self.profile
+        bw = check()["bwrap"]
+        # --as-pid-1: bwrap itself stays outside, so its command line (the binds) is not in the
+        # sandbox's /proc; the worker is the namespace's init, and everything dies with it
+        cmd = [bw, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+               "--as-pid-1",
+               "--cap-drop", "ALL", "--hostname", prof.hostname]
+        for d in SYSTEM_DIRS:
+            if os.path.islink(d):
+                cmd += ["--symlink", os.readlink(d), d]
+            elif os.path.isdir(d):
+                cmd += ["--ro-bind", d, d]
+        cmd += ["--proc", "/proc", "--dev", "/dev"]
+        if self.device != "cpu":
+            for name in sorted(os.listdir("/dev")):
+                if name.startswith("nvidia"):
+                    cmd += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+            if os.path.isdir("/dev/nvidia-caps"):
+                cmd += ["--dev-bind", "/dev/nvidia-caps", "/dev/nvidia-caps"]
+        for inside, host in self._paths:
+            if host:
+                cmd += ["--ro-bind", host, inside]
+                if (Path(host) / "hackscan").is_dir():
+                    cmd += ["--tmpfs", f"{inside}/hackscan"]
+                    cmd += ["--remount-ro", f"{inside}/hackscan"]
+        # the private writable folders: /tmp, the home folder, the harness's checkout
+        cmd += ["--bind", str(private / "tmp"), "/tmp"]
+        cmd += ["--bind", str(private / "home"), prof.home]
+        cmd += ["--bind", str(private / "work"), prof.root]
+        cmd += ["--ro-bind", str(self._pkg / INNER_PACKAGE), f"{prof.root}/{INNER_PACKAGE}"]
+        cmd += ["--ro-bind", str(self._script), prof.script]
+        cmd += ["--chdir", prof.cwd, "--clearenv"]
+        for k, v in self._env().items():
+            cmd += ["--setenv", k, v]
+        return cmd
+
+    def _env(self) -> dict[str, str]:
+        prof = self.profile
+        bins = []
+        for inside, host in self._paths:
+            base = Path(host or inside)
+            if (base / "ninja" / "data" / "bin").is_dir():
+                bins.append(f"{inside}/ninja/data/bin")
+        cuda = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or (
+            "/usr/local/cuda" if os.path.isdir("/usr/local/cuda") else "")
+        if cuda:
+            bins.append(f"{cuda}/bin")
+        env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+        env.update({"PATH": ":".join([*bins, "/usr/local/bin", "/usr/bin", "/bin"]), "HOME": prof.home,
+                    "TMPDIR": "/tmp", "LANG": env.get("LANG", "C.UTF-8"), "USER": "root", "PWD": prof.cwd,
+                    "OMP_WAIT_POLICY": "PASSIVE", "PYTHONUNBUFFERED": "1"})
+        if self.device == "cpu":
+            env["CUDA_VISIBLE_DEVICES"] = ""
+            env["TRITON_INTERPRET"] = "1"
+        env.update(dict(prof.env))
+        return env
+
+    # --------------------------------------------------------------------------- start
+    def _prepare(self) -> tuple[int, int | None, Path, TreeLimit]:
+        """A fresh private folder (its /tmp, home and checkout), a uid and a tree limit."""
+        with self._lock:
+            self._counter += 1
+            n = self._counter
+        uid = _uid_base() + n % 1000 if os.geteuid() == 0 else None
+        private = Path(tempfile.mkdtemp(prefix=f"w{n}-", dir=self._root))
+        for sub in ("tmp", "home", "work", "tmp/.cache/ext"):
+            (private / sub).mkdir(parents=True, exist_ok=True)
+        if uid is not None:
+            _chown_tree(private, uid)
+            os.chmod(private, 0o755)
+        return n, uid, private, TreeLimit(f"{os.getpid()}-{n}-{os.urandom(3).hex()}", uid)
+
+    def _launch(self, private: Path, limit: TreeLimit, argv: list[str], fds: list[int], out: Any,
+                stdin: Any = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
+        cmd = self._command(private)
+        bpf_fd = None
+        if self._bpf_path is not None:
+            bpf_fd = os.open(self._bpf_path, os.O_RDONLY)
+            cmd += ["--seccomp", str(bpf_fd)]
+        try:
+            return self._popen(cmd + ["--", *argv], pass_fds=fds + ([bpf_fd] if bpf_fd is not None else []),
+                               stdin=stdin, stdout=out, stderr=out, close_fds=True, preexec_fn=limit.join_fn())
+        finally:
+            if bpf_fd is not None:
+                os.close(bpf_fd)
+
+    def _python(self) -> list[str]:
+        # -I -S: none of the parent's environment, user site or .pth hooks (an editable install's
+        # finder would name hackscan in sys.modules); the launcher script sets sys.path itself
+        return [os.path.realpath(sys.executable), "-I", "-S", "-B"]
+
+    def _start(self) -> Handle:
+        n, uid, private, limit = self._prepare()
+        ours, theirs = socket.socketpair()
+        log = self.log_dir / f"worker-{n}.log"
+        out = open(log, "ab")
+        try:
+            proc = self._launch(private, limit, [*self._python(), self.profile.script], [theirs.fileno()], out)
+        except BaseException:
+            limit.remove()
+            ours.close()
+            raise
+        finally:
+            out.close()
+            theirs.close()
+        h = Handle(proc=proc, sock=ours, private=private, limit=limit, uid=uid, log=log, started=time.monotonic())
+        if self.preloaded:
+            self._send(h, {"cmd": "preload", "modules": sorted(self.preloaded)})
+        return h
+
+    def probe(self, code: str, timeout: float = 60.0, mem_bytes: int | None = None) -> tuple[int, str]:
+        """Run a Python snippet in a fresh sandbox made exactly as a worker's (same walls, uid,
+        filter and limits) and return (exit code, output).  The tests prove the walls with it."""
+        _, _, private, limit = self._prepare()
+        limit.set_memory(mem_bytes)
+        with tempfile.TemporaryFile() as out:
+            proc = self._launch(private, limit, [*self._python(), "-c", code], [], out)
+            try:
+                code_ = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code_ = proc.wait()
+            limit.remove()
+            shutil.rmtree(private, ignore_errors=True)
+            out.seek(0)
+            return code_, out.read().decode(errors="replace")
+
+    def _popen(self, cmd: list[str], **kw: Any) -> subprocess.Popen[bytes]:
+        """Popen on the launcher's own long-lived thread: ``--die-with-parent`` is a parent-death
+        signal, which Linux sends when the *thread* that forked bwrap ends, so a sandbox started
+        from a short-lived thread would be killed with it."""
+        done = threading.Event()
+        box: dict[str, Any] = {}
+
+        def job() -> None:
+            try:
+                box["proc"] = subprocess.Popen(cmd, **kw)
+            except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+                box["error"] = exc
+            done.set()
+
+        self._jobs.put(job)
+        done.wait()
+        if "error" in box:
+            raise box["error"]
+        return box["proc"]
+
+    def _starter_loop(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            job()
+
+    def _send(self, h: Handle, msg: dict[str, Any]) -> None:
+        h.sock.settimeout(30.0)
+        wire.send(h.sock, msg)
+
+    def _recv(self, h: Handle, timeout: float) -> dict[str, Any] | None:
+        reader = wire.FrameReader(h.sock)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                frame = reader.poll(0.25)
+            except (wire.PeerClosed, wire.WireError):
+                return None
+            if frame is not None:
+                try:
+                    msg = wire.decode(frame[0], frame[1], side="parent")
+                except wire.WireError:
+                    return None
+                return msg if isinstance(msg, dict) else None
+            if h.proc.poll() is not None:
+                return None
+        return None
+
+    def _wait_ready(self, h: Handle, timeout: float) -> None:
+        if h.ready is not None:
+            return
+        msg = self._recv(h, timeout)
+        if not msg or not msg.get("ready"):
+            from .pool import WorkerFailure
+
+            why = (msg or {}).get("error") or "no answer in time"
+            tail = ""
+            try:
+                tail = h.log.read_text(errors="replace")[-2000:]
+            except OSError:
+                pass
+            raise WorkerFailure("crash", f"the sandboxed worker did not start: {why}", log_tail=tail)
+        h.ready = msg
+
+    def _refill(self) -> None:
+        """Start spares in the background up to ``spares`` (a candidate needs two workers at once:
+        the reference's and its own)."""
+        with self._cond:
+            need = self.spares - len(self._spares) - self._starting
+            if self._closed or need <= 0:
+                return
+            self._starting += need
+        for _ in range(need):
+            threading.Thread(target=self._start_spare, name="hackscan-spare", daemon=True).start()
+
+    def _start_spare(self) -> None:
+        h: Handle | None = None
+        try:
+            h = self._start()
+            self._wait_ready(h, self.start_timeout)
+        except Exception:  # the next spawn starts one itself and reports why
+            if h is not None:
+                h.destroy()
+            h = None
+        with self._cond:
+            self._starting -= 1
+            if h is not None and not self._closed:
+                self._spares.append(h)
+                h = None
+            self._cond.notify_all()
+        if h is not None:
+            h.destroy()
+
+    def _take(self) -> Handle | None:
+        with self._cond:
+            end = time.monotonic() + self.start_timeout
+            while not self._spares and self._starting > 0 and not self._closed and time.monotonic() < end:
+                self._cond.wait(0.5)
+            return self._spares.pop(0) if self._spares else None
+
+    # --------------------------------------------------------------------------- the zygote's face
+    def alive(self) -> bool:
+        return not self._closed
+
+    def preload(self, modules: list[str], timeout: float = 120.0) -> list[str]:
+        """Modules every later worker imports before its work (sent to the spare now, so the import
+        happens while it waits)."""
+        wanted = [m for m in modules if m not in self.preloaded]
+        if not wanted:
+            return []
+        self.preloaded.update(wanted)
+        with self._lock:
+            spares = list(self._spares)
+        for spare in spares:
+            try:
+                self._send(spare, {"cmd": "preload", "modules": wanted})
+            except OSError:
+                pass
+        return wanted
+
+    def exit_status(self, pid: int, wait: float = 1.0) -> int | None:  # the Session asks its handle
+        return None
+
+    def spawn(self, spec: dict[str, Any], timeout: float, mem_bytes: int | None = None,
+              source: str | None = None) -> Any:
+        from .pool import Session
+
+        h = self._take()
+        if h is None:
+            h = self._start()
+        try:
+            self._wait_ready(h, self.start_timeout)
+        except BaseException:
+            h.destroy()
+            raise
+        self._refill()
+        h.limit.set_memory(int(mem_bytes * 1.25) if mem_bytes else None)
+        if source is not None:
+            h.source_key = key_for(source)
+            h.cache = self.cache
+            self.cache.seed(h.source_key, h.private / "tmp" / ".cache" / "ext", h.uid)
+        spec = dict(spec, mem_bytes=mem_bytes, cache_dir="/tmp/.cache", preload=sorted(self.preloaded))
+        spec.setdefault("device", self.device)
+        try:
+            self._send(h, {"cmd": "spec", "spec": spec})
+        except OSError as exc:
+            h.destroy()
+            from .pool import WorkerFailure
+
+            raise WorkerFailure("crash", f"the sandboxed worker took no work: {exc}") from exc
+        return Session(self, h.pid, h.sock, h.log, timeout, mem_bytes, handle=h)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            spares, self._spares = self._spares, []
+            end = time.monotonic() + 30
+            while self._starting > 0 and time.monotonic() < end:
+                self._cond.wait(0.5)
+        for h in spares:
+            h.destroy()
+        self._jobs.put(None)
+        shutil.rmtree(self._root, ignore_errors=True)
