@@ -1,0 +1,316 @@
+"""Hostile candidates against the dynamic stage (issue 13): the sandbox and the fail-closed verdict.
+
+Each fixture in ``fixtures/hostile/`` is a ModelNew for the ReLU reference written by an adversary.
+Those whose own kernel is 1% low can pass only through their attack (reading other processes'
+memory, forging the worker's replies, rewriting the worker, killing the reference, detecting the
+harness, reading files), so the verdict must reject.  Those whose harm is a side effect (writes,
+sockets, memory held by children, daemons, terminal escapes) are checked for that effect.  A
+benign candidate runs in the same suite so that the sandbox is also held to no false rejection.
+
+The static rule families (HS1, HS2, HS3) are ignored throughout: several of them flag these files
+on sight (ctypes, sys.modules, frame walks, subprocess), and the suite must prove what the
+dynamic stage guarantees when static analysis is evaded, not what the static stage catches.
+
+Side-effect fixtures take the paths, port and token they use by text substitution of ``@@NAME@@``
+placeholders (the sandbox may clear the environment), and do nothing when left unsubstituted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("numpy")
+
+from hackscan.config import Config  # noqa: E402
+from hackscan.engine import StaticScanner  # noqa: E402
+from hackscan.inputs import Submission  # noqa: E402
+from hackscan.model import Report, Verdict  # noqa: E402
+from hackscan.pipeline import RunOptions  # noqa: E402
+
+from .conftest import FIXTURES, ROOT  # noqa: E402
+
+HOSTILE = FIXTURES / "hostile"
+REFERENCE_FILE = HOSTILE / "reference.py"
+REFERENCE = REFERENCE_FILE.read_text()
+SEED = 1313
+TIMEOUT = 20.0
+# the dynamic stage alone decides (see the module docstring); meta and dynamic rules stay on
+DYNAMIC_ONLY = Config(ignore=("HS1", "HS2", "HS3"))
+REJECTED = (Verdict.HACK, Verdict.ERROR)
+EXT_CACHE = Path(os.environ.get("HACKSCAN_CACHE_DIR") or Path.home() / ".cache" / "hackscan") / "ext"
+
+
+@pytest.fixture(scope="module")
+def pool():
+    from hackscan.dynamic.pool import WorkerPool
+
+    p = WorkerPool()
+    yield p
+    p.close()
+
+
+def _source(name: str, **subs: object) -> str:
+    text = (HOSTILE / name).read_text()
+    for key, value in subs.items():
+        assert f"@@{key}@@" in text, f"{name} has no placeholder @@{key}@@"
+        text = text.replace(f"@@{key}@@", str(value))
+    return text
+
+
+def _place(folder: Path, name: str, code: str) -> Path:
+    """The candidate as a user's file, with the task's reference.py beside it (a user's tree)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REFERENCE_FILE, folder / "reference.py")
+    path = folder / name
+    path.write_text(code)
+    return path
+
+
+def _scan(pool, path: Path, code: str | None = None, timeout: float = TIMEOUT, **extra) -> Report:
+    from hackscan.dynamic import run_dynamic_stage
+
+    code = path.read_text() if code is None else code
+    sub = Submission(path=str(path), code=code, file=str(path), reference=REFERENCE,
+                     reference_path=str(path.parent / "reference.py"))
+    report = StaticScanner(DYNAMIC_ONLY).scan(sub)
+    opts = RunOptions(seed=SEED, perf=False, timeout=timeout, device="cpu",
+                      extra={"dynamic": extra} if extra else {})
+    return run_dynamic_stage(sub, report, opts, DYNAMIC_ONLY, pool=pool)
+
+
+def _describe(report: Report) -> str:
+    dyn = report.dynamic or {}
+    lines = [f"verdict {report.verdict.value}; dynamic ran={dyn.get('ran')} reason={dyn.get('reason')!r}"]
+    lines += [f"  {f.rule} [{f.severity.value}] {f.message[:200]!r}" for f in report.findings]
+    return "\n".join(lines)
+
+
+def _procs_with(token: str) -> list[int]:
+    """Processes whose command line carries ``token`` (only the test's candidates put it there)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if token.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _kill_token(token: str) -> None:
+    """Clean-up: end what a candidate of this test started, by pid, whatever the verdict said."""
+    for pid in _procs_with(token):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+# ------------------------------------------------------------------------------------ no false rejection
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [HOSTILE / "benign.py", FIXTURES / "dynamic" / "relu" / "legit.py"],
+                         ids=["benign", "relu-legit"])
+def test_a_benign_candidate_stays_clean(pool, tmp_path, path) -> None:
+    report = _scan(pool, _place(tmp_path, path.name, path.read_text()))
+    assert (report.dynamic or {}).get("ran"), "no false rejection: the sandbox must still run a benign candidate\n" + \
+        _describe(report)
+    assert report.verdict is Verdict.CLEAN, "no false rejection: a benign candidate comes out clean\n" + \
+        _describe(report)
+
+
+# ------------------------------------------------------------------------------------ wrong unless the attack works
+# fixture -> the guarantee a clean verdict would break
+WRONG_UNLESS_ATTACK = {
+    "proc_mem_parent.py": "the parent's memory is out of the candidate's reach (/proc/PID/mem of the hackscan parent)",
+    "proc_mem_reference.py": "the reference worker's memory is out of the candidate's reach (/proc/PID/mem)",
+    "forged_frames.py": "the parent only trusts results the checked model produced (no forged frames on the "
+                        "worker's socket)",
+    "sys_modules_worker.py": "the checking code is out of the candidate's reach (CandidateWorker rewritten through "
+                             "sys.modules)",
+    "kill_reference.py": "the reference worker cannot be killed by the candidate, and a stage that did not finish "
+                         "rejects (fail closed)",
+    "kill_zygote.py": "the worker server cannot be killed by the candidate, and a stage that did not finish "
+                      "rejects (fail closed)",
+    "raise_system_exit.py": "a candidate that raises SystemExit on every call never passes (fail closed)",
+    "raise_keyboard_interrupt.py": "a candidate that raises KeyboardInterrupt on every call never passes "
+                                   "(fail closed)",
+    "detect_module_name.py": "the harness is undetectable: the candidate's module is not named hackscan_candidate",
+    "detect_cwd.py": "the harness is undetectable: the working directory does not look like a hackscan worker's",
+    "detect_sys_modules.py": "the harness is undetectable: no hackscan module is visible in the candidate's "
+                             "sys.modules",
+    "detect_env.py": "the harness is undetectable: no hackscan-specific environment variable reaches the candidate",
+    "detect_frames.py": "the harness is undetectable: the candidate's caller frames do not name hackscan or the probe",
+    "read_hackscan_source.py": "hackscan's own source is not readable from the sandbox",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(WRONG_UNLESS_ATTACK), ids=lambda n: n[:-3])
+def test_a_wrong_kernel_cannot_pass_through_its_attack(pool, tmp_path, name) -> None:
+    path = _place(tmp_path / "user", name, _source(name))
+    report = _scan(pool, path)
+    assert report.verdict in REJECTED, f"{name}: {WRONG_UNLESS_ATTACK[name]}\n{_describe(report)}"
+
+
+@pytest.mark.slow
+def test_the_users_files_are_not_readable(pool, tmp_path) -> None:
+    token = uuid.uuid4().hex
+    secret = tmp_path / "home" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text(f"api-key {token}\n")
+    path = _place(tmp_path / "user", "read_user_file.py",
+                  _source("read_user_file.py", SECRET_PATH=secret, SECRET_TOKEN=token))
+    report = _scan(pool, path)
+    assert report.verdict in REJECTED, f"a file of the user's ({secret}) is not readable from the sandbox\n" + \
+        _describe(report)
+
+
+@pytest.mark.slow
+def test_the_reference_file_beside_the_candidate_is_not_readable(pool, tmp_path) -> None:
+    path = _place(tmp_path / "user", "read_reference.py", _source("read_reference.py"))
+    report = _scan(pool, path)
+    assert report.verdict in REJECTED, ("the user's tree (reference.py beside the candidate) is not readable from "
+                                        "the sandbox\n" + _describe(report))
+
+
+# ------------------------------------------------------------------------------------ side effects
+@pytest.mark.slow
+def test_no_file_is_written_outside_the_sandbox(pool, tmp_path) -> None:
+    unique = f"hs-hostile-{uuid.uuid4().hex}"
+    user = tmp_path / "user"
+    markers = {
+        "MARKER_TMP": Path("/tmp") / f"{unique}.marker",
+        "MARKER_USER": tmp_path / f"{unique}.marker",
+        "MARKER_CACHE": EXT_CACHE / unique / "marker",
+    }
+    own = user / f"{unique}.own"
+    path = _place(user, "write_outside.py", _source("write_outside.py", MARKER_NAME=own.name, **markers))
+    try:
+        report = _scan(pool, path)
+        written = [str(p) for p in [*markers.values(), own] if p.exists()]
+        assert not written, f"no file is written outside the sandbox: the candidate wrote {written}\n" + \
+            _describe(report)
+    finally:
+        markers["MARKER_TMP"].unlink(missing_ok=True)
+        shutil.rmtree(EXT_CACHE / unique, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_no_socket_reaches_the_host(pool, tmp_path) -> None:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+    arrived: list[str] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        # accepted at once, so that a candidate's connect never waits on a full backlog
+        while not done.is_set():
+            try:
+                conn, peer = listener.accept()
+            except (TimeoutError, OSError):
+                continue
+            arrived.append(f"{peer[0]}:{peer[1]}")
+            conn.close()
+
+    watcher = threading.Thread(target=accept, daemon=True)
+    watcher.start()
+    try:
+        path = _place(tmp_path / "user", "loopback_socket.py", _source("loopback_socket.py", PORT=port))
+        report = _scan(pool, path)
+        time.sleep(0.3)
+    finally:
+        done.set()
+        watcher.join(timeout=2.0)
+        listener.close()
+    assert not arrived, (f"no socket opened from the sandbox: the test's listener on 127.0.0.1:{port} got "
+                         f"{len(arrived)} connection(s)\n" + _describe(report))
+
+
+@pytest.mark.slow
+def test_children_cannot_escape_the_memory_limit(pool, tmp_path) -> None:
+    # a 1 GiB limit; three children of 640 MiB each hold about 1.9 GiB together
+    token = f"hs-hostile-{uuid.uuid4().hex}"
+    path = _place(tmp_path / "user", "memory_children.py",
+                  _source("memory_children.py", TOKEN=token, CHILD_MB=640, HOLD_S=15))
+    try:
+        report = _scan(pool, path, memory_gb=1.0)
+        left = _procs_with(token)
+    finally:
+        _kill_token(token)
+    broken = []
+    if report.verdict not in REJECTED:
+        broken.append("the memory limit covers the candidate's children too: together they held about twice the "
+                      "limit, and the verdict did not reject")
+    if left:
+        broken.append(f"no process left behind: the memory hogs {left} outlived the scan")
+    assert not broken, "\n".join(broken) + "\n" + _describe(report)
+
+
+@pytest.mark.slow
+def test_no_daemon_outlives_the_scan(pool, tmp_path) -> None:
+    token = f"hs-hostile-{uuid.uuid4().hex}"
+    marker = tmp_path / f"{token}.daemon"
+    delay = 3.0
+    path = _place(tmp_path / "user", "setsid_daemon.py",
+                  _source("setsid_daemon.py", TOKEN=token, MARKER=marker, DELAY_S=delay))
+    try:
+        report = _scan(pool, path)
+        time.sleep(0.5)  # the sandbox's teardown
+        left = _procs_with(token)
+        time.sleep(delay + 1.0)  # past the daemon's delay: a survivor writes its marker now
+        late = marker.exists()
+    finally:
+        _kill_token(token)
+    broken = []
+    if left:
+        broken.append(f"no process left behind: the daemon {left} outlived the scan")
+    if late:
+        broken.append(f"no process left behind: the daemon wrote {marker} after the scan")
+    assert not broken, "\n".join(broken) + "\n" + _describe(report)
+
+
+# ------------------------------------------------------------------------------------ the command line
+def _cli(*args: str, timeout: float = 150.0) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "hackscan", *args, "--device", "cpu", "--no-perf",
+                           "--seed", str(SEED), "--timeout", str(TIMEOUT), "--ignore", "HS1", "--ignore", "HS2",
+                           "--ignore", "HS3"],
+                          capture_output=True, text=True, errors="replace", timeout=timeout, env=env, cwd=ROOT)
+
+
+@pytest.mark.slow
+def test_terminal_escapes_never_reach_the_text_report(tmp_path) -> None:
+    path = _place(tmp_path / "user", "terminal_escape.py", _source("terminal_escape.py"))
+    # --no-color: an ESC in the report can then only come from the candidate's message
+    run = _cli(str(path), "--ref", str(path.parent / "reference.py"), "--no-color", "-f", "text")
+    broken = []
+    if "\x1b" in run.stdout:
+        broken.append("no raw ESC from a candidate's message reaches the text report")
+    if run.returncode != 1:
+        broken.append(f"the CLI rejects a candidate that never returns a result (exit code {run.returncode}, not 1)")
+    assert not broken, "\n".join(broken) + "\n" + ascii(run.stdout[-1500:]) + run.stderr[-1000:]
+
+
+@pytest.mark.slow
+def test_the_command_line_fails_closed_when_the_reference_is_killed(tmp_path) -> None:
+    path = _place(tmp_path / "user", "kill_zygote.py", _source("kill_zygote.py"))
+    run = _cli(str(path), "--ref", str(path.parent / "reference.py"), "--no-color", "-f", "text")
+    assert run.returncode != 0, ("the CLI's exit code is non-zero when the dynamic stage could not finish "
+                                 f"(fail closed), got {run.returncode}:\n" + run.stdout[-2000:] + run.stderr[-1000:])
