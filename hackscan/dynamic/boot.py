@@ -99,11 +99,21 @@ def main() -> None:
             signal.signal(sig, signal.SIG_DFL)
         sock = _channel()
         try:
+            sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+        except Exception:
+            pass
+        # Two workers share the cores (the reference probes while the candidate compiles), often with
+        # other work: spinning OpenMP barriers then cost 100x on small ops.  libgomp reads this when
+        # torch loads it; it is set here, not in the sandbox's environment, and removed again, so
+        # the candidate sees the environment a harness has.
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        try:
             _preload()
             info = _info()
         except BaseException as exc:  # noqa: BLE001
             wire.send(sock, {"ready": False, "error": f"{type(exc).__name__}: {exc}"})
             raise
+        os.environ.pop("OMP_WAIT_POLICY", None)
         wire.send(sock, {"ready": True, "info": info})
         while True:
             msg = wire.recv(sock, None, side="worker")

@@ -305,8 +305,13 @@ class Session:
             rss = self.handle.rss() if self.handle is not None else _rss_bytes(self.pid)
             self.peak_rss = max(self.peak_rss, rss)
             if self.mem_bytes and rss > self.mem_bytes:
-                self._died("memory", f"the worker used {rss / 2**30:.1f} GiB, over the "
+                whose = "the worker's process tree" if self.handle is not None else "the worker"
+                self._died("memory", f"{whose} used {rss / 2**30:.1f} GiB, over the "
                                      f"{self.mem_bytes / 2**30:.1f} GiB limit")
+            if self.handle is not None and self.handle.limit.oom_kills():
+                # a child killed at the sandbox's limit: the worker may carry on, the finding stands
+                self._died("memory", "a process of the worker's tree was killed at its memory limit "
+                                     f"({self.mem_bytes / 2**30:.1f} GiB for the whole tree)")
 
     def _progress(self, event: Any) -> None:
         """A build started or ended in the worker: its time does not count against the limit."""

@@ -290,26 +290,43 @@ class TreeLimit:
 
         return pre
 
+    def _stat(self) -> dict[str, int]:
+        for p in self.paths:
+            f = p / "memory.stat"
+            if f.exists():
+                try:
+                    return {k: int(v) for k, v in (ln.split() for ln in f.read_text().splitlines())}
+                except (OSError, ValueError):
+                    return {}
+        return {}
+
     def memory_bytes(self) -> int:
-        if self.kind == "v1":
-            return self._read_int("memory.usage_in_bytes") or 0
-        if self.kind == "v2":
-            return self._read_int("memory.current") or 0
+        """Resident memory of the whole tree, counted as the old per-process VmRSS was (anonymous
+        plus mapped files), not the page cache a build leaves behind."""
+        st = self._stat()
+        if self.kind == "v1" and st:
+            return st.get("total_rss", 0) + st.get("total_mapped_file", 0)
+        if self.kind == "v2" and st:
+            return st.get("anon", 0) + st.get("file_mapped", 0)
         return _uid_rss(self.uid) if self.uid is not None else 0
 
+    def oom_kills(self) -> int:
+        """Processes of the tree the kernel killed at the cgroup's memory limit."""
+        for p in self.paths:
+            for name in ("memory.oom_control", "memory.events"):
+                f = p / name
+                if f.exists():
+                    try:
+                        for line in f.read_text().splitlines():
+                            k, _, v = line.partition(" ")
+                            if k == "oom_kill":
+                                return int(v)
+                    except (OSError, ValueError):
+                        pass
+        return 0
+
     def hit_memory_limit(self) -> bool:
-        if self.kind == "v1":
-            return (self._read_int("memory.failcnt") or 0) > 0
-        if self.kind == "v2":
-            for p in self.paths:
-                try:
-                    for line in (p / "memory.events").read_text().splitlines():
-                        k, v = line.split()
-                        if k in ("oom", "oom_kill", "max") and int(v) > 0:
-                            return True
-                except (OSError, ValueError):
-                    pass
-        return False
+        return self.oom_kills() > 0
 
     def pids(self) -> set[int]:
         out: set[int] = set()
@@ -706,8 +723,7 @@ class Launcher:
             bins.append(f"{cuda}/bin")
         env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
         env.update({"PATH": ":".join([*bins, "/usr/local/bin", "/usr/bin", "/bin"]), "HOME": prof.home,
-                    "TMPDIR": "/tmp", "LANG": env.get("LANG", "C.UTF-8"), "USER": "root", "PWD": prof.cwd,
-                    "OMP_WAIT_POLICY": "PASSIVE", "PYTHONUNBUFFERED": "1"})
+                    "TMPDIR": "/tmp", "LANG": env.get("LANG", "C.UTF-8"), "USER": "root", "PWD": prof.cwd})
         if self.device == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""
             env["TRITON_INTERPRET"] = "1"

@@ -122,6 +122,8 @@ class DynamicRun:
         self.timings["startup_s"] = time.perf_counter() - t
         info = zygote.info
         self.info.update(torch=info.get("torch"), python=info.get("python"))
+        # what walls the candidate ran in (README, "Security"); absent: --sandbox off
+        self.info["sandbox"] = info.get("sandbox") or {"kind": "none"}
         device, why = runnable.choose_device(self.options.device, info, target)
         if device is None:
             return self._skip(why or "cannot run here")
