@@ -343,13 +343,14 @@ class DynamicRun:
                 err = err if isinstance(err, dict) else {"message": "a malformed reply"}
                 for p in batch:
                     cands[p["id"]] = {"id": p["id"], "error": err}
-                if is_integrity:
-                    # the whole request raised (a worker subverted from inside, SystemExit out of
-                    # the probe loop): not one check was answered
-                    self.protocol_findings.append(self.make(
-                        R_UNANSWERED, f"the candidate's worker answered the integrity checks with an error instead "
-                                      f"of results: {str(err.get('message', '?'))[-200:]}",
-                        {"seed": self.seed, "batch": bi, "checks": [i["kind"] for i in msg.get("plan", [])]}))
+                # the whole request raised, not one probe in it (each probe's own exception is
+                # answered inside an ok reply): a worker subverted from inside, SystemExit out of
+                # the probe loop.  Not one probe or check was answered
+                self.protocol_findings.append(self.make(
+                    R_UNANSWERED, f"the candidate's worker answered probe batch {bi} with an error instead of "
+                                  f"results: {str(err.get('message', '?'))[-200:]}",
+                    {"seed": self.seed, "batch": bi, "probes": [p["id"] for p in msg["probes"]][:20],
+                     "checks": [i["kind"] for i in msg.get("plan", [])]}))
                 return True
             # every probe and check asked for comes back once, as raw outputs (judge.audit_probe_reply)
             answered, checks, problems = audit_probe_reply(msg, reply)
