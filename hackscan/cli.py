@@ -102,6 +102,9 @@ def scan(
     ref: Optional[Path] = typer.Option(None, "--ref", "-r", help="Reference problem file for every candidate."),
     fmt: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    stream: Optional[Path] = typer.Option(
+        None, "--stream", help="Append each finished result to this file as one JSON line, flushed to disk at once "
+                               "(default with -o FILE: FILE.partial.jsonl, removed once FILE is written)."),
     fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1."),
     select: Optional[List[str]] = typer.Option(None, "--select", help="Only these rules (ids, names or prefixes)."),
     ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip these rules (ids, names or prefixes)."),
@@ -129,7 +132,7 @@ def scan(
     from .config import ConfigError, load_config
     from .inputs import InputOptions
     from .model import Severity
-    from .pipeline import RunOptions, run
+    from .pipeline import ResultStream, RunOptions, failed_reports, run
     from .registry import RegistryError
 
     try:
@@ -175,7 +178,22 @@ def scan(
     # a bar on a terminal only: in CI logs and pipes it would be noise
     show_progress = progress if progress is not None else sys.stderr.isatty()
     reporter = ProgressBar(sys.stderr) if show_progress else None
-    reports = run([str(p) for p in paths], config, inputs, options, reporter)
+    # results survive the death of this process: each one is on disk as soon as it is final
+    partial = stream is None and output is not None
+    stream_path = stream if stream is not None else (Path(str(output) + ".partial.jsonl") if output else None)
+    sink = None
+    if stream_path is not None:
+        try:
+            if partial:
+                stream_path.unlink(missing_ok=True)  # a leftover of an earlier, interrupted run
+            sink = ResultStream(str(stream_path))
+        except OSError as exc:
+            raise _fail(f"cannot write {stream_path}: {exc.strerror or exc}")
+    try:
+        reports = run([str(p) for p in paths], config, inputs, options, reporter, on_report=sink)
+    finally:
+        if sink is not None:
+            sink.close()
     if reporter is not None:
         reporter.close()
     from .output import render
@@ -188,8 +206,17 @@ def scan(
         except OSError as exc:
             raise _fail(f"cannot write {output}: {exc.strerror or exc}")
         typer.echo(f"hackscan: wrote {fmt.value} report for {len(reports)} submission(s) to {output}", err=True)
+        if partial and stream_path is not None:
+            stream_path.unlink(missing_ok=True)
     else:
         sys.stdout.write(text)
+    broken = failed_reports(reports)
+    if broken:
+        # fail closed: a dynamic stage that broke (reference or worker server died, hackscan's own
+        # error) proves nothing about the candidate; whatever --fail-on says, this is exit 2
+        for r in broken[:5]:
+            typer.echo(f"hackscan: error: {r.path}: {r.dynamic.get('reason')}", err=True)  # type: ignore[union-attr]
+        raise typer.Exit(2)
     threshold = fail_on.value if fail_on else config.fail_on.value
     if threshold == "never":
         raise typer.Exit(0)

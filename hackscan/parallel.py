@@ -140,7 +140,8 @@ class ParallelScanner:
             w.proc.join(timeout=5)
         w.conn.close()
 
-    def scan(self, items: Sequence[Item], progress: Progress | None = None) -> list[Report]:
+    def scan(self, items: Sequence[Item], progress: Progress | None = None,
+             on_report: Callable[[int, Report], None] | None = None) -> list[Report]:
         n = len(items)
         results: list[Report | None] = [None] * n
         size = chunk_size(n, self.jobs)
@@ -154,6 +155,8 @@ class ParallelScanner:
             if results[index] is None:
                 done += 1
             results[index] = report
+            if on_report is not None:
+                on_report(index, report)
             if progress is not None:
                 progress(done, n, report.path)
 
@@ -209,8 +212,12 @@ class ParallelScanner:
         finally:
             for w in workers:
                 self._stop(w, kill=w.busy)
-        return [r if r is not None else _failure_report(items[i], "no result came back")
-                for i, r in enumerate(results)]
+        for i, r in enumerate(results):
+            if r is None:
+                results[i] = _failure_report(items[i], "no result came back")
+                if on_report is not None:
+                    on_report(i, results[i])
+        return results  # type: ignore[return-value]
 
     def _replace(self, workers: list[_Worker], w: _Worker, lost: Callable[[_Worker, str], None], why: str) -> None:
         lost(w, why)
@@ -219,7 +226,8 @@ class ParallelScanner:
 
 
 def scan_items(items: Sequence[Item], config: Config, jobs: int = 1, progress: Progress | None = None,
-               item_timeout: float = DEFAULT_ITEM_TIMEOUT) -> list[Report]:
+               item_timeout: float = DEFAULT_ITEM_TIMEOUT,
+               on_report: Callable[[int, Report], None] | None = None) -> list[Report]:
     """Statically scan ``items``; in ``jobs`` processes when that pays, else in this one."""
     if jobs <= 1 or len(items) < MIN_PARALLEL_ITEMS:
         from .engine import StaticScanner
@@ -228,7 +236,9 @@ def scan_items(items: Sequence[Item], config: Config, jobs: int = 1, progress: P
         out = []
         for i, item in enumerate(items):
             out.append(scanner.scan(item))
+            if on_report is not None:
+                on_report(i, out[-1])
             if progress is not None:
                 progress(i + 1, len(items), out[-1].path)
         return out
-    return ParallelScanner(config, jobs, item_timeout).scan(items, progress)
+    return ParallelScanner(config, jobs, item_timeout).scan(items, progress, on_report)

@@ -8,8 +8,10 @@ processes (see ``hackscan.dynamic``).
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import IO, Callable, Iterable, Sequence
 
 from .config import Config
 from .inputs import InputOptions, InputProblem, Submission, discover
@@ -45,18 +47,49 @@ def dynamic_available() -> str | None:
     return None
 
 
+OnReport = Callable[[int, Report], None]
+
+
+class ResultStream:
+    """Finished reports, one JSON line each (``Report.to_dict()`` plus ``"index"``, the item's
+    position in the input), appended and flushed to disk (``fsync``) as each one completes: a
+    hackscan process killed mid-batch keeps every result it had finished."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._fh: IO[str] = open(path, "a", encoding="utf-8")
+
+    def __call__(self, index: int, report: Report) -> None:
+        line = json.dumps(dict(report.to_dict(), index=index), separators=(",", ":"), default=str)
+        self._fh.write(line + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def failed_reports(reports: Iterable[Report]) -> list[Report]:
+    """Reports whose dynamic stage broke for a reason the candidate is not known to have caused
+    (the reference or the worker server died, hackscan's own error): verdict ``error``, exit 2."""
+    return [r for r in reports if isinstance(r.dynamic, dict) and r.dynamic.get("failed")]
+
+
 def run(paths: Sequence[str], config: Config, inputs: InputOptions, options: RunOptions,
-        progress: Callable[[int, int, str], None] | None = None) -> list[Report]:
+        progress: Callable[[int, int, str], None] | None = None, on_report: OnReport | None = None) -> list[Report]:
     items: list[Submission | InputProblem] = list(discover(paths, inputs))
-    return run_items(items, config, options, progress)
+    return run_items(items, config, options, progress, on_report)
 
 
 def run_items(items: Sequence[Submission | InputProblem], config: Config, options: RunOptions,
-              progress: Callable[[int, int, str], None] | None = None) -> list[Report]:
+              progress: Callable[[int, int, str], None] | None = None,
+              on_report: OnReport | None = None) -> list[Report]:
     """Static stage over every item (in ``options.jobs`` processes), then the dynamic stage.
 
     Reports come back in input order whatever the number of jobs.  ``progress(done, total, label)``
     is called once per item and stage; dynamic-stage labels start with ``dynamic:``.
+    ``on_report(index, report)`` is called once per item as soon as its report is final (after
+    the static stage for what the dynamic stage does not run, after the dynamic stage otherwise).
     """
     from .parallel import scan_items
 
@@ -67,12 +100,19 @@ def run_items(items: Sequence[Submission | InputProblem], config: Config, option
             from .dynamic import run_dynamic_stage as dynamic  # noqa: N813
         else:
             dynamic = _unavailable(reason)
-    reports = scan_items(items, config, jobs=options.jobs, progress=progress)
+
+    def static_done(index: int, report: Report) -> None:
+        if on_report is not None and (dynamic is None or not isinstance(items[index], Submission)):
+            on_report(index, report)
+
+    reports = scan_items(items, config, jobs=options.jobs, progress=progress, on_report=static_done)
     if dynamic is None:
         return reports
     todo = [i for i, item in enumerate(items) if isinstance(item, Submission)]
     for n, i in enumerate(todo):
         reports[i] = _guarded(dynamic, items[i], reports[i], options, config)  # type: ignore[arg-type]
+        if on_report is not None:
+            on_report(i, reports[i])
         if progress is not None:
             progress(n + 1, len(todo), f"dynamic: {reports[i].path}")
     return reports
@@ -80,11 +120,15 @@ def run_items(items: Sequence[Submission | InputProblem], config: Config, option
 
 def _guarded(dynamic: Callable[[Submission, Report, RunOptions, Config], Report], sub: Submission, report: Report,
              options: RunOptions, config: Config) -> Report:
-    """One candidate's dynamic-stage failure must not cost the other candidates their results."""
+    """One candidate's dynamic-stage failure must not cost the other candidates their results, nor
+    pass this one on its static verdict alone: a bug there is verdict ``error`` (fail closed)."""
+    from .model import Verdict
+
     try:
         return dynamic(sub, report, options, config)
     except Exception as exc:  # a bug in the dynamic stage itself; candidate crashes are findings there
-        return report.with_(dynamic={"ran": False, "reason": f"dynamic stage failed: {type(exc).__name__}: {exc}"})
+        why = f"dynamic stage failed: {type(exc).__name__}: {exc}"
+        return report.with_(verdict=Verdict.ERROR, error=why, dynamic={"ran": False, "failed": True, "reason": why})
 
 
 def _unavailable(reason: str) -> Callable[[Submission, Report, RunOptions, Config], Report]:

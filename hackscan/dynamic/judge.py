@@ -275,9 +275,22 @@ class Judge:
             if item.get("wall") is not None:
                 row["cost_s"] = round(float(item["wall"]), 4)
             if "error" in item:
-                row["status"] = "raised"
-                row["reason"] = item["error"].get("message", "")[-300:]
+                row["status"] = "unanswered" if item.get("unanswered") else "raised"
+                row["reason"] = str(item["error"].get("message", ""))[-300:]
                 j.integrity.append(row)
+                if not item.get("unanswered") and j.passed_original:
+                    # a candidate that runs on the task's inputs but raises inside a check dodges
+                    # what the check would show (a cache, a reused buffer, stale memory): not
+                    # answered is not passed.  The census runs under hackscan's own dispatch mode
+                    # or profiler, which a legitimate extension can trip: a warning there
+                    census = kind == "census"
+                    j.findings.append(self.make(
+                        R_UNANSWERED, f"ModelNew raises inside the '{kind}' integrity check, which therefore "
+                                      f"says nothing: {row['reason'][-200:]}",
+                        {"probe": kind, "input": "get_inputs() with a fresh seed", "seed": self.seed,
+                         "check": kind, "exception": row["reason"]},
+                        severity=Severity.WARNING if census else Severity.ERROR,
+                        confidence=Confidence.MEDIUM if census else None))
                 continue
             if kind == "repeat":
                 self._repeat(j, item, ref_o, row)
@@ -438,7 +451,7 @@ class Judge:
         if funcs:
             names = ", ".join(c["name"] for c in funcs[:5])
             j.findings.append(self.make(
-                R_TAMPER, f"ModelNew replaces harness functions: {names} (changed at {funcs[0]['phase']})",
+                R_TAMPER, f"ModelNew replaces harness functions: {names} (changed at {funcs[0].get('phase', '?')})",
                 {"changed": funcs, "seed": self.seed}))
         # configuration that changes neither numerics nor the measurement: noted, not reported
         benign = {"torch.backends.cudnn.benchmark", "torch.backends.cudnn.deterministic", "torch.is_grad_enabled()",
@@ -472,3 +485,148 @@ def _amax(x: Any) -> float:
         return 0.0
     f = f[np.isfinite(f)]
     return float(np.max(np.abs(f))) if f.size else 0.0
+
+
+# ----------------------------------------------------------------------------------- answers
+R_UNANSWERED = "HS410"
+R_FORGED = "HS411"
+_MAX_STRUCTURE = 4096
+
+
+def _leaf_ok(x: Any) -> bool:
+    import numpy as np
+
+    from .wire import BF16Array
+
+    return x is None or isinstance(x, (bool, np.ndarray, BF16Array))
+
+
+def _leaves_ok(v: Any) -> bool:
+    return isinstance(v, list) and all(_leaf_ok(x) for x in v)
+
+
+def follow_order(item: dict[str, Any]) -> list[str]:
+    """The source of each call of a ``follow`` check, as the plan fixes it (the candidate's own
+    ``order`` is never believed: a wrong one would pair its outputs with the wrong reference)."""
+    return [item["probe"] if k % 2 == 0 else item["other"] for k in range(int(item.get("cycles", 2)))]
+
+
+def audit_probe_reply(msg: dict[str, Any], reply: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                                                list[str]]:
+    """Check a candidate's ``probe`` reply against the request ``msg``.
+
+    Returns (probe results, integrity results, problems).  Every probe and integrity item the
+    request asked for comes back exactly once: a missing, duplicated, extra or malformed answer is
+    a problem (HS410), and the item is replaced by an error result so that the judge sees it as
+    not passed, never as skipped.  Fields the judge reads are type-checked here, so that nothing a
+    candidate writes can make the parent's own code raise.
+    """
+    problems: list[str] = []
+    if not isinstance(reply, dict):
+        reply = {}
+        problems.append("the reply is not a JSON object")
+    got = reply.get("probes") if isinstance(reply.get("probes"), list) else []
+    if not isinstance(reply.get("probes"), list):
+        problems.append("the reply has no list of probe results")
+    asked = {p["id"]: p for p in msg.get("probes", [])}
+    by_id: dict[str, dict[str, Any]] = {}
+    for r in got:
+        rid = r.get("id") if isinstance(r, dict) else None
+        if not isinstance(rid, str) or rid not in asked:
+            problems.append(f"an answer for a probe nobody asked for ({str(rid)[:60]!r})")
+        elif rid in by_id:
+            problems.append(f"two answers for probe {rid!r}")
+        else:
+            by_id[rid] = r
+    probes: list[dict[str, Any]] = []
+    for pid, p in asked.items():
+        r = by_id.get(pid)
+        why = None
+        if r is None:
+            why = "no answer"
+        elif p.get("store_only"):
+            why = None if r.get("stored") is True else "a stored input answered as a run"
+        elif r.get("stored"):
+            why = "answered 'stored' for a probe that had to run"
+        elif "error" in r:
+            if not isinstance(r["error"], dict):
+                why = "a malformed error"
+        elif not _leaves_ok(r.get("out")) or not isinstance(r.get("structure"), str) or \
+                len(r["structure"]) > _MAX_STRUCTURE:
+            why = "no output, or an output that is not raw tensors"
+        if why is not None:
+            problems.append(f"probe {pid!r}: {why}")
+            r = {"id": pid, "error": {"type": "Unanswered", "message": f"the candidate's worker gave {why}"},
+                 "unanswered": why}
+        elif not p.get("store_only"):
+            r = _typed_probe(r)
+        probes.append(r)
+    integrity: list[dict[str, Any]] = []
+    plan = msg.get("plan") or []
+    answers = reply.get("integrity") if isinstance(reply.get("integrity"), list) else []
+    if plan and not isinstance(reply.get("integrity"), list):
+        problems.append("the reply has no list of integrity results")
+    if len(answers) > len(plan):
+        problems.append(f"{len(answers) - len(plan)} integrity result(s) nobody asked for")
+    for k, item in enumerate(plan):
+        a = answers[k] if k < len(answers) else None
+        why = _integrity_problem(item, a)
+        if why is not None:
+            problems.append(f"integrity check {item['kind']!r}: {why}")
+            a = {"kind": item["kind"], "id": item.get("id", item["kind"]), "probe": item.get("probe"),
+                 "error": {"type": "Unanswered", "message": f"the candidate's worker gave {why}"}, "unanswered": why}
+        else:
+            a = dict(a, kind=item["kind"], probe=item.get("probe"), other=item.get("other"))
+            if item["kind"] == "follow" and "error" not in a:
+                a["order"] = follow_order(item)
+        integrity.append(_typed_common(a))
+    return probes, integrity, problems
+
+
+def _integrity_problem(item: dict[str, Any], a: Any) -> str | None:
+    if not isinstance(a, dict):
+        return "no answer"
+    if a.get("kind") != item["kind"] or a.get("probe") != item.get("probe"):
+        return f"an answer for another check ({str(a.get('kind'))[:30]!r} on {str(a.get('probe'))[:30]!r})"
+    if "error" in a:
+        return None if isinstance(a["error"], dict) else "a malformed error"
+    kind = item["kind"]
+    if kind == "repeat":
+        outs = a.get("outs")
+        if not isinstance(outs, list) or len(outs) != 3 or not all(_leaves_ok(o) for o in outs):
+            return "not the three raw outputs of the repeated calls"
+    elif kind == "follow":
+        outs = a.get("outs")
+        if not isinstance(outs, list) or len(outs) != len(follow_order(item)) or not all(_leaves_ok(o) for o in outs):
+            return "not one raw output per call"
+    elif kind in ("poison", "decoy"):
+        if not _leaves_ok(a.get("out")):
+            return "no raw output"
+    elif kind == "census":
+        if not isinstance(a.get("census"), dict):
+            return "no op census"
+    return None
+
+
+def _typed_common(r: dict[str, Any]) -> dict[str, Any]:
+    """Observations a candidate reports can only add findings; wrong types are dropped, not believed."""
+    r = dict(r)
+    if not isinstance(r.get("changes", []), list) or not all(
+            isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("after"), str)
+            and isinstance(c.get("kind"), str) for c in r.get("changes", [])):
+        r["changes"] = []
+    for key in ("wall", "t"):
+        if key in r and not (isinstance(r[key], (int, float)) and not isinstance(r[key], bool)):
+            r.pop(key)
+    if "error" in r and isinstance(r["error"], dict):
+        r["error"] = {k: v for k, v in r["error"].items() if isinstance(v, (str, int, bool)) or v is None}
+        if not isinstance(r["error"].get("message", ""), str):
+            r["error"]["message"] = "?"
+    return r
+
+
+def _typed_probe(r: dict[str, Any]) -> dict[str, Any]:
+    r = _typed_common(r)
+    if not isinstance(r.get("mutated", []), list) or not all(isinstance(i, int) for i in r.get("mutated", [])):
+        r["mutated"] = []
+    return r

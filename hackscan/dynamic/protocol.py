@@ -48,3 +48,92 @@ class PerfContext:
             raise RuntimeError("no finding factory in this context")
         return self.finding_factory(rule_id, message, dict(evidence or {}), severity=severity, confidence=confidence,
                                     stage="performance")
+
+
+# --------------------------------------------------------------------------------------- channel checks
+# How many frames that answer nothing the parent skips, per request, before it gives up on a
+# channel: a candidate flooding its socket must not keep the parent reading for ever.
+MAX_STRAY_FRAMES = 64
+
+
+class CheckedSession:
+    """One worker's ``Session`` with per-message checks (PROTOCOL.md, "Replies").
+
+    Every request gets a fresh random ``nonce`` and the next ``seq``; the reply must echo both.  A
+    frame that does not (a frame the candidate wrote on its own socket, a reply left over from an
+    earlier request) is dropped, recorded in ``violations`` and the next frame is read instead, so
+    the real worker's reply still counts.  This catches forged frames interleaved with the real
+    worker's; it does not make the worker trusted: code in the worker's process can read the
+    nonce of the request it is serving and answer in the worker's place.  What the parent decides
+    from a candidate's replies therefore rests on raw outputs it compares itself.
+
+    Everything else (``dead``, ``restart_clock``, ``peak_rss``, ...) is the session's own.
+    """
+
+    def __init__(self, session: Any, role: str):
+        self._session = session
+        self.role = role
+        self.violations: list[dict[str, Any]] = []
+        self._seq = 0
+        self._pending: tuple[str, int, str] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+    @property
+    def session(self) -> Any:
+        return self._session
+
+    def send(self, msg: dict[str, Any]) -> None:
+        import os
+
+        self._seq += 1
+        nonce = os.urandom(8).hex()
+        self._pending = (nonce, self._seq, str(msg.get("cmd")))
+        self._session.send(dict(msg, nonce=nonce, seq=self._seq))
+
+    def recv(self, timeout: float | None = None) -> Any:
+        if self._pending is None:
+            # nothing was asked: whatever arrives is a stray frame (the parent never reads unasked)
+            raise RuntimeError("recv() without a request")
+        nonce, seq, cmd = self._pending
+        for _ in range(MAX_STRAY_FRAMES):
+            msg = self._session.recv(timeout)
+            if isinstance(msg, dict) and msg.get("nonce") == nonce and msg.get("seq") == seq:
+                self._pending = None
+                return msg
+            self.violations.append(_describe_stray(msg, cmd, seq))
+        self._pending = None
+        from .pool import WorkerFailure
+
+        self._session.kill()
+        raise WorkerFailure("protocol", f"the {self.role} worker sent {MAX_STRAY_FRAMES} frames that answer no "
+                                        f"request (while the parent waited for '{cmd}')")
+
+    def request(self, msg: dict[str, Any], timeout: float | None = None) -> Any:
+        self.send(msg)
+        return self.recv(timeout)
+
+    def sync(self, timeout: float = 10.0) -> bool:
+        """A last ``ping``: frames written after the final reply show up here as strays.  False when
+        the worker cannot answer any more (it is dead, or the channel is lost)."""
+        from .pool import WorkerFailure
+
+        if self._session.dead is not None:
+            return False
+        try:
+            self._session.restart_clock(timeout)
+            reply = self.request({"cmd": "ping"}, timeout)
+        except WorkerFailure:
+            return False
+        return bool(isinstance(reply, dict) and reply.get("ok"))
+
+
+def _describe_stray(msg: Any, cmd: str, seq: int) -> dict[str, Any]:
+    got = {k: msg.get(k) for k in ("nonce", "seq")} if isinstance(msg, dict) else {}
+    keys = sorted(msg)[:12] if isinstance(msg, dict) else []
+    why = ("no nonce / sequence number" if not got.get("nonce") and got.get("seq") is None else
+           "a reply to an earlier request" if isinstance(got.get("seq"), int) and got["seq"] < seq else
+           "a nonce or sequence number the parent never sent")
+    return {"while_waiting_for": cmd, "seq": seq, "frame": {"type": type(msg).__name__, "keys": keys,
+                                                            "echo": got}, "why": why}

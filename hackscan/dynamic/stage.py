@@ -4,6 +4,13 @@
 static stage.  It never raises for anything a candidate does: a crash, a hang, an import error
 or an unrunnable candidate ends up in the report (as a finding, or in ``report.dynamic`` with the
 reason), and the scan goes on.
+
+It fails closed: what the candidate causes (a death, a hang, a missing or forged answer) is an
+error-severity finding; what the candidate cannot be blamed for but still leaves the run unproven
+(the reference or the worker server dying, a lost channel, a bug in hackscan) makes the verdict
+``error`` with ``report.dynamic["failed"]`` true and the reason, never the static verdict alone.
+A stage that legitimately cannot run here (no reference, no GPU for a CUDA candidate) keeps the
+static verdict and says why in ``report.dynamic["reason"]``.
 """
 
 from __future__ import annotations
@@ -15,18 +22,24 @@ from typing import Any
 
 from ..config import Config
 from ..inputs import Submission
-from ..model import Confidence, Finding, Location, Report, Severity, Stage, verdict_for
+from ..model import Confidence, Finding, Location, Report, Severity, Stage, Verdict, verdict_for
 from ..registry import Registry, load_registry
 from ..suppress import find_suppressions
 from . import runnable
 from .compare import Tolerance
-from .judge import R_DOES_NOT_RUN, Judge, ProbeRecord
+from .judge import R_DOES_NOT_RUN, R_FORGED, R_UNANSWERED, Judge, ProbeRecord, audit_probe_reply
 from .link import link_findings
 from .plan import FIRST_ROUND, Plan, make_plan, steering_from
 from .pool import Session, WorkerFailure, WorkerPool, default_pool, total_memory
+from .protocol import CheckedSession
 
 BATCHES = (("original", "params"), ("value", "magnitude", "layout"), ("shape",))
 MAX_RESPAWNS = 2
+
+
+class DynamicFailure(Exception):
+    """The run cannot be completed for a reason the candidate is not known to have caused: the
+    verdict becomes ``error`` (fail closed), with this message in ``report.dynamic["reason"]``."""
 
 
 def _pipeline_options(options: Any) -> dict[str, Any]:
@@ -60,6 +73,8 @@ class DynamicRun:
         self.timing_sets: Any = None
         self._r_load: dict[str, Any] | None = None
         self._perf_on: bool | None = None
+        # findings about the conversation itself (unanswered checks, dead workers), added to the judge's
+        self.protocol_findings: list[Finding] = []
 
     # ------------------------------------------------------------------------------- findings
     def make(self, rule_id: str, message: str, evidence: dict[str, Any] | None = None,
@@ -76,18 +91,26 @@ class DynamicRun:
     # ------------------------------------------------------------------------------- entry
     def execute(self) -> Report:
         t0 = time.perf_counter()
+        findings: list[Finding] = []
         try:
             findings = self._run()
-        except WorkerFailure as exc:
-            self.info.update(ran=False, reason=f"the dynamic stage could not run: {exc}")
-            findings = []
-        except Exception as exc:  # a bug in hackscan: keep the static report, say what happened
-            self.info.update(ran=False, reason=f"internal error in the dynamic stage: {type(exc).__name__}: {exc}",
-                             traceback=traceback.format_exc(limit=8))
-            findings = []
+            findings += self.protocol_findings + self._channel_findings()
+        except DynamicFailure as exc:
+            self._failed(str(exc))
+        except WorkerFailure as exc:  # the worker server, or a worker the candidate does not own
+            self._failed(f"the dynamic stage could not run: {exc}")
+        except Exception as exc:  # a bug in hackscan: the run proves nothing, so the verdict is error
+            self._failed(f"internal error in the dynamic stage: {type(exc).__name__}: {exc}",
+                         traceback=traceback.format_exc(limit=8))
         finally:
             for s in self.sessions:
-                s.close()
+                try:
+                    s.close()
+                except Exception:  # noqa: BLE001 - closing must not hide the verdict
+                    pass
+        if self.info.get("failed"):
+            # what the candidate was already caught at stays in the report; the verdict is error anyway
+            findings = list(self.protocol_findings)
         self.timings["total_s"] = time.perf_counter() - t0
         self.info["timings"] = {k: round(v, 4) for k, v in self.timings.items()}
         return self._finish(findings)
@@ -103,8 +126,43 @@ class DynamicRun:
         static, dyn = link_findings(list(self.report.findings), dyn, self.registry, self.info.get("probes", []))
         findings = tuple(static + dyn)
         verdict = self.report.verdict if self.report.verdict.value == "error" else verdict_for(findings)
-        return self.report.with_(findings=findings, verdict=verdict, dynamic=self.info,
+        error = self.report.error
+        if self.info.get("failed"):
+            verdict, error = Verdict.ERROR, str(self.info.get("reason"))
+        return self.report.with_(findings=findings, verdict=verdict, dynamic=self.info, error=error,
                                  performance=self.info.pop("_performance", self.report.performance))
+
+    def _failed(self, reason: str, **more: Any) -> None:
+        self.info.update(ran=False, failed=True, reason=reason, **more)
+
+    def _channel_findings(self) -> list[Finding]:
+        """Frames that answered no request (PROTOCOL.md, "Replies").  On the candidate's channel a
+        finding; on the reference's, which the candidate cannot write, a broken run, unless the
+        reference is the candidate's own file."""
+        out: list[Finding] = []
+        for s in self.sessions:
+            bad = getattr(s, "violations", None)
+            if not bad:
+                continue
+            if s.role == "reference" and not self.sub.self_reference:
+                raise DynamicFailure(f"the reference worker sent {len(bad)} frame(s) that answer no request: "
+                                     f"{bad[0]['why']}")
+            self.info.setdefault("stray_frames", []).extend(dict(v, role=s.role) for v in bad[:20])
+            out.append(self.make(R_FORGED, f"the {s.role} worker's channel carried {len(bad)} frame(s) that answer "
+                                           f"no request ({bad[0]['why']}, while the parent waited for "
+                                           f"'{bad[0]['while_waiting_for']}'): code in that worker writes on "
+                                           "hackscan's socket",
+                                 {"seed": self.seed, "role": s.role, "frames": bad[:5], "count": len(bad)}))
+        return out
+
+    def _crash_finding(self, exc: WorkerFailure, what: str) -> Finding:
+        """A death, hang or memory overrun of the candidate's worker (the candidate caused it)."""
+        if exc.kind == "protocol":
+            return self.make(R_FORGED, f"the candidate worker's channel broke while {what}: {exc}",
+                             {"seed": self.seed, "role": "candidate", "kind": exc.kind,
+                              "log_tail": exc.log_tail[-800:]})
+        return self.make(R_DOES_NOT_RUN, f"the candidate worker {exc.kind} while {what}: {exc}",
+                         {"seed": self.seed, "phase": what, "kind": exc.kind, "log_tail": exc.log_tail[-800:]})
 
     # ------------------------------------------------------------------------------- the run
     def _skip(self, reason: str) -> list[Finding]:
@@ -143,8 +201,9 @@ class DynamicRun:
         ref = self._spawn(zygote, "reference", sub.reference_path or "<reference>", device, timeout)
         r_load = self._ask(ref, {"cmd": "load", "code": sub.reference, "seed": self.seed, "setups": setups})
         if not r_load.get("ok"):
+            # nothing can be compared: the candidate is unproven, not clean
             err = r_load.get("error") or {}
-            return self._skip(f"the reference does not run: {err.get('message', '?')[-400:]}")
+            raise DynamicFailure(f"the reference does not run: {str(err.get('message', '?'))[-400:]}")
         self.timings["reference_load_s"] = time.perf_counter() - t
         self._r_load = {k: r_load.get(k) for k in ("input_shapes", "input_dtypes", "dims")}
         # the probes that always run (two fresh draws, the redrawn parameters) must fit in memory
@@ -191,7 +250,7 @@ class DynamicRun:
         r_probe = self._ask(ref, {"cmd": "probe", "probes": round1})
         if not r_probe.get("ok"):
             err = r_probe.get("error") or {}
-            return self._skip(f"the reference fails while building probes: {err.get('message', '?')[-400:]}")
+            raise DynamicFailure(f"the reference fails while building probes: {str(err.get('message', '?'))[-400:]}")
         refs = {p["id"]: p for p in r_probe["probes"]}
         plan = make_plan(r_load, self.seed, steer, budget, measured=_measured(refs, r_load), **kw)
         self.timings["reference_probes_s"] = time.perf_counter() - t
@@ -200,6 +259,9 @@ class DynamicRun:
             c_load = cand.recv()
         except WorkerFailure as exc:
             c_load = {"ok": True, "failed": "import", "crash": exc.describe()}
+        if not isinstance(c_load, dict):
+            c_load = {"ok": True, "failed": "import", "error": {"message": "a load reply that is not an object"}}
+        c_load = _sane_load(c_load)
         self.timings["candidate_load_s"] = time.perf_counter() - t_cand
         cand.restart_clock(timeout)
         self.timings["compile_s"] = float(c_load.get("compile_s") or 0.0)
@@ -239,17 +301,20 @@ class DynamicRun:
                         crashes[p["id"]] = "not run: the candidate worker died too often"
                     return True
                 respawns += 1
-                try:
-                    c = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout)
-                except WorkerFailure as exc:  # the candidate took the worker server down with it
-                    for p in batch:
-                        crashes[p["id"]] = f"not run: {exc}"
-                    state["cand"] = None
-                    return False
+                # a worker server that cannot fork any more (the candidate may have killed it)
+                # raises here: the run is unproven, verdict error (execute)
+                c = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout)
                 state["cand"] = c
                 c.compile_allowance = compile_allowance
                 again = self._ask(c, load_msg)
                 if not again.get("ok") or again.get("failed"):
+                    for rest in [batch, *later]:
+                        for p in rest:
+                            crashes.setdefault(p["id"], "not run: the respawned candidate worker did not load")
+                    self.protocol_findings.append(self.make(
+                        R_DOES_NOT_RUN, "ModelNew loaded once but not again in a fresh worker: "
+                                        f"{str((again.get('error') or {}).get('message', '?'))[-300:]}",
+                        {"seed": self.seed, "phase": "reload", "batch": bi}))
                     return False
             c.restart_clock(timeout)
             try:
@@ -259,8 +324,14 @@ class DynamicRun:
                 for p in batch:
                     crashes[p["id"]] = what
                 if is_integrity:
-                    integrity.append({"kind": "integrity", "error": {"message": what}})
+                    integrity.append({"kind": "integrity", "error": {"message": what}, "unanswered": what})
                 self.info.setdefault("worker_failures", []).append(dict(exc.describe(), batch=bi))
+                if bi or exc.kind == "protocol":
+                    # batch 0's crash is HS408 through the original probes (judge); a later one is
+                    # a death the candidate caused all the same
+                    self.protocol_findings.append(self._crash_finding(
+                        exc, f"running {'the integrity checks' if is_integrity else 'probe batch ' + str(bi)} "
+                             f"({', '.join(p['id'] for p in batch[:4]) or 'integrity plan'})"))
                 if bi == 0 or exc.kind == "timeout":
                     # a hang costs the time limit once, not once per batch
                     for rest in later:
@@ -269,18 +340,36 @@ class DynamicRun:
                                                          "earlier batch")
                     return False
                 return True
-            if not reply.get("ok"):
-                err = reply.get("error") or {}
+            if not isinstance(reply, dict) or not reply.get("ok"):
+                err = reply.get("error") if isinstance(reply, dict) else None
+                err = err if isinstance(err, dict) else {"message": "a malformed reply"}
                 for p in batch:
                     cands[p["id"]] = {"id": p["id"], "error": err}
+                # the whole request raised, not one probe in it (each probe's own exception is
+                # answered inside an ok reply): a worker subverted from inside, SystemExit out of
+                # the probe loop.  Not one probe or check was answered
+                self.protocol_findings.append(self.make(
+                    R_UNANSWERED, f"the candidate's worker answered probe batch {bi} with an error instead of "
+                                  f"results: {str(err.get('message', '?'))[-200:]}",
+                    {"seed": self.seed, "batch": bi, "probes": [p["id"] for p in msg["probes"]][:20],
+                     "checks": [i["kind"] for i in msg.get("plan", [])]}))
                 return True
-            for r in reply.get("probes", []):
-                if not r.get("stored"):
+            # every probe and check asked for comes back once, as raw outputs (judge.audit_probe_reply)
+            answered, checks, problems = audit_probe_reply(msg, reply)
+            if problems:
+                self.info.setdefault("unanswered", []).extend(problems[:20])
+                self.protocol_findings.append(self.make(
+                    R_UNANSWERED, f"the candidate's worker did not answer what the parent asked: {problems[0]}"
+                                  + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+                    {"seed": self.seed, "batch": bi, "problems": problems[:20]}))
+            stored = {p["id"] for p in msg["probes"] if p.get("store_only")}
+            for r in answered:
+                if r["id"] not in stored:
                     cands[r["id"]] = r
             for p in batch:  # forwarded: the parent no longer needs them (a large task's are GiBs)
                 if p["id"] not in ("original", "original_b") and p["id"] in refs:
                     refs[p["id"]].pop("inputs", None)
-            integrity.extend(reply.get("integrity", []))
+            integrity.extend(checks)
             return True
 
         first_batch = [p for p in plan.probes if p["family"] in BATCHES[0]]
@@ -307,11 +396,14 @@ class DynamicRun:
         cand = state["cand"]
         self.timings["candidate_probes_s"] = time.perf_counter() - t
 
-        needs = next((c["error"].get("needs") for c in cands.values() if "error" in c and c["error"].get("needs")), None)
-        if needs == "cuda" and device == "cpu":
+        # "needs CUDA" is the candidate worker's word, read from an exception the candidate could
+        # raise on purpose: it skips the stage only when ModelNew fails that way on every one of
+        # the task's own inputs, never when it runs there and "needs CUDA" only elsewhere
+        orig = [cands.get(p["id"]) or {} for p in plan.probes if p["family"] == "original"]
+        needs = [(c.get("error") or {}).get("needs") if "error" in c else None for c in orig]
+        if device == "cpu" and orig and all(n == "cuda" for n in needs):
             return self._skip("the candidate uses CUDA at run time (no CUDA GPU here): " +
-                              next(c["error"]["message"] for c in cands.values()
-                                   if "error" in c and c["error"].get("needs"))[-200:])
+                              str(orig[0]["error"].get("message", ""))[-200:])
         judge = self._judge()
         self._fetch_extras(ref, refs, cands, integrity)
         records: dict[str, ProbeRecord] = {}
@@ -339,9 +431,26 @@ class DynamicRun:
         )
         self.info["peak_rss_mb"] = {"reference": round(ref.peak_rss / 2**20, 1),
                                     "candidate": round(cand.peak_rss / 2**20, 1) if cand is not None else None}
+        # the reference and the worker server must have lasted the whole correctness run: a reply
+        # lost on the way would otherwise read as "no result", and a probe without one as skipped
+        self._check_infrastructure(ref, zygote)
         if self._perf_wanted():
             findings.extend(self._perf(ref, cand, j, refs, plan, device))
+        if cand is not None and cand.dead is None and not cand.sync():
+            # answered every probe, then could not answer a ping: it died or broke its channel
+            self.protocol_findings.append(self._crash_finding(
+                cand.dead or WorkerFailure("crash", "no answer to the final ping"), "answering the final ping"))
+        elif cand is not None and cand.dead is not None and self.info.get("performance_skipped") is None \
+                and self._perf_wanted() and j.correctness_passed:
+            self.protocol_findings.append(self._crash_finding(cand.dead, "being timed"))
         return findings
+
+    def _check_infrastructure(self, ref: CheckedSession, zygote: Any) -> None:
+        if not ref.sync():
+            why = ref.dead or "no answer to a ping"
+            raise DynamicFailure(f"the reference worker is gone: {why}")
+        if not zygote.alive():
+            raise DynamicFailure("the worker server died during the run")
 
     # ------------------------------------------------------------------------------- pieces
     def _reference_round2(self, ref: Session, plan: Plan, refs: dict[str, dict[str, Any]], r_load: dict[str, Any],
@@ -354,16 +463,22 @@ class DynamicRun:
                 refs.update({p["id"]: p for p in r_more["probes"]})
                 r_probe["changes"] = r_more.get("changes", r_probe.get("changes", []))
             else:
-                for p in round2:
-                    refs[p["id"]] = {"id": p["id"], "skipped": "the reference worker failed on this round"}
+                # a probe the reference cannot build comes back "skipped" inside an ok reply; a
+                # failed request means the worker is gone or broken: nothing it did can be trusted
+                err = r_more.get("error") or {}
+                raise DynamicFailure(f"the reference worker failed on its second round of probes: "
+                                     f"{str(err.get('message', '?'))[-300:]}")
         # a joint change of every dimension the reference rejects (a conv whose kernel no longer
         # fits, channels no longer divisible by groups): try each dimension alone
         alone = _one_dim_at_a_time(plan, refs, r_load.get("dims") or {}, self.seed)
         if alone:
             r_alone = self._ask(ref, {"cmd": "probe", "probes": alone})
-            if r_alone.get("ok"):
-                refs.update({p["id"]: p for p in r_alone["probes"]})
-                plan.probes.extend(alone)
+            if not r_alone.get("ok"):
+                err = r_alone.get("error") or {}
+                raise DynamicFailure(f"the reference worker failed on the one-dimension probes: "
+                                     f"{str(err.get('message', '?'))[-300:]}")
+            refs.update({p["id"]: p for p in r_alone["probes"]})
+            plan.probes.extend(alone)
 
     def _memory_budget_gb(self) -> float:
         """What the parent may hold of reference and candidate outputs (default: a quarter of RAM)."""
@@ -404,6 +519,9 @@ class DynamicRun:
         t = time.perf_counter()
         reply = self._ask(ref, {"cmd": "extras", "rounded": sorted(rounded), "repeat": repeat})
         self.timings["reference_extras_s"] = time.perf_counter() - t
+        if not reply.get("ok"):
+            err = reply.get("error") or {}
+            raise DynamicFailure(f"the reference worker failed on its extra runs: {str(err.get('message', '?'))[-300:]}")
         for pid, extra in (reply.get("extras") or {}).items():
             if pid in refs:
                 refs[pid].update(extra)
@@ -419,8 +537,10 @@ class DynamicRun:
                           "cache_dir": self.opts.get("cache_dir"), "perf": self._perf_wanted()},
                          timeout=timeout, mem_bytes=self.mem_bytes,
                          source=self.sub.reference if role == "reference" else self.sub.code)
-        self.sessions.append(s)
-        return s
+        # every request carries a nonce and a sequence number its reply must echo (protocol.py)
+        checked = CheckedSession(s, role)
+        self.sessions.append(checked)
+        return checked  # type: ignore[return-value]
 
     def _ask(self, session: Session, msg: dict[str, Any]) -> dict[str, Any]:
         # each request of a phase gets the whole time limit: a heavy reference spends it per round
@@ -662,6 +782,19 @@ def _dtype(x: Any) -> str:
     if isinstance(x, BF16Array):
         return "bfloat16"
     return str(getattr(x, "dtype", "float32"))
+
+
+def _sane_load(c_load: dict[str, Any]) -> dict[str, Any]:
+    """The candidate's load reply with the fields the parent reads type-checked: a value of the
+    wrong type is dropped (an observation the candidate reports can only add findings)."""
+    from .judge import _typed_common
+
+    out = _typed_common(c_load)
+    if not isinstance(out.get("matches", {}), dict):
+        out["matches"] = {}
+    if "crash" in c_load:
+        out["crash"] = c_load["crash"]  # the parent's own description of the death
+    return out
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:

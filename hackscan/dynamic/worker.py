@@ -253,19 +253,23 @@ def serve(sock: socket.socket, spec: dict[str, Any]) -> None:
         except wire.PeerClosed:
             return
         cmd = msg.get("cmd") if isinstance(msg, dict) else None
+        # every reply echoes the request's nonce and sequence number (PROTOCOL.md, "Replies"): the
+        # parent drops and reports a frame that does not, e.g. one the candidate wrote on this socket
+        echo = {k: msg[k] for k in ("nonce", "seq") if isinstance(msg, dict) and k in msg}
         if cmd == "exit":
-            send(sock, {"ok": True})
+            send(sock, {"ok": True, **echo})
             return
         if cmd == "ping":  # a round trip with no work: the parent's clock subtracts it (HS609)
-            send(sock, {"ok": True})
+            send(sock, {"ok": True, **echo})
             continue
         try:
             reply = worker.handle(str(cmd), msg)
             reply["ok"] = True
         except BaseException as exc:  # noqa: BLE001 - SystemExit from untrusted code is an answer too
             reply = {"ok": False, "error": describe_error(exc, spec.get("path"))}
+        reply.update(echo)
         try:
             send(sock, reply)
         except (wire.WireError, TypeError, ValueError) as exc:
             send(sock, {"ok": False, "error": {"type": "WireError", "message": f"cannot send the reply: {exc}",
-                                                "line": None, "traceback": "", "needs": None}})
+                                                "line": None, "traceback": "", "needs": None}, **echo})
