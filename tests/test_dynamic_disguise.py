@@ -256,3 +256,37 @@ def test_derived_seeds_are_keyed_and_one_way() -> None:
     assert derive(s, "construct:redrawn") ^ s != derive(s + 1, "construct:redrawn") ^ (s + 1)
     assert probe_seed(s, "original") not in (s, s ^ 0x5EED, s + 1)
     assert derive(-5, "x") >= 0  # any seed a user gives
+
+
+def test_harness_profiles_are_plain_data_with_a_clear_error_for_an_unknown_name() -> None:
+    from hackscan.config import ConfigError, parse_config
+    from hackscan.dynamic.profiles import UnknownHarness, get_profile
+
+    kb = get_profile(None)
+    assert kb.name == "kernelbench" and kb.construction_seed == 42 and not kb.eval_mode
+    view = kb.sandbox_view()
+    assert view == {"cwd": "/workspace/KernelBench", "argv": ["scripts/eval_from_generations.py"],
+                    "env": {"TORCH_USE_CUDA_DSA": "1"}}
+    name = kb.source_name()
+    assert name.startswith("tmp") and name.endswith(".py") and len(name) == len("tmpXXXXXXXX.py")
+    assert "hackscan" not in repr(kb.to_dict())
+    with pytest.raises(UnknownHarness, match="known: kernelbench, plain"):
+        get_profile("kernelbnech")
+    assert parse_config({"harness": "Plain"}).harness == "plain"
+    with pytest.raises(ConfigError, match="harness must be one of"):
+        parse_config({"harness": "nope"})
+
+
+def test_the_calling_frame_carries_the_harness_names_only() -> None:
+    import sys
+
+    from hackscan.dynamic.worker import make_caller
+
+    caller = make_caller("run_and_check_correctness", "src.eval", "/workspace/KernelBench/src/eval.py")
+
+    def forward(*_):
+        f = sys._getframe(1)
+        return f.f_code.co_name, f.f_code.co_filename, f.f_globals["__name__"], sorted(f.f_locals)
+
+    assert caller(forward, [1]) == ("run_and_check_correctness", "/workspace/KernelBench/src/eval.py", "src.eval",
+                                    ["inputs", "model_new"])
