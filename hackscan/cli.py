@@ -112,6 +112,9 @@ def scan(
     static: bool = typer.Option(False, "--static", help="Static stage only: never run candidate code."),
     device: Device = typer.Option(Device.auto, "--device", help="Where the dynamic stage runs candidates."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for hidden inputs (replay a finding)."),
+    harness: Optional[str] = typer.Option(
+        None, "--harness", help="The scoring harness the dynamic stage imitates when it loads and calls a "
+                                "candidate (kernelbench, plain). Default: kernelbench, or `harness` in the config."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds per candidate for the dynamic stage."),
     no_perf: bool = typer.Option(False, "--no-perf", help="Skip timing and memory measurement."),
     sandbox: Sandbox = typer.Option(
@@ -149,7 +152,15 @@ def scan(
     for key in sel + ign:
         if not any(r.id.startswith(key.upper()) or r.name == key for r in registry):
             raise _fail(f"no rule matches {key!r} (see `hackscan rules`)")
+    if harness is not None:
+        from .config import check_harness
+
+        try:
+            harness = check_harness(harness)
+        except ConfigError as exc:
+            raise _fail(str(exc))
     config = config.with_(
+        harness=harness,
         select=sel or None,
         ignore=ign or None,
         mode=mode.value if mode else (config.mode if config.source else "audit"),

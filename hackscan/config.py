@@ -2,8 +2,9 @@
 
 Keys: ``select`` / ``ignore`` (rule ids, names or id prefixes), ``fail-on`` (error / warning /
 info), ``mode`` (gate / audit), ``severity`` (a table of per-rule severity overrides),
-``code-field`` / ``ref-field`` for JSONL datasets, and per-rule option tables under
-``[tool.hackscan.rules.HS123]``.
+``code-field`` / ``ref-field`` for JSONL datasets, ``harness`` (the scoring harness the dynamic stage
+imitates when it loads and calls a candidate: ``kernelbench`` by default, see
+``hackscan/dynamic/profiles.py``), and per-rule option tables under ``[tool.hackscan.rules.HS123]``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class Config:
     rule_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     code_field: str = "custom_code"
     ref_field: str = "ref_code"
+    # the harness profile (dynamic/profiles.py) the candidate is loaded and called under
+    harness: str = "kernelbench"
     source: str | None = None  # which file the settings came from
 
     def with_(self, **changes: Any) -> "Config":
@@ -41,6 +44,15 @@ class Config:
         merged = dict(defaults)
         merged.update(self.rule_options.get(rule_id, {}))
         return merged
+
+
+def check_harness(name: Any) -> str:
+    """The harness profile's name, normalised; a ConfigError naming the known ones otherwise."""
+    from .dynamic.profiles import PROFILES  # plain data, no torch
+
+    if not isinstance(name, str) or name.strip().lower() not in PROFILES:
+        raise ConfigError(f"harness must be one of {', '.join(sorted(PROFILES))} (got {name!r})")
+    return name.strip().lower()
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -88,10 +100,14 @@ def parse_config(section: Mapping[str, Any], source: str = "<config>") -> Config
     rules = section.get("rules", {})
     if not isinstance(rules, dict):
         raise ConfigError(f"{source}: [tool.hackscan.rules] must be a table")
-    known = {"select", "ignore", "fail-on", "mode", "severity", "rules", "code-field", "ref-field"}
+    known = {"select", "ignore", "fail-on", "mode", "severity", "rules", "code-field", "ref-field", "harness"}
     unknown = set(section) - known
     if unknown:
         raise ConfigError(f"{source}: unknown keys {', '.join(sorted(unknown))}")
+    try:
+        harness = check_harness(section.get("harness", "kernelbench"))
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     return Config(
         select=seq("select"),
         ignore=seq("ignore"),
@@ -101,5 +117,6 @@ def parse_config(section: Mapping[str, Any], source: str = "<config>") -> Config
         rule_options={k.upper(): dict(v) for k, v in rules.items()},
         code_field=str(section.get("code-field", "custom_code")),
         ref_field=str(section.get("ref-field", "ref_code")),
+        harness=harness,
         source=source,
     )

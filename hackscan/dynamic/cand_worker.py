@@ -2,10 +2,19 @@
 
 It never holds a reference output.  Its replies are raw observations (outputs, input hashes,
 storage overlaps, global-state changes, op census); the parent judges them.
+
+It also never holds a name that would tell the candidate it is being checked: probes, setups and
+plan items arrive as opaque tokens (the parent maps them back), plan items say what to do
+(``again``, ``refill``, ``fill``, ``count``) rather than what is checked, no seed other than the
+construction seeds reaches it, and the model is loaded and called the way the harness profile
+(``profiles.py``) says: module name, ``__file__``, ``sys.argv``, environment, ``.eval()``, and one
+calling frame dressed as the harness's own (``worker.make_caller``).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +23,9 @@ import torch
 from .census import census
 from .extcache import ExtensionCache, default_cache_dir
 from .hidden import strided_view
+from .profiles import source_name
 from .values import clone_all, flatten, to_device, unpack
-from .worker import Worker, construct, describe_error, import_source, overlaps, storages
-
-DECOY = 1234.5
+from .worker import Worker, construct, describe_error, import_source, make_caller, overlaps, storages
 
 
 class CandidateWorker(Worker):
@@ -31,6 +39,57 @@ class CandidateWorker(Worker):
         self.models: dict[tuple[str, str], Any] = {}
         self.matches: dict[tuple[str, str], dict[str, Any]] = {}
         self.inputs: dict[str, list[Any]] = {}
+        self.code_file: str | None = None
+        self.eval_mode = False
+        self.caller: Any = make_caller()
+
+    def _describe(self, exc: BaseException) -> dict[str, Any]:
+        """``describe_error`` for the report: the line is found under the name the code was compiled
+        as (the profile's ``__file__``), and the report names the candidate's real path."""
+        err = describe_error(exc, self.code_file or self.path)
+        if self.code_file and self.code_file != self.path:
+            for key in ("message", "traceback"):
+                if isinstance(err.get(key), str):
+                    err[key] = err[key].replace(self.code_file, self.path)
+        return err
+
+    def timed_call(self, fn: Any, args: list[Any]) -> tuple[Any, float]:
+        # every call of the model goes through the harness's calling frame (see make_caller)
+        caller = self.caller
+        self.sync()
+        start = self.timers.perf_counter()
+        with torch.no_grad():
+            out = caller(fn, args)
+        self.sync()
+        return out, self.timers.perf_counter() - start
+
+    def _harness(self, profile: dict[str, Any], code: str) -> str | None:
+        """Show the candidate what its harness shows (argv, environment, calling frame, eval mode);
+        write its source where the harness keeps it and return that path (None: no profile)."""
+        if not profile:
+            return None
+        if profile.get("argv"):
+            sys.argv[:] = [str(a) for a in profile["argv"]]
+        for k, v in (profile.get("env") or {}).items():
+            os.environ[str(k)] = str(v)
+        self.eval_mode = bool(profile.get("eval_mode"))
+        self.caller = make_caller(str(profile.get("caller_name") or "evaluate"),
+                                  str(profile.get("caller_module") or "__main__"),
+                                  str(profile.get("caller_file") or "eval.py"))
+        name = str(profile.get("file_name") or "candidate.py")
+        folder = _source_dir(profile)
+        for _ in range(8):
+            path = os.path.join(folder, source_name(name))
+            try:
+                with open(path, "x", encoding="utf-8") as fh:
+                    fh.write(code)
+                return path
+            except FileExistsError:
+                continue
+            except OSError:
+                break
+        # nowhere to write: the name alone (the source is in linecache either way)
+        return os.path.join(folder, source_name(name))
 
     def _progress(self, event: dict[str, Any]) -> None:
         if self.channel is not None:
@@ -42,7 +101,7 @@ class CandidateWorker(Worker):
         if cmd == "load":
             return self.load(msg)
         if cmd == "probe":
-            return self.probe(msg)
+            return self.run_batch(msg)
         if cmd == "perf":
             from .perf_hook import run_perf
 
@@ -59,7 +118,10 @@ class CandidateWorker(Worker):
         start = self.timers.perf_counter()
         phase = "import"
         try:
-            self.module = import_source(msg["code"], self.path, "hackscan_candidate")
+            profile = msg.get("profile") or {}
+            self.code_file = self._harness(profile, msg["code"])
+            self.module = import_source(msg["code"], self.path, str(profile.get("module_name") or "model_new"),
+                                        file=self.code_file, register=bool(profile.get("register_module", True)))
             self.note_changes("import")
             self.cls = self.module.__dict__.get("ModelNew")
             if self.cls is None:
@@ -75,13 +137,13 @@ class CandidateWorker(Worker):
                     if i == 0:
                         raise  # the harness's own setup: the candidate does not construct at all
                     # only this setup's probes are lost (they report the error)
-                    matches[setup["name"]] = {"method": "failed", "error": describe_error(exc, self.path)}
+                    matches[setup["name"]] = {"method": "failed", "error": self._describe(exc)}
                     continue
                 del model
                 matches[setup["name"]] = self.matches[(setup["name"], repr(init_inputs))]
             self.note_changes("init")
         except BaseException as exc:  # noqa: BLE001
-            return {"failed": phase, "error": describe_error(exc, self.path), "changes": self.changes,
+            return {"failed": phase, "error": self._describe(exc), "changes": self.changes,
                     "compile_s": self.cache.compile_seconds, "builds": self.cache.builds,
                     "cuda_builds": self.cache.cuda_builds}
         return {
@@ -99,7 +161,8 @@ class CandidateWorker(Worker):
             setup = self.setups[setup_name]
             seed, perturb = int(setup["seed"]), bool(setup.get("perturb"))
             record: dict[str, Any] = {}
-            model = construct(self.cls, init_inputs, seed, perturb, self.device, record=record)
+            model = construct(self.cls, init_inputs, seed, perturb, self.device, record=record,
+                              eval_mode=self.eval_mode)
             match = match_state(model, ref_state, self.device)
             if perturb:
                 # identity initialisations the reference does not share (a derived constant kept as
@@ -108,7 +171,8 @@ class CandidateWorker(Worker):
                 matched = set(match.get("renamed", {}).values()) | set(match.pop("matched_names", []))
                 keep = {idx for idx, name in record.get("names", {}).items() if name in matched}
                 if keep != record.get("applied", set()):
-                    model = construct(self.cls, init_inputs, seed, perturb, self.device, mask=keep)
+                    model = construct(self.cls, init_inputs, seed, perturb, self.device, mask=keep,
+                                      eval_mode=self.eval_mode)
                     match = match_state(model, ref_state, self.device)
                     match.pop("matched_names", None)
                     match["rebuilt"] = f"perturbed {len(keep)} of {len(record.get('applied', ()))} identity initialisations"
@@ -118,7 +182,7 @@ class CandidateWorker(Worker):
         return self.models[key]
 
     # ------------------------------------------------------------------------------- probes
-    def probe(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def run_batch(self, msg: dict[str, Any]) -> dict[str, Any]:
         results = []
         for p in msg["probes"]:
             inputs = to_device(list(unpack(p["inputs"])), self.device)
@@ -127,20 +191,21 @@ class CandidateWorker(Worker):
                 results.append({"id": p["id"], "stored": True})
                 continue
             start = self.timers.perf_counter()
-            results.append(self._run_probe(p, inputs))
+            results.append(self._one(p, inputs))
             results[-1]["wall"] = self.timers.perf_counter() - start
-        integrity = []
+        done = []
         for item in msg.get("plan", []):
             start = self.timers.perf_counter()
             try:
-                integrity.append(self._integrity(item))
+                done.append(self._item(item))
             except BaseException as exc:  # noqa: BLE001
-                integrity.append({"kind": item["kind"], "id": item.get("id"), "error": describe_error(exc, self.path)})
-            integrity[-1]["wall"] = self.timers.perf_counter() - start
-        return {"probes": results, "integrity": integrity, "changes": self.changes,
+                done.append({"id": item.get("id"), "error": self._describe(exc)})
+            done[-1]["wall"] = self.timers.perf_counter() - start
+        # "items", not a check's name: the worker's command loop keeps the last reply in a local
+        return {"probes": results, "items": done, "changes": self.changes,
                 "compile_s": self.cache.compile_seconds}
 
-    def _probe_model(self, p: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+    def _model_for(self, p: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
         setup = self.setups[p["setup"]]
         init = p.get("init_inputs")
         if init is None:
@@ -150,28 +215,28 @@ class CandidateWorker(Worker):
         model = self._model(p["setup"], init_inputs, p.get("state") or {})
         return model, self.matches[(p["setup"], repr(init_inputs))]
 
-    def _args(self, inputs: list[Any], layout: str) -> list[Any]:
+    def _args(self, inputs: list[Any], view: int) -> list[Any]:
         args = clone_all(inputs)
-        if layout == "strided":
+        if view == 1:  # non-contiguous views of the same values
             args = [strided_view(a) for a in args]
         return args
 
-    def _run_probe(self, p: dict[str, Any], inputs: list[Any]) -> dict[str, Any]:
+    def _one(self, p: dict[str, Any], inputs: list[Any]) -> dict[str, Any]:
         out: dict[str, Any] = {"id": p["id"]}
         try:
-            model, match = self._probe_model(p)
+            model, match = self._model_for(p)
             if match is not None:
                 out["match"] = match
         except BaseException as exc:  # noqa: BLE001
-            out["error"] = describe_error(exc, self.path)
+            out["error"] = self._describe(exc)
             out["phase"] = "init"
             return out
-        args = self._args(inputs, p.get("layout", "contiguous"))
+        args = self._args(inputs, int(p.get("view", 0)))
         before = [self.hasher.digest(a) for a in args]
         try:
             result, seconds = self.timed_call(model, args)
         except BaseException as exc:  # noqa: BLE001
-            out["error"] = describe_error(exc, self.path)
+            out["error"] = self._describe(exc)
             out["phase"] = "call"
             out["changes"] = self.note_changes(f"call on {p['id']}")
             return out
@@ -187,14 +252,17 @@ class CandidateWorker(Worker):
         })
         return out
 
-    # ------------------------------------------------------------------------------- integrity
-    def _integrity(self, item: dict[str, Any]) -> dict[str, Any]:
-        kind = item["kind"]
-        pid = item["probe"]
+    # ------------------------------------------------------------------------------- plan items
+    def _item(self, item: dict[str, Any]) -> dict[str, Any]:
+        """One plan item: ``again`` (the same tensors twice, fresh copies, another input),
+        ``refill`` (the same tensors refilled in place), ``fill`` (freed memory filled with a value
+        first), ``count`` (the ops of one call).  Its inputs are the stored ones under ``on``."""
+        op = item["do"]
+        pid = item["on"]
         inputs = self.inputs[pid]
-        model, _ = self._probe_model(item.get("spec") or {"setup": item.get("setup", "harness")})
-        res: dict[str, Any] = {"kind": kind, "id": item.get("id", kind), "probe": pid, "other": item.get("other")}
-        if kind == "repeat":
+        model, _ = self._model_for({"setup": item["setup"]})
+        res: dict[str, Any] = {"id": item.get("id")}
+        if op == "again":
             # the same input twice on the same tensors, then on fresh copies: must be reproducible
             args = clone_all(inputs)
             y1, _ = self.timed_call(model, args)
@@ -213,7 +281,7 @@ class CandidateWorker(Worker):
                 res["reuses_output"] = overlaps(storages(l4), storages(l3))
                 res["clobbered"] = any(torch.is_tensor(a) and not torch.equal(_cpu(a), _cpu(b))
                                        for a, b in zip(l3, res["outs"][2], strict=False))
-        elif kind == "follow":
+        elif op == "refill":
             other = self.inputs[item["other"]]
             args = clone_all(inputs)
             outs = []
@@ -229,22 +297,24 @@ class CandidateWorker(Worker):
                 outs.append([_cpu(x, copy=True) for x in flatten(y)[0]])
                 order.append(src_id)
             res["outs"], res["order"] = outs, order
-        elif kind in ("poison", "decoy"):
-            res.update(self._stale(model, inputs, item))
-        elif kind == "census":
+        elif op == "fill":
+            res.update(self._filled(model, inputs, item))
+        elif op == "count":
             args = clone_all(inputs)
             self.timed_call(model, clone_all(inputs))  # warm: lazy init and compilation are not the work
             res["census"] = census(model, args, self.device, self.timers.perf_counter, self.sync)
         else:
-            raise ValueError(f"unknown integrity probe {kind}")
-        res["changes"] = self.note_changes(f"{kind} probe")
+            raise ValueError(f"unknown plan item {op}")
+        res["changes"] = self.note_changes(f"call on {item.get('id')}")
         return res
 
-    def _stale(self, model: Any, inputs: list[Any], item: dict[str, Any]) -> dict[str, Any]:
-        """Run once with freed memory poisoned (NaN) or planted with a decoy value."""
+    def _filled(self, model: Any, inputs: list[Any], item: dict[str, Any]) -> dict[str, Any]:
+        """Run once with freed blocks of the output's size holding ``value`` (NaN, or the value a
+        harness's freed reference output would hold), and with ``det`` new memory filled too."""
         shapes = [tuple(s) for s in item.get("out_shapes", [])]
         dtypes = [getattr(torch, d) for d in item.get("out_dtypes", [])]
-        value = float("nan") if item["kind"] == "poison" else DECOY
+        value = float(item.get("value", "nan"))
+        fill_new = bool(item.get("det"))
         det = torch.are_deterministic_algorithms_enabled()
         det_warn = torch.is_deterministic_algorithms_warn_only_enabled()
         import torch.utils.deterministic as tud
@@ -254,7 +324,7 @@ class CandidateWorker(Worker):
         set_det = getattr(torch._C, "_set_deterministic_algorithms", None) or torch.use_deterministic_algorithms
         args = clone_all(inputs)
         try:
-            if item["kind"] == "poison":
+            if fill_new:
                 set_det(True, warn_only=True)
                 tud.fill_uninitialized_memory = True
             blocks = []
@@ -279,6 +349,18 @@ class CandidateWorker(Worker):
         keep = (name, repr(list(unpack(self.setups[name]["init_inputs"]))))
         for key in [k for k in self.models if k != keep]:
             del self.models[key]
+
+
+def _source_dir(profile: dict[str, Any]) -> str:
+    """Where the candidate's source file goes: the profile's folder once the sandbox started this
+    worker where the harness runs (its ``cwd``), else this worker's private working directory
+    (removed with the worker, so nothing is left behind in a shared ``/tmp``)."""
+    here = os.getcwd()
+    want = str(profile.get("file_dir") or ".")
+    cwd = str(profile.get("cwd") or "")
+    if want != "." and cwd and os.path.realpath(here) == os.path.realpath(cwd) and os.access(want, os.W_OK):
+        return want
+    return here
 
 
 def _cpu(x: Any, copy: bool = False) -> Any:

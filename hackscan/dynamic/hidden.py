@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from .probes import shape_value
+from .probes import derive, shape_value
 
 
 def with_globals(fn: Callable[..., Any], overrides: dict[str, Any]) -> Callable[..., Any]:
@@ -119,7 +119,8 @@ def apply_transform(values: list[Any], name: str, seed: int) -> list[Any]:
     """The probe's inputs from a fresh draw (the draw itself used ``seed`` already)."""
     if name in ("original", "strided"):
         return values
-    gen = torch.Generator().manual_seed(seed ^ 0x5EED)
+    # the transform's own draws (positions, noise) from a seed of their own, not the draw's
+    gen = torch.Generator().manual_seed(derive(seed, "transform"))
     out = list(values)
     for i in _floats(values):
         x = values[i]

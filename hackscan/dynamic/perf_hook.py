@@ -31,7 +31,9 @@ class PerfApi:
 
 def load_api() -> PerfApi | None:
     try:
-        from hackscan.perf import worker_side  # type: ignore[import-not-found]
+        # relative: the worker side is importable under any package name (the sandbox mounts it
+        # under a neutral one, so the candidate's process has no module named after hackscan)
+        from ..perf import worker_side  # type: ignore[import-not-found]
     except ImportError:
         return None
     measure = getattr(worker_side, "measure", None)

@@ -77,10 +77,24 @@ def shape_value(variant: str, v: int) -> int:
     return max(1, out)
 
 
+def derive(secret: int, purpose: str) -> int:
+    """A seed for ``purpose`` from ``secret`` by a keyed one-way function (BLAKE2b keyed by the secret).
+
+    Every seed of a run comes from the run's secret seed this way (each probe's draw, the redrawn
+    parameters, the perturbation noise, timing), never as ``seed ^ CONST`` or ``seed + i``: a
+    candidate that learns one derived seed (a construction seed it is built under, or one it
+    brute-forces from the inputs it sees) learns nothing about the run seed or any other probe's
+    seed.  ``--seed`` replays every one of them.  63 bits: ``torch.manual_seed`` takes them all, and
+    a draw cannot be searched back to its seed.
+    """
+    key = str(int(secret)).encode()[:64]  # any int the user gives, negative ones too
+    h = hashlib.blake2b(purpose.encode("utf-8", "surrogatepass"), key=key, digest_size=8).digest()
+    return int.from_bytes(h, "little") & 0x7FFF_FFFF_FFFF_FFFF
+
+
 def probe_seed(base: int, probe_id: str) -> int:
     """A per-probe seed derived from the run's seed, so ``--seed`` replays every probe."""
-    h = hashlib.blake2b(f"{base}:{probe_id}".encode(), digest_size=8).digest()
-    return int.from_bytes(h, "little") & 0x7FFF_FFFF
+    return derive(base, "probe:" + probe_id)
 
 
 def spec(probe_id: str, transform: str, base_seed: int, *, setup: str = "harness", dims: dict[str, int] | None = None,

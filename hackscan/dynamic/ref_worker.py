@@ -53,7 +53,8 @@ class ReferenceWorker(Worker):
         raise ValueError(f"unknown command {cmd!r}")
 
     def load(self, msg: dict[str, Any]) -> dict[str, Any]:
-        self.module = import_source(msg["code"], self.path, "hackscan_reference")
+        # a neutral module name: the reference may be the candidate's own file
+        self.module = import_source(msg["code"], self.path, "reference_module")
         ns = self.module.__dict__
         missing = [n for n in ("Model", "get_inputs") if n not in ns]
         if missing:
@@ -196,7 +197,8 @@ class ReferenceWorker(Worker):
         if key not in self.models:
             setup = self.setups[setup_name]
             cls = self.module.__dict__["Model"]
-            model32 = construct(cls, init_inputs, int(setup["seed"]), bool(setup.get("perturb")), self.device)
+            model32 = construct(cls, init_inputs, int(setup["seed"]), bool(setup.get("perturb")), self.device,
+                                eval_mode=bool(setup.get("eval")))
             self.note_changes("reference init")
             model64 = None
             try:
@@ -204,7 +206,7 @@ class ReferenceWorker(Worker):
             except Exception:
                 try:
                     model64 = construct(cls, init_inputs, int(setup["seed"]), bool(setup.get("perturb")),
-                                        self.device).double()
+                                        self.device, eval_mode=bool(setup.get("eval"))).double()
                 except Exception:
                     model64 = None
             self.models[key] = [model32, model64]

@@ -78,6 +78,10 @@ PASSED_ENV = (
 
 SYSTEM_DIRS = ("/usr", "/etc", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/opt", "/sys")
 
+# build tools found outside the system folders are bound here, one file each
+TOOL_DIR = "/python/bin"
+TOOLS = ("ninja",)
+
 PIDS_MAX = 1024          # threads count too (torch's pools, the compilers' jobs)
 FSIZE_MAX = 4 << 30      # a candidate printing without end must not fill the disk
 
@@ -703,6 +707,8 @@ class Launcher:
         cmd += ["--bind", str(private / "tmp"), "/tmp"]
         cmd += ["--bind", str(private / "home"), prof.home]
         cmd += ["--bind", str(private / "work"), prof.root]
+        for name, host in self._tools().items():
+            cmd += ["--ro-bind", host, f"{TOOL_DIR}/{name}"]
         cmd += ["--ro-bind", str(self._pkg / INNER_PACKAGE), f"{prof.root}/{INNER_PACKAGE}"]
         cmd += ["--ro-bind", str(self._script), prof.script]
         cmd += ["--chdir", prof.cwd, "--clearenv"]
@@ -710,9 +716,26 @@ class Launcher:
             cmd += ["--setenv", k, v]
         return cmd
 
+    def _tools(self) -> dict[str, str]:
+        """Build tools the parent finds outside the system folders (``ninja`` from a virtualenv's
+        bin folder, where torch's ``load_inline`` looks for it on the PATH): bound one file each."""
+        out = {}
+        for name in TOOLS:
+            path = shutil.which(name)
+            if not path:
+                continue
+            real = os.path.realpath(path)
+            if real.startswith(tuple(d + "/" for d in SYSTEM_DIRS)) or not os.path.isfile(real):
+                continue
+            with open(real, "rb") as fh:
+                if fh.read(4) != b"\x7fELF":  # a script's interpreter line names a path not bound here
+                    continue
+            out[name] = real
+        return out
+
     def _env(self) -> dict[str, str]:
         prof = self.profile
-        bins = []
+        bins = [TOOL_DIR] if self._tools() else []
         for inside, host in self._paths:
             base = Path(host or inside)
             if (base / "ninja" / "data" / "bin").is_dir():

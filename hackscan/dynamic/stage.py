@@ -30,6 +30,8 @@ from .compare import Tolerance
 from .judge import R_DOES_NOT_RUN, R_FORGED, R_UNANSWERED, Judge, ProbeRecord, audit_probe_reply
 from .link import link_findings
 from .plan import FIRST_ROUND, Plan, make_plan, steering_from
+from .probes import derive
+from .profiles import get_profile
 from .pool import Session, WorkerFailure, WorkerPool, default_pool, total_memory
 from .protocol import CheckedSession
 
@@ -61,7 +63,13 @@ class DynamicRun:
         self.opts.update(_pipeline_options(options))
         self.fallback_opts = config.options_for("HS508", registry.get("HS508").options)
         self.tol = Tolerance.from_options(config.options_for("HS406", registry.get("HS406").options) | self.opts)
-        self.seed = int(options.seed) if options.seed is not None else int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
+        # the run's secret: never sent to a worker; every seed a worker gets is derived from it one-way
+        # (probes.derive), and the construction seed of the harness setup is the profile's own
+        self.seed = int(options.seed) if options.seed is not None else \
+            int.from_bytes(os.urandom(8), "little") & 0x7FFF_FFFF_FFFF_FFFF
+        self.profile = get_profile(getattr(config, "harness", None))
+        # what the candidate worker sees instead of probe, setup and plan-item names
+        self.alias = Aliases()
         self.timings: dict[str, float] = {}
         self.info: dict[str, Any] = {"ran": False, "seed": self.seed}
         self.target = runnable.inspect(sub)
@@ -193,13 +201,20 @@ class DynamicRun:
             t = time.perf_counter()
             zygote.preload(["torch._dynamo"])
             self.timings["preload_s"] = time.perf_counter() - t
-        setups = [{"name": "harness", "seed": self.seed, "perturb": False},
-                  {"name": "redrawn", "seed": self.seed ^ 0x2545F491, "perturb": True}]
+        # the harness setup is built as the harness builds it (its profile's fixed seed, public
+        # anyway); the redrawn one under a seed derived from the secret
+        eval_mode = self.profile.eval_mode
+        setups = [{"name": "harness", "seed": self.profile.construction_seed, "perturb": False, "eval": eval_mode},
+                  {"name": "redrawn", "seed": derive(self.seed, "construct:redrawn"), "perturb": True,
+                   "eval": eval_mode}]
 
         # reference: load (imports it, builds both setups, times one call)
         t = time.perf_counter()
         ref = self._spawn(zygote, "reference", sub.reference_path or "<reference>", device, timeout)
-        r_load = self._ask(ref, {"cmd": "load", "code": sub.reference, "seed": self.seed, "setups": setups})
+        # get_init_inputs() and the warm-up draw under the harness's construction seed (KernelBench:
+        # set_seed(42) before get_init_inputs()): the init inputs reach the candidate
+        r_load = self._ask(ref, {"cmd": "load", "code": sub.reference, "seed": self.profile.construction_seed,
+                                 "setups": setups})
         if not r_load.get("ok"):
             # nothing can be compared: the candidate is unproven, not clean
             err = r_load.get("error") or {}
@@ -219,14 +234,15 @@ class DynamicRun:
         # candidate: load in the background (compilation overlaps the reference's probes)
         cand_setups = []
         for s in setups:
-            cand_setups.append(dict(s, init_inputs=r_load["init_inputs"], state=r_load["states"].get(s["name"], {})))
+            cand_setups.append(dict(s, name=self.alias.token(s["name"]), init_inputs=r_load["init_inputs"],
+                                    state=r_load["states"].get(s["name"], {})))
         # compiling an extension takes 35-45 s here and about a minute on a GPU host, and more on a
         # busy machine: the clock stops while the worker reports a build running (up to
         # compile_timeout per build), and restarts for the probes after the load
         compile_allowance = float(self.opts.get("compile_timeout", 900.0))
         cand = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout)
         cand.compile_allowance = compile_allowance
-        load_msg = {"cmd": "load", "code": sub.code, "setups": cand_setups}
+        load_msg = {"cmd": "load", "code": sub.code, "setups": cand_setups, "profile": self.profile.to_dict()}
         t_cand = time.perf_counter()
         cand.send(load_msg)
 
@@ -261,7 +277,7 @@ class DynamicRun:
             c_load = {"ok": True, "failed": "import", "crash": exc.describe()}
         if not isinstance(c_load, dict):
             c_load = {"ok": True, "failed": "import", "error": {"message": "a load reply that is not an object"}}
-        c_load = _sane_load(c_load)
+        c_load = _sane_load(self.alias.restore(c_load))
         self.timings["candidate_load_s"] = time.perf_counter() - t_cand
         cand.restart_clock(timeout)
         self.timings["compile_s"] = float(c_load.get("compile_s") or 0.0)
@@ -318,7 +334,7 @@ class DynamicRun:
                     return False
             c.restart_clock(timeout)
             try:
-                reply = c.request(msg)
+                reply = self._restore_reply(c.request(msg), plan)
             except WorkerFailure as exc:
                 what = f"the candidate worker {exc.kind}: {exc}"
                 for p in batch:
@@ -552,12 +568,17 @@ class DynamicRun:
 
     def _candidate_batch(self, batch: list[dict[str, Any]], refs: dict[str, dict[str, Any]], plan: Plan,
                          integrity: bool) -> dict[str, Any]:
+        """The candidate's request for one batch.  Nothing in it names a probe, a setup or a check:
+        ids are tokens (``Aliases``), a strided layout is ``view: 1``, and each plan item says what
+        to do (``_plan_item``); ``_restore_reply`` maps the answer back."""
+        tok = self.alias.token
         probes = []
         for p in batch:
             r = refs.get(p["id"])
             if not r or "skipped" in r:
                 continue
-            item = {"id": p["id"], "setup": p["setup"], "layout": p.get("layout", "contiguous"), "inputs": r["inputs"]}
+            item = {"id": tok(p["id"]), "setup": tok(p["setup"]),
+                    "view": 1 if p.get("layout") == "strided" else 0, "inputs": r["inputs"]}
             if "init_inputs" in r:
                 item["init_inputs"] = r["init_inputs"]
                 item["state"] = r.get("state", {})
@@ -566,20 +587,58 @@ class DynamicRun:
         if integrity:
             needed = {i["probe"] for i in plan.integrity} | {i.get("other") for i in plan.integrity if i.get("other")}
             ok = [pid for pid in needed if refs.get(pid) and "skipped" not in refs[pid]]
-            msg["probes"] = [{"id": pid, "setup": "harness", "inputs": refs[pid]["inputs"], "store_only": True}
+            msg["probes"] = [{"id": tok(pid), "setup": tok("harness"), "inputs": refs[pid]["inputs"], "store_only": True}
                              for pid in ok]
             items = []
             ref_o = refs.get("original") or {}
             for i in plan.integrity:
                 if i["probe"] not in ok or (i.get("other") and i["other"] not in ok):
                     continue
-                item = dict(i)
+                item = self._plan_item(i)
                 if i["kind"] in ("poison", "decoy") and "out32" in ref_o:
                     item["out_shapes"] = [list(getattr(x, "shape", ())) for x in ref_o["out32"] if x is not None]
                     item["out_dtypes"] = [_dtype(x) for x in ref_o["out32"] if x is not None]
                 items.append(item)
             msg["plan"] = items
         return msg
+
+    def _plan_item(self, i: dict[str, Any]) -> dict[str, Any]:
+        """A plan item as the candidate worker gets it: an operation, not the check's name."""
+        from .judge import DECOY
+
+        tok = self.alias.token
+        item: dict[str, Any] = {"id": tok(i["id"]), "on": tok(i["probe"]), "setup": tok(i.get("setup", "harness"))}
+        if i.get("other"):
+            item["other"] = tok(i["other"])
+        kind = i["kind"]
+        if kind == "repeat":
+            item["do"] = "again"
+        elif kind == "follow":
+            item.update(do="refill", cycles=int(i.get("cycles", 2)))
+        elif kind == "poison":
+            # NaN as text: JSON has no NaN literal
+            item.update(do="fill", value="nan", det=True)
+        elif kind == "decoy":
+            item.update(do="fill", value=repr(float(DECOY)), det=False)
+        elif kind == "census":
+            item["do"] = "count"
+        else:
+            raise ValueError(f"unknown integrity probe {kind}")
+        return item
+
+    def _restore_reply(self, reply: dict[str, Any], plan: Plan) -> dict[str, Any]:
+        """The candidate's answer with names in place of tokens, and each plan item's result as
+        the judge reads it (``kind``, ``id``, ``probe``, ``other``)."""
+        reply = self.alias.restore(reply)
+        by_id = {i["id"]: i for i in plan.integrity}
+        items = []
+        for res in reply.pop("items", None) or []:
+            planned = by_id.get(res.get("id"))
+            if planned is not None:
+                res = dict(res, kind=planned["kind"], probe=planned["probe"], other=planned.get("other"))
+            items.append(res)
+        reply["integrity"] = items
+        return reply
 
     def _load_failure(self, c_load: dict[str, Any]) -> list[Finding]:
         if "crash" in c_load:
@@ -652,7 +711,7 @@ class DynamicRun:
             run_base, why_not = perf_run.wanted_baselines(None, device)
             self.info["performance_note"] = str(exc)
         budget = float(self.opts.get("perf_budget_s") or perf_run.PERF_BUDGET_S.get(device, 1.0))
-        opts = {"budget_s": budget, "seed": self.seed, "sets": len(originals),
+        opts = {"budget_s": budget, "seed": derive(self.seed, "perf"), "sets": len(originals),
                 # the torch.compile baseline has a request of its own (below), with its own allowance
                 "compile": "never", "tf32": run_base["tf32"],
                 # the other worker stays alive: the device's free memory is not this worker's alone
@@ -666,7 +725,10 @@ class DynamicRun:
         for role, session in (("reference", ref), ("candidate", cand)):
             session.restart_clock(max(float(self.options.timeout), 30.0 + 20 * budget))
             try:
-                reply = session.request({"cmd": "perf", "sets": sets, "options": opts})
+                # the candidate's stored inputs are under their tokens
+                role_sets = sets if role == "reference" else \
+                    {k: [self.alias.token(i) for i in ids] for k, ids in sets.items()}
+                reply = session.request({"cmd": "perf", "sets": role_sets, "options": opts})
                 if not reply.get("ok"):
                     errors[role] = (reply.get("error") or {}).get("message", "?")
                     raw[role] = None
@@ -737,6 +799,49 @@ class DynamicRun:
         entry["measured_with"] = self.sub.path
         perf_run.COMPILE_CACHE.put(key, entry)
         return entry
+
+
+class Aliases:
+    """Opaque tokens for the names the candidate worker must not see (probe ids such as
+    ``shift_up``, setups such as ``redrawn``, plan items such as ``poison``), and back.
+
+    Random per run (``secrets``), never derived from the seed: they are the candidate's view only,
+    and findings, which use the names, replay with ``--seed`` as before."""
+
+    def __init__(self) -> None:
+        self._to: dict[str, str] = {}
+        self._from: dict[str, str] = {}
+
+    def token(self, name: str) -> str:
+        t = self._to.get(name)
+        if t is None:
+            import secrets
+
+            t = secrets.token_hex(6)
+            while t in self._from:
+                t = secrets.token_hex(6)
+            self._to[name], self._from[t] = t, name
+        return t
+
+    def name(self, token: str) -> str:
+        return self._from.get(token, token)
+
+    def restore(self, value: Any) -> Any:
+        """``value`` (a reply: dicts, lists, strings, arrays) with every token back to its name,
+        whole strings and inside short ones (``"call on <token>"``); arrays are left alone."""
+        if isinstance(value, str):
+            if value in self._from:
+                return self._from[value]
+            if len(value) < 300 and self._from:
+                for t, n in self._from.items():
+                    if t in value:
+                        value = value.replace(t, n)
+            return value
+        if isinstance(value, dict):
+            return {self.restore(k) if isinstance(k, str) else k: self.restore(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.restore(v) for v in value]
+        return value
 
 
 def _one_dim_at_a_time(plan: Plan, refs: dict[str, dict[str, Any]], dims: dict[str, Any], seed: int,

@@ -14,6 +14,7 @@ from typing import Any
 from .. import __version__
 from ..model import Report
 from .audit import VERDICT_ORDER, Audit, FindingView, SubmissionView, fmt_speedup, gather
+from .escape import visible
 from .plots import SEVERITY_COLORS, VERDICT_COLORS, claimed_strip, hbar, speedup_scatter
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
@@ -50,7 +51,9 @@ dl.ev dt { color: var(--muted); } dl.ev dd { margin: 0; font-family: ui-monospac
 
 
 def _e(text: Any) -> str:
-    return escape(str(text), quote=True)
+    # control and bidi characters as visible escapes first: a browser renders U+202E as a
+    # direction change, and a saved page viewed in a terminal obeys ESC
+    return escape(visible(text), quote=True)
 
 
 def _badge(verdict: str) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import __version__
 from ..model import Report
+from .escape import json_text
 
 
 def summary(reports: Sequence[Report]) -> dict[str, Any]:
@@ -38,4 +39,5 @@ def as_document(reports: Sequence[Report]) -> dict[str, Any]:
 
 
 def render_json(reports: Sequence[Report]) -> str:
-    return json.dumps(as_document(reports), indent=2, ensure_ascii=False) + "\n"
+    # json.dumps escapes C0 controls itself; json_text escapes the C1 and bidi characters it leaves raw
+    return json_text(json.dumps(as_document(reports), indent=2, ensure_ascii=False)) + "\n"

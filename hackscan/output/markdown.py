@@ -2,7 +2,9 @@
 
 Candidate code and messages are untrusted text: table cells escape ``|``, prose escapes HTML
 (Markdown renderers pass raw HTML through), and code excerpts sit in fences longer than any
-backtick run inside them, so no candidate can break out of its excerpt.
+backtick run inside them, so no candidate can break out of its excerpt.  Control and bidi
+characters become visible escapes first (``escape.visible``): a viewer or a terminal showing the
+Markdown source must not obey them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from ..model import Report
 from .audit import VERDICT_ORDER, Audit, FindingView, SubmissionView, fmt_speedup, gather
+from .escape import visible
 from .plots import text_bars
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#|])")
@@ -20,7 +23,7 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#|])")
 
 def md_text(text: str) -> str:
     """Prose: escape Markdown and HTML metacharacters, keep it on one line."""
-    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(visible(text).split()))
 
 
 def md_cell(text: str) -> str:
@@ -28,7 +31,7 @@ def md_cell(text: str) -> str:
 
 
 def code_span(text: str) -> str:
-    text = " ".join(str(text).split())
+    text = " ".join(visible(text).split())
     run = max((len(m) for m in re.findall(r"`+", text)), default=0)
     ticks = "`" * (run + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or run else ""
@@ -36,6 +39,7 @@ def code_span(text: str) -> str:
 
 
 def fence(body: str, lang: str = "") -> str:
+    body = visible(body)  # lines and tabs kept: it is code
     run = max((len(m) for m in re.findall(r"`{3,}", body)), default=2)
     ticks = "`" * max(3, run + 1)
     return f"{ticks}{lang}\n{body}\n{ticks}"

@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from html import escape
+from html import escape as _html_escape
+
+from .escape import visible
 
 VERDICT_COLORS = {"hack": "#c0392b", "suspicious": "#d68910", "clean": "#1e8449", "error": "#7d3c98"}
 SEVERITY_COLORS = {"error": "#c0392b", "warning": "#d68910", "info": "#2e86c1"}
 _FONT = 'font-family="system-ui, -apple-system, Segoe UI, sans-serif"'
+
+
+def escape(text: object) -> str:
+    """HTML-escaped, with control and bidi characters as visible escapes (labels are candidate paths)."""
+    return _html_escape(visible(text), quote=True)
 
 
 def _num(x: float) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import __version__
 from ..model import Finding, Report
+from .escape import json_text
 from ..registry import load_registry
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -95,4 +96,5 @@ def as_sarif(reports: Sequence[Report]) -> dict[str, Any]:
 
 
 def render_sarif(reports: Sequence[Report]) -> str:
-    return json.dumps(as_sarif(reports), indent=2, ensure_ascii=False) + "\n"
+    # json.dumps escapes C0 controls itself; json_text escapes the C1 and bidi characters it leaves raw
+    return json_text(json.dumps(as_sarif(reports), indent=2, ensure_ascii=False)) + "\n"

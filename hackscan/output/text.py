@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..model import Finding, Report, Severity, Verdict
+from .escape import visible
+
+# everything a candidate can influence (paths, messages, source lines, evidence, reasons) goes
+# through ``_v``: one line each, control and bidi characters shown as escapes (see escape.py); the
+# colours are added around our own words only, after escaping
 
 _COLORS = {"error": "\x1b[31m", "warning": "\x1b[33m", "info": "\x1b[36m", "hack": "\x1b[1;31m",
            "suspicious": "\x1b[1;33m", "clean": "\x1b[32m", "error-verdict": "\x1b[1;35m"}
@@ -15,20 +20,30 @@ def _c(text: str, key: str, color: bool) -> str:
     return f"{_COLORS[key]}{text}{_RESET}" if color else text
 
 
+def _v(text: object) -> str:
+    return visible(text, keep="")
+
+
+def _block(text: str) -> str:
+    """A multi-line block (the performance table): lines kept, everything else escaped."""
+    return visible(text, keep="\n")
+
+
 def render_finding(f: Finding, color: bool = False) -> str:
     loc = f.location
-    where = f"{loc.path}:{loc.record}:" if loc.record is not None else f"{loc.path}:"
+    path = _v(loc.path)
+    where = f"{path}:{loc.record}:" if loc.record is not None else f"{path}:"
     head = (f"{where}{loc.line}:{loc.column}: {f.rule} {_c(f.severity.value, f.severity.value, color)}"
-            f"[{f.confidence.value}] {f.name}: {f.message}")
+            f"[{f.confidence.value}] {_v(f.name)}: {_v(f.message)}")
     if f.stage.value != "static":
         head += f"  ({f.stage.value})"
     if f.suppressed:
-        head += f"  [suppressed: {f.suppression_reason}]"
+        head += f"  [suppressed: {_v(f.suppression_reason)}]"
     lines = [head]
     if f.snippet is not None and loc.line > 0:
         num = str(loc.line)
         pad = " " * len(num)
-        src = f.snippet.replace("\t", " ")
+        src = _v(f.snippet.replace("\t", " "))
         lines.append(f"{pad} |")
         lines.append(f"{num} | {src}")
         if loc.column > 0:
@@ -36,7 +51,7 @@ def render_finding(f: Finding, color: bool = False) -> str:
     ev = f.evidence
     for key in ("probe", "input", "seed", "max_abs_error", "max_rel_error", "error_ratio", "first_mismatch"):
         if key in ev:
-            lines.append(f"  {key}: {ev[key]}")
+            lines.append(f"  {key}: {_v(ev[key])}")
     return "\n".join(lines)
 
 
@@ -55,25 +70,25 @@ def render_text(reports: Sequence[Report], color: bool = False) -> str:
         warns = sum(1 for f in r.active_findings if f.severity is Severity.WARNING)
         detail = f"{errs} error{'s' * (errs != 1)}, {warns} warning{'s' * (warns != 1)}"
         if r.error:
-            detail += f"; {r.error}"
-        line = f"{r.path}: {_c(r.verdict.value, key, color)} ({detail})"
+            detail += f"; {_v(r.error)}"
+        line = f"{_v(r.path)}: {_c(r.verdict.value, key, color)} ({detail})"
         if r.skipped:
-            line += f"; {len(r.skipped)} rule(s) skipped: {r.skipped[0].reason}"
+            line += f"; {len(r.skipped)} rule(s) skipped: {_v(r.skipped[0].reason)}"
         if r.performance and isinstance(r.performance, dict):
             headline = r.performance.get("headline")
             if headline:
-                line += f"; {headline}"
+                line += f"; {_v(headline)}"
         out.append(line)
         dyn = r.dynamic if isinstance(r.dynamic, dict) else None
         if dyn is not None and not dyn.get("ran") and dyn.get("reason"):
             # what could not run here, and why, belongs next to the verdict it qualifies
-            out.append(f"  dynamic stage not run: {dyn['reason']}")
+            out.append(f"  dynamic stage not run: {_v(dyn['reason'])}")
         if r.performance:
             from ..perf.render import table  # torch-free; imported only when a report has timings
 
             block = table(r.performance)
             if block:
-                out.append(block)
+                out.append(_block(block))
         out.append("")
     total = len(reports)
     out.append(

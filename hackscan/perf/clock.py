@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+_PKG = __name__.rpartition(".")[0]  # "hackscan.perf" here
+
 # Dotted names whose identity the harness depends on.  A name whose module is not loaded at
 # capture time is simply not watched (importing triton just to watch it would cost seconds).
 WATCHED: tuple[str, ...] = (
@@ -37,9 +39,11 @@ WATCHED: tuple[str, ...] = (
     "torch.utils.benchmark.Timer", "torch.utils.benchmark.Timer.timeit",
     "triton.testing.do_bench",
     "threading.Thread.start",
-    "hackscan.perf.timing.time_series", "hackscan.perf.timing.calibrate", "hackscan.perf.timing._one_call",
-    "hackscan.perf.fingerprint.fingerprint", "hackscan.perf.worker_side.measure_candidate",
-    "hackscan.perf.worker_side.measure_reference",
+    # this package's own, under whatever name it was imported as (a sandbox mounts it under a
+    # neutral one)
+    f"{_PKG}.timing.time_series", f"{_PKG}.timing.calibrate", f"{_PKG}.timing._one_call",
+    f"{_PKG}.fingerprint.fingerprint", f"{_PKG}.worker_side.measure_candidate",
+    f"{_PKG}.worker_side.measure_reference",
 )
 
 _MISSING = object()
