@@ -115,10 +115,7 @@ def _dyn(report, rule: str):
 @pytest.mark.slow
 @pytest.mark.parametrize("locals_deny", [
     pytest.param(NAMES, id="probe-and-check-names"),
-    pytest.param(DENY, id="and-hackscan", marks=pytest.mark.xfail(
-        reason="the forkserver's frames, its working directory and the pool's log path still say hackscan: "
-               "gone once the sandbox starts workers from the package mounted under a neutral name",
-        strict=False)),
+    pytest.param(DENY, id="and-hackscan"),
 ])
 def test_a_candidate_walking_its_caller_frames_finds_nothing_and_is_caught(pool, locals_deny) -> None:
     report = _run(_walker(locals_deny=locals_deny), pool)

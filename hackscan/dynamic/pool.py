@@ -421,9 +421,11 @@ class WorkerPool:
             self._dir = tempfile.TemporaryDirectory(prefix="hackscan-dyn-")
         return Path(self._dir.name)
 
-    def zygote(self, device: str) -> Any:
-        """``device`` is ``cpu`` (GPUs hidden) or ``cuda``/``auto`` (GPUs visible)."""
-        key = "cpu" if device == "cpu" else "gpu"
+    def zygote(self, device: str, harness: str | None = None) -> Any:
+        """``device`` is ``cpu`` (GPUs hidden) or ``cuda``/``auto`` (GPUs visible); ``harness`` the
+        profile whose working directory, argv and environment a sandboxed worker shows."""
+        gpu = "cpu" if device == "cpu" else "gpu"
+        key = gpu if self.sandbox == "off" else f"{gpu}:{harness or ''}"
         with self._lock:
             z = self._zygotes.get(key)
             if z is not None and z.alive():
@@ -431,12 +433,15 @@ class WorkerPool:
             if key in self.failures:
                 raise WorkerFailure("sandbox", self.failures[key])
             if self.sandbox == "off":
-                z = Zygote("cpu" if key == "cpu" else "cuda", self._log_dir())
+                z = Zygote("cpu" if gpu == "cpu" else "cuda", self._log_dir())
             else:
                 from .sandbox import Launcher, SandboxUnavailable
 
+                from .sandbox import load_profile
+
                 try:
-                    z = Launcher("cpu" if key == "cpu" else "cuda", self._log_dir(), warm=self.warm)
+                    z = Launcher("cpu" if gpu == "cpu" else "cuda", self._log_dir(), warm=self.warm,
+                                 profile=load_profile(harness))
                 except SandboxUnavailable as exc:
                     self.failures[key] = f"no sandbox for untrusted code: {exc}"
                     raise WorkerFailure("sandbox", self.failures[key]) from exc

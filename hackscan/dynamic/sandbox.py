@@ -52,8 +52,9 @@ from . import wire
 
 MODES = ("required", "off")
 
-# the package name hackscan's worker-side code runs under inside a sandbox
-INNER_PACKAGE = "hackscan"
+# the package name hackscan's worker-side code runs under inside a sandbox: KernelBench's own
+# package is ``src`` (its harness frame is ``src.eval``, see profiles.py)
+INNER_PACKAGE = "src"
 
 # syscalls a benchmark never needs; they fail with EPERM (not a kill: a library probing for a
 # feature gets an error it handles)
@@ -92,29 +93,28 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Profile:
-    """How the scoring harness looks from inside: see ``profiles.py`` (read as plain data)."""
+    """How the scoring harness looks from inside (from ``profiles.py``, see ``load_profile``)."""
 
     name: str = "kernelbench"
     root: str = "/workspace/KernelBench"
     cwd: str = "/workspace/KernelBench"
-    script: str = "/workspace/KernelBench/scripts/run_and_check.py"
-    argv: tuple[str, ...] = ("scripts/run_and_check.py",)
+    script: str = "/workspace/KernelBench/scripts/eval_from_generations.py"
+    argv: tuple[str, ...] = ("scripts/eval_from_generations.py",)
     env: tuple[tuple[str, str], ...] = ()
     home: str = "/root"
     hostname: str = "localhost"
 
 
 def load_profile(name: str | None) -> Profile:
-    try:
-        from . import profiles  # type: ignore[attr-defined]
-    except ImportError:
-        return Profile()
-    getter = getattr(profiles, "sandbox_view", None)
-    if getter is None:
-        return Profile()
-    data = getter(name)
-    return Profile(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items()
-                      if k in Profile.__dataclass_fields__})
+    """The sandbox's side of a harness profile (``profiles.py``): working directory, argv, env."""
+    from .profiles import get_profile
+
+    view = get_profile(name).sandbox_view()
+    cwd = str(view["cwd"])
+    argv = tuple(str(a) for a in view["argv"]) or ("eval.py",)
+    script = argv[0] if argv[0].startswith("/") else os.path.join(cwd, argv[0])
+    return Profile(name=get_profile(name).name, root=cwd, cwd=cwd, script=script, argv=argv,
+                   env=tuple(sorted((str(k), str(v)) for k, v in (view.get("env") or {}).items())))
 
 
 # ----------------------------------------------------------------------------------- host facts
@@ -618,7 +618,8 @@ class Launcher:
         self._closed = False
         self._counter = 0
         # not under the log folder (0700): the sandbox's uid must be able to reach its folders
-        self._root = Path(tempfile.mkdtemp(prefix="hs-sbx-"))
+        # (the default "tmp" prefix: /proc/self/mountinfo inside shows the host paths of binds)
+        self._root = Path(tempfile.mkdtemp())
         os.chmod(self._root, 0o711)
         self._pkg = stage_package(self._root / "pkg", INNER_PACKAGE)
         self._script = self._root / "launch.py"
@@ -760,7 +761,7 @@ class Launcher:
             self._counter += 1
             n = self._counter
         uid = _uid_base() + n % 1000 if os.geteuid() == 0 else None
-        private = Path(tempfile.mkdtemp(prefix=f"w{n}-", dir=self._root))
+        private = Path(tempfile.mkdtemp(dir=self._root))
         for sub in ("tmp", "home", "work", "tmp/.cache/ext"):
             (private / sub).mkdir(parents=True, exist_ok=True)
         if uid is not None:

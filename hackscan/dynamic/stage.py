@@ -184,7 +184,7 @@ class DynamicRun:
         if not sub.reference:
             return self._skip("no reference problem: pass --ref, or put a reference.py next to the candidate")
         t = time.perf_counter()
-        zygote = self.pool.zygote(self.options.device)
+        zygote = self.pool.zygote(self.options.device, self.profile.name)
         self.timings["startup_s"] = time.perf_counter() - t
         info = zygote.info
         self.info.update(torch=info.get("torch"), python=info.get("python"))
@@ -367,18 +367,18 @@ class DynamicRun:
                 self.protocol_findings.append(self.make(
                     R_UNANSWERED, f"the candidate's worker answered probe batch {bi} with an error instead of "
                                   f"results: {str(err.get('message', '?'))[-200:]}",
-                    {"seed": self.seed, "batch": bi, "probes": [p["id"] for p in msg["probes"]][:20],
-                     "checks": [i["kind"] for i in msg.get("plan", [])]}))
+                    {"seed": self.seed, "batch": bi, "probes": [self.alias.restore(p["id"]) for p in msg["probes"]][:20],
+                     "checks": [i["kind"] for i in self._named_request(msg, plan).get("plan", [])]}))
                 return True
             # every probe and check asked for comes back once, as raw outputs (judge.audit_probe_reply)
-            answered, checks, problems = audit_probe_reply(msg, reply)
+            answered, checks, problems = audit_probe_reply(self._named_request(msg, plan), reply)
             if problems:
                 self.info.setdefault("unanswered", []).extend(problems[:20])
                 self.protocol_findings.append(self.make(
                     R_UNANSWERED, f"the candidate's worker did not answer what the parent asked: {problems[0]}"
                                   + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
                     {"seed": self.seed, "batch": bi, "problems": problems[:20]}))
-            stored = {p["id"] for p in msg["probes"] if p.get("store_only")}
+            stored = {self.alias.restore(p["id"]) for p in msg["probes"] if p.get("store_only")}
             for r in answered:
                 if r["id"] not in stored:
                     cands[r["id"]] = r
@@ -625,6 +625,16 @@ class DynamicRun:
         else:
             raise ValueError(f"unknown integrity probe {kind}")
         return item
+
+    def _named_request(self, msg: dict[str, Any], plan: Plan) -> dict[str, Any]:
+        """The request as the judge reads it: probe ids and plan items by name (the reply is
+        restored to names before it is audited against this)."""
+        by_id = {i["id"]: i for i in plan.integrity}
+        named: dict[str, Any] = {"probes": [dict(p, id=self.alias.restore(p["id"])) for p in msg.get("probes", [])]}
+        if "plan" in msg:
+            named["plan"] = [by_id.get(self.alias.restore(i["id"]), {"kind": "?", "id": i["id"]})
+                             for i in msg["plan"]]
+        return named
 
     def _restore_reply(self, reply: dict[str, Any], plan: Plan) -> dict[str, Any]:
         """The candidate's answer with names in place of tokens, and each plan item's result as
