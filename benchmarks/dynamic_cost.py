@@ -3,6 +3,7 @@
     python benchmarks/dynamic_cost.py                 # the three built-in level-1-sized tasks
     python benchmarks/dynamic_cost.py --task relu --repeat 3
     python benchmarks/dynamic_cost.py --candidate my.py --reference ref.py
+    python benchmarks/dynamic_cost.py --task relu --sandbox required   # only sandboxed (default: both)
 
 For each task an honest candidate runs twice through ``run_dynamic_stage``: once with a fresh
 worker pool ("cold": the zygote's ``import torch`` included) and then warm (the zygote reused, as
@@ -81,7 +82,49 @@ def _cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def measure(candidate: Path, reference: Path, repeat: int, budget: float | None) -> None:
+def worker_startup(n: int) -> None:
+    """What one worker costs to start, not overlapped with anything: a sandboxed one (a fresh
+    interpreter in bubblewrap, importing torch and the worker code, until it says it is ready) and a
+    fork of the unsandboxed forkserver (until it answers a ping)."""
+    from hackscan.dynamic import sandbox
+    from hackscan.dynamic.pool import Zygote
+
+    print("\n== worker start-up (one worker, nothing else running)")
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = []
+        if not sandbox.check().get("problem"):
+            la = sandbox.Launcher("cpu", Path(tmp), warm=False)
+            times, cpus = [], []
+            try:
+                for _ in range(n):
+                    cpu0, t0 = _cpu_seconds(), time.perf_counter()
+                    h = la._start()
+                    la._wait_ready(h, 120)
+                    times.append(time.perf_counter() - t0)
+                    h.destroy()
+                    cpus.append(_cpu_seconds() - cpu0)
+            finally:
+                la.close()
+            rows.append(("sandboxed (bwrap, fresh interpreter)", times, cpus))
+        z = Zygote("cpu", Path(tmp))
+        times, cpus = [], []
+        try:
+            for _ in range(n):
+                cpu0, t0 = _cpu_seconds(), time.perf_counter()
+                s = z.spawn({"role": "reference", "path": "r.py", "device": "cpu"}, timeout=60)
+                s.request({"cmd": "ping"})
+                times.append(time.perf_counter() - t0)
+                s.close()
+                cpus.append(_cpu_seconds() - cpu0)
+        finally:
+            z.close()
+        rows.append(("forked from the forkserver (--sandbox off)", times, cpus))
+    print(f"{'worker':<42} {'min_s':>7} {'median_s':>9} {'cpu_s':>7}")
+    for name, times, cpus in rows:
+        print(f"{name:<42} {min(times):>7.3f} {sorted(times)[len(times) // 2]:>9.3f} {sorted(cpus)[len(cpus) // 2]:>7.2f}")
+
+
+def measure(candidate: Path, reference: Path, repeat: int, budget: float | None, sandbox: str = "required") -> None:
     from hackscan.config import Config
     from hackscan.dynamic import run_dynamic_stage
     from hackscan.dynamic.pool import WorkerPool
@@ -93,7 +136,7 @@ def measure(candidate: Path, reference: Path, repeat: int, budget: float | None)
                      reference=reference.read_text(), reference_path=str(reference))
     static = StaticScanner(Config()).scan(sub)
     extra = {"dynamic": {"budget_s": budget}} if budget else {}
-    pool = WorkerPool()
+    pool = WorkerPool(sandbox=sandbox)
     rows = []
     try:
         for i in range(repeat + 1):
@@ -108,7 +151,7 @@ def measure(candidate: Path, reference: Path, repeat: int, budget: float | None)
             rows.append((label, wall, wall - compile_s, _cpu_seconds() - cpu0, tm, dyn))
     finally:
         pool.close()
-    print(f"\n== {candidate.name} against {reference.name}")
+    print(f"\n== {candidate.name} against {reference.name} (--sandbox {sandbox})")
     phases = ["startup_s", "preload_s", "reference_load_s", "reference_probes_s", "candidate_load_s", "compile_s",
               "candidate_probes_s", "total_s"]
     print(f"{'run':<8} {'wall_s':>8} {'-compile':>9} {'cpu_s':>7} " + " ".join(f"{p[:-2]:>17}" for p in phases))
@@ -142,16 +185,24 @@ def main() -> None:
     ap.add_argument("--reference", type=Path)
     ap.add_argument("--repeat", type=int, default=1, help="warm runs after the cold one")
     ap.add_argument("--budget", type=float, default=None, help="probe budget in seconds (default: the rule option)")
+    ap.add_argument("--sandbox", choices=("required", "off", "both"), default="both",
+                    help="run candidates sandboxed, unsandboxed, or both one after the other (default)")
+    ap.add_argument("--startup", type=int, default=3, help="worker start-ups to time (0: skip)")
     args = ap.parse_args()
+    modes = ("required", "off") if args.sandbox == "both" else (args.sandbox,)
+    if args.startup:
+        worker_startup(args.startup)
     if args.candidate:
         if not args.reference:
             ap.error("--candidate needs --reference")
-        measure(args.candidate, args.reference, args.repeat, args.budget)
+        for mode in modes:
+            measure(args.candidate, args.reference, args.repeat, args.budget, mode)
         return
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.task or sorted(TASKS):
             cand, ref = _task_files(name, Path(tmp))
-            measure(cand, ref, args.repeat, args.budget)
+            for mode in modes:
+                measure(cand, ref, args.repeat, args.budget, mode)
 
 
 if __name__ == "__main__":

@@ -25,9 +25,11 @@ PY
 echo "== the walls, from inside (tests/test_sandbox.py)"
 python3 -m pytest -q -p no:cacheprovider tests/test_sandbox.py 2>&1 | tail -15
 echo "== a CUDA candidate and a Triton candidate inside the sandbox (--device cuda)"
+# the first with the performance stage (CUDA events, NVML and the parent's clock from inside the sandbox)
 for f in kernels/relu/clean_cuda_relu_vec4.py kernels/relu/hack_side_stream.py kernels/softmax/clean_triton_softmax.py; do
   t0=$(date +%s)
-  python3 -m hackscan "$f" --device cuda --seed 7 --no-perf -f json -o "$dest/sbx_$(basename "$f" .py).json"
+  perf="--no-perf"; [ "$f" = kernels/relu/hack_side_stream.py ] && perf=""
+  python3 -m hackscan "$f" --device cuda --seed 7 $perf -f json -o "$dest/sbx_$(basename "$f" .py).json"
   echo "   $f: exit $? in $(( $(date +%s) - t0 )) s"
   python3 - "$dest/sbx_$(basename "$f" .py).json" <<'PY'
 import json, sys
@@ -35,11 +37,16 @@ r = json.load(open(sys.argv[1]))["results"][0]
 d = r.get("dynamic") or {}
 print("   verdict", r["verdict"], "| ran", d.get("ran"), "| device", d.get("device"), "|", d.get("reason", ""))
 print("   sandbox", (d.get("sandbox") or {}), "| timings", d.get("timings"))
+p = r.get("performance") or {}
+if p:
+    print("   performance: measured", p.get("measured"), "| headline", p.get("headline"))
 for f in r["findings"]:
     print(f"     {f['rule']} {f['severity']} {f['stage']}: {f['message'][:140]}")
 PY
 done
 [ "${1:-}" = quick ] && exit 0
+echo "== the hostile candidates and the fail-closed tests (CPU candidates, on this machine's kernel)"
+python3 -m pytest -q -p no:cacheprovider tests/test_hostile.py tests/test_dynamic_failclosed.py 2>&1 | tail -8
 echo "== per-candidate cost, sandboxed vs forkserver (benchmarks/dynamic_cost.py)"
-python3 benchmarks/dynamic_cost.py --task relu --repeat 2 --sandbox required 2>&1 | tail -12
-python3 benchmarks/dynamic_cost.py --task relu --repeat 2 --sandbox off 2>&1 | tail -12
+python3 benchmarks/dynamic_cost.py --task relu --repeat 2 --startup 3 > "$dest/dynamic_cost.txt" 2>&1
+grep -E "^(==|worker|sandboxed|forked|run |cold|warm)" "$dest/dynamic_cost.txt"

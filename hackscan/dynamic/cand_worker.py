@@ -184,14 +184,14 @@ class CandidateWorker(Worker):
     # ------------------------------------------------------------------------------- probes
     def run_batch(self, msg: dict[str, Any]) -> dict[str, Any]:
         results = []
-        for p in msg["probes"]:
-            inputs = to_device(list(unpack(p["inputs"])), self.device)
-            self.inputs[p["id"]] = inputs
-            if p.get("store_only"):
-                results.append({"id": p["id"], "stored": True})
+        for case in msg["probes"]:
+            inputs = to_device(list(unpack(case["inputs"])), self.device)
+            self.inputs[case["id"]] = inputs
+            if case.get("store_only"):
+                results.append({"id": case["id"], "stored": True})
                 continue
             start = self.timers.perf_counter()
-            results.append(self._one(p, inputs))
+            results.append(self._one(case, inputs))
             results[-1]["wall"] = self.timers.perf_counter() - start
         done = []
         for item in msg.get("plan", []):
@@ -205,15 +205,15 @@ class CandidateWorker(Worker):
         return {"probes": results, "items": done, "changes": self.changes,
                 "compile_s": self.cache.compile_seconds}
 
-    def _model_for(self, p: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
-        setup = self.setups[p["setup"]]
-        init = p.get("init_inputs")
+    def _model_for(self, case: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+        setup = self.setups[case["setup"]]
+        init = case.get("init_inputs")
         if init is None:
             init_inputs = list(unpack(setup["init_inputs"]))
-            return self._model(p["setup"], init_inputs, setup.get("state") or {}), None
+            return self._model(case["setup"], init_inputs, setup.get("state") or {}), None
         init_inputs = list(unpack(init))
-        model = self._model(p["setup"], init_inputs, p.get("state") or {})
-        return model, self.matches[(p["setup"], repr(init_inputs))]
+        model = self._model(case["setup"], init_inputs, case.get("state") or {})
+        return model, self.matches[(case["setup"], repr(init_inputs))]
 
     def _args(self, inputs: list[Any], view: int) -> list[Any]:
         args = clone_all(inputs)
@@ -221,24 +221,24 @@ class CandidateWorker(Worker):
             args = [strided_view(a) for a in args]
         return args
 
-    def _one(self, p: dict[str, Any], inputs: list[Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": p["id"]}
+    def _one(self, case: dict[str, Any], inputs: list[Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": case["id"]}
         try:
-            model, match = self._model_for(p)
+            model, match = self._model_for(case)
             if match is not None:
                 out["match"] = match
         except BaseException as exc:  # noqa: BLE001
             out["error"] = self._describe(exc)
             out["phase"] = "init"
             return out
-        args = self._args(inputs, int(p.get("view", 0)))
+        args = self._args(inputs, int(case.get("view", 0)))
         before = [self.hasher.digest(a) for a in args]
         try:
             result, seconds = self.timed_call(model, args)
         except BaseException as exc:  # noqa: BLE001
             out["error"] = self._describe(exc)
             out["phase"] = "call"
-            out["changes"] = self.note_changes(f"call on {p['id']}")
+            out["changes"] = self.note_changes(f"call on {case['id']}")
             return out
         leaves, structure = flatten(result)
         out.update({
@@ -248,7 +248,7 @@ class CandidateWorker(Worker):
             "t": seconds,
             "mutated": [i for i, a in enumerate(args) if self.hasher.digest(a) != before[i]],
             "aliases_input": overlaps(storages(leaves), storages(args)),
-            "changes": self.note_changes(f"call on {p['id']}"),
+            "changes": self.note_changes(f"call on {case['id']}"),
         })
         return out
 
