@@ -137,7 +137,7 @@ def test_a_worker_class_rewritten_through_sys_modules_is_rejected(pool) -> None:
     # every probe answered "stored" (nothing to compare) and no integrity check run
     code = _candidate("return torch.zeros_like(x)", module_prefix=textwrap.dedent('''
         import sys
-        W = next(m for m in list(sys.modules.values()) if hasattr(m, "CandidateWorker")).CandidateWorker
+        W = next(m for m in list(sys.modules.values()) if "CandidateWorker" in getattr(m, "__dict__", {})).CandidateWorker
         W.run_batch = lambda self, msg: {"probes": [{"id": p["id"], "stored": True} for p in msg["probes"]],
                                          "items": [], "changes": []}
     '''))

@@ -264,3 +264,20 @@ def test_the_staged_worker_code_leaves_the_rules_and_the_judge_behind() -> None:
     for parent_only in ("dynamic/judge.py", "dynamic/compare.py", "dynamic/stage.py", "engine.py"):
         assert parent_only not in mods, f"{parent_only} would be visible to candidates"
     assert not any(m.startswith(("checks/", "rules/")) for m in mods)
+
+
+def test_the_build_tools_are_on_the_sandboxs_path(launcher) -> None:
+    # torch's load_inline runs `ninja --version` from the PATH before any build (on the GPU machine
+    # ninja lives in a virtualenv's bin folder, outside the sandbox's system folders)
+    import shutil
+
+    if not shutil.which("ninja"):
+        pytest.skip("no ninja here")
+    out = _probe(launcher, """
+        import subprocess
+        try:
+            out['ninja'] = subprocess.run(['ninja', '--version'], capture_output=True, text=True).stdout.strip()
+        except OSError as e:
+            out['ninja'] = repr(e)
+    """)
+    assert out["ninja"] and out["ninja"][0].isdigit(), out

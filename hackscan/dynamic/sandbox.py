@@ -510,6 +510,14 @@ class BuildCache:
                 shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _is_elf(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
 def _chown_tree(path: Path, uid: int) -> None:
     for p in [path, *path.rglob("*")]:
         try:
@@ -718,20 +726,19 @@ class Launcher:
         return cmd
 
     def _tools(self) -> dict[str, str]:
-        """Build tools the parent finds outside the system folders (``ninja`` from a virtualenv's
-        bin folder, where torch's ``load_inline`` looks for it on the PATH): bound one file each."""
+        """Build tools the parent finds on its PATH (``ninja`` from a virtualenv's bin folder, where
+        torch's ``load_inline`` looks for it), bound one file each at ``TOOL_DIR``: the sandbox's
+        PATH has only system folders.  A console-script wrapper (its ``#!`` line names an
+        interpreter path the sandbox does not have) is replaced by the binary it runs."""
         out = {}
         for name in TOOLS:
             path = shutil.which(name)
-            if not path:
-                continue
-            real = os.path.realpath(path)
-            if real.startswith(tuple(d + "/" for d in SYSTEM_DIRS)) or not os.path.isfile(real):
-                continue
-            with open(real, "rb") as fh:
-                if fh.read(4) != b"\x7fELF":  # a script's interpreter line names a path not bound here
-                    continue
-            out[name] = real
+            real = os.path.realpath(path) if path else None
+            if real is None or not _is_elf(real):
+                real = next((str(c) for entry in sys.path if entry
+                             for c in [Path(entry) / name / "data" / "bin" / name] if _is_elf(str(c))), None)
+            if real is not None:
+                out[name] = real
         return out
 
     def _env(self) -> dict[str, str]:
