@@ -145,6 +145,31 @@ class GlobalState:
         self._functions = {label: self._ident(path) for label, path in WATCHED_FUNCTIONS}
         self._flags = {label: self._value(path) for label, path in WATCHED_FLAGS}
         self._modules = self._module_ids()
+        self._harness: dict[str, tuple[Any, str, int]] = {}
+
+    def watch_harness(self, package: str) -> None:
+        """The worker's own code: every method of the classes and every function of the modules of
+        ``package`` (whatever name it runs under) that are loaded now.  A candidate that rewrites
+        them (found through sys.modules, gc or its frames) to run a stand-in model or skip a check
+        is reported like one that replaces a timer.  In-process code can still go deeper (a
+        function's ``__code__``, this fingerprint itself): the parent never takes the worker's
+        word for a result; this makes the cheap rewrite visible."""
+        import sys
+
+        prefix = package + "."
+        for mod_name, mod in list(sys.modules.items()):
+            if mod is None or not mod_name.startswith(prefix):
+                continue
+            owners: list[Any] = [mod]
+            owners += [v for v in vars(mod).values()
+                       if isinstance(v, type) and getattr(v, "__module__", "") == mod_name]
+            for owner in owners:
+                for name, value in list(vars(owner).items()):
+                    if isinstance(value, (staticmethod, classmethod)) or (
+                            callable(value) and not isinstance(value, type)
+                            and getattr(value, "__module__", None) == mod_name):
+                        label = f"{getattr(owner, '__qualname__', mod_name)}.{name}"
+                        self._harness[label] = (owner, name, self._id(value))
 
     def _ident(self, path: str) -> str:
         obj = _lookup(path)
@@ -173,6 +198,10 @@ class GlobalState:
             if now != self._flags[label]:
                 kind = "precision-flag" if label in PRECISION_FLAGS else "flag"
                 out.append({"name": label, "kind": kind, "before": self._flags[label], "after": now})
+        for label, (owner, name, ident) in self._harness.items():
+            if self._id(vars(owner).get(name)) != ident:
+                out.append({"name": f"harness code {label}", "kind": "function", "before": "original",
+                            "after": "replaced"})
         for name, ident in self._module_ids().items():
             if ident != self._modules[name]:
                 out.append({"name": f"sys.modules[{name!r}]", "kind": "function", "before": "original",

@@ -255,6 +255,9 @@ class Worker:
         self.perf_spin_inputs: list[Any] | None = None
         # clocks and the memory baseline, before anything untrusted is imported or built
         perf_hook.prepare(self)
+        # the worker's own classes and functions, fingerprinted before the untrusted import: a
+        # candidate that rewrites them is reported as tampering (HS5xx), whatever it achieves
+        self.state.watch_harness(__name__.split(".")[0])
 
     def note_changes(self, phase: str) -> list[dict[str, str]]:
         fresh = []
