@@ -435,9 +435,7 @@ class WorkerPool:
             if self.sandbox == "off":
                 z = Zygote("cpu" if gpu == "cpu" else "cuda", self._log_dir())
             else:
-                from .sandbox import Launcher, SandboxUnavailable
-
-                from .sandbox import load_profile
+                from .sandbox import Launcher, SandboxUnavailable, load_profile
 
                 try:
                     z = Launcher("cpu" if gpu == "cpu" else "cuda", self._log_dir(), warm=self.warm,
