@@ -30,9 +30,9 @@ from .compare import Tolerance
 from .judge import R_DOES_NOT_RUN, R_FORGED, R_UNANSWERED, Judge, ProbeRecord, audit_probe_reply
 from .link import link_findings
 from .plan import FIRST_ROUND, Plan, make_plan, steering_from
+from .pool import Session, WorkerFailure, WorkerPool, default_pool, total_memory
 from .probes import derive
 from .profiles import get_profile
-from .pool import Session, WorkerFailure, WorkerPool, default_pool, total_memory
 from .protocol import CheckedSession
 
 BATCHES = (("original", "params"), ("value", "magnitude", "layout"), ("shape",))

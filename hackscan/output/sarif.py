@@ -10,8 +10,8 @@ from typing import Any
 
 from .. import __version__
 from ..model import Finding, Report
-from .escape import json_text
 from ..registry import load_registry
+from .escape import json_text
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVEL = {"error": "error", "warning": "warning", "info": "note"}
