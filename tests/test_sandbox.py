@@ -281,3 +281,26 @@ def test_the_build_tools_are_on_the_sandboxs_path(launcher) -> None:
             out['ninja'] = repr(e)
     """)
     assert out["ninja"] and out["ninja"][0].isdigit(), out
+
+
+def test_leftovers_of_a_killed_hackscan_are_swept(tmp_path) -> None:
+    # a hackscan killed outright leaves its sandboxes' private folders behind (the sandboxes
+    # themselves die with it): the next launcher removes them, and never a live process's
+    import subprocess
+    import tempfile
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    gone = tempfile.mkdtemp()
+    open(os.path.join(gone, sandbox.OWNER_FILE), "w").write(str(dead.pid))
+    kept = tempfile.mkdtemp()
+    open(os.path.join(kept, sandbox.OWNER_FILE), "w").write(str(os.getpid()))
+    try:
+        sandbox._sweep_leftovers()
+        assert not os.path.exists(gone), "a dead hackscan's sandbox folder was left behind"
+        assert os.path.exists(kept), "a live hackscan's sandbox folder was removed"
+    finally:
+        import shutil
+
+        shutil.rmtree(gone, ignore_errors=True)
+        shutil.rmtree(kept, ignore_errors=True)

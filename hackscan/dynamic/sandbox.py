@@ -368,6 +368,48 @@ class TreeLimit:
                     time.sleep(0.02)
 
 
+OWNER_FILE = ".hackscan-owner"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _sweep_leftovers() -> None:
+    """What a hackscan killed outright (SIGKILL, OOM) left behind: its sandboxes died with it
+    (``--die-with-parent``), but their private folders and empty cgroups stay.  Removed here when
+    the process that made them is gone."""
+    tmp = Path(tempfile.gettempdir())
+    try:
+        for owner in tmp.glob(f"tmp*/{OWNER_FILE}"):
+            try:
+                pid = int(owner.read_text().strip())
+            except (OSError, ValueError):
+                continue
+            if pid != os.getpid() and not _alive(pid):
+                shutil.rmtree(owner.parent, ignore_errors=True)
+    except OSError:
+        pass
+    for base in (Path("/sys/fs/cgroup/memory/hackscan"), Path("/sys/fs/cgroup/pids/hackscan"),
+                 Path("/sys/fs/cgroup/hackscan")):
+        try:
+            for d in base.iterdir():
+                head = d.name.split("-")[0]
+                if d.is_dir() and head.isdigit() and not _alive(int(head)):
+                    try:
+                        d.rmdir()
+                    except OSError:
+                        pass
+        except OSError:
+            continue
+
+
 def _uid_pids(uid: int) -> list[int]:
     out = []
     for name in os.listdir("/proc"):
@@ -627,8 +669,12 @@ class Launcher:
         self._counter = 0
         # not under the log folder (0700): the sandbox's uid must be able to reach its folders
         # (the default "tmp" prefix: /proc/self/mountinfo inside shows the host paths of binds)
+        _sweep_leftovers()
         self._root = Path(tempfile.mkdtemp())
         os.chmod(self._root, 0o711)
+        # who owns this folder, for the sweep after a hackscan that was killed (not visible inside:
+        # only folders below it are bound into sandboxes)
+        (self._root / OWNER_FILE).write_text(str(os.getpid()))
         self._pkg = stage_package(self._root / "pkg", INNER_PACKAGE)
         self._script = self._root / "launch.py"
         self._paths = self._python_paths()
