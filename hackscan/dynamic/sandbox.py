@@ -219,6 +219,9 @@ class TreeLimit:
     def __init__(self, name: str, uid: int | None):
         self.kind = _cgroup_kind()
         self.uid = uid
+        # without cgroups and without a uid of its own (hackscan not run as root), the tree is
+        # found from bwrap's pid by parent links (set once the sandbox is started)
+        self.root_pid: int | None = None
         self.paths: list[Path] = []
         if self.kind == "v1":
             for ctl in ("memory", "pids"):
@@ -312,7 +315,9 @@ class TreeLimit:
             return st.get("total_rss", 0) + st.get("total_mapped_file", 0)
         if self.kind == "v2" and st:
             return st.get("anon", 0) + st.get("file_mapped", 0)
-        return _uid_rss(self.uid) if self.uid is not None else 0
+        if self.uid is not None:
+            return _uid_rss(self.uid)
+        return sum(_rss(pid) for pid in _tree(self.root_pid)) if self.root_pid else 0
 
     def oom_kills(self) -> int:
         """Processes of the tree the kernel killed at the cgroup's memory limit."""
@@ -341,6 +346,8 @@ class TreeLimit:
                 pass
         if not self.paths and self.uid is not None:
             out.update(_uid_pids(self.uid))
+        elif not self.paths and self.root_pid:
+            out.update(_tree(self.root_pid))
         return out
 
     def kill_all(self) -> None:
@@ -423,15 +430,39 @@ def _uid_pids(uid: int) -> list[int]:
     return out
 
 
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def _uid_rss(uid: int) -> int:
-    total = 0
-    for pid in _uid_pids(uid):
+    return sum(_rss(pid) for pid in _uid_pids(uid))
+
+
+def _tree(root: int) -> set[int]:
+    """``root`` and every process below it, by the parent links in /proc (a daemon that
+    ``setsid()``s away is reparented to the sandbox's init, the worker, so it stays below)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
         try:
-            with open(f"/proc/{pid}/statm") as fh:
-                total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
-            pass
-    return total
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid in out:
+            continue
+        out.add(pid)
+        todo.extend(children.get(pid, ()))
+    return out
 
 
 # ----------------------------------------------------------------------------------- staging
@@ -855,6 +886,7 @@ class Launcher:
         finally:
             out.close()
             theirs.close()
+        limit.root_pid = proc.pid
         h = Handle(proc=proc, sock=ours, private=private, limit=limit, uid=uid, log=log, started=time.monotonic())
         if self.preloaded:
             self._send(h, {"cmd": "preload", "modules": sorted(self.preloaded)})
@@ -867,6 +899,7 @@ class Launcher:
         limit.set_memory(mem_bytes)
         with tempfile.TemporaryFile() as out:
             proc = self._launch(private, limit, [*self._python(), "-c", code], [], out)
+            limit.root_pid = proc.pid
             try:
                 code_ = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
