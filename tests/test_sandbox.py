@@ -173,12 +173,14 @@ def test_writes_stay_in_the_private_tmp(launcher) -> None:
 
 
 def test_the_environment_is_cleared(launcher, monkeypatch) -> None:
-    out = _probe(launcher, "out['env'] = dict(os.environ); out['argv'] = sys.argv; out['cwd'] = os.getcwd()")
+    out = _probe(launcher, "out['env'] = dict(os.environ); out['argv'] = sys.argv; out['cwd'] = os.getcwd(); "
+                           "out['flags'] = [sys.flags.isolated, sys.flags.no_site, sys.flags.ignore_environment]")
     env = out["env"]
     leaked = [k for k in env if k.startswith(("PYTEST", "HACKSCAN", "VIRTUAL_ENV", "SSH", "GIT"))]
     assert not leaked, f"the parent's environment leaks into the sandbox: {leaked}"
     assert not any("hackscan" in str(v).lower() for v in env.values()), env
     assert "hackscan" not in out["cwd"].lower()
+    assert out["flags"] == [0, 0, 0], f"the interpreter's flags tell a sandbox from a harness: {out['flags']}"
 
 
 def test_seccomp_refuses_tracing_and_reading_other_processes(launcher) -> None:

@@ -868,9 +868,10 @@ class Launcher:
                 os.close(bpf_fd)
 
     def _python(self) -> list[str]:
-        # -I -S: none of the parent's environment, user site or .pth hooks (an editable install's
-        # finder would name hackscan in sys.modules); the launcher script sets sys.path itself
-        return [os.path.realpath(sys.executable), "-I", "-S", "-B"]
+        # the real interpreter, started as a harness starts it (no -I/-S/-B: sys.flags would show
+        # them); the environment is already cleared, and the launcher script replaces sys.path, so
+        # the virtualenv's .pth hooks (an editable install's finder names hackscan) never run
+        return [os.path.realpath(sys.executable)]
 
     def _start(self) -> Handle:
         n, uid, private, limit = self._prepare()
