@@ -223,6 +223,8 @@ def scan(
         _writable(output, "report")
     if stream is not None:
         _writable(stream, "stream")
+    if not timeout > 0:  # also NaN: a candidate with no time at all would fail as a timeout
+        raise _fail(f"--timeout must be a positive number of seconds (got {timeout})")
     if limit is not None and sample is not None:
         raise _fail("--limit and --sample exclude each other: take the first N or a random N")
     try:

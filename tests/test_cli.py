@@ -77,6 +77,8 @@ def test_bad_option_values_are_one_line_errors() -> None:
         _one_line_error(_run(CLEAN, opt, value), opt, repr(value))
     _one_line_error(_run(CLEAN, "--no-such-option"), "--no-such-option")
     _one_line_error(_run(CLEAN, "--limit", "0"), "--limit")
+    _one_line_error(_run(CLEAN, "--timeout", "-1"), "--timeout")
+    _one_line_error(_run(CLEAN, "--jobs", "x"), "--jobs")
 
 
 def test_rules_stage_filters() -> None:
