@@ -7,13 +7,15 @@ bandit: 0 when nothing reaches ``--fail-on``, 1 when something does, 2 for usage
 
 from __future__ import annotations
 
+import os
 import sys
 from enum import Enum
 from pathlib import Path
 from typing import List, Optional
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup
+from typer.exceptions import Abort, TyperException
 
 from . import __version__
 
@@ -28,10 +30,49 @@ class _DefaultToScan(TyperGroup):
             args = ["--help"]
         return super().parse_args(ctx, args)
 
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        """Usage errors (an unknown option, a value outside an option's choices) as one line on
+        stderr and exit 2, like hackscan's own errors: typer would draw a boxed panel, click a
+        four-line usage block."""
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except TyperException as exc:  # click's UsageError, BadParameter and the like
+            # typer 0.29 prefixes choice errors with pydantic's "Value error, "; it says nothing
+            message = " ".join(exc.format_message().replace("Value error, ", "").split())
+            hint = ""
+            ctx = getattr(exc, "ctx", None)
+            if ctx is not None:
+                hint = f" (see `{ctx.command_path} --help`)"
+            sys.stderr.write(f"hackscan: error: {message}{hint}\n")
+            sys.exit(exc.exit_code)
+        except Abort:
+            sys.stderr.write("hackscan: aborted\n")
+            sys.exit(1)
+        # non-standalone click returns the command's value, or the code of an Exit it raised
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+class _PlainArgs(TyperCommand):
+    """Arguments in help as their metavar alone (``PATH...``, ``[PATH...]``): typer draws a list
+    argument as ``{paths}...`` in the usage line and adds ``<list[Path]>`` after it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, TyperArgument) and param.metavar:
+                shown = param.metavar if param.required else f"[{param.metavar}]"
+                # per instance: these two methods are all typer consults for the argument's label
+                param.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
+                param._usage_display_name = lambda shown=shown: shown  # type: ignore[method-assign]
+
 
 app = typer.Typer(
     cls=_DefaultToScan,
     add_completion=False,
+    # plain help: rich markup swallowed "[tool.hackscan]" in the --config help
+    rich_markup_mode=None,
     no_args_is_help=False,
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Tell whether an LLM-generated GPU kernel does its job or games the benchmark.\n\n"
@@ -71,6 +112,35 @@ class Sandbox(str, Enum):
     off = "off"
 
 
+class StageName(str, Enum):
+    static = "static"
+    dynamic = "dynamic"
+    performance = "performance"
+
+
+class TableFormat(str, Enum):
+    text = "text"
+    markdown = "markdown"
+    json = "json"
+
+
+class RulesFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+def _writable(path: Path, what: str) -> None:
+    """Refuse an output path that cannot be written before any work starts, so a long dynamic
+    run never ends in "cannot write" with its report lost."""
+    if path.is_dir():
+        raise _fail(f"{what} {path} is a directory, not a file")
+    folder = path.parent
+    if not folder.is_dir():
+        raise _fail(f"cannot write {what} {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise _fail(f"cannot write {what} {path}: permission denied")
+
+
 def _split(values: Optional[List[str]]) -> tuple[str, ...]:
     out: list[str] = []
     for v in values or []:
@@ -96,38 +166,48 @@ def main(
     """hackscan: static and dynamic detection of reward hacks in generated GPU kernels."""
 
 
-@app.command("scan")
+@app.command("scan", cls=_PlainArgs)
 def scan(
-    paths: List[Path] = typer.Argument(..., help="Candidate .py/.cu files, folders, or .jsonl datasets."),
-    ref: Optional[Path] = typer.Option(None, "--ref", "-r", help="Reference problem file for every candidate."),
+    paths: List[Path] = typer.Argument(..., metavar="PATH...", show_default=False,
+                                       help="Candidate .py/.cu files, folders, or .jsonl datasets."),
+    ref: Optional[Path] = typer.Option(None, "--ref", "-r", metavar="FILE",
+                                       help="Reference problem file for every candidate."),
     fmt: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="FILE", help="Write the report to this file."),
     stream: Optional[Path] = typer.Option(
-        None, "--stream", help="Append each finished result to this file as one JSON line, flushed to disk at once "
+        None, "--stream", metavar="FILE", help="Append each finished result to this file as one JSON line, flushed to disk at once "
                                "(default with -o FILE: FILE.partial.jsonl, removed once FILE is written)."),
     fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1."),
-    select: Optional[List[str]] = typer.Option(None, "--select", help="Only these rules (ids, names or prefixes)."),
-    ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip these rules (ids, names or prefixes)."),
+    select: Optional[List[str]] = typer.Option(None, "--select", metavar="RULES",
+                                               help="Only these rules (ids, names or prefixes; comma-separated "
+                                                    "or repeated)."),
+    ignore: Optional[List[str]] = typer.Option(None, "--ignore", metavar="RULES",
+                                               help="Skip these rules (ids, names or prefixes)."),
     mode: Optional[Mode] = typer.Option(None, "--mode", help="audit honours suppression comments; gate flags them."),
     static: bool = typer.Option(False, "--static", help="Static stage only: never run candidate code."),
     device: Device = typer.Option(Device.auto, "--device", help="Where the dynamic stage runs candidates."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed for hidden inputs (replay a finding)."),
+    seed: Optional[int] = typer.Option(None, "--seed", metavar="S",
+                                        help="Seed for hidden inputs (replay a finding) and for --sample."),
+    limit: Optional[int] = typer.Option(None, "--limit", metavar="N", min=1,
+                                        help="Scan only the first N submissions (dataset records, files)."),
+    sample: Optional[int] = typer.Option(None, "--sample", metavar="N", min=1,
+                                         help="Scan a random N of the submissions; the same N for the same --seed."),
     harness: Optional[str] = typer.Option(
-        None, "--harness", help="The scoring harness the dynamic stage imitates when it loads and calls a "
+        None, "--harness", metavar="NAME", help="The scoring harness the dynamic stage imitates when it loads and calls a "
                                 "candidate (kernelbench, plain). Default: kernelbench, or `harness` in the config."),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds per candidate for the dynamic stage."),
+    timeout: float = typer.Option(120.0, "--timeout", metavar="SECONDS", help="Seconds per candidate for the dynamic stage."),
     no_perf: bool = typer.Option(False, "--no-perf", help="Skip timing and memory measurement."),
     sandbox: Sandbox = typer.Option(
         Sandbox.required, "--sandbox", help="required: every process that runs candidate code is in its own OS "
                                              "sandbox (bubblewrap; refuses to run without one). off: no walls, "
                                              "only for code you trust."),
     baselines: Optional[str] = typer.Option(
-        None, "--baselines", help="What speedups are measured against: eager (strict fp32, always), tf32 (GPU), "
+        None, "--baselines", metavar="LIST", help="What speedups are measured against: eager (strict fp32, always), tf32 (GPU), "
                                   "compile (torch.compile). Default: eager,tf32,compile on a GPU, eager on the CPU."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=0, help="Scan in this many parallel processes (0: one per core)."),
-    code_field: Optional[str] = typer.Option(None, "--code-field", help="JSONL field holding the candidate code."),
-    ref_field: Optional[str] = typer.Option(None, "--ref-field", help="JSONL field holding the reference code."),
-    config_path: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml with [tool.hackscan]."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=0, metavar="N", help="Scan in this many parallel processes (0: one per core)."),
+    code_field: Optional[str] = typer.Option(None, "--code-field", metavar="FIELD", help="JSONL field holding the candidate code."),
+    ref_field: Optional[str] = typer.Option(None, "--ref-field", metavar="FIELD", help="JSONL field holding the reference code."),
+    config_path: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="pyproject.toml with [tool.hackscan]."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress bar (default: on a terminal)."),
     color: Optional[bool] = typer.Option(None, "--color/--no-color", help="Colour the text report."),
 ) -> None:
@@ -135,9 +215,18 @@ def scan(
     from .config import ConfigError, load_config
     from .inputs import InputOptions
     from .model import Severity
-    from .pipeline import ResultStream, RunOptions, failed_reports, run
+    from .pipeline import ResultStream, RunOptions, failed_reports, run_items
     from .registry import RegistryError
 
+    # every check that can fail on what was typed runs before any work
+    if output is not None:
+        _writable(output, "report")
+    if stream is not None:
+        _writable(stream, "stream")
+    if not timeout > 0:  # also NaN: a candidate with no time at all would fail as a timeout
+        raise _fail(f"--timeout must be a positive number of seconds (got {timeout})")
+    if limit is not None and sample is not None:
+        raise _fail("--limit and --sample exclude each other: take the first N or a random N")
     try:
         config = load_config(config_path) if config_path else load_config(start=Path.cwd())
     except ConfigError as exc:
@@ -169,8 +258,8 @@ def scan(
     )
     if ref is not None and not ref.is_file():
         raise _fail(f"reference {ref} does not exist or is not a file")
-    if all(not Path(p).exists() for p in paths):
-        raise _fail("no such file or directory: " + ", ".join(str(p) for p in paths))
+    # a missing path is not a usage error: like any bad input it gets a result of its own
+    # (verdict error), beside the other paths' results
     inputs = InputOptions(reference=str(ref) if ref else None, code_field=config.code_field, ref_field=config.ref_field)
     if jobs == 0:
         from .parallel import default_jobs
@@ -184,6 +273,11 @@ def scan(
             chosen = tuple(dict.fromkeys(normalise_baseline(b) for b in _split([baselines])))
         except ValueError as exc:
             raise _fail(str(exc))
+    if sample is not None and seed is None:
+        # a fresh seed, stated below, so the same sample can be taken again
+        import secrets
+
+        seed = secrets.randbelow(2**31)
     options = RunOptions(static_only=static, device=device.value, seed=seed, timeout=timeout, perf=not no_perf, jobs=jobs,
                          baselines=chosen, sandbox=sandbox.value)
     # a bar on a terminal only: in CI logs and pipes it would be noise
@@ -200,8 +294,16 @@ def scan(
             sink = ResultStream(str(stream_path))
         except OSError as exc:
             raise _fail(f"cannot write {stream_path}: {exc.strerror or exc}")
+    from .inputs import discover, take
+
+    items = list(discover([str(p) for p in paths], inputs))
+    if limit is not None or sample is not None:
+        total = len(items)
+        items = take(items, limit=limit, sample=sample, seed=seed)
+        how = f"--limit {limit}" if limit is not None else f"--sample {sample} --seed {seed}"
+        typer.echo(f"hackscan: {how}: took {len(items)} of {total} submission(s): {_taken(items)}", err=True)
     try:
-        reports = run([str(p) for p in paths], config, inputs, options, reporter, on_report=sink)
+        reports = run_items(items, config, options, reporter, on_report=sink)
     finally:
         if sink is not None:
             sink.close()
@@ -234,6 +336,19 @@ def scan(
     level = Severity.parse(threshold)
     failing = any(f.severity.rank >= level.rank for r in reports for f in r.active_findings)
     raise typer.Exit(1 if failing else 0)
+
+
+def _taken(items) -> str:
+    """Which submissions a --limit / --sample took: ``runs.jsonl records 3, 9, 14; kernels/a.py``."""
+    groups: dict[str, list[str]] = {}
+    for item in items:
+        record = getattr(item, "record", None)
+        if record is not None:
+            file = getattr(item, "file", None) or item.path.rsplit(":", 1)[0]
+            groups.setdefault(file, []).append(str(record))
+        else:
+            groups.setdefault(item.path, [])
+    return "; ".join(f"{k} record{'s' * (len(v) != 1)} {', '.join(v)}" if v else k for k, v in groups.items()) or "none"
 
 
 class ProgressBar:
@@ -275,14 +390,15 @@ class ProgressBar:
             self.stream.flush()
 
 
-@app.command("measure")
+@app.command("measure", cls=_PlainArgs)
 def measure_cmd(
-    paths: List[Path] = typer.Argument(None, help="Annotated corpus: files and folders (default: fixtures/)."),
-    fmt: str = typer.Option("text", "--format", "-f", help="text, markdown or json"),
+    paths: List[Path] = typer.Argument(None, metavar="PATH...", show_default=False, help="Annotated corpus: files and folders (default: fixtures/)."),
+    fmt: TableFormat = typer.Option(TableFormat.text, "--format", "-f", help="Output format."),
     dynamic: bool = typer.Option(False, "--dynamic", help="Run the dynamic stage too (where torch is installed)."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=0, help="Parallel processes for the static stage (0: one per core)."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=0, metavar="N", help="Parallel processes for the static stage (0: one per core)."),
     show_misses: bool = typer.Option(False, "--show-misses", help="List every missed site and false alarm."),
-    select: Optional[List[str]] = typer.Option(None, "--select", help="Only these rules (ids, names or prefixes)."),
+    select: Optional[List[str]] = typer.Option(None, "--select", metavar="RULES",
+                                               help="Only these rules (ids, names or prefixes)."),
 ) -> None:
     """Recall and false-positive rate per rule and per hack class against an annotated corpus."""
     from .config import Config
@@ -293,34 +409,30 @@ def measure_cmd(
     missing = [t for t in targets if not Path(t).exists()]
     if missing:
         raise _fail("no such file or directory: " + ", ".join(missing))
-    if fmt not in ("text", "markdown", "json"):
-        raise _fail(f"unknown format {fmt!r}; expected text, markdown or json")
     config = Config(select=_split(select))
     m = measure(targets, config=config, jobs=jobs or default_jobs(), dynamic=dynamic)
-    sys.stdout.write(render_measurement(m, fmt, show_misses=show_misses))
+    sys.stdout.write(render_measurement(m, fmt.value, show_misses=show_misses))
 
 
-@app.command("mutate")
+@app.command("mutate", cls=_PlainArgs)
 def mutate_cmd(
-    seeds: List[Path] = typer.Argument(None, help="Clean seed candidates or folders (default: the bundled seeds, "
+    seeds: List[Path] = typer.Argument(None, metavar="PATH...", show_default=False, help="Clean seed candidates or folders (default: the bundled seeds, "
                                                   "fixtures/**/ok_*.py and kernels/**/clean_*.py)."),
     dynamic: bool = typer.Option(False, "--dynamic", help="Also run CPU-runnable mutants in the dynamic stage."),
-    dynamic_limit: int = typer.Option(60, "--dynamic-limit", help="Run at most this many mutants dynamically."),
-    timeout: float = typer.Option(60.0, "--timeout", help="Seconds per mutant for the dynamic stage."),
-    classes: Optional[List[str]] = typer.Option(None, "--class", help="Only these hack classes (numbers, TAXONOMY.md)."),
-    fmt: str = typer.Option("text", "--format", "-f", help="text, markdown or json"),
-    write: Optional[Path] = typer.Option(None, "--write", help="Write every mutant to this folder for inspection."),
+    dynamic_limit: int = typer.Option(60, "--dynamic-limit", metavar="N", help="Run at most this many mutants dynamically."),
+    timeout: float = typer.Option(60.0, "--timeout", metavar="SECONDS", help="Seconds per mutant for the dynamic stage."),
+    classes: Optional[List[str]] = typer.Option(None, "--class", metavar="N", help="Only these hack classes (numbers, TAXONOMY.md)."),
+    fmt: TableFormat = typer.Option(TableFormat.text, "--format", "-f", help="Output format."),
+    write: Optional[Path] = typer.Option(None, "--write", metavar="FOLDER", help="Write every mutant to this folder for inspection."),
     show_missed: bool = typer.Option(False, "--show-missed", help="List the mutants no stage detected."),
-    readme: Optional[Path] = typer.Option(None, "--readme", help="Write the table between the adequacy markers of this file."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=0, help="Parallel processes for the static scans (0: one per core)."),
+    readme: Optional[Path] = typer.Option(None, "--readme", metavar="FILE", help="Write the table between the adequacy markers of this file."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=0, metavar="N", help="Parallel processes for the static scans (0: one per core)."),
 ) -> None:
     """Mutation adequacy: inject each hack class into clean kernels and report the fraction detected."""
     from .measure.adequacy import AdequacyOptions, render_adequacy, run_adequacy, write_readme_section
     from .measure.seeds import default_seed_paths
 
     targets = [str(p) for p in seeds] if seeds else default_seed_paths()
-    if fmt not in ("text", "markdown", "json"):
-        raise _fail(f"unknown format {fmt!r}; expected text, markdown or json")
     try:
         wanted = tuple(int(c) for c in _split(classes))
     except ValueError:
@@ -330,7 +442,7 @@ def mutate_cmd(
     opts = AdequacyOptions(dynamic=dynamic, dynamic_limit=dynamic_limit, timeout=timeout, classes=wanted,
                            write_dir=str(write) if write else None, jobs=jobs or default_jobs())
     result = run_adequacy(targets, opts, progress=ProgressBar(sys.stderr) if sys.stderr.isatty() else None)
-    sys.stdout.write(render_adequacy(result, fmt, show_missed=show_missed))
+    sys.stdout.write(render_adequacy(result, fmt.value, show_missed=show_missed))
     if readme is not None:
         write_readme_section(readme, result)
         typer.echo(f"hackscan: wrote the adequacy table into {readme}", err=True)
@@ -338,16 +450,16 @@ def mutate_cmd(
 
 @app.command("rules")
 def rules_cmd(
-    fmt: str = typer.Option("text", "--format", "-f", help="text or json"),
-    stage: Optional[str] = typer.Option(None, "--stage", help="Only rules of this stage (static, dynamic, performance)."),
+    fmt: RulesFormat = typer.Option(RulesFormat.text, "--format", "-f", help="Output format."),
+    stage: Optional[StageName] = typer.Option(None, "--stage", help="Only rules of this stage."),
 ) -> None:
     """List the rules in the registry."""
     import json
 
     from .registry import load_registry
 
-    rules = [r for r in load_registry() if stage is None or r.stage.value == stage]
-    if fmt == "json":
+    rules = [r for r in load_registry() if stage is None or r.stage.value == stage.value]
+    if fmt is RulesFormat.json:
         typer.echo(json.dumps([r.to_dict() for r in rules], indent=2))
         return
     typer.echo(f"{'id':<6} {'name':<38} {'severity':<8} {'conf':<6} {'stage':<11} {'lang':<18} summary")
@@ -356,8 +468,8 @@ def rules_cmd(
                    f"{','.join(r.languages):<18} {r.summary}")
 
 
-@app.command("explain")
-def explain_cmd(rule: str = typer.Argument(..., help="Rule id (HS101) or name.")) -> None:
+@app.command("explain", cls=_PlainArgs)
+def explain_cmd(rule: str = typer.Argument(..., metavar="RULE", help="Rule id (HS101) or name.")) -> None:
     """Print one rule's documentation with its hack example and legitimate look-alike."""
     from .registry import load_registry
 

@@ -8,6 +8,7 @@ inputs goes on and the problem reaches the report.
 from __future__ import annotations
 
 import json
+import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,22 @@ def discover(paths: Iterable[str], options: InputOptions = InputOptions()) -> It
             yield from _folder(p, options, ref_text)
         else:
             yield from _file(p, options, ref_text, folder_reference=None, beside=True)
+
+
+def take(items: Iterable[Submission | InputProblem], limit: int | None = None, sample: int | None = None,
+         seed: int | None = None) -> list[Submission | InputProblem]:
+    """The first ``limit`` items, or a random ``sample`` of them drawn with ``seed``, in input order.
+
+    The draw depends only on the seed and the number of items, so the same seed on the same inputs
+    takes the same records.  Unreadable inputs count as items: they are results like any other.
+    """
+    items = list(items)
+    if limit is not None:
+        return items[:limit]
+    if sample is not None and sample < len(items):
+        chosen = sorted(random.Random(seed).sample(range(len(items)), sample))
+        return [items[i] for i in chosen]
+    return items
 
 
 def _reference_in(folder: Path) -> tuple[str, Path] | InputProblem | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -53,10 +54,72 @@ def test_json_contract(tmp_path: Path) -> None:
 
 
 def test_usage_errors_exit_2() -> None:
-    assert _run("/no/such/path.py").exit_code == 2
     assert _run(CLEAN, "--select", "HS999").exit_code == 2
     assert _run(CLEAN, "--ref", "/no/such/ref.py").exit_code == 2
     assert _run(CLEAN, "--format", "pdf").exit_code == 2
+
+
+def _one_line_error(res, *words: str) -> None:
+    """A usage error: exit 2, one line on stderr naming what was wrong, no box, no usage block."""
+    assert res.exit_code == 2, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hackscan: error: "), res.stderr
+    assert "Usage:" not in res.stderr and "╭" not in res.stderr
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+
+
+def test_bad_option_values_are_one_line_errors() -> None:
+    _one_line_error(_run(CLEAN, "--device", "tpu"), "--device", "'tpu'", "'auto'", "'cpu'", "'cuda'")
+    _one_line_error(_run("rules", "--stage", "bogus"), "--stage", "'static'", "'dynamic'", "'performance'")
+    _one_line_error(_run("rules", "--format", "xml"), "--format", "'json'")
+    for opt, value in (("--fail-on", "fatal"), ("--mode", "strict"), ("--sandbox", "maybe"), ("--format", "pdf")):
+        _one_line_error(_run(CLEAN, opt, value), opt, repr(value))
+    _one_line_error(_run(CLEAN, "--no-such-option"), "--no-such-option")
+    _one_line_error(_run(CLEAN, "--limit", "0"), "--limit")
+    _one_line_error(_run(CLEAN, "--timeout", "-1"), "--timeout")
+    _one_line_error(_run(CLEAN, "--jobs", "x"), "--jobs")
+
+
+def test_rules_stage_filters() -> None:
+    res = _run("rules", "--stage", "performance", "--format", "json")
+    stages = {r["stage"] for r in json.loads(res.stdout)}
+    assert res.exit_code == 0 and stages == {"performance"}
+
+
+def test_output_paths_checked_before_the_scan(tmp_path: Path, monkeypatch) -> None:
+    import hackscan.pipeline as pipeline
+
+    def no_scan(*a, **k):  # the scan must not start when the report could not be written
+        raise AssertionError("the scan started")
+
+    monkeypatch.setattr(pipeline, "run_items", no_scan)
+    monkeypatch.setattr(pipeline, "run", no_scan)
+    _one_line_error(_run(CLEAN, "--static", "-o", str(tmp_path / "nope" / "r.json")), "nope", "does not exist")
+    _one_line_error(_run(CLEAN, "--static", "-o", str(tmp_path)), "is a directory")
+    _one_line_error(_run(CLEAN, "--static", "--stream", str(tmp_path / "nope" / "s.jsonl")), "does not exist")
+    _one_line_error(_run(CLEAN, "--static", "--stream", str(tmp_path)), "is a directory")
+
+
+def test_unwritable_output_folder_refused(tmp_path: Path) -> None:
+    import os
+
+    if os.geteuid() == 0:  # root writes anywhere: the permission check cannot be exercised
+        import pytest
+
+        pytest.skip("running as root")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    _one_line_error(_run(CLEAN, "--static", "-o", str(locked / "r.json")), "permission denied")
+
+
+def test_help_has_no_markup_damage_or_type_noise() -> None:
+    res = runner.invoke(app, ["scan", "--help"], terminal_width=200)
+    assert res.exit_code == 0
+    assert "[tool.hackscan]" in res.output
+    for noise in ("<list[", "<bool>", "{paths}", "<str>", "<int range>", "<path>"):
+        assert noise not in res.output, noise
+    assert "PATH..." in res.output and "--limit N" in res.output
 
 
 def test_missing_file_next_to_good_one_keeps_results(tmp_path: Path) -> None:
@@ -64,6 +127,31 @@ def test_missing_file_next_to_good_one_keeps_results(tmp_path: Path) -> None:
     doc = json.loads(res.stdout)
     assert [r["verdict"] for r in doc["results"]] == ["clean", "error"]
     assert res.exit_code == 1
+
+
+def test_every_bad_input_the_readme_names_gets_a_result(tmp_path: Path) -> None:
+    """README, "Exit codes": a missing file, a binary file, an unreadable JSONL line, a record
+    without code each get a result with verdict error; the other results stay."""
+    binary = tmp_path / "blob.py"
+    binary.write_bytes(b"\x00\x01\x02")
+    data = tmp_path / "d.jsonl"
+    data.write_text("not json\n" + json.dumps({"other": 1}) + "\n" + json.dumps({"custom_code": "x = 1\n"}) + "\n")
+    res = _run(CLEAN, str(tmp_path / "gone.py"), str(binary), str(data), "--static", "--format", "json")
+    assert res.exit_code == 1, res.output
+    got = {r["path"]: (r["verdict"], r.get("error", "")) for r in json.loads(res.stdout)["results"]}
+    assert got[CLEAN][0] == "clean"
+    assert got[str(tmp_path / "gone.py")] == ("error", "no such file or directory")
+    assert got[str(binary)][0] == "error" and "binary" in got[str(binary)][1]
+    assert got[f"{data}:1"][0] == "error" and "invalid JSON" in got[f"{data}:1"][1]
+    assert got[f"{data}:2"][0] == "error" and "custom_code" in got[f"{data}:2"][1]
+    assert got[f"{data}:3"][0] != "error"  # the readable record is analysed (no reference: a warning)
+
+
+def test_single_missing_file_gets_a_report(tmp_path: Path) -> None:
+    res = _run(str(tmp_path / "gone.py"), "--static", "--format", "json")
+    assert res.exit_code == 1, res.output  # an error-severity finding, as for any bad input
+    (r,) = json.loads(res.stdout)["results"]
+    assert r["verdict"] == "error" and r["findings"][0]["rule"] == "HS006"
 
 
 def test_rules_and_explain() -> None:
@@ -84,8 +172,61 @@ def test_jsonl_findings_name_the_record(tmp_path: Path) -> None:
     assert r["findings"][0]["record"] == 1
 
 
+def test_jsonl_text_location_is_an_editor_triple(tmp_path: Path) -> None:
+    """``path:line:col`` must point into the named file: the record's own line of the .jsonl, the
+    position inside the record's code in words after it."""
+    data = tmp_path / "d.jsonl"
+    data.write_text("\n" + json.dumps({"custom_code": "x = 1\ndef f(:\n"}) + "\nnot json\n")
+    out = _run(str(data), "--static").stdout
+    assert f"{data}:2:1: (record 2, code line 2 column 7) HS001 " in out
+    assert f"{data}:3:1: (record 3) HS006 " in out
+    # the JSON report keeps the code position and names the record
+    f = json.loads(_run(str(data), "--static", "-f", "json").stdout)["results"][0]["findings"][0]
+    assert (f["path"], f["record"], f["line"], f["column"]) == (str(data), 2, 2, 7)
+
+
+def _dataset(tmp_path: Path, n: int) -> Path:
+    data = tmp_path / "runs.jsonl"
+    data.write_text("".join(json.dumps({"custom_code": f"x = {i}\n"}) + "\n" for i in range(n)))
+    return data
+
+
+def _records(res) -> list[int]:
+    assert res.exit_code == 0, res.output
+    return [r["record"] for r in json.loads(res.stdout)["results"]]
+
+
+def test_limit_takes_the_first_n(tmp_path: Path) -> None:
+    data = _dataset(tmp_path, 10)
+    res = _run(str(data), "--static", "-f", "json", "--limit", "3")
+    assert _records(res) == [1, 2, 3]
+    assert f"--limit 3: took 3 of 10 submission(s): {data} records 1, 2, 3" in res.stderr
+
+
+def test_sample_is_random_and_repeatable_with_its_seed(tmp_path: Path) -> None:
+    data = _dataset(tmp_path, 40)
+    runs = [_records(_run(str(data), "--static", "-f", "json", "--sample", "5", "--seed", str(s))) for s in (7, 7, 8)]
+    assert len(runs[0]) == 5 and runs[0] == sorted(runs[0]) and len(set(runs[0])) == 5
+    assert runs[0] == runs[1]            # the same seed takes the same records
+    assert runs[0] != runs[2]            # another seed, another sample (fixed seeds: not flaky)
+    assert runs[0] != [1, 2, 3, 4, 5]
+    # without --seed a fresh one is drawn and stated, and replaying it takes the same records
+    res = _run(str(data), "--static", "-f", "json", "--sample", "5")
+    line = next(x for x in res.stderr.splitlines() if "--sample 5 --seed" in x)
+    seed = line.split("--seed ")[1].split(":")[0]
+    assert _records(_run(str(data), "--static", "-f", "json", "--sample", "5", "--seed", seed)) == _records(res)
+    # a sample larger than the dataset takes everything
+    assert _records(_run(str(data), "--static", "-f", "json", "--sample", "99", "--seed", "1")) == list(range(1, 41))
+    _one_line_error(_run(str(data), "--static", "--sample", "2", "--limit", "2"), "--limit", "--sample")
+
+
 def test_console_script_runs_without_traceback(tmp_path: Path) -> None:
     exe = shutil.which("hackscan") or str(Path(sys.executable).parent / "hackscan")
-    proc = subprocess.run([exe, str(tmp_path / "missing.py")], capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 2
-    assert "Traceback" not in proc.stderr and "no such file" in proc.stderr
+    # the script must import the hackscan under test (an editable install may point at another checkout)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([exe, str(tmp_path / "missing.py")], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr and "no such file" in proc.stdout
+    proc = subprocess.run([exe, "rules", "--stage", "bogus"], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("hackscan: error: ")

@@ -29,11 +29,28 @@ def _block(text: str) -> str:
     return visible(text, keep="\n")
 
 
-def render_finding(f: Finding, color: bool = False) -> str:
+def _where(f: Finding) -> str:
+    """``path:line:col:`` as editors and CI annotators parse it: the triple always points into the
+    file named.  A dataset finding's line and column are inside its record's code, not the .jsonl
+    file, so the triple points at the record's own line and the position in the code follows in
+    words: ``runs.jsonl:12:1: (record 12, code line 5 column 3)``."""
     loc = f.location
     path = _v(loc.path)
-    where = f"{path}:{loc.record}:" if loc.record is not None else f"{path}:"
-    head = (f"{where}{loc.line}:{loc.column}: {f.rule} {_c(f.severity.value, f.severity.value, color)}"
+    if loc.record is not None:
+        from ..engine import INPUT_ERROR  # lazy: the engine is loaded anyway when there are findings
+
+        inside = ""
+        if loc.line > 0 and f.rule != INPUT_ERROR:  # an unreadable record has no position in code
+            inside = f", code line {loc.line}" + (f" column {loc.column}" if loc.column > 0 else "")
+        return f"{path}:{loc.record}:1: (record {loc.record}{inside})"
+    if loc.line <= 0:  # a whole-file problem (missing, binary): no line to point at
+        return f"{path}:"
+    return f"{path}:{loc.line}:{max(loc.column, 1)}:"
+
+
+def render_finding(f: Finding, color: bool = False) -> str:
+    loc = f.location
+    head = (f"{_where(f)} {f.rule} {_c(f.severity.value, f.severity.value, color)}"
             f"[{f.confidence.value}] {_v(f.name)}: {_v(f.message)}")
     if f.stage.value != "static":
         head += f"  ({f.stage.value})"
