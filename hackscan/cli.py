@@ -280,9 +280,9 @@ def scan(
         seed = secrets.randbelow(2**31)
     options = RunOptions(static_only=static, device=device.value, seed=seed, timeout=timeout, perf=not no_perf, jobs=jobs,
                          baselines=chosen, sandbox=sandbox.value)
-    # a bar on a terminal only: in CI logs and pipes it would be noise
-    show_progress = progress if progress is not None else sys.stderr.isatty()
-    reporter = ProgressBar(sys.stderr) if show_progress else None
+    # a bar on a terminal; in CI logs and pipes, where a redrawn line would be noise, plain log lines
+    # (a dynamic run takes minutes: silence reads as a hang)
+    reporter = ProgressBar(sys.stderr, plain=not sys.stderr.isatty()) if progress is not False else None
     # results survive the death of this process: each one is on disk as soon as it is final
     partial = stream is None and output is not None
     stream_path = stream if stream is not None else (Path(str(output) + ".partial.jsonl") if output else None)
@@ -352,42 +352,135 @@ def _taken(items) -> str:
 
 
 class ProgressBar:
-    """``[#####.....] 120/250 12.3/s eta 10s path`` on one line of stderr, redrawn at most ten times a second."""
+    """Where the run is, on stderr: the stage, the candidate, the dynamic-stage phase and the time.
 
-    def __init__(self, stream, width: int = 28, min_interval: float = 0.1):
+    On a terminal (``plain=False``) one line redrawn in place, at most ten times a second, and once
+    a second while a candidate runs (a ticker thread: a build or a probe can take minutes):
+    ``dynamic [##.....] 1/4 38.2 s/item eta 1m55s kernels/x.py: probes 12s``.  Elsewhere (CI logs,
+    ``| tee``; ``plain=True``) log lines: one per dynamic-stage candidate and phase with the
+    seconds since the start, and for the static stage one line every ``log_interval`` seconds and
+    one when it ends.  No rate is shown before one item is done and a second has passed (a rate
+    over a few microseconds reads as millions per second).
+    """
+
+    def __init__(self, stream, width: int = 28, min_interval: float = 0.1, plain: bool = False,
+                 log_interval: float = 10.0, tick: float = 1.0, clock=None):
+        import threading
         import time
 
         self.stream = stream
         self.width = width
         self.min_interval = min_interval
-        self._clock = time.monotonic
-        self._t0 = self._clock()
+        self.plain = plain
+        self.log_interval = log_interval
+        self.tick = tick
+        self._clock = clock or time.monotonic
+        self._start = self._clock()
+        self._stage = "static"
+        self._t0 = self._start  # when the current stage began
+        self._last_event = self._start
         self._last = float("-inf")
-        self._label = ""
+        self._logged = self._start
+        self._current: tuple[int, int, str, str, float] | None = None  # done, total, path, phase, since
+        self._item_t0 = self._start
+        self._lock = threading.Lock()
+        self._ticker: threading.Thread | None = None
+        self._closed = threading.Event()
         self.drawn = 0
 
+    # -- what the pipeline calls
     def __call__(self, done: int, total: int, path: str) -> None:
-        label = "dynamic" if path.startswith("dynamic: ") else "static"
-        if label != self._label:  # a new stage restarts the rate
-            self._label, self._t0 = label, self._clock()
+        stage = "dynamic" if path.startswith("dynamic: ") else "static"
+        path = path.removeprefix("dynamic: ")
         now = self._clock()
-        if done < total and now - self._last < self.min_interval:
-            return
+        with self._lock:
+            self._enter(stage, now)
+            self._current = None
+            if self.plain:
+                if stage == "dynamic":
+                    self._log(now, f"dynamic [{done}/{total}] {path}: done in {now - self._item_t0:.1f} s")
+                    self._item_t0 = now
+                elif done == total or now - self._logged >= self.log_interval:
+                    self._log(now, f"static {done}/{total}" + (" done" if done == total else ""))
+                return
+            if done < total and now - self._last < self.min_interval:
+                return
+            self._draw(now, done, total, path, "")
+
+    def phase(self, done: int, total: int, path: str, phase: str) -> None:
+        """A dynamic-stage phase (setup, build, probes, timing) begins for candidate ``done + 1``."""
+        now = self._clock()
+        with self._lock:
+            self._enter("dynamic", now)
+            if self._current is None or self._current[2] != path:
+                self._item_t0 = now
+            self._current = (done, total, path, phase, now)
+            if self.plain:
+                self._log(now, f"dynamic [{done + 1}/{total}] {path}: {phase}")
+                return
+            self._draw(now, done, total, path, self._phase_text(now))
+            if self._ticker is None and self.tick > 0:
+                import threading
+
+                self._ticker = threading.Thread(target=self._tick, name="hackscan-progress", daemon=True)
+                self._ticker.start()
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=2 * self.tick)
+        with self._lock:
+            if self.drawn and not self.plain:
+                self.stream.write("\r\x1b[K")
+                self.stream.flush()
+
+    # -- internals
+    def _enter(self, stage: str, now: float) -> None:
+        if stage != self._stage:  # a new stage restarts the rate, from when the old one ended
+            self._stage, self._t0 = stage, self._last_event
+        self._last_event = now
+
+    def _phase_text(self, now: float) -> str:
+        _, _, _, phase, since = self._current  # type: ignore[misc]
+        return f": {phase} {_duration(now - since)}"
+
+    def _rate(self, now: float, done: int, total: int) -> str:
+        elapsed = now - self._t0
+        if done < 1 or elapsed < 1.0:
+            return ""
+        rate = done / elapsed
+        text = f" {rate:.1f}/s" if rate >= 1 else f" {elapsed / done:.1f} s/item"
+        if done < total:
+            text += f" eta {_duration((total - done) / rate)}"
+        return text
+
+    def _draw(self, now: float, done: int, total: int, path: str, suffix: str) -> None:
         self._last = now
         filled = int(self.width * done / max(total, 1))
-        elapsed = max(now - self._t0, 1e-9)
-        rate = done / elapsed
-        eta = f" eta {int((total - done) / rate)}s" if rate > 0 and done < total else ""
         name = path if len(path) < 50 else "…" + path[-49:]
-        self.stream.write(f"\r\x1b[K[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} "
-                          f"{rate:.1f}/s{eta} {name}")
+        self.stream.write(f"\r\x1b[K{self._stage} [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total}"
+                          f"{self._rate(now, done, total)} {name}{suffix}")
         self.stream.flush()
         self.drawn += 1
 
-    def close(self) -> None:
-        if self.drawn:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
+    def _log(self, now: float, text: str) -> None:
+        self._logged = now
+        self.stream.write(f"hackscan: [{now - self._start:7.1f}s] {text}\n")
+        self.stream.flush()
+        self.drawn += 1
+
+    def _tick(self) -> None:
+        while not self._closed.wait(self.tick):
+            with self._lock:
+                if self._current is not None:
+                    done, total, path, _, _ = self._current
+                    now = self._clock()
+                    self._draw(now, done, total, path, self._phase_text(now))
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s}s" if s < 60 else f"{s // 60}m{s % 60:02d}s"
 
 
 @app.command("measure", cls=_PlainArgs)

@@ -48,6 +48,9 @@ def dynamic_available() -> str | None:
 
 
 OnReport = Callable[[int, Report], None]
+# (candidates done, candidates in the dynamic stage, path, phase): a dynamic-stage phase begins for
+# the candidate after the first ``done``; phases are setup, build, probes, timing (dynamic/stage.py)
+OnPhase = Callable[[int, int, str, str], None]
 
 
 class ResultStream:
@@ -76,23 +79,28 @@ def failed_reports(reports: Iterable[Report]) -> list[Report]:
 
 
 def run(paths: Sequence[str], config: Config, inputs: InputOptions, options: RunOptions,
-        progress: Callable[[int, int, str], None] | None = None, on_report: OnReport | None = None) -> list[Report]:
+        progress: Callable[[int, int, str], None] | None = None, on_report: OnReport | None = None,
+        on_phase: OnPhase | None = None) -> list[Report]:
     items: list[Submission | InputProblem] = list(discover(paths, inputs))
-    return run_items(items, config, options, progress, on_report)
+    return run_items(items, config, options, progress, on_report, on_phase)
 
 
 def run_items(items: Sequence[Submission | InputProblem], config: Config, options: RunOptions,
               progress: Callable[[int, int, str], None] | None = None,
-              on_report: OnReport | None = None) -> list[Report]:
+              on_report: OnReport | None = None, on_phase: OnPhase | None = None) -> list[Report]:
     """Static stage over every item (in ``options.jobs`` processes), then the dynamic stage.
 
     Reports come back in input order whatever the number of jobs.  ``progress(done, total, label)``
     is called once per item and stage; dynamic-stage labels start with ``dynamic:``.
     ``on_report(index, report)`` is called once per item as soon as its report is final (after
     the static stage for what the dynamic stage does not run, after the dynamic stage otherwise).
+    ``on_phase(done, total, path, phase)`` is called as each dynamic-stage phase of a candidate
+    begins; by default it is ``progress.phase`` where the progress reporter has one (cli.ProgressBar).
     """
     from .parallel import scan_items
 
+    if on_phase is None:
+        on_phase = getattr(progress, "phase", None)
     dynamic = None
     if not options.static_only:
         reason = dynamic_available()
@@ -110,7 +118,11 @@ def run_items(items: Sequence[Submission | InputProblem], config: Config, option
         return reports
     todo = [i for i, item in enumerate(items) if isinstance(item, Submission)]
     for n, i in enumerate(todo):
-        reports[i] = _guarded(dynamic, items[i], reports[i], options, config)  # type: ignore[arg-type]
+        hook = None
+        if on_phase is not None:
+            def hook(phase: str, n: int = n, path: str = reports[i].path) -> None:
+                on_phase(n, len(todo), path, phase)  # type: ignore[misc]
+        reports[i] = _guarded(dynamic, items[i], reports[i], options, config, hook)  # type: ignore[arg-type]
         if on_report is not None:
             on_report(i, reports[i])
         if progress is not None:
@@ -118,13 +130,15 @@ def run_items(items: Sequence[Submission | InputProblem], config: Config, option
     return reports
 
 
-def _guarded(dynamic: Callable[[Submission, Report, RunOptions, Config], Report], sub: Submission, report: Report,
-             options: RunOptions, config: Config) -> Report:
+def _guarded(dynamic: Callable[..., Report], sub: Submission, report: Report,
+             options: RunOptions, config: Config, on_phase: Callable[[str], None] | None = None) -> Report:
     """One candidate's dynamic-stage failure must not cost the other candidates their results, nor
     pass this one on its static verdict alone: a bug there is verdict ``error`` (fail closed)."""
     from .model import Verdict
 
     try:
+        if on_phase is not None:
+            return dynamic(sub, report, options, config, on_phase=on_phase)
         return dynamic(sub, report, options, config)
     except Exception as exc:  # a bug in the dynamic stage itself; candidate crashes are findings there
         why = f"dynamic stage failed: {type(exc).__name__}: {exc}"
@@ -132,7 +146,7 @@ def _guarded(dynamic: Callable[[Submission, Report, RunOptions, Config], Report]
 
 
 def _unavailable(reason: str) -> Callable[[Submission, Report, RunOptions, Config], Report]:
-    def note(sub: Submission, report: Report, options: RunOptions, config: Config) -> Report:
+    def note(sub: Submission, report: Report, options: RunOptions, config: Config, on_phase: object = None) -> Report:
         dyn = {"ran": False, "reason": f"dynamic stage not run: {reason}"}
         return report.with_(dynamic=dyn)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from ..config import Config
@@ -51,8 +52,9 @@ def _pipeline_options(options: Any) -> dict[str, Any]:
 
 class DynamicRun:
     def __init__(self, sub: Submission, report: Report, options: Any, config: Config, pool: WorkerPool,
-                 registry: Registry):
+                 registry: Registry, on_phase: Callable[[str], None] | None = None):
         self.sub = sub
+        self.on_phase = on_phase
         self.report = report
         self.options = options
         self.config = config
@@ -83,6 +85,15 @@ class DynamicRun:
         self._perf_on: bool | None = None
         # findings about the conversation itself (unanswered checks, dead workers), added to the judge's
         self.protocol_findings: list[Finding] = []
+
+    def _phase(self, name: str) -> None:
+        """Tell the caller (a progress display) which phase the run is entering: setup, build,
+        probes, timing.  A broken display must not change the verdict, so its errors stop here."""
+        if self.on_phase is not None:
+            try:
+                self.on_phase(name)
+            except Exception:  # noqa: BLE001 - progress is cosmetic
+                pass
 
     # ------------------------------------------------------------------------------- findings
     def make(self, rule_id: str, message: str, evidence: dict[str, Any] | None = None,
@@ -183,6 +194,7 @@ class DynamicRun:
             return self._skip(target.problem)
         if not sub.reference:
             return self._skip("no reference problem: pass --ref, or put a reference.py next to the candidate")
+        self._phase("setup")  # the worker server and the reference
         t = time.perf_counter()
         zygote = self.pool.zygote(self.options.device, self.profile.name)
         self.timings["startup_s"] = time.perf_counter() - t
@@ -240,6 +252,7 @@ class DynamicRun:
         # busy machine: the clock stops while the worker reports a build running (up to
         # compile_timeout per build), and restarts for the probes after the load
         compile_allowance = float(self.opts.get("compile_timeout", 900.0))
+        self._phase("build")  # the candidate's import, and its extension builds
         cand = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout)
         cand.compile_allowance = compile_allowance
         load_msg = {"cmd": "load", "code": sub.code, "setups": cand_setups, "profile": self.profile.to_dict()}
@@ -294,6 +307,7 @@ class DynamicRun:
             if p["setup"] == "redrawn":
                 p["match_method"] = (matches.get("redrawn") or {}).get("method")
 
+        self._phase("probes")
         # candidate probes, batch by batch; a dead worker is replaced for the next batch.  The task's
         # own inputs go first, so that a candidate that cannot run here (or at all) costs the
         # reference no more probes
@@ -451,6 +465,8 @@ class DynamicRun:
         # lost on the way would otherwise read as "no result", and a probe without one as skipped
         self._check_infrastructure(ref, zygote)
         if self._perf_wanted():
+            if j.correctness_passed:
+                self._phase("timing")
             findings.extend(self._perf(ref, cand, j, refs, plan, device))
         if cand is not None and cand.dead is None and not cand.sync():
             # answered every probe, then could not answer a ping: it died or broke its channel
@@ -924,9 +940,11 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
 
 
 def run_dynamic_stage(sub: Submission, report: Report, options: Any, config: Config,
-                      pool: WorkerPool | None = None) -> Report:
+                      pool: WorkerPool | None = None, on_phase: Callable[[str], None] | None = None) -> Report:
     """Run the candidate on hidden inputs in isolated workers; return ``report`` with dynamic findings,
-    ``report.dynamic`` filled and the verdict recomputed."""
+    ``report.dynamic`` filled and the verdict recomputed.  ``on_phase(name)`` is told each phase as
+    it starts (setup, build, probes, timing)."""
     registry = load_registry()
-    run = DynamicRun(sub, report, options, config, pool or default_pool(getattr(options, "sandbox", None)), registry)
+    run = DynamicRun(sub, report, options, config, pool or default_pool(getattr(options, "sandbox", None)), registry,
+                     on_phase)
     return run.execute()
