@@ -208,7 +208,7 @@ def scan(
     code_field: Optional[str] = typer.Option(None, "--code-field", metavar="FIELD", help="JSONL field holding the candidate code."),
     ref_field: Optional[str] = typer.Option(None, "--ref-field", metavar="FIELD", help="JSONL field holding the reference code."),
     config_path: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="pyproject.toml with [tool.hackscan]."),
-    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress bar (default: on a terminal)."),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Where the run is, on stderr: a bar on a terminal, log lines elsewhere (default: on)."),
     color: Optional[bool] = typer.Option(None, "--color/--no-color", help="Colour the text report."),
 ) -> None:
     """Audit candidates (the default command: `hackscan PATH...`)."""
