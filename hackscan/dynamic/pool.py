@@ -425,7 +425,13 @@ class WorkerPool:
         """``device`` is ``cpu`` (GPUs hidden) or ``cuda``/``auto`` (GPUs visible); ``harness`` the
         profile whose working directory, argv and environment a sandboxed worker shows."""
         gpu = "cpu" if device == "cpu" else "gpu"
-        key = gpu if self.sandbox == "off" else f"{gpu}:{harness or ''}"
+        if self.sandbox == "off":
+            key = gpu
+        else:
+            from .profiles import get_profile
+
+            # by the profile's own name: prewarm() (no harness) and the stage (the default) share one
+            key = f"{gpu}:{get_profile(harness).name}"
         with self._lock:
             z = self._zygotes.get(key)
             if z is not None and z.alive():
