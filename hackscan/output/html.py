@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import __version__
 from ..model import Report
-from .audit import VERDICT_ORDER, Audit, FindingView, SubmissionView, fmt_speedup, gather
+from .audit import Audit, FindingView, SubmissionView, fmt_speedup, gather
 from .escape import visible
 from .plots import SEVERITY_COLORS, VERDICT_COLORS, claimed_strip, hbar, speedup_scatter
 
@@ -30,7 +30,9 @@ h1 { font-size: 22px; margin: 8px 0 4px; } h2 { font-size: 18px; margin: 28px 0 
 .card { border: 1px solid var(--line); border-left: 6px solid #999; border-radius: 6px; padding: 8px 14px; min-width: 130px; }
 .card .n { font-size: 26px; font-weight: 700; } .card .k { color: var(--muted); }
 .charts { display: flex; gap: 24px; flex-wrap: wrap; align-items: flex-start; }
-.chart { border: 1px solid var(--line); border-radius: 6px; padding: 10px; background: #fff; }
+.chart { border: 1px solid var(--line); border-radius: 6px; padding: 10px; background: #fff; max-width: 100%; min-width: 0; }
+/* on a narrow window a chart shrinks with its box (the SVGs keep their proportions through their viewBox) */
+.chart > svg { max-width: 100%; height: auto; }
 table { border-collapse: collapse; margin: 6px 0 12px; }
 th, td { border-bottom: 1px solid var(--line); padding: 4px 10px; text-align: left; vertical-align: top; }
 th { background: #f0f2f5; } td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -47,7 +49,37 @@ pre.code span.row { display: block; padding-right: 8px; } pre.code span.hit { ba
 dl.ev { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; margin: 4px 0; font-size: 13px; }
 dl.ev dt { color: var(--muted); } dl.ev dd { margin: 0; font-family: ui-monospace, monospace; word-break: break-all; }
 .facts { margin: 4px 0 8px; padding-left: 18px; }
+/* findings per rule as HTML, not SVG: a label wraps inside its own column instead of running past the
+   chart's edge, whatever font the reader's browser picks (an SVG label has a width fixed in advance) */
+.hbars { display: grid; grid-template-columns: fit-content(55%) minmax(120px, 1fr); gap: 6px 8px;
+         width: 640px; max-width: 100%; font-size: 12px; align-items: center; }
+.hbars .t { grid-column: 1 / -1; font-size: 14px; font-weight: 600; }
+.hbars .bl { text-align: right; overflow-wrap: anywhere; min-width: 0; }
+.hbars .bt { display: flex; align-items: center; gap: 4px; min-width: 0; }
+.hbars .bf { display: inline-block; height: 18px; min-width: 1px; }
+.perf-note { margin: 8px 0; }
+.untimed { color: var(--muted); }
 """
+
+
+# the order results are listed in: what needs a person's eyes first (a hack, then a candidate that could not
+# be analysed at all), then doubtful ones, then the clean; Python's sort is stable, so the input order holds
+# within one verdict
+DISPLAY_ORDER = ("hack", "error", "suspicious", "clean")
+
+
+def _rank(sv: SubmissionView) -> int:
+    v = sv.report.verdict.value
+    return DISPLAY_ORDER.index(v) if v in DISPLAY_ORDER else len(DISPLAY_ORDER)
+
+
+def ordered(audit: Audit) -> list[SubmissionView]:
+    return sorted(audit.submissions, key=_rank)
+
+
+def _timed(sv: SubmissionView) -> bool:
+    p = sv.performance
+    return p is not None and (bool(p.speedups) or p.headline_speedup is not None)
 
 
 def _e(text: Any) -> str:
@@ -92,7 +124,7 @@ def _finding(view: FindingView) -> str:
     return "".join(parts)
 
 
-def _submission(sv: SubmissionView) -> str:
+def _submission(sv: SubmissionView, any_timed: bool = False) -> str:
     r = sv.report
     errors = sum(1 for f in r.active_findings if f.severity.value == "error")
     warnings = sum(1 for f in r.active_findings if f.severity.value == "warning")
@@ -111,7 +143,17 @@ def _submission(sv: SubmissionView) -> str:
             facts.append(f"peak memory vs reference: {p.memory_ratio:.2f}×")
         if p.headline and not p.speedups:
             facts.append(_e(p.headline))
-        facts.extend(_e(n) for n in p.notes)
+        if not _timed(sv) and p.notes:
+            # the stage ran for this candidate and said why it measured nothing
+            facts.append('<span class="untimed perf-untimed">not timed: ' + "; ".join(_e(n) for n in p.notes)
+                         + "</span>")
+        else:
+            facts.extend(_e(n) for n in p.notes)
+    if any_timed and not _timed(sv) and (p is None or not p.notes):
+        # other candidates of this run were timed: say here that this one was not, rather than in a
+        # global note that would sit above the measured ones
+        facts.append('<span class="untimed perf-untimed">not timed: the performance stage measured nothing '
+                     "for this submission</span>")
     if sv.dynamic_note:
         facts.append(f"dynamic stage: {_e(sv.dynamic_note)}")
     if r.skipped:
@@ -120,7 +162,44 @@ def _submission(sv: SubmissionView) -> str:
             f"{warnings} warning(s)</span></summary>")
     body = ('<ul class="facts">' + "".join(f"<li>{x}</li>" for x in facts) + "</ul>" if facts else "")
     body += "".join(_finding(v) for v in sv.findings)
-    return f'<details class="sub" id="{_e(sv.anchor)}" open>{head}{body}</details>'
+    return (f'<details class="sub" id="{_e(sv.anchor)}" data-verdict="{_e(r.verdict.value)}" open>'
+            f"{head}{body}</details>")
+
+
+def _rule_bars(by_rule: Sequence[tuple[str, str, str, int]]) -> str:
+    """Findings per rule: one row per rule, the full label (never cut) and a bar scaled to the largest count."""
+    rows = []
+    vmax = max((c for *_, c in by_rule), default=0) or 1
+    for rule, name, sev, c in by_rule:
+        color = SEVERITY_COLORS.get(sev, "#555")
+        rows.append(f'<span class="bl" data-rule="{_e(rule)}-label">{_e(rule)} {_e(name)}</span>'
+                    f'<span class="bt"><span class="bf" style="width:{100 * c / vmax:.1f}%;background:{color}" '
+                    f'title="{_e(rule)} {_e(name)}: {c}"></span><span class="bv">{c}</span></span>')
+    if not rows:
+        rows.append('<span class="muted" style="grid-column:1 / -1">nothing to show</span>')
+    return ('<div class="hbars" id="rule-chart" role="figure" aria-label="findings per rule">'
+            '<div class="t">Findings per rule</div>' + "".join(rows) + "</div>")
+
+
+def _perf_summary_note(audit: Audit) -> str:
+    """A note about the performance stage, only when it says something true of the whole run.
+
+    Nothing timed at all: say so once.  Some timed: each untimed candidate says so itself (its row and its
+    block), so no global note could contradict the measured figures shown below it.  Timed but nothing
+    claimed: say why the claimed-versus-verified chart is absent, next to where it would be.
+    """
+    timed = [sv for sv in audit.submissions if _timed(sv)]
+    if not audit.submissions:
+        return ""
+    if not timed:
+        return ('<p class="muted perf-note" id="perf-note">No candidate was timed: the performance stage did not '
+                "run here (it times candidates on a GPU) or measured nothing, so the report shows no measured "
+                "speedups.</p>")
+    if not audit.speed_points:
+        return (f'<p class="muted perf-note" id="perf-note">{len(timed)} of {len(audit.submissions)} '
+                "submission(s) timed; none states a claimed speedup, so there is no claimed-versus-verified "
+                "chart. The measured speedups are listed per submission below.</p>")
+    return ""
 
 
 def _link(sv: SubmissionView) -> str:
@@ -136,36 +215,40 @@ def render_html(reports: Sequence[Report], *, code_field: str = "custom_code",
 
 def render_audit_html(audit: Audit) -> str:
     n = len(audit.submissions)
+    verdicts = [v for v in DISPLAY_ORDER if v in audit.verdicts]
+    subs = ordered(audit)
+    any_timed = any(_timed(sv) for sv in subs)
     cards = "".join(
-        f'<div class="card" style="border-left-color:{VERDICT_COLORS[v.value]}"><div class="n">{audit.verdicts[v.value]}</div>'
-        f'<div class="k">{v.value}</div></div>' for v in VERDICT_ORDER)
-    charts = [hbar([(f"{rule} {name}", c, SEVERITY_COLORS.get(sev, "#555")) for rule, name, sev, c in audit.by_rule],
-                   title="Findings per rule", aria="findings per rule")]
-    charts.append(hbar([(v.value, audit.verdicts[v.value], VERDICT_COLORS[v.value]) for v in VERDICT_ORDER],
+        f'<div class="card" style="border-left-color:{VERDICT_COLORS[v]}"><div class="n">{audit.verdicts[v]}</div>'
+        f'<div class="k">{v}</div></div>' for v in verdicts)
+    charts = [_rule_bars(audit.by_rule)]
+    charts.append(hbar([(v, audit.verdicts[v], VERDICT_COLORS[v]) for v in verdicts],
                        title="Verdicts", width=360, label_width=90))
     if audit.speed_points:
         charts.append(speedup_scatter(audit.speed_points, title="Claimed versus verified speedup"))
-        speed_note = ""
-    else:
-        speed_note = ('<p class="muted">No submission has both a claimed and a measured speedup: the performance '
-                      "stage did not run here (it times candidates on a GPU) or measured nothing.</p>")
+    speed_note = _perf_summary_note(audit)
     if any(audit.claimed_by_verdict.values()):
         charts.append(claimed_strip(audit.claimed_by_verdict, title="Claimed speedup by verdict"))
     rule_rows = "".join(f'<tr><td>{_e(rule)}</td><td><code>{_e(name)}</code></td><td>{_sev(sev)}</td>'
                         f'<td class="num">{c}</td></tr>' for rule, name, sev, c in audit.by_rule)
     sev_rows = "".join(f'<tr><td>{_sev(k)}</td><td class="num">{c}</td></tr>' for k, c in audit.by_severity.items())
     sub_rows = []
-    for sv in audit.submissions:
+    for sv in subs:
         r = sv.report
         p = sv.performance
+        if _timed(sv) or not any_timed:
+            measured = fmt_speedup(p.headline_speedup if p else None)
+        else:
+            why = "; ".join(p.notes) if p is not None and p.notes else "the performance stage measured nothing"
+            measured = f'<span class="untimed" title="{_e(why)}">not timed</span>'
         sub_rows.append(
-            f'<tr><td>{_link(sv)}</td><td>{_badge(r.verdict.value)}</td>'
+            f'<tr data-verdict="{_e(r.verdict.value)}"><td>{_link(sv)}</td><td>{_badge(r.verdict.value)}</td>'
             f'<td class="num">{len(r.active_findings)}</td><td class="num">{fmt_speedup(sv.claimed)}</td>'
-            f'<td class="num">{fmt_speedup(p.headline_speedup if p else None)}</td>'
+            f'<td class="num">{measured}</td>'
             f'<td class="num">{"–" if p is None or p.memory_ratio is None else f"{p.memory_ratio:.2f}×"}</td></tr>')
-    details = "".join(_submission(sv) for sv in audit.submissions if sv.findings or sv.report.error or sv.performance)
-    summary_line = f"{n} submission{'s' * (n != 1)}: " + ", ".join(
-        f"{audit.verdicts[v.value]} {v.value}" for v in VERDICT_ORDER)
+    details = "".join(_submission(sv, any_timed) for sv in subs
+                      if sv.findings or sv.report.error or sv.performance)
+    summary_line = f"{n} submission{'s' * (n != 1)}: " + ", ".join(f"{audit.verdicts[v]} {v}" for v in verdicts)
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>

@@ -31,6 +31,13 @@ def hbar(items: Sequence[tuple[str, float, str]], *, title: str, width: int = 64
     """Horizontal bars: ``(label, value, colour)`` per row, longest first as given."""
     gap = 6
     top = 28
+    # an SVG label cannot wrap, and text past x=0 is cut off: widen the label column (and the chart) to
+    # the longest label, at 7.5 px a character, which is wider than a 12 px system-ui font's average
+    shown = [label if len(label) <= 60 else label[:59] + "…" for label, _, _ in items]
+    need = max((math.ceil(len(t) * 7.5) + 10 for t in shown), default=0)
+    if need > label_width:
+        width += need - label_width
+        label_width = need
     height = top + len(items) * (bar_height + gap) + 8
     plot_w = width - label_width - 60
     vmax = max((v for _, v, _ in items), default=0) or 1
@@ -39,10 +46,9 @@ def hbar(items: Sequence[tuple[str, float, str]], *, title: str, width: int = 64
            f'<text x="0" y="16" font-size="14" font-weight="600">{escape(title)}</text>']
     if not items:
         out.append('<text x="0" y="44" fill="#666">nothing to show</text>')
-    for i, (label, value, color) in enumerate(items):
+    for i, ((label, value, color), short) in enumerate(zip(items, shown)):
         y = top + i * (bar_height + gap)
         w = max(1.0, plot_w * value / vmax) if value > 0 else 0
-        short = label if len(label) <= 40 else label[:39] + "…"
         out.append(f'<text x="{label_width - 6}" y="{y + bar_height - 5}" text-anchor="end">{escape(short)}</text>')
         out.append(f'<rect x="{label_width}" y="{y}" width="{_num(w)}" height="{bar_height}" fill="{color}">'
                    f'<title>{escape(label)}: {escape(value_fmt.format(value))}</title></rect>')
