@@ -74,6 +74,7 @@ def render_finding(f: Finding, color: bool = False) -> str:
 
 def render_text(reports: Sequence[Report], color: bool = False) -> str:
     out: list[str] = []
+    seeds = _seeds(reports)
     counts = {v: 0 for v in Verdict}
     n_findings = 0
     for r in reports:
@@ -100,6 +101,9 @@ def render_text(reports: Sequence[Report], color: bool = False) -> str:
         if dyn is not None and not dyn.get("ran") and dyn.get("reason"):
             # what could not run here, and why, belongs next to the verdict it qualifies
             out.append(f"  dynamic stage not run: {_v(dyn['reason'])}")
+        if len(seeds) > 1 and dyn is not None and dyn.get("ran") and _seed_of(dyn) is not None:
+            # each submission drew its own seed: the one that replays this submission
+            out.append(f"  seed: {_seed_of(dyn)} (replay with --seed {_seed_of(dyn)})")
         if r.performance:
             from ..perf.render import table  # torch-free; imported only when a report has timings
 
@@ -113,4 +117,26 @@ def render_text(reports: Sequence[Report], color: bool = False) -> str:
         + ", ".join(f"{counts[v]} {v.value}" for v in (Verdict.HACK, Verdict.SUSPICIOUS, Verdict.CLEAN, Verdict.ERROR))
         + f"; {n_findings} finding{'s' * (n_findings != 1)}."
     )
+    if len(seeds) == 1:
+        # the dynamic stage's probes and inputs follow from this one number: the same findings again
+        seed = next(iter(seeds))
+        out.append(f"seed: {seed} (replay with --seed {seed})")
+    elif seeds:
+        out.append(f"seeds: one per submission, shown with each ({len(seeds)} different); "
+                   "--seed S fixes one for the whole run")
     return "\n".join(out) + "\n"
+
+
+def _seed_of(dyn: dict) -> int | None:
+    seed = dyn.get("seed")
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+
+def _seeds(reports: Sequence[Report]) -> set[int]:
+    """The seeds of the dynamic stages that ran (a stage that did not run drew nothing that matters)."""
+    found: set[int] = set()
+    for r in reports:
+        dyn = r.dynamic if isinstance(r.dynamic, dict) else None
+        if dyn is not None and dyn.get("ran") and _seed_of(dyn) is not None:
+            found.add(_seed_of(dyn))  # type: ignore[arg-type]
+    return found

@@ -18,7 +18,7 @@ from ..model import Confidence, Finding, Location, Severity, Stage
 from ..registry import Registry, load_registry
 from . import SCHEMA
 from .compare import Agreement, compare_outputs
-from .stats import median_of, ratio, summarize
+from .stats import RATIO_CONFIDENCE, interval_of, median_of, ratio, ratio_interval, summarize
 
 MIB = float(1 << 20)
 LABELS = {"eager_fp32": "eager fp32", "eager_tf32": "eager TF32", "compile": "torch.compile"}
@@ -83,6 +83,28 @@ def _pick(stats: Mapping[str, Any] | None, cuda: bool) -> float | None:
     if not stats or not stats.get("n"):
         return None
     return _f(stats.get("min"))
+
+
+def _ci(stats: Mapping[str, Any] | None, cuda: bool) -> tuple[float, float] | None:
+    """The interval of the statistic ``_pick`` takes (see stats.interval_of)."""
+    return interval_of(stats, "median" if cuda else "min")
+
+
+def _shift(ci: tuple[float, float] | None, by: float) -> tuple[float, float] | None:
+    return None if ci is None else (ci[0] - by, ci[1] - by)
+
+
+def _rnd(ci: tuple[float, float] | None) -> list[float] | None:
+    return None if ci is None else [ci[0], ci[1]]
+
+
+def _undecided(perf: dict[str, Any], rule: str, what: str, ci: tuple[float, float], threshold: str) -> None:
+    """A timing finding that the point figure alone would have decided one way, but whose interval
+    reaches across the threshold: neither raised nor silently dropped, stated in the performance
+    block.  Repeating the measurement until the interval is narrow is the worker side's job."""
+    perf.setdefault("undecided", []).append({
+        "rule": rule, "interval": [ci[0], ci[1]], "confidence": RATIO_CONFIDENCE,
+        "why": f"{what}: its {RATIO_CONFIDENCE:.0%} interval {ci[0]:.4g}-{ci[1]:.4g} straddles {threshold}"})
 
 
 def anchor_line(code: str) -> int:
@@ -202,6 +224,7 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
         em.emit("HS610", {"call": call, "error": first_line[:300]}, {"call": call, "error": c_main.error[:1500]})
         invalid.append("failed while timed")
     claimed = c_main.claimed(cuda)
+    claimed_ci = _ci(c_main.event if cuda else c_main.wall, cuda)
     perf["candidate"] = {"event_ms": c_main.event, "wall_ms": c_main.wall, "host_overhead_ms": c_cal,
                          "claimed_ms": claimed}
     if c_main.new_threads:
@@ -210,6 +233,7 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
     # -- baselines, as the reference worker measured them
     headline = _s(ref.get("headline"), 40) or ("eager_tf32" if cuda else "eager_fp32")
     base_times: dict[str, float] = {}
+    base_ci: dict[str, tuple[float, float]] = {}
     base_out: dict[str, Any] = {}
     ref_gap = 0.0
     for name, entry in _d(ref.get("baselines")).items():
@@ -234,6 +258,9 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
         base_out[name] = row
         if t is not None and not s.error:
             base_times[name] = t
+            ci = _ci(s.event if cuda else s.wall, cuda)
+            if ci is not None:
+                base_ci[name] = ci
             if name == headline and cuda:
                 w = median_of(s.wall)
                 if w is not None:
@@ -241,20 +268,31 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
     perf["baselines"] = base_out
 
     # -- timing escape (HS601): events against the synchronised wall clock
-    honest = claimed
+    honest, honest_ci = claimed, claimed_ci
     if cuda and claimed is not None and median_of(c_main.wall) is not None:
         wall = median_of(c_main.wall) - c_cal  # type: ignore[operator]
         gap = wall - claimed - ref_gap
         o = em.options("HS601")
         perf["candidate"]["escaped_ms"] = max(0.0, gap)
-        if gap >= float(o["min_gap_ms"]) and wall >= float(o["min_ratio"]) * claimed:
+        # decided on the intervals: the wall clock's lowest plausible median against the events'
+        # highest, so that noise on either clock cannot make the gap
+        wall_ci = _shift(interval_of(c_main.wall, "median"), c_cal) or (wall, wall)
+        ev_ci = claimed_ci or (claimed, claimed)
+        gap_lo = wall_ci[0] - ev_ci[1] - ref_gap
+        point = gap >= float(o["min_gap_ms"]) and wall >= float(o["min_ratio"]) * claimed
+        sure = gap_lo >= float(o["min_gap_ms"]) and wall_ci[0] >= float(o["min_ratio"]) * ev_ci[1]
+        if point and not sure:
+            _undecided(perf, "HS601", f"wall clock {wall:.4g} ms against events {claimed:.4g} ms",
+                       (wall_ci[0] / ev_ci[1], wall_ci[1] / ev_ci[0]) if ev_ci[0] > 0 else (0.0, math.inf),
+                       f"the ratio {float(o['min_ratio']):g}x or the gap {float(o['min_gap_ms']):g} ms")
+        if sure:
             strong = wall >= float(o["error_ratio"]) * claimed and gap >= float(o["error_min_ms"])
             threads = f"; new threads: {', '.join(c_main.new_threads)}" if c_main.new_threads else ""
             em.emit("HS601", {"event_ms": claimed, "wall_ms": wall, "gap_ms": gap, "threads": threads},
                     {"event_ms": claimed, "wall_ms": wall, "gap_ms": gap, "host_overhead_ms": c_cal,
                      "reference_gap_ms": ref_gap, "new_threads": c_main.new_threads},
                     severity=None if strong else Severity.WARNING, confidence=None if strong else Confidence.MEDIUM)
-            honest = wall
+            honest, honest_ci = wall, wall_ci
             invalid.append("work escaped the events")
     perf["candidate"]["time_ms"] = honest
 
@@ -266,9 +304,16 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
     # -- speedups
     speedup = {n: ratio(t, honest) for n, t in base_times.items()}
     perf["speedup"] = {n: v for n, v in speedup.items() if v is not None}
+    # each speedup's interval: the baseline's and the candidate's intervals combined at their
+    # extremes (stats.ratio_interval), so the true ratio lies inside at least 90 % of the time
+    sp_ci = {n: ratio_interval(base_ci.get(n), honest_ci) for n in perf["speedup"]}
+    perf["speedup_ci"] = {n: _rnd(ci) for n, ci in sp_ci.items() if ci is not None}
+    perf["speedup_confidence"] = RATIO_CONFIDENCE
     for n, v in perf["speedup"].items():
         if isinstance(base_out.get(n), dict):
             base_out[n]["speedup"] = v
+            if perf["speedup_ci"].get(n):
+                base_out[n]["speedup_ci"] = perf["speedup_ci"][n]
     if honest is not None and claimed is not None and honest != claimed:
         perf["claimed_speedup"] = {n: v for n, v in ((n, ratio(t, claimed)) for n, t in base_times.items()) if v}
     if "eager_fp32" in base_times and "eager_tf32" in base_times:
@@ -280,17 +325,22 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
     claimed_headline = ratio(base_times.get(headline), claimed)
     if claimed_headline is not None:
         o = em.options("HS605")
-        if claimed_headline > float(o["ceiling"]):
+        ceiling = float(o["ceiling"])
+        c605 = ratio_interval(base_ci.get(headline), claimed_ci) or (claimed_headline, claimed_headline)
+        if c605[0] <= ceiling < c605[1]:
+            _undecided(perf, "HS605", f"speedup {claimed_headline:.3g}x vs {LABELS.get(headline, headline)}",
+                       c605, f"the ceiling {ceiling:g}x")
+        if c605[0] > ceiling:  # the whole interval past the ceiling, not just the figure
             em.emit("HS605", {"speedup": claimed_headline, "baseline": LABELS.get(headline, headline),
                               "ceiling": float(o["ceiling"])},
                     {"speedup": claimed_headline, "baseline": headline, "ceiling": float(o["ceiling"])})
 
     cache_bytes = _f(device.get("l2_bytes")) if cuda else _f(_d(ref.get("method")).get("flush_bytes"))
-    perf["bound"] = _bound(ref, claimed, base_times, em, cuda, cache_bytes)
-    perf["hidden"] = _hidden(cand, ref, c_main, headline, cuda, em)
+    perf["bound"] = _bound(ref, claimed, base_times, em, cuda, cache_bytes, claimed_ci, perf)
+    perf["hidden"] = _hidden(cand, ref, c_main, headline, cuda, em, perf)
     perf["memory"] = _memory(cand, ref, em)
     if outside:
-        perf["outside_clock"] = _outside(outside, c_main, em, cuda)
+        perf["outside_clock"] = _outside(outside, c_main, em, cuda, perf)
         if perf["outside_clock"].get("contradicts"):
             invalid.append("contradicted by the parent's clock")
 
@@ -367,7 +417,8 @@ def _same_inputs(a: Any, b: Any) -> bool:
 
 
 def _bound(ref: dict[str, Any], claimed: float | None, base_times: Mapping[str, float], em: _Emitter,
-           cuda: bool, cache_bytes: float | None) -> dict[str, Any]:
+           cuda: bool, cache_bytes: float | None, claimed_ci: tuple[float, float] | None = None,
+           perf: dict[str, Any] | None = None) -> dict[str, Any]:
     work, ceil = _d(ref.get("work")), _d(ref.get("ceilings"))
     read, written, flops = _f(work.get("bytes_read")), _f(work.get("bytes_written")), _f(work.get("flops"))
     bw, peak = _f(ceil.get("bandwidth_Bps")), _f(ceil.get("peak_flops"))
@@ -404,19 +455,26 @@ def _bound(ref: dict[str, Any], claimed: float | None, base_times: Mapping[str, 
     if why:
         out["why"] = why
         return out
-    if claimed is not None and claimed < float(o["slack"]) * bound_ms:
+    # decided on the interval's upper end: the candidate is below the bound only if even its
+    # slowest plausible time is
+    c_hi = claimed_ci[1] if claimed_ci is not None and claimed is not None else claimed
+    if (claimed is not None and c_hi is not None and claimed_ci is not None and perf is not None
+            and claimed_ci[0] < float(o["slack"]) * bound_ms <= c_hi):
+        _undecided(perf, "HS604", f"candidate time {claimed:.4g} ms against the bound {bound_ms:.4g} ms",
+                   (claimed_ci[0] / bound_ms, claimed_ci[1] / bound_ms), f"{float(o['slack']):g}x of the bound")
+    if claimed is not None and c_hi is not None and c_hi < float(o["slack"]) * bound_ms:
         # How strong the evidence is depends on which term is beaten.  Below the time it takes just
         # to write the outputs: nothing legitimate gets there (error).  Below the bytes term: inputs
         # left unread, which a task's structure rarely allows (warning).  Below the FLOP term only:
         # triangular or diagonal operands, algebra (Strassen) or sparsity legitimately do fewer FLOPs
         # than the reference's count (information).
-        if claimed < float(o["error_fraction"]) * floor_ms:
+        if c_hi < float(o["error_fraction"]) * floor_ms:
             severity, confidence = None, None
-        elif claimed < float(o["slack"]) * memory_ms:
+        elif c_hi < float(o["slack"]) * memory_ms:
             severity, confidence = Severity.WARNING, Confidence.LOW
         else:
             severity, confidence = Severity.INFO, Confidence.LOW
-        beaten_memory = claimed < float(o["slack"]) * memory_ms
+        beaten_memory = c_hi < float(o["slack"]) * memory_ms
         what = "move its bytes" if beaten_memory else "do the reference's FLOPs"
         detail = (f"{(eff_read + eff_written) / 1e6:.4g} MB at {bw / 1e9:.4g} GB/s" if beaten_memory
                   else f"{(flops or 0) / 1e9:.4g} GFLOP at {(peak or 0) / 1e12:.4g} TFLOP/s")
@@ -424,13 +482,14 @@ def _bound(ref: dict[str, Any], claimed: float | None, base_times: Mapping[str, 
         em.emit("HS604", {"time_ms": claimed, "bound_ms": shown, "limited_by": what, "detail": detail},
                 {"time_ms": claimed, "bound_ms": bound_ms, "write_floor_ms": floor_ms, "memory_ms": memory_ms,
                  "compute_ms": compute_ms, "bytes_read": int(read), "bytes_written": int(written),
-                 "flops": int(flops or 0), "bandwidth_GBps": bw / 1e9, "peak_tflops": (peak or 0) / 1e12},
+                 "flops": int(flops or 0), "bandwidth_GBps": bw / 1e9, "peak_tflops": (peak or 0) / 1e12,
+                 "time_ci_ms": _rnd(claimed_ci)},
                 severity=severity, confidence=confidence)
     return out
 
 
 def _hidden(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, headline: str, cuda: bool,
-            em: _Emitter) -> dict[str, Any]:
+            em: _Emitter, perf: dict[str, Any] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     c_series = _d(cand.get("series"))
     r_series = _d(_d(_d(ref.get("baselines")).get(headline)).get("series"))
@@ -450,6 +509,9 @@ def _hidden(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, headline
         c_m = _pick(c_pair, cuda) if c_pair else c_main.claimed(cuda)
         r_m = _pick(r_pair, cuda) if r_pair else r_main.claimed(cuda)
         c_h, r_h = cs.claimed(cuda), rs.claimed(cuda)
+        c_m_ci = _ci(c_pair, cuda) if c_pair else _ci(c_main.event if cuda else c_main.wall, cuda)
+        r_m_ci = _ci(r_pair, cuda) if r_pair else _ci(r_main.event if cuda else r_main.wall, cuda)
+        c_h_ci, r_h_ci = _ci(cs.event if cuda else cs.wall, cuda), _ci(rs.event if cuda else rs.wall, cuda)
         row: dict[str, Any] = {"candidate_ms": c_h, "reference_ms": r_h, "candidate_main_ms": c_m,
                                "reference_main_ms": r_m, "samples": (cs.event if cuda else cs.wall).get("n", 0)}
         if cs.error:
@@ -472,14 +534,24 @@ def _hidden(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, headline
         yardstick = max(r_slow, 1.0)  # type: ignore[type-var]
         rel = c_slow / yardstick  # type: ignore[operator]
         row["relative_slowdown"] = rel
+        # the same ratio of ratios on the intervals: the candidate's least slowdown against the
+        # reference's greatest; no interval (a forged series) leaves the figure alone
+        c_slow_ci, r_slow_ci = ratio_interval(c_h_ci, c_m_ci), ratio_interval(r_h_ci, r_m_ci)
+        rel_ci = (rel, rel)
+        if c_slow_ci is not None and r_slow_ci is not None:
+            rel_ci = (c_slow_ci[0] / max(r_slow_ci[1], 1.0), c_slow_ci[1] / max(r_slow_ci[0], 1.0))
+            row["relative_slowdown_ci"] = _rnd(rel_ci)
         # every hidden call against every interleaved original-distribution call: on a noisy machine
         # single statistics flip between modes, a systematic slowdown shows in nearly all pairs
         hidden_vals = _floats(c_raw.get(key_ms))
         pairs = [h >= float(o["ratio"]) * yardstick * m for h in hidden_vals for m in c_pair_raw] if c_pair_raw else []
         agree = sum(pairs) / len(pairs) if pairs else 0.0
         row["pairs_slower"] = agree
-        if (rel >= float(o["ratio"]) and agree >= float(o["pair_fraction"])
-                and c_h - c_m * yardstick >= min_ms):  # type: ignore[operator]
+        others = agree >= float(o["pair_fraction"]) and c_h - c_m * yardstick >= min_ms  # type: ignore[operator]
+        if others and rel_ci[0] < float(o["ratio"]) <= rel_ci[1] and perf is not None:
+            _undecided(perf, "HS606", f"slowdown on hidden inputs '{name}' {rel:.3g}x relative to the reference",
+                       rel_ci, f"the ratio {float(o['ratio']):g}x")
+        if others and rel_ci[0] >= float(o["ratio"]):
             sp_main, sp_hidden = r_m / c_m, r_h / c_h  # type: ignore[operator]
             em.emit("HS606", {"baseline": LABELS.get(headline, headline), "speedup_main": sp_main,
                               "speedup_hidden": sp_hidden, "distribution": name},
@@ -547,7 +619,8 @@ def _memory(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter) -> dict[str
     return out
 
 
-def _outside(outside: dict[str, Any], c_main: _Series, em: _Emitter, cuda: bool) -> dict[str, Any]:
+def _outside(outside: dict[str, Any], c_main: _Series, em: _Emitter, cuda: bool,
+             perf: dict[str, Any] | None = None) -> dict[str, Any]:
     calls = outside.get("calls")
     parent_s, rtt_s = _f(outside.get("parent_s")), _f(outside.get("rtt_s")) or 0.0
     claimed_wall = median_of(c_main.wall)
@@ -563,7 +636,15 @@ def _outside(outside: dict[str, Any], c_main: _Series, em: _Emitter, cuda: bool)
         # the separate timed calls: the comparison is kept as information only
         out["informational"] = True
         return out
-    if per_call > float(o["ratio"]) * claimed_wall and total_ms - calls * claimed_wall >= float(o["min_excess_ms"]):
+    # the parent's figure is one measurement of many calls; the worker's median has an interval,
+    # whose upper end is what the parent's figure must exceed
+    w_ci = interval_of(c_main.wall, "median") or (claimed_wall, claimed_wall)
+    excess = total_ms - calls * w_ci[1] >= float(o["min_excess_ms"])
+    if excess and w_ci[0] * float(o["ratio"]) < per_call <= w_ci[1] * float(o["ratio"]) and perf is not None:
+        _undecided(perf, "HS609", f"parent clock {per_call:.4g} ms per call against the reported {claimed_wall:.4g} ms",
+                   (per_call / w_ci[1], per_call / w_ci[0]) if w_ci[0] > 0 else (0.0, math.inf),
+                   f"the ratio {float(o['ratio']):g}x")
+    if per_call > float(o["ratio"]) * w_ci[1] and excess:
         out["contradicts"] = True
         em.emit("HS609", {"claimed_ms": claimed_wall, "calls": calls, "outside_ms": per_call},
                 {"claimed_wall_ms": claimed_wall, "calls": calls, "parent_ms_per_call": per_call,
@@ -577,6 +658,9 @@ def _headline(perf: dict[str, Any], headline: str) -> str:
     if sp is None:
         return "not timed"
     text = f"{sp:.2f}x vs {label}"
+    ci = perf.get("speedup_ci", {}).get(headline)
+    if ci:
+        text += f" [{perf.get('speedup_confidence', RATIO_CONFIDENCE):.0%}: {ci[0]:.2f}-{ci[1]:.2f}x]"
     others = [f"{v:.2f}x vs {LABELS.get(n, n)}" for n, v in perf.get("speedup", {}).items() if n != headline]
     if others:
         text += " (" + ", ".join(others) + ")"

@@ -22,6 +22,11 @@ def _ms(stats: Any, key: str = "median") -> str:
     return "-"
 
 
+def _conf(perf: Mapping[str, Any]) -> str:
+    c = perf.get("speedup_confidence")
+    return f"{c:.0%}" if isinstance(c, (int, float)) else "90%"
+
+
 def _mib(v: Any) -> str:
     return f"{v / (1 << 20):.1f} MiB" if isinstance(v, (int, float)) else "-"
 
@@ -51,6 +56,9 @@ def table(perf: Mapping[str, Any] | None) -> str:
             continue
         sp = speedups.get(name)
         extra = f"speedup {sp:.2f}x" if isinstance(sp, (int, float)) else ""
+        ci = (perf.get("speedup_ci", {}) or {}).get(name)
+        if extra and isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci):
+            extra += f" [{_conf(perf)} interval {ci[0]:.2f}-{ci[1]:.2f}x]"
         if isinstance(entry.get("compile_s"), (int, float)):
             extra += f" (compile {entry['compile_s']:.1f} s)"
         if entry.get("reused"):
@@ -69,6 +77,10 @@ def table(perf: Mapping[str, Any] | None) -> str:
         if isinstance(row, Mapping) and isinstance(row.get("speedup"), (int, float)):
             lines.append(f"    hidden {name}: candidate {_ms(row.get('candidate_main_ms'))} -> {_ms(row.get('candidate_ms'))}, "
                          f"reference {_ms(row.get('reference_main_ms'))} -> {_ms(row.get('reference_ms'))}, speedup {row['speedup']:.2f}x")
+    for item in perf.get("undecided", []) or []:
+        if isinstance(item, Mapping):
+            lines.append(f"    too noisy to decide {item.get('rule', '?')}: {item.get('why', '')} "
+                         "(no finding raised; a re-run may decide it)")
     mem = perf.get("memory", {}) or {}
     if "candidate_bytes" in mem:
         r = mem.get("ratio")

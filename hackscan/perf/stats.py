@@ -39,7 +39,79 @@ def summarize(values: Iterable[float]) -> dict[str, Any]:
         "mean": mean,
         "std": std,
         "iqr": p75 - p25,
+        # where the statistic would land on a re-run (see interval_of): the speedups' intervals
+        # are built from these
+        "median_ci": list(median_interval(vals)),
+        "min_ci": list(min_interval(vals)),
     }
+
+
+# Each series' statistic gets a 95 % interval; a ratio of two statistics takes the extreme
+# combination of its two intervals, so (Bonferroni) it covers the ratio at least 90 % of the time.
+SERIES_CONFIDENCE = 0.95
+RATIO_CONFIDENCE = 0.90
+
+
+def median_interval(sorted_values: list[float], confidence: float = SERIES_CONFIDENCE) -> tuple[float, float]:
+    """Distribution-free interval of the median from order statistics: the true median lies between
+    the l-th and u-th smallest values with probability >= ``confidence`` whatever the distribution
+    (bimodal CPU series included).  Below 6 values no pair of order statistics reaches 95 %: the
+    whole range is returned, which is then the honest statement."""
+    n = len(sorted_values)
+    if n == 0:
+        return (math.nan, math.nan)
+    alpha = (1.0 - confidence) / 2
+    # the l-th smallest value (1-based) lies above the median with probability P(Bin(n, 1/2) < l):
+    # lo (0-based) is the largest j with P(Bin(n, 1/2) <= j) <= alpha, accumulated in log space
+    # so thousands of calls do not overflow
+    log_half_n = n * math.log(0.5)
+    cdf, j = 0.0, -1
+    while j + 1 <= (n - 1) // 2:
+        nxt = cdf + math.exp(math.lgamma(n + 1) - math.lgamma(j + 2) - math.lgamma(n - j) + log_half_n)
+        if nxt > alpha:
+            break
+        cdf, j = nxt, j + 1
+    lo = max(j, 0)
+    hi = n - 1 - lo  # symmetric: Bin(n, 1/2) is
+    return (sorted_values[lo], sorted_values[hi])
+
+
+def min_interval(sorted_values: list[float], confidence: float = SERIES_CONFIDENCE) -> tuple[float, float]:
+    """Interval of the minimum (the CPU statistic): the percentile bootstrap's, computed exactly
+    instead of by resampling (so it needs no random numbers and a re-run prints the same).  A
+    resampled minimum is never below the observed one and exceeds the k-th smallest value with
+    probability ((n - k) / n) ** n, so the upper end is the first order statistic past which that
+    falls to (1 - confidence) / 2.  A minimum reached once among slow calls (a lucky call on a
+    preempted CPU) gets a wide interval; one that the next calls repeat gets a tight one."""
+    n = len(sorted_values)
+    if n == 0:
+        return (math.nan, math.nan)
+    alpha = (1.0 - confidence) / 2
+    k = 1
+    while k < n and ((n - k) / n) ** n > alpha:
+        k += 1
+    return (sorted_values[0], sorted_values[k - 1] if k <= n else sorted_values[-1])
+
+
+def interval_of(stats: Mapping[str, Any] | None, key: str) -> tuple[float, float] | None:
+    """The interval summarize() stored for ``key`` ("median" or "min"), if it is finite."""
+    if not stats or not stats.get("n"):
+        return None
+    ci = stats.get(key + "_ci")
+    if not isinstance(ci, (list, tuple)) or len(ci) != 2:
+        return None
+    lo, hi = ci
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (lo, hi)):
+        return None
+    return (float(min(lo, hi)), float(max(lo, hi)))
+
+
+def ratio_interval(numerator: tuple[float, float] | None,
+                   denominator: tuple[float, float] | None) -> tuple[float, float] | None:
+    """Interval of numerator / denominator from the two intervals: the extreme combinations."""
+    if numerator is None or denominator is None or denominator[0] <= 0 or numerator[0] < 0:
+        return None
+    return (numerator[0] / denominator[1], numerator[1] / denominator[0])
 
 
 def median_of(stats: Mapping[str, Any] | None) -> float | None:
