@@ -82,6 +82,18 @@ def _cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def _start_times(n: int, start_one) -> list[float]:
+    """Seconds for each of ``n`` calls of ``start_one()``, which starts a worker, waits until it can
+    answer, and returns a function that stops it (not timed)."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        stop = start_one()
+        times.append(time.perf_counter() - t0)
+        stop()
+    return times
+
+
 def worker_startup(n: int) -> None:
     """What one worker costs to start, not overlapped with anything: a sandboxed one (a fresh
     interpreter in bubblewrap, importing torch and the worker code, until it says it is ready) and a
@@ -90,38 +102,34 @@ def worker_startup(n: int) -> None:
     from hackscan.dynamic.pool import Zygote
 
     print("\n== worker start-up (one worker, nothing else running)")
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        rows = []
         if not sandbox.check().get("problem"):
             la = sandbox.Launcher("cpu", Path(tmp), warm=False)
-            times, cpus = [], []
+
+            def sandboxed():
+                h = la._start()
+                la._wait_ready(h, 120)
+                return h.destroy
+
             try:
-                for _ in range(n):
-                    cpu0, t0 = _cpu_seconds(), time.perf_counter()
-                    h = la._start()
-                    la._wait_ready(h, 120)
-                    times.append(time.perf_counter() - t0)
-                    h.destroy()
-                    cpus.append(_cpu_seconds() - cpu0)
+                rows.append(("sandboxed (bwrap, fresh interpreter)", _start_times(n, sandboxed)))
             finally:
                 la.close()
-            rows.append(("sandboxed (bwrap, fresh interpreter)", times, cpus))
         z = Zygote("cpu", Path(tmp))
-        times, cpus = [], []
+
+        def forked():
+            s = z.spawn({"role": "reference", "path": "r.py", "device": "cpu"}, timeout=60)
+            s.request({"cmd": "ping"})
+            return s.close
+
         try:
-            for _ in range(n):
-                cpu0, t0 = _cpu_seconds(), time.perf_counter()
-                s = z.spawn({"role": "reference", "path": "r.py", "device": "cpu"}, timeout=60)
-                s.request({"cmd": "ping"})
-                times.append(time.perf_counter() - t0)
-                s.close()
-                cpus.append(_cpu_seconds() - cpu0)
+            rows.append(("forked from the forkserver (--sandbox off)", _start_times(n, forked)))
         finally:
             z.close()
-        rows.append(("forked from the forkserver (--sandbox off)", times, cpus))
-    print(f"{'worker':<42} {'min_s':>7} {'median_s':>9} {'cpu_s':>7}")
-    for name, times, cpus in rows:
-        print(f"{name:<42} {min(times):>7.3f} {sorted(times)[len(times) // 2]:>9.3f} {sorted(cpus)[len(cpus) // 2]:>7.2f}")
+    print(f"{'worker':<42} {'min_s':>7} {'median_s':>9}")
+    for name, times in rows:
+        print(f"{name:<42} {min(times):>7.3f} {sorted(times)[len(times) // 2]:>9.3f}")
 
 
 def measure(candidate: Path, reference: Path, repeat: int, budget: float | None, sandbox: str = "required") -> None:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
@@ -81,7 +80,7 @@ app = typer.Typer(
 )
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     text = "text"
     json = "json"
     sarif = "sarif"
@@ -89,42 +88,42 @@ class Format(str, Enum):
     html = "html"
 
 
-class FailOn(str, Enum):
+class FailOn(StrEnum):
     error = "error"
     warning = "warning"
     info = "info"
     never = "never"
 
 
-class Mode(str, Enum):
+class Mode(StrEnum):
     audit = "audit"
     gate = "gate"
 
 
-class Device(str, Enum):
+class Device(StrEnum):
     auto = "auto"
     cpu = "cpu"
     cuda = "cuda"
 
 
-class Sandbox(str, Enum):
+class Sandbox(StrEnum):
     required = "required"
     off = "off"
 
 
-class StageName(str, Enum):
+class StageName(StrEnum):
     static = "static"
     dynamic = "dynamic"
     performance = "performance"
 
 
-class TableFormat(str, Enum):
+class TableFormat(StrEnum):
     text = "text"
     markdown = "markdown"
     json = "json"
 
 
-class RulesFormat(str, Enum):
+class RulesFormat(StrEnum):
     text = "text"
     json = "json"
 
@@ -141,14 +140,14 @@ def _writable(path: Path, what: str) -> None:
         raise _fail(f"cannot write {what} {path}: permission denied")
 
 
-def _split(values: Optional[List[str]]) -> tuple[str, ...]:
+def _split(values: list[str] | None) -> tuple[str, ...]:
     out: list[str] = []
     for v in values or []:
         out.extend(x.strip() for x in v.split(",") if x.strip())
     return tuple(out)
 
 
-def _fail(message: str) -> "typer.Exit":
+def _fail(message: str) -> typer.Exit:
     typer.echo(f"hackscan: error: {message}", err=True)
     return typer.Exit(2)
 
@@ -168,31 +167,31 @@ def main(
 
 @app.command("scan", cls=_PlainArgs)
 def scan(
-    paths: List[Path] = typer.Argument(..., metavar="PATH...", show_default=False,
+    paths: list[Path] = typer.Argument(..., metavar="PATH...", show_default=False,
                                        help="Candidate .py/.cu files, folders, or .jsonl datasets."),
-    ref: Optional[Path] = typer.Option(None, "--ref", "-r", metavar="FILE",
+    ref: Path | None = typer.Option(None, "--ref", "-r", metavar="FILE",
                                        help="Reference problem file for every candidate."),
     fmt: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="FILE", help="Write the report to this file."),
-    stream: Optional[Path] = typer.Option(
+    output: Path | None = typer.Option(None, "--output", "-o", metavar="FILE", help="Write the report to this file."),
+    stream: Path | None = typer.Option(
         None, "--stream", metavar="FILE", help="Append each finished result to this file as one JSON line, flushed to disk at once "
                                "(default with -o FILE: FILE.partial.jsonl, removed once FILE is written)."),
-    fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1."),
-    select: Optional[List[str]] = typer.Option(None, "--select", metavar="RULES",
+    fail_on: FailOn | None = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1."),
+    select: list[str] | None = typer.Option(None, "--select", metavar="RULES",
                                                help="Only these rules (ids, names or prefixes; comma-separated "
                                                     "or repeated)."),
-    ignore: Optional[List[str]] = typer.Option(None, "--ignore", metavar="RULES",
+    ignore: list[str] | None = typer.Option(None, "--ignore", metavar="RULES",
                                                help="Skip these rules (ids, names or prefixes)."),
-    mode: Optional[Mode] = typer.Option(None, "--mode", help="audit honours suppression comments; gate flags them."),
+    mode: Mode | None = typer.Option(None, "--mode", help="audit honours suppression comments; gate flags them."),
     static: bool = typer.Option(False, "--static", help="Static stage only: never run candidate code."),
     device: Device = typer.Option(Device.auto, "--device", help="Where the dynamic stage runs candidates."),
-    seed: Optional[int] = typer.Option(None, "--seed", metavar="S",
+    seed: int | None = typer.Option(None, "--seed", metavar="S",
                                         help="Seed for hidden inputs (replay a finding) and for --sample."),
-    limit: Optional[int] = typer.Option(None, "--limit", metavar="N", min=1,
+    limit: int | None = typer.Option(None, "--limit", metavar="N", min=1,
                                         help="Scan only the first N submissions (dataset records, files)."),
-    sample: Optional[int] = typer.Option(None, "--sample", metavar="N", min=1,
+    sample: int | None = typer.Option(None, "--sample", metavar="N", min=1,
                                          help="Scan a random N of the submissions; the same N for the same --seed."),
-    harness: Optional[str] = typer.Option(
+    harness: str | None = typer.Option(
         None, "--harness", metavar="NAME", help="The scoring harness the dynamic stage imitates when it loads and calls a "
                                 "candidate (kernelbench, plain). Default: kernelbench, or `harness` in the config."),
     timeout: float = typer.Option(120.0, "--timeout", metavar="SECONDS", help="Seconds per candidate for the dynamic stage."),
@@ -201,15 +200,15 @@ def scan(
         Sandbox.required, "--sandbox", help="required: every process that runs candidate code is in its own OS "
                                              "sandbox (bubblewrap; refuses to run without one). off: no walls, "
                                              "only for code you trust."),
-    baselines: Optional[str] = typer.Option(
+    baselines: str | None = typer.Option(
         None, "--baselines", metavar="LIST", help="What speedups are measured against: eager (strict fp32, always), tf32 (GPU), "
                                   "compile (torch.compile). Default: eager,tf32,compile on a GPU, eager on the CPU."),
     jobs: int = typer.Option(1, "--jobs", "-j", min=0, metavar="N", help="Scan in this many parallel processes (0: one per core)."),
-    code_field: Optional[str] = typer.Option(None, "--code-field", metavar="FIELD", help="JSONL field holding the candidate code."),
-    ref_field: Optional[str] = typer.Option(None, "--ref-field", metavar="FIELD", help="JSONL field holding the reference code."),
-    config_path: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="pyproject.toml with [tool.hackscan]."),
-    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Where the run is, on stderr: a bar on a terminal, log lines elsewhere (default: on)."),
-    color: Optional[bool] = typer.Option(None, "--color/--no-color", help="Colour the text report."),
+    code_field: str | None = typer.Option(None, "--code-field", metavar="FIELD", help="JSONL field holding the candidate code."),
+    ref_field: str | None = typer.Option(None, "--ref-field", metavar="FIELD", help="JSONL field holding the reference code."),
+    config_path: Path | None = typer.Option(None, "--config", metavar="FILE", help="pyproject.toml with [tool.hackscan]."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Where the run is, on stderr: a bar on a terminal, log lines elsewhere (default: on)."),
+    color: bool | None = typer.Option(None, "--color/--no-color", help="Colour the text report."),
 ) -> None:
     """Audit candidates (the default command: `hackscan PATH...`)."""
     from .config import ConfigError, load_config
@@ -230,13 +229,13 @@ def scan(
     try:
         config = load_config(config_path) if config_path else load_config(start=Path.cwd())
     except ConfigError as exc:
-        raise _fail(str(exc))
+        raise _fail(str(exc)) from None
     try:
         from .registry import load_registry
 
         registry = load_registry()
     except RegistryError as exc:
-        raise _fail(f"rule registry: {exc}")
+        raise _fail(f"rule registry: {exc}") from None
     sel, ign = _split(select), _split(ignore)
     for key in sel + ign:
         if not any(r.id.startswith(key.upper()) or r.name == key for r in registry):
@@ -247,7 +246,7 @@ def scan(
         try:
             harness = check_harness(harness)
         except ConfigError as exc:
-            raise _fail(str(exc))
+            raise _fail(str(exc)) from None
     config = config.with_(
         harness=harness,
         select=sel or None,
@@ -272,7 +271,7 @@ def scan(
         try:
             chosen = tuple(dict.fromkeys(normalise_baseline(b) for b in _split([baselines])))
         except ValueError as exc:
-            raise _fail(str(exc))
+            raise _fail(str(exc)) from None
     if sample is not None and seed is None:
         # a fresh seed, stated below, so the same sample can be taken again
         import secrets
@@ -293,7 +292,7 @@ def scan(
                 stream_path.unlink(missing_ok=True)  # a leftover of an earlier, interrupted run
             sink = ResultStream(str(stream_path))
         except OSError as exc:
-            raise _fail(f"cannot write {stream_path}: {exc.strerror or exc}")
+            raise _fail(f"cannot write {stream_path}: {exc.strerror or exc}") from None
     from .inputs import discover, take
 
     items = list(discover([str(p) for p in paths], inputs))
@@ -317,7 +316,7 @@ def scan(
         try:
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
-            raise _fail(f"cannot write {output}: {exc.strerror or exc}")
+            raise _fail(f"cannot write {output}: {exc.strerror or exc}") from None
         typer.echo(f"hackscan: wrote {fmt.value} report for {len(reports)} submission(s) to {output}", err=True)
         if partial and stream_path is not None:
             stream_path.unlink(missing_ok=True)
@@ -485,12 +484,12 @@ def _duration(seconds: float) -> str:
 
 @app.command("measure", cls=_PlainArgs)
 def measure_cmd(
-    paths: List[Path] = typer.Argument(None, metavar="PATH...", show_default=False, help="Annotated corpus: files and folders (default: fixtures/)."),
+    paths: list[Path] = typer.Argument(None, metavar="PATH...", show_default=False, help="Annotated corpus: files and folders (default: fixtures/)."),
     fmt: TableFormat = typer.Option(TableFormat.text, "--format", "-f", help="Output format."),
     dynamic: bool = typer.Option(False, "--dynamic", help="Run the dynamic stage too (where torch is installed)."),
     jobs: int = typer.Option(1, "--jobs", "-j", min=0, metavar="N", help="Parallel processes for the static stage (0: one per core)."),
     show_misses: bool = typer.Option(False, "--show-misses", help="List every missed site and false alarm."),
-    select: Optional[List[str]] = typer.Option(None, "--select", metavar="RULES",
+    select: list[str] | None = typer.Option(None, "--select", metavar="RULES",
                                                help="Only these rules (ids, names or prefixes)."),
 ) -> None:
     """Recall and false-positive rate per rule and per hack class against an annotated corpus."""
@@ -509,16 +508,16 @@ def measure_cmd(
 
 @app.command("mutate", cls=_PlainArgs)
 def mutate_cmd(
-    seeds: List[Path] = typer.Argument(None, metavar="PATH...", show_default=False, help="Clean seed candidates or folders (default: the bundled seeds, "
+    seeds: list[Path] = typer.Argument(None, metavar="PATH...", show_default=False, help="Clean seed candidates or folders (default: the bundled seeds, "
                                                   "fixtures/**/ok_*.py and kernels/**/clean_*.py)."),
     dynamic: bool = typer.Option(False, "--dynamic", help="Also run CPU-runnable mutants in the dynamic stage."),
     dynamic_limit: int = typer.Option(60, "--dynamic-limit", metavar="N", help="Run at most this many mutants dynamically."),
     timeout: float = typer.Option(60.0, "--timeout", metavar="SECONDS", help="Seconds per mutant for the dynamic stage."),
-    classes: Optional[List[str]] = typer.Option(None, "--class", metavar="N", help="Only these hack classes (numbers, TAXONOMY.md)."),
+    classes: list[str] | None = typer.Option(None, "--class", metavar="N", help="Only these hack classes (numbers, TAXONOMY.md)."),
     fmt: TableFormat = typer.Option(TableFormat.text, "--format", "-f", help="Output format."),
-    write: Optional[Path] = typer.Option(None, "--write", metavar="FOLDER", help="Write every mutant to this folder for inspection."),
+    write: Path | None = typer.Option(None, "--write", metavar="FOLDER", help="Write every mutant to this folder for inspection."),
     show_missed: bool = typer.Option(False, "--show-missed", help="List the mutants no stage detected."),
-    readme: Optional[Path] = typer.Option(None, "--readme", metavar="FILE", help="Write the table between the adequacy markers of this file."),
+    readme: Path | None = typer.Option(None, "--readme", metavar="FILE", help="Write the table between the adequacy markers of this file."),
     jobs: int = typer.Option(1, "--jobs", "-j", min=0, metavar="N", help="Parallel processes for the static scans (0: one per core)."),
 ) -> None:
     """Mutation adequacy: inject each hack class into clean kernels and report the fraction detected."""
@@ -529,7 +528,7 @@ def mutate_cmd(
     try:
         wanted = tuple(int(c) for c in _split(classes))
     except ValueError:
-        raise _fail("--class takes hack class numbers (1-20, see TAXONOMY.md)")
+        raise _fail("--class takes hack class numbers (1-20, see TAXONOMY.md)") from None
     from .parallel import default_jobs
 
     opts = AdequacyOptions(dynamic=dynamic, dynamic_limit=dynamic_limit, timeout=timeout, classes=wanted,
@@ -544,7 +543,7 @@ def mutate_cmd(
 @app.command("rules")
 def rules_cmd(
     fmt: RulesFormat = typer.Option(RulesFormat.text, "--format", "-f", help="Output format."),
-    stage: Optional[StageName] = typer.Option(None, "--stage", help="Only rules of this stage."),
+    stage: StageName | None = typer.Option(None, "--stage", help="Only rules of this stage."),
 ) -> None:
     """List the rules in the registry."""
     import json
@@ -569,7 +568,7 @@ def explain_cmd(rule: str = typer.Argument(..., metavar="RULE", help="Rule id (H
     try:
         r = load_registry().get(rule)
     except KeyError:
-        raise _fail(f"no rule {rule!r} (see `hackscan rules`)")
+        raise _fail(f"no rule {rule!r} (see `hackscan rules`)") from None
     classes = ", ".join(str(t) for t in r.taxonomy if t) or "meta"
     typer.echo(f"{r.id} {r.name}\n")
     typer.echo(f"severity: {r.severity.value}   confidence: {r.confidence.value}   stage: {r.stage.value}   "

@@ -238,7 +238,7 @@ def test_html_layout_in_headless_chromium(tmp_path: Path) -> None:
         assert [u.split("-", 1)[1] for u in got["untimed"]] == ["long-label-py", "untimed-py", "broken-py",
                                                                   "noperf-py"], got["untimed"]
         assert got["note"] is None
-    shot = rc.screenshot(tmp_path / f"probe-1200.html", tmp_path / "layout.png", browser, size="1200,1400")
+    shot = rc.screenshot(tmp_path / "probe-1200.html", tmp_path / "layout.png", browser, size="1200,1400")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

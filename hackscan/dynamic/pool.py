@@ -350,7 +350,7 @@ class Session:
             if status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
                 tail = self.log_tail()
                 if "MemoryError" in tail or "std::bad_alloc" in tail or (
-                        self.handle is not None and self.handle.limit.hit_memory_limit()):
+                        self.handle is not None and self.handle.limit.oom_kills()):
                     kind = "memory"
                     text = f"{message}: the worker's process tree reached its memory limit"
         self.dead = WorkerFailure(kind, text, status, self.log_tail())
@@ -406,9 +406,11 @@ class WorkerPool:
     old forkserver, no walls: only for code you trust, on a machine you can lose)."""
 
     def __init__(self, sandbox: str | None = None, warm: bool = True) -> None:
-        self.sandbox = sandbox or _DEFAULT_SANDBOX[0]
-        if self.sandbox not in ("required", "off"):
-            raise ValueError(f"sandbox must be 'required' or 'off', not {self.sandbox!r}")
+        from .sandbox import MODES
+
+        self.sandbox = sandbox or MODES[0]
+        if self.sandbox not in MODES:
+            raise ValueError(f"sandbox must be one of {', '.join(MODES)}, not {self.sandbox!r}")
         self.warm = warm
         nondumpable()
         self._zygotes: dict[str, Any] = {}
@@ -464,19 +466,13 @@ class WorkerPool:
 
 _DEFAULTS: dict[str, WorkerPool] = {}
 _DEFAULT_LOCK = threading.Lock()
-_DEFAULT_SANDBOX = ["required"]
-
-
-def set_default_sandbox(mode: str) -> None:
-    """The sandbox mode of pools made without one."""
-    if mode not in ("required", "off"):
-        raise ValueError(f"sandbox must be 'required' or 'off', not {mode!r}")
-    _DEFAULT_SANDBOX[0] = mode
 
 
 def default_pool(sandbox: str | None = None) -> WorkerPool:
     """The process-wide pool for a sandbox mode (``None``: the default mode)."""
-    mode = sandbox or _DEFAULT_SANDBOX[0]
+    from .sandbox import MODES
+
+    mode = sandbox or MODES[0]
     with _DEFAULT_LOCK:
         pool = _DEFAULTS.get(mode)
         if pool is None:

@@ -1,4 +1,5 @@
-"""Parent side of the performance plug-in (PROTOCOL.md, "perf: parent side").
+"""Parent side of the protocol: the performance plug-in's context (PROTOCOL.md, "perf: parent
+side") and the per-message checks on a worker's channel (``CheckedSession``, "Replies").
 
 ``PerfContext`` is what ``hackscan.perf.parent_side.evaluate`` receives: the reference outputs for
 the timed input sets, the same correctness check the dynamic stage uses, and a factory for
@@ -7,12 +8,14 @@ findings located where the dynamic stage puts its own.  No torch: tensors are nu
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import Finding, Report
 from .compare import Tolerance, compare
+from .pool import WorkerFailure
 
 
 @dataclass(frozen=True)
@@ -85,8 +88,6 @@ class CheckedSession:
         return self._session
 
     def send(self, msg: dict[str, Any]) -> None:
-        import os
-
         self._seq += 1
         nonce = os.urandom(8).hex()
         self._pending = (nonce, self._seq, str(msg.get("cmd")))
@@ -104,8 +105,6 @@ class CheckedSession:
                 return msg
             self.violations.append(_describe_stray(msg, cmd, seq))
         self._pending = None
-        from .pool import WorkerFailure
-
         self._session.kill()
         raise WorkerFailure("protocol", f"the {self.role} worker sent {MAX_STRAY_FRAMES} frames that answer no "
                                         f"request (while the parent waited for '{cmd}')")
@@ -117,8 +116,6 @@ class CheckedSession:
     def sync(self, timeout: float = 10.0) -> bool:
         """A last ``ping``: frames written after the final reply show up here as strays.  False when
         the worker cannot answer any more (it is dead, or the channel is lost)."""
-        from .pool import WorkerFailure
-
         if self._session.dead is not None:
             return False
         try:

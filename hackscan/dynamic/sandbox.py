@@ -50,6 +50,7 @@ from typing import Any
 
 from . import wire
 
+# --sandbox: the first is the default
 MODES = ("required", "off")
 
 # the package name hackscan's worker-side code runs under inside a sandbox: KernelBench's own
@@ -84,7 +85,6 @@ TOOL_DIR = "/python/bin"
 TOOLS = ("ninja",)
 
 PIDS_MAX = 1024          # threads count too (torch's pools, the compilers' jobs)
-FSIZE_MAX = 4 << 30      # a candidate printing without end must not fill the disk
 
 
 class SandboxUnavailable(RuntimeError):
@@ -121,16 +121,12 @@ def load_profile(name: str | None) -> Profile:
 _CHECKED: dict[str, Any] = {}
 
 
-def bwrap_path() -> str | None:
-    return shutil.which("bwrap")
-
-
 def check() -> dict[str, Any]:
     """What this host gives a sandbox (cached): bwrap and whether it starts, uid switching,
     cgroups, seccomp.  ``problem`` is set when no sandbox can be built at all."""
     if _CHECKED:
         return _CHECKED
-    out: dict[str, Any] = {"platform": sys.platform, "bwrap": bwrap_path(), "root": os.geteuid() == 0}
+    out: dict[str, Any] = {"platform": sys.platform, "bwrap": shutil.which("bwrap"), "root": os.geteuid() == 0}
     if not sys.platform.startswith("linux"):
         out["problem"] = f"the sandbox needs Linux namespaces; this is {sys.platform}"
     elif not out["bwrap"]:
@@ -140,7 +136,7 @@ def check() -> dict[str, Any]:
         probe = [out["bwrap"], "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"]
         try:
             r = subprocess.run(probe, capture_output=True, text=True, timeout=20,
-                               preexec_fn=_drop_to(_uid_base()) if out["root"] else None)
+                               preexec_fn=(lambda: _become(_uid_base())) if out["root"] else None)
             if r.returncode != 0:
                 out["problem"] = f"bubblewrap cannot create namespaces here: {r.stderr.strip()[:300]}"
         except (OSError, subprocess.SubprocessError) as exc:
@@ -170,12 +166,11 @@ def _uid_base() -> int:
     return 600_000_000 + (os.getpid() % 100_000) * 1000
 
 
-def _drop_to(uid: int) -> Any:
-    def pre() -> None:
-        os.setgroups([])
-        os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)
-    return pre
+def _become(uid: int) -> None:
+    """In a forked child before exec: no groups, ``uid`` as every user and group id."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
 
 
 def _cgroup_kind() -> str | None:
@@ -291,9 +286,7 @@ class TreeLimit:
                 finally:
                     os.close(fd)
             if uid is not None:
-                os.setgroups([])
-                os.setresgid(uid, uid, uid)
-                os.setresuid(uid, uid, uid)
+                _become(uid)
 
         return pre
 
@@ -333,9 +326,6 @@ class TreeLimit:
                     except (OSError, ValueError):
                         pass
         return 0
-
-    def hit_memory_limit(self) -> bool:
-        return self.oom_kills() > 0
 
     def pids(self) -> set[int]:
         out: set[int] = set()
@@ -468,49 +458,30 @@ def _tree(root: int) -> set[int]:
 # ----------------------------------------------------------------------------------- staging
 def worker_modules() -> list[str]:
     """Module paths (relative to the package root) the worker side imports, from ``dynamic/boot.py``
-    by its relative imports: only these are staged into a sandbox, not the rules, the judge or the
-    thresholds."""
+    by its relative imports (it has no other kind: tests/test_dynamic_neutral_name.py): only these
+    are staged into a sandbox, not the rules, the judge or the thresholds."""
     root = Path(__file__).resolve().parent.parent
     seen: set[str] = set()
     todo = ["dynamic/boot.py"]
     while todo:
         rel = todo.pop()
-        if rel in seen:
+        if rel in seen or not (root / rel).exists():
             continue
         seen.add(rel)
-        path = root / rel
-        if not path.exists():
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
         pkg = Path(rel).parent
-        for node in ast.walk(tree):
-            targets: list[Path] = []
-            if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = pkg
-                    for _ in range(node.level - 1):
-                        base = base.parent
-                elif node.module and node.module.split(".")[0] == "hackscan":
-                    base = Path(".")
-                    node = ast.ImportFrom(module=".".join(node.module.split(".")[1:]), names=node.names, level=1)
-                else:
-                    continue
-                mod = node.module
-                if mod:
-                    targets.append(base / mod.replace(".", "/"))
-                    targets.extend(base / mod.replace(".", "/") / a.name for a in node.names)
-                else:
-                    targets.extend(base / a.name for a in node.names)
-            elif isinstance(node, ast.Import):
-                for a in node.names:
-                    parts = a.name.split(".")
-                    if parts[0] == "hackscan" and len(parts) > 1:
-                        targets.append(Path("/".join(parts[1:])))
+        for node in ast.walk(ast.parse((root / rel).read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or not node.level:
+                continue
+            base = pkg
+            for _ in range(node.level - 1):
+                base = base.parent
+            if node.module:
+                mod = base / node.module.replace(".", "/")
+                targets = [mod, *(mod / a.name for a in node.names)]
+            else:
+                targets = [base / a.name for a in node.names]
             for t in targets:
-                for cand in (t.with_suffix(".py"), t / "__init__.py"):
-                    if (root / cand).exists():
-                        todo.append(str(cand))
-        # every package on the way needs its __init__ (staged empty unless imported)
+                todo.extend(str(c) for c in (t.with_suffix(".py"), t / "__init__.py") if (root / c).exists())
     return sorted(seen)
 
 
@@ -687,7 +658,6 @@ class Launcher:
         self.start_timeout = start_timeout
         self.profile = profile or load_profile(None)
         self.preloaded: set[str] = set()
-        self.exits: dict[int, int] = {}
         self._lock = threading.Lock()
         self.spares = 2 if warm else 0
         self._spares: list[Handle] = []
@@ -709,6 +679,7 @@ class Launcher:
         self._pkg = stage_package(self._root / "pkg", INNER_PACKAGE)
         self._script = self._root / "launch.py"
         self._paths = self._python_paths()
+        self._tool_files = self._tools()
         self._script.write_text(self._launcher_source())
         os.chmod(self._script, 0o644)
         self._bpf_path: Path | None = None
@@ -744,9 +715,6 @@ class Launcher:
             p = Path(entry).resolve()
             if not p.exists() or p == here or p == Path.cwd().resolve():
                 continue
-            if (p / "hackscan" / "dynamic").is_dir() and p != here:
-                # an installed hackscan lives in this site-packages: hidden below by a tmpfs
-                pass
             if str(p).startswith(("/usr/", "/lib")):
                 out.append((str(p), None))
             elif p.is_dir():
@@ -793,7 +761,7 @@ class Launcher:
         cmd += ["--bind", str(private / "tmp"), "/tmp"]
         cmd += ["--bind", str(private / "home"), prof.home]
         cmd += ["--bind", str(private / "work"), prof.root]
-        for name, host in self._tools().items():
+        for name, host in self._tool_files.items():
             cmd += ["--ro-bind", host, f"{TOOL_DIR}/{name}"]
         cmd += ["--ro-bind", str(self._pkg / INNER_PACKAGE), f"{prof.root}/{INNER_PACKAGE}"]
         cmd += ["--ro-bind", str(self._script), prof.script]
@@ -820,7 +788,7 @@ class Launcher:
 
     def _env(self) -> dict[str, str]:
         prof = self.profile
-        bins = [TOOL_DIR] if self._tools() else []
+        bins = [TOOL_DIR] if self._tool_files else []
         for inside, host in self._paths:
             base = Path(host or inside)
             if (base / "ninja" / "data" / "bin").is_dir():
@@ -1031,9 +999,6 @@ class Launcher:
             except OSError:
                 pass
         return wanted
-
-    def exit_status(self, pid: int, wait: float = 1.0) -> int | None:  # the Session asks its handle
-        return None
 
     def spawn(self, spec: dict[str, Any], timeout: float, mem_bytes: int | None = None,
               source: str | None = None) -> Any:

@@ -46,7 +46,7 @@ def hbar(items: Sequence[tuple[str, float, str]], *, title: str, width: int = 64
            f'<text x="0" y="16" font-size="14" font-weight="600">{escape(title)}</text>']
     if not items:
         out.append('<text x="0" y="44" fill="#666">nothing to show</text>')
-    for i, ((label, value, color), short) in enumerate(zip(items, shown)):
+    for i, ((label, value, color), short) in enumerate(zip(items, shown, strict=True)):
         y = top + i * (bar_height + gap)
         w = max(1.0, plot_w * value / vmax) if value > 0 else 0
         out.append(f'<text x="{label_width - 6}" y="{y + bar_height - 5}" text-anchor="end">{escape(short)}</text>')
