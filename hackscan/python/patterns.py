@@ -1,6 +1,6 @@
 """Shared AST facts for the state, stream, tampering, harness, precision, replay and obfuscation rules.
 
-The rules in ``hackscan/checks/python_misc*.py`` ask the same few questions of a host file: which
+The HS13x-HS19x rules (``hackscan/checks/python/``) ask the same few questions of a host file: which
 functions run when the model is called (forward and what it reaches), which local names carry the
 *values* of forward's inputs (as opposed to their shape or identity), which names are aliases of an
 input's storage, what state outlives a call (``self.x``, module globals), and what a statement path

@@ -8,12 +8,12 @@ from collections.abc import Iterator
 
 import tree_sitter as ts
 
-from ..context import Hit, ScanContext
-from ..cuda import names
-from ..cuda.facts import Constant, CudaFacts, ExtensionFacts, Function, pos_of
-from ..cuda.flow import ALLOC_CALLS
-from ..cuda.parser import callee_name, identifiers, text
-from ..model import Confidence, Severity
+from ...context import Hit, ScanContext
+from ...cuda import names
+from ...cuda.facts import Constant, CudaFacts, ExtensionFacts, Function, pos_of
+from ...cuda.flow import ALLOC_CALLS
+from ...cuda.parser import callee_name, identifiers, text
+from ...model import Confidence, Severity
 
 _CHECKS = frozenset({"TORCH_CHECK", "TORCH_INTERNAL_ASSERT", "AT_ASSERT", "AT_ASSERTM", "assert", "static_assert",
                      "CHECK", "CHECK_EQ", "TORCH_CHECK_EQ", "AT_CHECK"})

@@ -23,7 +23,8 @@ from hackscan.registry import load_registry, rules_dir
 from .conftest import FIXTURES
 
 FAMILIES = ("HS00", "HS13", "HS14", "HS15", "HS16", "HS17", "HS18", "HS19", "HS3")
-FOLDERS = [FIXTURES / "python_misc", FIXTURES / "triton"]
+FOLDERS = [FIXTURES / "python" / t for t in ("detection", "obfuscation", "precision", "precision_half_ref", "replay", "state",
+                                       "tamper", "timing")] + [FIXTURES / "triton"]
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..context import Hit, ScanContext
-from ..cuda import names
+from ...context import Hit, ScanContext
+from ...cuda import names
 
 # fragments that, glued with ##, build a CUDA runtime / driver / profiler / loader name
 _API_FRAGMENT = re.compile(
@@ -31,7 +31,7 @@ def token_pasted_api(ctx: ScanContext) -> Iterator[Hit]:
             body = " ".join(m.body.split())[:60]
             yield ctx.hit(m.pos, args={"macro": m.name, "body": body}, evidence={"fragments": fragments})
     if ctx.options.get("deep"):
-        from ..cuda import clang
+        from ...cuda import clang
 
         if clang.available():
             for unit in facts.units:

@@ -301,7 +301,7 @@ def store_to_input(ctx: ScanContext) -> Iterator[Hit]:
 
 # ---------------------------------------------------------------------- HS305 / HS306
 def _low_precision_reference(ctx: ScanContext) -> bool:
-    from .python_misc_precision import reference_uses_low_precision
+    from .python.precision import reference_uses_low_precision
 
     return reference_uses_low_precision(ctx)
 

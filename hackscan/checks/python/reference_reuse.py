@@ -12,8 +12,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from ..context import Hit, ScanContext
-from ..model import Confidence, Severity
+from ...context import Hit, ScanContext
+from ...model import Confidence, Severity
 
 
 def inherits_reference(ctx: ScanContext) -> Iterator[Hit]:

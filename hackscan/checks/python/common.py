@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..context import ScanContext
-from ..python.catalog import HEAVY_FAMILIES
-from ..python.facts import Arm, KernelCall, PythonFacts, Return, TorchOp
-from ..python.flow import Flow
+from ...context import ScanContext
+from ...python.catalog import HEAVY_FAMILIES
+from ...python.facts import Arm, KernelCall, PythonFacts, Return, TorchOp
+from ...python.flow import Flow
 
 _SCALAR_ANNOTATIONS = ("int", "float", "bool", "str", "Optional[int]", "Optional[float]")
 

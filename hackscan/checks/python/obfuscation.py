@@ -12,9 +12,9 @@ import ast
 import re
 from collections.abc import Iterator
 
-from ..context import Hit, ScanContext
-from ..model import Severity
-from ..python.patterns import misc_facts, object_names
+from ...context import Hit, ScanContext
+from ...model import Severity
+from ...python.patterns import misc_facts, object_names
 
 _EXEC_BUILTINS = {"exec", "eval", "compile", "builtins.exec", "builtins.eval", "builtins.compile"}
 _DECODERS = {

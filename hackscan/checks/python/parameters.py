@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..context import Hit, ScanContext
-from ..model import Confidence, Severity
-from ..python.facts import Holder, PythonFacts
+from ...context import Hit, ScanContext
+from ...model import Confidence, Severity
+from ...python.facts import Holder, PythonFacts
 
 
 def _read(facts: PythonFacts, chain: str) -> bool:

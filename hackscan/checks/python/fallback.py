@@ -13,11 +13,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from ..context import Hit, ScanContext
-from ..model import Confidence, Severity
-from ..python.catalog import HEAVY_FAMILIES
-from ..python.facts import Arm, PythonFacts, TorchOp
-from .python_common import (
+from ...context import Hit, ScanContext
+from ...model import Confidence, Severity
+from ...python.catalog import HEAVY_FAMILIES
+from ...python.facts import Arm, PythonFacts, TorchOp
+from .common import (
     describe_kernel,
     describe_ops,
     is_reference_op,

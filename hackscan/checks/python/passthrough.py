@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..context import Hit, ScanContext
-from ..model import Confidence, Severity
-from ..python.catalog import classify_method, classify_torch
-from ..python.facts import PythonFacts
+from ...context import Hit, ScanContext
+from ...model import Confidence, Severity
+from ...python.catalog import classify_method, classify_torch
+from ...python.facts import PythonFacts
 
 
 def _facts(ctx: ScanContext) -> PythonFacts | None:

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 
 import tree_sitter as ts
 
-from ..context import Hit, ScanContext
-from ..cuda import names
-from ..cuda.facts import Call, CudaFacts, Function, Launch, pos_of
-from ..cuda.flow import Flow
-from ..cuda.parser import callee_name, identifiers, text
-from ..model import Confidence, Severity
+from ...context import Hit, ScanContext
+from ...cuda import names
+from ...cuda.facts import Call, CudaFacts, Function, Launch, pos_of
+from ...cuda.flow import Flow
+from ...cuda.parser import callee_name, identifiers, text
+from ...model import Confidence, Severity
 
 _DEFAULT_STREAMS = frozenset({"cudaStreamLegacy", "cudaStreamPerThread", "nullptr", "NULL", "0", "stream_default"})
 _GUARDS = ("CUDAStreamGuard", "OptionalCUDAStreamGuard", "StreamGuard")

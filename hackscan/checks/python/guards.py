@@ -13,13 +13,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from ..context import Hit, ScanContext
-from ..model import Confidence, Severity
-from ..python.facts import Arm, Branch, PythonFacts
-from ..python.flow import Flow
-from ..python.module import children
-from ..python.resolve import Unresolved
-from .python_common import describe_kernel, describe_ops, rank_ops, reference_families, tensor_args
+from ...context import Hit, ScanContext
+from ...model import Confidence, Severity
+from ...python.facts import Arm, Branch, PythonFacts
+from ...python.flow import Flow
+from ...python.module import children
+from ...python.resolve import Unresolved
+from .common import describe_kernel, describe_ops, rank_ops, reference_families, tensor_args
 
 _EXCEPTIONAL = ("isnan", "isinf", "isfinite", "isneginf", "isposinf", "nan_to_num")
 

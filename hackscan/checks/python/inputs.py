@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..context import Hit, ScanContext
-from ..model import Confidence, Severity
-from ..python.facts import PartialUse, PythonFacts
-from .python_common import tensor_args
+from ...context import Hit, ScanContext
+from ...model import Confidence, Severity
+from ...python.facts import PartialUse, PythonFacts
+from .common import tensor_args
 
 
 def _reference_mutates(ctx: ScanContext, position: int) -> bool:

@@ -13,11 +13,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from ..context import Hit, ScanContext
-from ..model import Confidence, Severity
-from ..python.module import subtree
-from ..python.patterns import MiscFacts, misc_facts
-from ..python.resolve import dotted_name
+from ...context import Hit, ScanContext
+from ...model import Confidence, Severity
+from ...python.module import subtree
+from ...python.patterns import MiscFacts, misc_facts
+from ...python.resolve import dotted_name
 
 STREAM_CTORS = {"torch.cuda.Stream", "torch.cuda.streams.Stream", "torch.cuda.ExternalStream", "cupy.cuda.Stream",
                 "cupy.cuda.stream.Stream", "torch.Stream", "torch.cuda.streams.ExternalStream"}

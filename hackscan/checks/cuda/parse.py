@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..context import Hit, ScanContext
+from ...context import Hit, ScanContext
 
 
 def parse_errors(ctx: ScanContext) -> Iterator[Hit]:

@@ -9,13 +9,13 @@ from collections.abc import Iterator
 
 import tree_sitter as ts
 
-from ..context import Hit, ScanContext
-from ..cuda import names
-from ..cuda.branches import branches, enclosing, in_empty_branch, launch_effect, launch_sites
-from ..cuda.facts import CudaFacts, Export, Function, Launch, Variable, pos_of
-from ..cuda.flow import CAST_CALLS, UNINITIALISED, Flow, Origin
-from ..cuda.parser import call_args, callee_name, contains, identifiers, text
-from ..model import Confidence, Severity
+from ...context import Hit, ScanContext
+from ...cuda import names
+from ...cuda.branches import branches, enclosing, in_empty_branch, launch_effect, launch_sites
+from ...cuda.facts import CudaFacts, Export, Function, Launch, Variable, pos_of
+from ...cuda.flow import CAST_CALLS, UNINITIALISED, Flow, Origin
+from ...cuda.parser import call_args, callee_name, contains, identifiers, text
+from ...model import Confidence, Severity
 
 # tensor methods that write into their receiver
 _MUTATORS = re.compile(r"^(copy_|fill_|zero_|index_put_|index_copy_|index_fill_|masked_fill_|masked_scatter_|"

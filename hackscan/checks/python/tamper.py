@@ -13,9 +13,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from ..context import Hit, ScanContext
-from ..model import Severity
-from ..python.patterns import CONFIG_PREFIXES, misc_facts, object_names
+from ...context import Hit, ScanContext
+from ...model import Severity
+from ...python.patterns import CONFIG_PREFIXES, misc_facts, object_names
 
 # roots whose attributes a harness relies on (``sys`` is handled by the interpreter-state rule)
 _PATCH_ROOTS = ("torch", "time", "timeit", "triton", "numpy", "builtins", "gc", "os", "random", "functools",

@@ -16,11 +16,11 @@ import operator
 from collections.abc import Iterator
 from typing import Any
 
-from ..context import Hit, ScanContext
-from ..model import Confidence, Severity
-from ..python.facts import Arm, PythonFacts
-from ..python.reference import InputSpec
-from .python_common import describe_kernel, describe_ops, is_reference_op, rank_ops, reference_families
+from ...context import Hit, ScanContext
+from ...model import Confidence, Severity
+from ...python.facts import Arm, PythonFacts
+from ...python.reference import InputSpec
+from .common import describe_kernel, describe_ops, is_reference_op, rank_ops, reference_families
 
 _DTYPES = {"torch.float32": "float32", "torch.float": "float32", "torch.float16": "float16", "torch.half": "float16",
            "torch.bfloat16": "bfloat16", "torch.float64": "float64", "torch.double": "float64",

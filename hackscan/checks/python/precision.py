@@ -12,11 +12,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from ..context import Hit, ScanContext
-from ..model import Confidence, Severity
-from ..python.module import subtree
-from ..python.patterns import misc_facts
-from ..python.resolve import dotted_name
+from ...context import Hit, ScanContext
+from ...model import Confidence, Severity
+from ...python.module import subtree
+from ...python.patterns import misc_facts
+from ...python.resolve import dotted_name
 
 HALF_DTYPES = {
     "torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16",

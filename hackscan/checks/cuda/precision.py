@@ -10,12 +10,12 @@ from collections.abc import Callable, Container, Iterator
 
 import tree_sitter as ts
 
-from ..context import Hit, Pos, ScanContext
-from ..cuda import names
-from ..cuda.facts import Call, CudaFacts, Function, pos_of
-from ..cuda.flow import Flow, pointer_base, strip_casts
-from ..cuda.parser import contains, identifiers, in_walk_order, language, text
-from ..model import Confidence, Severity
+from ...context import Hit, Pos, ScanContext
+from ...cuda import names
+from ...cuda.facts import Call, CudaFacts, Function, pos_of
+from ...cuda.flow import Flow, pointer_base, strip_casts
+from ...cuda.parser import contains, identifiers, in_walk_order, language, text
+from ...model import Confidence, Severity
 
 _HALF_CAST = re.compile(rb"static_cast\s*<\s*(at::Half|c10::Half|__half|half|__nv_bfloat16|at::BFloat16|c10::BFloat16)"
                         rb"\s*>\s*\(|\(\s*(__half|half|at::Half|c10::Half|__nv_bfloat16)\s*\)\s*(?=[\w(])")

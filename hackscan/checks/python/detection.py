@@ -14,10 +14,10 @@ import ast
 import re
 from collections.abc import Iterable, Iterator
 
-from ..context import Hit, ScanContext
-from ..model import Confidence, Severity
-from ..python.patterns import MiscFacts, misc_facts, object_names
-from ..python.resolve import dotted_name
+from ...context import Hit, ScanContext
+from ...model import Confidence, Severity
+from ...python.patterns import MiscFacts, misc_facts, object_names
+from ...python.resolve import dotted_name
 
 FRAME_CALLS = {
     "inspect.stack", "inspect.currentframe", "inspect.getouterframes", "inspect.getframeinfo", "inspect.trace",

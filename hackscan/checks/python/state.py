@@ -15,10 +15,10 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..context import Hit, ScanContext
-from ..model import Confidence, Severity
-from ..python.module import HostModule, subtree
-from ..python.patterns import (
+from ...context import Hit, ScanContext
+from ...model import Confidence, Severity
+from ...python.module import HostModule, subtree
+from ...python.patterns import (
     VIEW_METHODS,
     MiscFacts,
     _assigned_names,
@@ -28,7 +28,7 @@ from ..python.patterns import (
     value_names,
     value_refs,
 )
-from ..python.resolve import dotted_name
+from ...python.resolve import dotted_name
 
 _HARMLESS_CALLS = {"len", "isinstance", "id", "hash", "print", "type", "getattr", "hasattr", "str", "repr", "bool",
                    "torch.equal", "torch.allclose", "torch.is_tensor", "logging.debug", "logging.info"}

@@ -12,9 +12,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from ..context import Hit, ScanContext
-from ..model import Confidence, Severity
-from ..python.patterns import is_alias_expr, misc_facts, state_key, value_refs
+from ...context import Hit, ScanContext
+from ...model import Confidence, Severity
+from ...python.patterns import is_alias_expr, misc_facts, state_key, value_refs
 
 SEED_CALLS = {"torch.manual_seed", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "torch.random.manual_seed",
               "numpy.random.seed", "random.seed", "torch.seed", "numpy.random.default_rng", "numpy.random.RandomState"}

@@ -1,0 +1,1 @@
+"""Checks of CUDA / C++ extension code, one module per hack class."""

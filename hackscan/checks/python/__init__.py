@@ -1,0 +1,1 @@
+"""Checks of Python host code, one module per hack class (fallback, state, timing, ...)."""
