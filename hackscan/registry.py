@@ -12,9 +12,10 @@ import functools
 import importlib
 import re
 import tomllib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from .model import Confidence, Severity, Stage
 
@@ -88,7 +89,7 @@ class Rule:
         }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _resolve(dotted: str) -> Callable[..., Any]:
     module, _, attr = dotted.partition(":")
     if not attr:
@@ -135,6 +136,47 @@ class Registry:
             return any(rule.id.startswith(p) or rule.name.upper() == p for p in pats)
 
         return [r for r in self if (not sel or match(r, sel)) and not match(r, ign)]
+
+
+# Where a check function lives, by the rule's language: a newcomer finds a rule's code from its id
+# and name alone (checks/<language>/<hack class>.py, function named after the rule).
+CHECK_HOMES: Mapping[str, tuple[str, ...]] = {
+    "python": ("hackscan.checks.python.",),
+    "cuda": ("hackscan.checks.cuda.",),
+    "cpp": ("hackscan.checks.cuda.",),
+    "triton": ("hackscan.checks.triton",),
+    "any": ("hackscan.checks.",),
+}
+
+
+def check_name(rule_name: str) -> str:
+    """The check function's name for a rule name: ``value-guarded-shortcut`` -> ``value_guarded_shortcut``."""
+    return rule_name.replace("-", "_")
+
+
+def lint(rule: Rule) -> list[str]:
+    """What is wrong with how a rule's check is filed (empty when nothing): the function must be named
+    after the rule and live under its language's folder (meta rules, ``HS0xx``, in ``checks/meta.py``).
+    Imports the check module, so it is a test-time lint, not part of loading the registry."""
+    if not rule.check:
+        return []
+    module, _, attr = rule.check.partition(":")
+    problems = []
+    want = check_name(rule.name)
+    if attr != want:
+        problems.append(f"{rule.id}: check function {attr!r} must be named after the rule: {want!r}")
+    homes = ("hackscan.checks.meta",) if rule.id.startswith("HS0") else CHECK_HOMES[rule.languages[0]]
+    if not module.startswith(homes):
+        problems.append(f"{rule.id}: check module {module!r} must live under {' or '.join(homes)}")
+    try:
+        func = _resolve(rule.check)
+    except (ImportError, AttributeError) as exc:
+        return [*problems, f"{rule.id}: check {rule.check!r} does not resolve: {exc}"]
+    if getattr(func, "__name__", None) != attr:  # an alias (`x = other_check`) hides the real function
+        problems.append(f"{rule.id}: {rule.check!r} is an alias of {getattr(func, '__name__', func)!r}")
+    if not callable(func):
+        problems.append(f"{rule.id}: {rule.check!r} is not callable")
+    return problems
 
 
 def rules_dir() -> Path:

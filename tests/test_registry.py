@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 
 import pytest
 
 from hackscan.annotations import parse_annotations
-from hackscan.registry import ID_RE, NAME_RE, RegistryError, load_registry, parse_rule, rules_dir
+from hackscan.registry import ID_RE, NAME_RE, RegistryError, lint, load_registry, parse_rule, rules_dir
 
 from .conftest import FIXTURES
 
@@ -61,6 +62,22 @@ def test_check_function_resolves(rule) -> None:
         assert callable(rule.check_function())
     else:
         assert rule.emitted_by
+
+
+@pytest.mark.parametrize("rule", [r for r in REGISTRY if r.check], ids=[r.id for r in REGISTRY if r.check])
+def test_check_function_is_named_after_its_rule_and_filed_by_language(rule) -> None:
+    assert lint(rule) == []
+
+
+def test_lint_names_a_misnamed_or_misfiled_check() -> None:
+    good = REGISTRY.get("HS101")
+    misnamed = dataclasses.replace(good, check="hackscan.checks.python.guards:shape_guarded_shortcut")
+    assert any("must be named after the rule: 'value_guarded_shortcut'" in p for p in lint(misnamed))
+    misfiled = dataclasses.replace(REGISTRY.get("HS202"), check="hackscan.checks.triton:cuda_value_guard")
+    assert any("must live under hackscan.checks.cuda." in p for p in lint(misfiled))
+    missing = dataclasses.replace(good, check="hackscan.checks.python.guards:value_guarded_shortcut_typo",
+                                  name="value-guarded-shortcut-typo")
+    assert any("does not resolve" in p for p in lint(missing))
 
 
 def test_annotations_name_existing_rules() -> None:

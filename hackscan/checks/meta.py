@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..context import Hit, ScanContext
 
 
-def unresolved_sources(ctx: ScanContext) -> Iterator[Hit]:
+def unresolved_extension_source(ctx: ScanContext) -> Iterator[Hit]:
     """HS002: a source handed to the compiler that cannot be resolved statically."""
     if ctx.host is None:
         return

@@ -27,7 +27,7 @@ def _facts(ctx: ScanContext) -> TritonFacts | None:
 
 
 # ---------------------------------------------------------------------- HS301
-def value_guard(ctx: ScanContext) -> Iterator[Hit]:
+def triton_value_guard(ctx: ScanContext) -> Iterator[Hit]:
     """HS301: an ``if`` on loaded values that returns early or stores in one arm only."""
     tf = _facts(ctx)
     if tf is None:
@@ -69,7 +69,7 @@ def _constexpr_sources(tf: TritonFacts, k: KernelFacts, name: str) -> list[tuple
     return out
 
 
-def hardcoded_shape(ctx: ScanContext) -> Iterator[Hit]:
+def triton_hardcoded_shape(ctx: ScanContext) -> Iterator[Hit]:
     """HS302: arange widths and loop bounds in a kernel equal to the task's distinctive dims."""
     tf = _facts(ctx)
     ref = ctx.reference
@@ -222,7 +222,7 @@ def _numel(ctx: ScanContext, launch: Launch, root: str) -> int | None:
     return None
 
 
-def unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
+def triton_unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
     """HS303: an uninitialised output handed to a kernel that never stores to it (or whose grid is too small)."""
     tf = _facts(ctx)
     if tf is None:
@@ -275,7 +275,7 @@ def _coverage(k: KernelFacts, launch: Launch, stores: list[Access]) -> int | Non
     return math.prod(launch.grid_value) * width
 
 
-def store_to_input(ctx: ScanContext) -> Iterator[Hit]:
+def triton_store_to_input(ctx: ScanContext) -> Iterator[Hit]:
     """HS304: a kernel stores through a pointer that the launch fills with a forward input."""
     tf = _facts(ctx)
     if tf is None:
@@ -306,7 +306,7 @@ def _low_precision_reference(ctx: ScanContext) -> bool:
     return reference_uses_low_precision(ctx)
 
 
-def low_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
+def triton_low_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
     """HS305: loaded data cast to float16 / bfloat16 / float8 (or a half-precision dot) for a float32 task."""
     tf = _facts(ctx)
     ref = ctx.reference
@@ -324,7 +324,7 @@ def low_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
                       evidence={"dtype": dtype, "lines": [n.lineno for n, _ in sites]})
 
 
-def tf32_dot(ctx: ScanContext) -> Iterator[Hit]:
+def triton_tf32_dot(ctx: ScanContext) -> Iterator[Hit]:
     """HS306: tl.dot on float32 operands without input_precision="ieee" (Triton's default is TF32)."""
     tf = _facts(ctx)
     ref = ctx.reference
@@ -433,7 +433,7 @@ def _mentions(tree: ast.AST, name: str | None, k: KernelFacts) -> bool:
     return False
 
 
-def strided_partial(ctx: ScanContext) -> Iterator[Hit]:
+def triton_strided_partial(ctx: ScanContext) -> Iterator[Hit]:
     """HS307: a reduction loop whose step exceeds what each iteration loads; arange * constant sampling."""
     tf = _facts(ctx)
     if tf is None:

@@ -129,7 +129,7 @@ def _exported_roots(facts: CudaFacts) -> list[tuple[str, Function]]:
     return [(fn.name, fn) for fn in facts.host_functions]
 
 
-def aten_compute(ctx: ScanContext) -> Iterator[Hit]:
+def cuda_aten_fallback(ctx: ScanContext) -> Iterator[Hit]:
     """HS204."""
     facts = ctx.cuda
     flow = facts.flow
@@ -250,7 +250,7 @@ def _arith_nodes(body: ts.Node) -> list[ts.Node]:
     return found
 
 
-def catch_fallback(ctx: ScanContext) -> Iterator[Hit]:
+def cuda_catch_fallback(ctx: ScanContext) -> Iterator[Hit]:
     """HS205."""
     facts = ctx.cuda
     flow = facts.flow
@@ -313,7 +313,7 @@ def _called_from_python(ctx: ScanContext, ext: str, name: str) -> bool | None:
     return False
 
 
-def passthrough(ctx: ScanContext) -> Iterator[Hit]:
+def cuda_passthrough_export(ctx: ScanContext) -> Iterator[Hit]:
     """HS206."""
     facts = ctx.cuda
     flow = facts.flow
@@ -372,4 +372,5 @@ def passthrough(ctx: ScanContext) -> Iterator[Hit]:
                           evidence={"export": export.name, "condition": shown})
 
 
-__all__ = ["aten_compute", "catch_fallback", "passthrough", "compute_call", "UNINITIALISED", "identifiers"]
+__all__ = ["cuda_aten_fallback", "cuda_catch_fallback", "cuda_passthrough_export", "compute_call", "UNINITIALISED",
+           "identifiers"]

@@ -19,7 +19,7 @@ _INT_TYPE = re.compile(r"^(static)?(std::atomic<)?(unsigned|signed)?(int|long|lo
                        r"unsignedint|unsignedlong)>?$")
 
 
-def value_guard(ctx: ScanContext) -> Iterator[Hit]:
+def cuda_value_guard(ctx: ScanContext) -> Iterator[Hit]:
     """HS202."""
     facts = ctx.cuda
     reachable = facts.reachable
@@ -100,7 +100,7 @@ def _counters(facts: CudaFacts) -> dict[tuple[str, str], Variable]:
     return {k: v for k, v in candidates.items() if k in bumped}
 
 
-def env_or_counter(ctx: ScanContext) -> Iterator[Hit]:
+def cuda_env_or_counter_branch(ctx: ScanContext) -> Iterator[Hit]:
     """HS212."""
     facts = ctx.cuda
     counters = _counters(facts)
@@ -157,4 +157,4 @@ def _env_name(seeds: list[ts.Node], cond: ts.Node) -> str | None:
     return None
 
 
-__all__ = ["value_guard", "env_or_counter"]
+__all__ = ["cuda_value_guard", "cuda_env_or_counter_branch"]

@@ -99,7 +99,7 @@ def _input_numel(ctx: ScanContext, origin: Origin, flow: Flow) -> int | None:
     return None
 
 
-def unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
+def cuda_unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
     """HS207."""
     facts = ctx.cuda
     flow = facts.flow
@@ -300,7 +300,7 @@ def _unstoring_launches(facts: CudaFacts, flow: Flow, fn: Function, origin: Orig
 
 # ------------------------------------------------------------------------------------- HS208
 
-def static_cache(ctx: ScanContext) -> Iterator[Hit]:
+def cuda_static_cache(ctx: ScanContext) -> Iterator[Hit]:
     """HS208."""
     facts = ctx.cuda
     flow = facts.flow
@@ -387,7 +387,7 @@ def _pointer_keyed(type_text: str) -> bool:
 
 # ------------------------------------------------------------------------------------- HS213
 
-def input_mutation(ctx: ScanContext) -> Iterator[Hit]:
+def cuda_input_mutation(ctx: ScanContext) -> Iterator[Hit]:
     """HS213."""
     facts = ctx.cuda
     flow = facts.flow
@@ -543,4 +543,4 @@ def _classify_arg(host, call: ast.Call, arg: ast.AST, depth: int = 0) -> str:
     return "unknown"
 
 
-__all__ = ["unwritten_output", "static_cache", "input_mutation", "Variable"]
+__all__ = ["cuda_unwritten_output", "cuda_static_cache", "cuda_input_mutation", "Variable"]

@@ -17,7 +17,7 @@ _API_FRAGMENT = re.compile(
 _PASTE = re.compile(r"(\w*)\s*##\s*(\w*)")
 
 
-def token_pasted_api(ctx: ScanContext) -> Iterator[Hit]:
+def cuda_token_pasted_api(ctx: ScanContext) -> Iterator[Hit]:
     """HS217."""
     facts = ctx.cuda
     for m in facts.macros:
@@ -50,7 +50,7 @@ _WHY = {
 }
 
 
-def dynamic_loading(ctx: ScanContext) -> Iterator[Hit]:
+def cuda_dynamic_loading(ctx: ScanContext) -> Iterator[Hit]:
     """HS218."""
     facts = ctx.cuda
     for fn in facts.functions:
@@ -70,4 +70,4 @@ def dynamic_loading(ctx: ScanContext) -> Iterator[Hit]:
                           evidence={"call": c.name, "function": fn.key})
 
 
-__all__ = ["token_pasted_api", "dynamic_loading"]
+__all__ = ["cuda_token_pasted_api", "cuda_dynamic_loading"]

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from ...context import Hit, ScanContext
 
 
-def parse_errors(ctx: ScanContext) -> Iterator[Hit]:
+def cuda_parse_error(ctx: ScanContext) -> Iterator[Hit]:
     seen: set[str] = set()
     for err in ctx.cuda.parse_errors:
         if err.unit_id in seen:  # the first error per unit; the rest usually follow from it

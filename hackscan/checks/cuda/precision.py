@@ -117,7 +117,7 @@ def _tf32(fn: Function, mentioned: bool = True) -> list[ts.Node]:
     return out
 
 
-def reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
+def cuda_reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
     """HS214."""
     ref = ctx.reference
     if ref is None or ref.dtype != "float32":
@@ -176,7 +176,7 @@ def reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
                           evidence={"sites": len(tf)})
 
 
-def fast_math(ctx: ScanContext) -> Iterator[Hit]:
+def cuda_fast_math(ctx: ScanContext) -> Iterator[Hit]:
     """HS215."""
     ref = ctx.reference
     if ref is None or ref.dtype != "float32":
@@ -395,7 +395,7 @@ def _launch_blocks(facts: CudaFacts, flow: Flow, kernel: Function) -> set[int | 
     return out
 
 
-def strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
+def cuda_strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
     """HS216."""
     facts = ctx.cuda
     flow = facts.flow
@@ -642,4 +642,4 @@ def _accumulates(body: ts.Node, fn: Function) -> bool:
     return False
 
 
-__all__ = ["reduced_precision", "fast_math", "strided_subsample", "Call", "contains"]
+__all__ = ["cuda_reduced_precision", "cuda_fast_math", "cuda_strided_subsample", "Call", "contains"]

@@ -191,7 +191,7 @@ def _norm(name: str) -> str:
     return name.lower().replace("_", "")
 
 
-def hardcoded_shapes(ctx: ScanContext) -> Iterator[Hit]:
+def cuda_hardcoded_shape(ctx: ScanContext) -> Iterator[Hit]:
     ref = ctx.reference
     if ref is None:
         return
@@ -324,4 +324,4 @@ def _judge(ctx: ScanContext, uses: list, what: str, value: int, dim_label: dict[
                              "functions": sorted({f.name for f, _, _ in real})})
 
 
-__all__ = ["hardcoded_shapes"]
+__all__ = ["cuda_hardcoded_shape"]

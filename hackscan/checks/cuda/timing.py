@@ -146,7 +146,7 @@ def _joined_after(joins: list[Call], launch: Launch) -> bool:
     return False
 
 
-def side_streams(ctx: ScanContext) -> Iterator[Hit]:
+def cuda_unjoined_stream(ctx: ScanContext) -> Iterator[Hit]:
     """HS209."""
     facts = ctx.cuda
     flow = facts.flow
@@ -217,7 +217,7 @@ def side_streams(ctx: ScanContext) -> Iterator[Hit]:
 _THREAD_TYPES = ("std::thread", "std::jthread", "thread", "jthread")
 
 
-def host_threads(ctx: ScanContext) -> Iterator[Hit]:
+def cuda_host_thread(ctx: ScanContext) -> Iterator[Hit]:
     """HS210."""
     facts = ctx.cuda
     for fn in facts.host_functions:
@@ -280,7 +280,7 @@ def _chained_detach(node: ts.Node) -> bool:
 
 # ------------------------------------------------------------------------------------- HS211
 
-def api_interposition(ctx: ScanContext) -> Iterator[Hit]:
+def cuda_api_interposition(ctx: ScanContext) -> Iterator[Hit]:
     """HS211."""
     facts = ctx.cuda
     for fn in facts.functions:
@@ -315,4 +315,4 @@ def _extern_c(node: ts.Node) -> bool:
     return False
 
 
-__all__ = ["side_streams", "host_threads", "api_interposition", "callee_name"]
+__all__ = ["cuda_unjoined_stream", "cuda_host_thread", "cuda_api_interposition", "callee_name"]

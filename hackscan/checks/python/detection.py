@@ -201,7 +201,7 @@ def _env_reads(ctx: ScanContext, facts: MiscFacts) -> list[tuple[ast.AST, str, s
     return out
 
 
-def environment_branch(ctx: ScanContext) -> Iterator[Hit]:
+def environment_dependent_branch(ctx: ScanContext) -> Iterator[Hit]:
     """HS161: environment variables, argv or the parent process feeding a branch."""
     host = ctx.host
     if host is None:

@@ -145,7 +145,7 @@ def kernel_only_epilogue(ctx: ScanContext) -> Iterator[Hit]:
                 break
 
 
-def exception_fallback(ctx: ScanContext) -> Iterator[Hit]:
+def exception_fallback_to_torch(ctx: ScanContext) -> Iterator[Hit]:
     """HS107: an except handler around a kernel call computes the result with torch instead."""
     facts = _facts(ctx)
     if facts is None:
@@ -188,7 +188,7 @@ def exception_fallback(ctx: ScanContext) -> Iterator[Hit]:
                           severity=severity, confidence=confidence)
 
 
-def flag_fallback(ctx: ScanContext) -> Iterator[Hit]:
+def flag_fallback_to_torch(ctx: ScanContext) -> Iterator[Hit]:
     """HS108: a branch on a 'kernel compiled / usable' flag whose arm computes with torch instead."""
     facts = _facts(ctx)
     if facts is None or not facts.fallback_flags:

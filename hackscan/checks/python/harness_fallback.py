@@ -211,7 +211,7 @@ def _reason_text(reason: tuple[ast.AST | None, str]) -> str:
     return text if node is None else f"`{ast.unparse(node)}` {text}"
 
 
-def harness_path_fallback(ctx: ScanContext) -> Iterator[Hit]:
+def harness_path_torch_fallback(ctx: ScanContext) -> Iterator[Hit]:
     """HS118."""
     facts = ctx.python
     if facts is None or facts.forward is None or not facts.kernels:

@@ -218,7 +218,7 @@ def _command_text(host, facts, call: ast.Call) -> str | None:
     return None
 
 
-def runtime_shell(ctx: ScanContext) -> Iterator[Hit]:
+def runtime_shell_command(ctx: ScanContext) -> Iterator[Hit]:
     """HS193: shell commands, subprocesses and pip installs run by the candidate."""
     host = ctx.host
     if host is None:
@@ -241,7 +241,7 @@ def runtime_shell(ctx: ScanContext) -> Iterator[Hit]:
         yield ctx.hit(ctx.at(call), args={"fn": name, "cmd": shown}, evidence={"command": cmd})
 
 
-def foreign_library(ctx: ScanContext) -> Iterator[Hit]:
+def foreign_library_load(ctx: ScanContext) -> Iterator[Hit]:
     """HS194: shared libraries loaded through ctypes / torch.ops.load_library / cupy module files."""
     host = ctx.host
     if host is None:

@@ -16,7 +16,7 @@ from ...context import Hit, ScanContext
 from ...model import Confidence, Severity
 
 
-def inherits_reference(ctx: ScanContext) -> Iterator[Hit]:
+def inherits_reference_forward(ctx: ScanContext) -> Iterator[Hit]:
     """HS111."""
     facts = ctx.python
     if facts is None or facts.model is None:
@@ -31,7 +31,7 @@ def inherits_reference(ctx: ScanContext) -> Iterator[Hit]:
                   evidence={"bases": list(facts.bases)})
 
 
-def calls_reference(ctx: ScanContext) -> Iterator[Hit]:
+def calls_reference_model(ctx: ScanContext) -> Iterator[Hit]:
     """HS112."""
     facts = ctx.python
     if facts is None or facts.model is None:

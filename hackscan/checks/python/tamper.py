@@ -73,7 +73,7 @@ def _harness_name(name: str) -> bool:
     return root in _PATCH_ROOTS and "." in name and not _is_config(name)
 
 
-def harness_patch(ctx: ScanContext) -> Iterator[Hit]:
+def harness_function_patched(ctx: ScanContext) -> Iterator[Hit]:
     """HS150: assignments (and setattr) to attributes of torch, time, timing and testing modules."""
     host = ctx.host
     if host is None:
@@ -164,7 +164,7 @@ _INTERPRETER_CALLS = frozenset(n.rsplit(".", 1)[-1] for n in _GC_WALKS | _TRACE_
     "remove"}
 
 
-def interpreter_tampering(ctx: ScanContext) -> Iterator[Hit]:
+def interpreter_state_tampering(ctx: ScanContext) -> Iterator[Hit]:
     """HS151: sys.modules / import hooks, gc heap walks, trace hooks, ctypes writes, builtins dicts."""
     host = ctx.host
     if host is None:

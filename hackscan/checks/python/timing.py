@@ -180,7 +180,7 @@ def unjoined_side_stream(ctx: ScanContext) -> Iterator[Hit]:
                       evidence={"use": how, "in_forward": in_forward})
 
 
-def background_thread(ctx: ScanContext) -> Iterator[Hit]:
+def unjoined_background_work(ctx: ScanContext) -> Iterator[Hit]:
     """HS141: threads, pools and processes whose work is not joined before forward returns."""
     host = ctx.host
     if host is None:
@@ -239,7 +239,7 @@ def _waits(call: ast.Call) -> bool:
         f.attr != "join"
 
 
-def deferred_tensor(ctx: ScanContext) -> Iterator[Hit]:
+def deferred_tensor_subclass(ctx: ScanContext) -> Iterator[Hit]:
     """HS142: tensor subclasses / wrappers with __torch_function__ or __torch_dispatch__ (lazy results)."""
     host = ctx.host
     if host is None:
