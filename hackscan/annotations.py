@@ -5,6 +5,9 @@ semgrep's ``ruleid:``):
 
 * ``# expect: HS101`` (Python) or ``// expect: HS201`` (CUDA, also inside a CUDA string): a finding
   of that rule on this line.  Several ids may be listed, comma-separated.
+* ``# expect: HS172 warning``: the same, and the finding must have that severity (``error``,
+  ``warning`` or ``info``), for fixtures whose point is the severity (a warning that must not become
+  an error).  Ids without one are matched on rule and line only.
 * ``# todo-expect: HS101``: a known miss, written down rather than hidden (CodeQL's MISSING).
 * ``# spurious: HS105``: a known false alarm, written down (CodeQL's SPURIOUS).
 * ``# legit-for: HS101, HS102`` anywhere in the file: this file is a legitimate look-alike for
@@ -17,10 +20,11 @@ Matching is by (rule, line), never by counts per file, so a miss and a false ala
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable
 
-_ANN = re.compile(r"(?:#|//)\s*(?P<kind>expect|todo-expect|spurious|legit-for)\s*:\s*(?P<ids>HS\d{3}(?:\s*,\s*HS\d{3})*)")
+_ID = r"HS\d{3}(?:[ \t]+(?:error|warning|info)\b)?"
+_ANN = re.compile(rf"(?:#|//)\s*(?P<kind>expect|todo-expect|spurious|legit-for)\s*:\s*(?P<ids>{_ID}(?:\s*,\s*{_ID})*)")
 _MODE = re.compile(r"(?:#|//)\s*hackscan-test:\s*mode=(?P<mode>audit|gate)")
 
 
@@ -31,12 +35,14 @@ class Annotations:
     spurious: frozenset[tuple[str, int]] = frozenset()
     legit_for: frozenset[str] = frozenset()
     mode: str | None = None
+    # (rule, line) -> the severity an ``expect`` states, only where it states one
+    severities: Mapping[tuple[str, int], str] = field(default_factory=dict)
 
     @property
     def expected_rules(self) -> frozenset[str]:
         return frozenset(r for r, _ in self.expected)
 
-    def restricted(self, rules: Iterable[str]) -> "Annotations":
+    def restricted(self, rules: Iterable[str]) -> Annotations:
         keep = set(rules)
         return Annotations(
             expected=frozenset(e for e in self.expected if e[0] in keep),
@@ -44,7 +50,17 @@ class Annotations:
             spurious=frozenset(e for e in self.spurious if e[0] in keep),
             legit_for=frozenset(r for r in self.legit_for if r in keep),
             mode=self.mode,
+            severities={k: v for k, v in self.severities.items() if k[0] in keep},
         )
+
+    def severity_mismatches(self, actual: Iterable[tuple[str, int, str]]) -> list[str]:
+        """``rule@line: expected S, found T`` for each finding whose severity differs from the stated one."""
+        out = []
+        for rule, line, severity in sorted(set(actual)):
+            want = self.severities.get((rule, line))
+            if want is not None and want != severity:
+                out.append(f"{rule}@{line}: expected {want}, found {severity}")
+        return out
 
 
 def parse_annotations(text: str) -> Annotations:
@@ -52,13 +68,19 @@ def parse_annotations(text: str) -> Annotations:
     todo: set[tuple[str, int]] = set()
     spurious: set[tuple[str, int]] = set()
     legit: set[str] = set()
+    severities: dict[tuple[str, int], str] = {}
     mode = None
     if "expect" not in text and "legit-for" not in text and "spurious" not in text and "hackscan-test" not in text:
         return Annotations()
     for lineno, line in enumerate(text.splitlines(), start=1):
         for m in _ANN.finditer(line):
-            ids = [i.strip() for i in m.group("ids").split(",")]
+            ids = []
             kind = m.group("kind")
+            for item in m.group("ids").split(","):
+                rule, *severity = item.split()
+                ids.append(rule)
+                if severity and kind == "expect":
+                    severities[(rule, lineno)] = severity[0]
             if kind == "legit-for":
                 legit.update(ids)
                 continue
@@ -67,7 +89,7 @@ def parse_annotations(text: str) -> Annotations:
         mm = _MODE.search(line)
         if mm:
             mode = mm.group("mode")
-    return Annotations(frozenset(expected), frozenset(todo), frozenset(spurious), frozenset(legit), mode)
+    return Annotations(frozenset(expected), frozenset(todo), frozenset(spurious), frozenset(legit), mode, severities)
 
 
 @dataclass

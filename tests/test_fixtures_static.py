@@ -1,4 +1,4 @@
-"""Every fixture file, scanned statically, yields exactly its annotated findings (rule and line)."""
+"""Every fixture file, scanned statically, yields exactly its annotated findings (rule and line, and severity where stated)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,10 @@ def test_fixture_static_findings_match_annotations(sub: Submission) -> None:
         assert not fired or (rule, fired[0]) in ann.expected, f"{sub.path}: legit look-alike for {rule} flagged at {fired}"
     detail = "\n".join(f"  {f.rule}@{f.location.line}: {f.message}" for f in report.findings)
     assert cmp.ok, cmp.describe() + "\nall findings:\n" + detail
+    # where an annotation states a severity (`# expect: HS172 warning`), the finding must have it
+    stated = ann.severity_mismatches((f.rule, f.location.line, f.severity.value) for f in report.findings
+                                     if f.stage is Stage.STATIC and not f.suppressed)
+    assert not stated, f"{sub.path}: severity " + "; ".join(stated)
 
 
 def test_fixture_tree_is_not_empty() -> None:
