@@ -579,6 +579,30 @@ def explain_cmd(rule: str = typer.Argument(..., metavar="RULE", help="Rule id (H
     typer.echo("Legitimate look-alike (not flagged):\n" + _indent(r.legit_example))
 
 
+@app.command("new-rule", cls=_PlainArgs)
+def new_rule_cmd(
+    name: str = typer.Argument(..., metavar="NAME", help="Kebab-case rule name (cuda-... for CUDA, triton-... for Triton)."),
+    language: str = typer.Option(..., "--language", "-l", metavar="LANG", help="python, cuda or triton."),
+    topic: str | None = typer.Option(None, "--topic", "-t", metavar="TOPIC",
+                                     help="Hack class the check module is named for (checks/<language>/<topic>.py); "
+                                          "not for triton."),
+    severity: str = typer.Option("error", "--severity", "-s", metavar="SEV", help="error, warning or info."),
+    confidence: str = typer.Option("medium", "--confidence", metavar="CONF", help="high, medium or low."),
+    rule_id: str | None = typer.Option(None, "--id", metavar="HSNNN", help="Rule id (default: the next free one of the family)."),
+    taxonomy: int | None = typer.Option(None, "--class", metavar="N", help="TAXONOMY.md class (1..20)."),
+    root: Path | None = typer.Option(None, "--root", metavar="DIR", help="Source checkout to write into (default: this one)."),
+) -> None:
+    """Scaffold a static rule: its TOML, a check stub, a hack fixture and a look-alike."""
+    from .scaffold import ScaffoldError, new_rule, source_root
+
+    try:
+        where = root.resolve() if root else source_root()
+        done = new_rule(where, name, language.lower(), topic, severity.lower(), confidence.lower(), rule_id, taxonomy)
+    except ScaffoldError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(done.next_steps(where))
+
+
 def _indent(text: str) -> str:
     return "\n".join("    " + line for line in text.splitlines())
 

@@ -1,0 +1,156 @@
+"""``hackscan new-rule``: scaffold into a copy of the checkout, then check what a contributor gets.
+
+The copy's own ``hackscan`` package holds the new check, so loading and linting it runs in a child
+interpreter with the copy first on ``sys.path``; writing and refusing run here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hackscan.annotations import parse_annotations
+from hackscan.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for part in ("hackscan", "rules"):
+        shutil.copytree(ROOT / part, tmp_path / part, ignore=ignore)
+    # the one fixture folder the scaffold adds to (it has a reference.py); the others it creates
+    shutil.copytree(ROOT / "fixtures" / "python" / "timing", tmp_path / "fixtures" / "python" / "timing")
+    return tmp_path
+
+
+def _run(root: Path, *args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(app, ["new-rule", *args, "--root", str(root)])
+    return res.exit_code, res.output
+
+
+def _in_copy(root: Path, code: str) -> dict:
+    """Run ``code`` in a child interpreter that imports the copy's hackscan; it prints one JSON line."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=root, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+LINT_AND_SCAN = """
+    import json, hackscan
+    from hackscan.annotations import compare, parse_annotations
+    from hackscan.config import Config
+    from hackscan.engine import StaticScanner
+    from hackscan.inputs import Submission, discover
+    from hackscan.registry import lint, load_registry
+    assert hackscan.__file__.startswith({root!r}), hackscan.__file__
+    reg = load_registry()
+    out = {{"lint": {{i: lint(reg.get(i)) for i in {ids!r}}}, "scan": {{}}}}
+    scanner = StaticScanner(Config(mode="gate"))
+    for sub in discover([{fixtures!r}]):
+        if isinstance(sub, Submission) and any(s in sub.path for s in {stems!r}):
+            rep = scanner.scan(sub)
+            actual = {{(f.rule, f.location.line) for f in rep.findings}}
+            cmp = compare(sub.path, parse_annotations(sub.code), actual)
+            out["scan"][sub.path.rsplit("/", 1)[1]] = [sorted(actual), cmp.ok]
+    print(json.dumps(out))
+"""
+
+
+def test_scaffold_writes_a_rule_that_loads_lints_and_fails_its_fixture_until_the_check_is_written(checkout):
+    code, out = _run(checkout, "pinned-memory-escape", "--language", "python", "--topic", "timing",
+                     "--severity", "warning", "--class", "9")
+    assert code == 0, out
+    assert "wrote HS195 pinned-memory-escape" in out and "next:" in out
+    code, out = _run(checkout, "cuda-stale-texture", "-l", "cuda", "-t", "textures", "--id", "HS250")
+    assert code == 0, out
+    code, out = _run(checkout, "triton-atomic-skip", "-l", "triton")
+    assert code == 0, out
+
+    toml = (checkout / "rules" / "HS195.toml").read_text()
+    assert 'check = "hackscan.checks.python.timing:pinned_memory_escape"' in toml
+    assert 'severity = "warning"' in toml and "taxonomy = [9]" in toml
+    assert 'check = "hackscan.checks.cuda.textures:cuda_stale_texture"' in (checkout / "rules/HS250.toml").read_text()
+    assert 'check = "hackscan.checks.triton:triton_atomic_skip"' in (checkout / "rules/HS308.toml").read_text()
+    # appended to the existing topic module, which keeps its checks; a new topic gets a module of its own
+    timing = (checkout / "hackscan/checks/python/timing.py").read_text()
+    assert "def unjoined_side_stream(" in timing and timing.rstrip().endswith("yield from ()")
+    assert (checkout / "fixtures/cuda/textures/reference.py").is_file()
+
+    hack = checkout / "fixtures/python/timing/hack_pinned_memory_escape.py"
+    ok = checkout / "fixtures/python/timing/ok_pinned_memory_escape.py"
+    ann = parse_annotations(hack.read_text())
+    (line,) = [ln for r, ln in ann.expected if r == "HS195"]
+    assert ann.severities == {("HS195", line): "warning"}
+    assert parse_annotations(ok.read_text()).legit_for == {"HS195"}
+    cuda_hack = parse_annotations((checkout / "fixtures/cuda/textures/hack_stale_texture.py").read_text())
+    assert {r for r, _ in cuda_hack.expected} == {"HS250"}
+
+    stems = ["pinned_memory_escape", "stale_texture", "atomic_skip"]
+    res = _in_copy(checkout, LINT_AND_SCAN.format(root=str(checkout), ids=["HS195", "HS250", "HS308"],
+                                                  fixtures=str(checkout / "fixtures"), stems=stems))
+    assert res["lint"] == {"HS195": [], "HS250": [], "HS308": []}
+    # the templates are clean candidates: nothing fires, so each hack fixture misses only its own rule
+    assert all(found == [] for found, _ in res["scan"].values()), res["scan"]
+    assert not res["scan"]["hack_pinned_memory_escape.py"][1] and res["scan"]["ok_pinned_memory_escape.py"][1]
+
+    # fill the check in (here: flag the annotated line of any file that is not a look-alike) and it passes
+    filled = timing.replace("    yield from ()", textwrap.indent(textwrap.dedent("""\
+        code = ctx.submission.code
+        if "legit-for" not in code:
+            for n, text in enumerate(code.splitlines(), start=1):
+                if "relu_ext.relu_out(x, out)" in text:
+                    yield Hit(line=n)"""), "    "))
+    (checkout / "hackscan/checks/python/timing.py").write_text(filled)
+    res = _in_copy(checkout, LINT_AND_SCAN.format(root=str(checkout), ids=["HS195"], fixtures=str(checkout / "fixtures"),
+                                                  stems=["pinned_memory_escape"]))
+    assert res["scan"]["hack_pinned_memory_escape.py"] == [[["HS195", line]], True]
+    assert res["scan"]["ok_pinned_memory_escape.py"] == [[], True]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["value-guarded-shortcut", "-l", "python", "-t", "guards"], "name 'value-guarded-shortcut' is already a rule's name"),
+    (["some-new-guard", "-l", "python", "-t", "guards", "--id", "HS101"], "id HS101 is already taken"),
+    (["some-new-guard", "-l", "python", "-t", "guards", "--id", "HS250"], "in the HS1xx family"),
+    (["stale-texture", "-l", "cuda", "-t", "textures"], "a cuda rule's name starts with 'cuda-'"),
+    (["triton-thing", "-l", "triton", "-t", "kernels"], "leave out --topic"),
+    (["some-new-guard", "-l", "python"], "needs --topic"),
+    (["some-new-guard", "-l", "python", "-t", "common"], "topic 'common' must be"),
+    (["Not_Kebab", "-l", "python", "-t", "guards"], "is not kebab-case"),
+    (["some-new-guard", "-l", "rust", "-t", "guards"], "language 'rust'"),
+    (["some-new-guard", "-l", "python", "-t", "guards", "-s", "fatal"], "severity 'fatal'"),
+])
+def test_refusals_are_one_line_and_write_nothing(checkout, args, message) -> None:
+    before = sorted(p for p in checkout.rglob("*") if "__pycache__" not in p.parts)
+    code, out = _run(checkout, *args)
+    assert code == 2
+    assert out.strip().splitlines() == [f"hackscan: error: {out.strip().split('error: ', 1)[1]}"]
+    assert message in out
+    assert sorted(p for p in checkout.rglob("*") if "__pycache__" not in p.parts) == before
+
+
+def test_an_existing_fixture_or_function_is_refused(checkout) -> None:
+    (checkout / "fixtures/python/timing/hack_some_new_guard.py").write_text("# taken\n")
+    code, out = _run(checkout, "some-new-guard", "-l", "python", "-t", "timing")
+    assert code == 2 and "hack_some_new_guard.py already exists" in out
+    assert not (checkout / "rules" / "HS195.toml").exists()
+    with (checkout / "hackscan/checks/python/timing.py").open("a") as f:
+        f.write("\n\ndef other_new_guard(ctx):\n    return iter(())\n")
+    code, out = _run(checkout, "other-new-guard", "-l", "python", "-t", "timing")
+    assert code == 2 and "already defines other_new_guard()" in out
+
+
+def test_outside_a_checkout_it_says_so(tmp_path) -> None:
+    code, out = _run(tmp_path, "some-new-guard", "-l", "python", "-t", "guards")
+    assert code == 2 and "not a hackscan source checkout" in out
