@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # imported lazily at run time: listing rules must not pay for
     from .inputs import Submission
     from .python.facts import PythonFacts
     from .python.module import HostModule
+    from .python.program import Program
     from .python.reference import ReferenceFacts
     from .triton.facts import TritonFacts
 
@@ -250,10 +251,16 @@ class ScanContext:
         return self._reference_derived("python", lambda m: build_python_facts(m, "Model"))  # type: ignore[no-any-return]
 
     @cached_property
-    def graph(self) -> "nx.DiGraph":
-        from .graph import build_graph
+    def program(self) -> "Program":
+        """The program model: which class is the model, its forward, the call / launch graph."""
+        from .python.program import Program
 
-        return build_graph(self)
+        return Program(self)
+
+    @property
+    def graph(self) -> "nx.DiGraph":
+        """The call / launch graph of ``program`` (forward down to the kernels)."""
+        return self.program.graph
 
     # ------------------------------------------------------------------ end of scan
     def release(self) -> None:
@@ -270,6 +277,7 @@ class ScanContext:
             if module is not None:
                 module.__dict__.pop("_misc_facts", None)
                 module.__dict__.pop("_object_names", None)
+                module.__dict__.pop("_model_class", None)
         cuda = d.get("cuda")
         if cuda is not None:
             cuda.release()  # its own cycles (see ``CudaFacts.release``)

@@ -58,6 +58,7 @@ from .imports import CONVENTIONAL
 from .lazy import cached_property
 from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain, subtree
 from .module import HostModule, children
+from .program import host_model
 from .resolve import Unresolved, dotted_name
 
 MAX_DEPTH = 6
@@ -327,20 +328,7 @@ class _Analyser:
     def _find_model(self, class_name: str | None) -> ast.ClassDef | None:
         if class_name is not None:
             return self.classes.get(class_name)
-        if "ModelNew" in self.classes:
-            return self.classes["ModelNew"]
-        candidates = []
-        for c in self.classes.values():
-            if c.name == "Model" or c.name in self.autograd:
-                continue
-            if any(isinstance(f, ast.FunctionDef) and f.name == "forward" for f in c.body):
-                bases = {self._canon(b) for b in c.bases}
-                if any(b.startswith("torch.nn.") or b in self.classes for b in bases):
-                    candidates.append(c)
-        if not candidates:
-            return None
-        # the last such class: helper blocks come first, the model that uses them last
-        return max(candidates, key=lambda c: c.lineno)
+        return host_model(self.host)  # the one rule (``program.model_class``)
 
     def _methods(self, cls_name: str) -> dict[str, tuple[ast.FunctionDef, str]]:
         """Methods of a class defined here, its local bases' included (read-only: shared by every caller)."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from .lazy import cached_property
 from .module import HostModule, children
+from .program import forward_of, host_model
 from .resolve import dotted_name
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
@@ -440,16 +441,12 @@ class MiscFacts:
 
     @cached_property
     def model(self) -> ast.ClassDef | None:
-        """``ModelNew``, else the last module-level class with a ``forward`` (not the reference ``Model``)."""
-        classes = self.module_classes
-        if "ModelNew" in classes:
-            return classes["ModelNew"]
-        cands = [c for name, c in classes.items() if name != "Model" and _method(c, "forward") is not None]
-        return cands[-1] if cands else None
+        """The model class by the one rule of ``program.model_class``."""
+        return host_model(self.host)
 
     @cached_property
     def forward(self) -> FunctionNode | None:
-        return _method(self.model, "forward") if self.model is not None else None
+        return forward_of(self.model)
 
     def _closure(self, roots: list[FunctionNode]) -> tuple[FunctionNode, ...]:
         """Functions reachable from ``roots``: self-methods, module functions, autograd
