@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..inputs import Submission
-from ..python.program import MODEL_NAME, Outline, outline
+from ..python.program import Outline, outline
 
 _CUDA_CALLS = re.compile(r"\.cuda\(|device\s*=\s*['\"]cuda|torch\.device\(\s*['\"]cuda|\.to\(\s*['\"]cuda")
 # CUDA source text anywhere in the file: a kernel built at run time from strings the static stage
@@ -47,7 +47,7 @@ def inspect(sub: Submission, program: Outline | None = None) -> Target:
             program = _outline(sub)
         except (SyntaxError, ValueError) as exc:
             return Target(problem=f"the host code does not parse: {exc}")
-    if program.model != MODEL_NAME:  # the harness instantiates ModelNew by name
+    if not program.harness_name:  # the harness looks ModelNew up by name (a class or an alias of one)
         return Target(problem="the candidate defines no ModelNew class")
     needs: set[str] = set()
     languages = set(program.languages)

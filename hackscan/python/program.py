@@ -7,7 +7,8 @@ question "does forward reach X" is a query on the one call / launch graph built 
 
 Which class is the model (one rule, ``model_class``):
 
-1. ``ModelNew``, a module-level class of that name.  The harness instantiates ``ModelNew`` by name,
+1. The class bound to ``ModelNew`` at module level: ``class ModelNew`` or ``ModelNew = OtherClass``
+   (the last binding, as at run time).  The harness looks ``ModelNew`` up by name in the module,
    so whatever else the file defines, that class is what runs and is timed.
 2. Otherwise the last module-level class that defines ``forward`` in its own body and derives from
    ``torch.nn.*`` or from another class of the file, leaving out the reference's ``Model`` and
@@ -85,11 +86,17 @@ def model_class(tree: ast.Module, canonical: Callable[[ast.AST], str] | None = N
     caller with only a tree (the seeds, which edit their own parse) gets the spelled names.
     """
     classes: dict[str, ast.ClassDef] = {}
+    bound: ast.ClassDef | None = None  # what the name ModelNew holds after the module ran
     for stmt in tree.body:
         if type(stmt) is ast.ClassDef:
             classes[stmt.name] = stmt  # a redefinition replaces the earlier class, as at run time
-    if MODEL_NAME in classes:
-        return classes[MODEL_NAME]
+            if stmt.name == MODEL_NAME:
+                bound = stmt
+        elif type(stmt) is ast.Assign and any(type(t) is ast.Name and t.id == MODEL_NAME for t in stmt.targets):
+            value = stmt.value
+            bound = classes.get(value.id) if type(value) is ast.Name else None
+    if bound is not None:
+        return bound
     best: ast.ClassDef | None = None
     for c in classes.values():
         if c.name == REFERENCE_NAME or not any(isinstance(f, _FUNCS) and f.name == "forward" for f in c.body):
@@ -105,6 +112,17 @@ def model_class(tree: ast.Module, canonical: Callable[[ast.AST], str] | None = N
         if module and (best is None or c.lineno > best.lineno):
             best = c
     return best
+
+
+def is_harness_model(tree: ast.Module, cls: ast.ClassDef) -> bool:
+    """Whether ``cls`` is the model by rule 1 (the name ``ModelNew`` holds it), not only by rule 2."""
+    if cls.name == MODEL_NAME:
+        return True
+    for stmt in tree.body:
+        if type(stmt) is ast.Assign and any(type(t) is ast.Name and t.id == MODEL_NAME for t in stmt.targets) \
+                and type(stmt.value) is ast.Name and stmt.value.id == cls.name:
+            return True
+    return False
 
 
 def host_model(host: HostModule) -> ast.ClassDef | None:
@@ -142,6 +160,7 @@ class Outline:
     crosses process boundaries."""
 
     model: str | None = None  # the model class by ``model_class``
+    harness_name: bool = False  # ``ModelNew`` names it: the dynamic stage can run it
     line: int = 1  # of the model's forward (else its class; 1 without a model)
     column: int = 1
     languages: tuple[str, ...] = ()  # of the compiled units found in the host (cuda, cpp, triton)
@@ -157,9 +176,10 @@ def outline(host: HostModule, extract: bool = True) -> Outline:
     node = forward_of(cls) or cls
     line, column = host.position(node) if node is not None else (1, 1)
     name = cls.name if cls is not None else None
+    runs = cls is not None and is_harness_model(host.tree, cls)
     if not extract:
-        return Outline(model=name, line=line, column=column, incomplete=True)
-    return Outline(model=name, line=line, column=column,
+        return Outline(model=name, harness_name=runs, line=line, column=column, incomplete=True)
+    return Outline(model=name, harness_name=runs, line=line, column=column,
                    languages=tuple(sorted({u.language for u in host.units})),
                    extensions=tuple((e.name, e.kind) for e in host.extensions),
                    triton_kernels=tuple(host.triton_kernels))
@@ -344,7 +364,7 @@ def path_text(g: nx.DiGraph, path: list[str]) -> str:
 
 __all__ = [
     "MODEL_NAME", "REFERENCE_NAME", "KERNEL_KINDS", "ENTRY_KINDS", "Program", "model_class", "host_model",
-    "forward_of", "anchor", "Outline", "outline", "build_graph", "python_graph", "forward_node", "reachable", "kernels_reachable",
+    "forward_of", "is_harness_model", "anchor", "Outline", "outline", "build_graph", "python_graph", "forward_node", "reachable", "kernels_reachable",
     "any_kernel_reachable", "entries_reachable", "unreached_kernels", "torch_ops_reachable", "path_to",
     "node_label", "path_text",
 ]
