@@ -26,6 +26,7 @@ from .catalog import (
     CONSTANT_FILL,
     INPLACE_FUNCS,
     META_ATTRS,
+    META_BUILTINS,
     REDUCTIONS,
     UNINITIALISED,
     classify_method,
@@ -77,7 +78,8 @@ _COMPARE_NAMES = {ast.Gt: "torch.gt", ast.GtE: "torch.ge", ast.Lt: "torch.lt", a
 _BROAD_EXCEPTIONS = frozenset({"", "Exception", "BaseException", "RuntimeError", "builtins.Exception",
                                "builtins.BaseException", "torch.cuda.OutOfMemoryError", "OSError", "ImportError",
                                "subprocess.CalledProcessError", "AssertionError", "ValueError", "TypeError"})
-_META_BUILTINS = frozenset({"len", "isinstance", "hasattr", "callable", "type", "id", "range", "issubclass"})
+# ``range(n)`` is a shape use of ``n`` (a loop bound), as metadata-only as ``len``
+_META_BUILTINS = META_BUILTINS | {"range"}
 _UNION_BUILTINS = frozenset({"max", "min", "abs", "round", "sum", "tuple", "list", "zip", "enumerate", "sorted",
                              "reversed", "divmod", "pow", "iter", "next", "map", "filter", "dict", "set", "any", "all",
                              "str", "repr", "format", "complex"})

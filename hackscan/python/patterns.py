@@ -16,6 +16,7 @@ import operator
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from . import catalog as _catalog
 from .lazy import cached_property
 from .module import HostModule, children
 from .program import forward_of, host_model
@@ -29,15 +30,10 @@ _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _FUNC_TYPES = frozenset(_FUNCS)  # exact-type test: AST node classes are never subclassed
 _UNSET = object()  # "not memoised yet" (None is a valid owner: module level)
 
-# Tensor attributes and methods that read metadata or identity, not values: an expression that
-# touches an input only through these does not depend on the input's data.
-META_ATTRS = frozenset({
-    "shape", "dtype", "device", "is_cuda", "ndim", "layout", "requires_grad", "is_contiguous", "size", "dim",
-    "numel", "stride", "data_ptr", "element_size", "nelement", "storage_offset", "get_device",
-    "is_floating_point", "is_complex", "is_sparse", "is_quantized", "names", "grad_fn", "is_leaf", "_version",
-    "untyped_storage", "storage", "nbytes", "itemsize", "is_pinned", "is_meta",
-})
-META_FUNCS = frozenset({"len", "id", "isinstance", "type", "hash", "print"})
+# Attributes, methods and builtins that read metadata or identity, not values (the vocabulary of
+# ``catalog``): an expression that touches an input only through these does not depend on its data.
+META_ATTRS = _catalog.META_ATTRS | _catalog.META_METHODS
+META_FUNCS = _catalog.META_BUILTINS | {"print"}  # print returns None: nothing of its argument flows on
 # Allocation: the result holds no input values even when an input is passed (``empty_like(x)``).
 ALLOC_FUNCS = frozenset({
     "torch.empty", "torch.empty_like", "torch.zeros", "torch.zeros_like", "torch.ones", "torch.ones_like",
