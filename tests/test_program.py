@@ -50,7 +50,7 @@ def _finders(code: str) -> dict[str, str | None]:
     ctx = _ctx(code)
     misc = misc_facts(ctx.host).model
     seed = Seed("s", "<t>", code, "", "").facts.model
-    return {"program": ctx.program.model_name, "dataflow": ctx.python.model_name if ctx.python else None,
+    return {"program": ctx.program.model_name, "valueflow": ctx.model_flow.model_name if ctx.model_flow else None,
             "patterns": misc.name if misc is not None else None,
             "seeds": seed.name if seed is not None else None}
 
@@ -87,7 +87,7 @@ def test_a_second_forward_in_the_class_is_the_one_everyone_points_at() -> None:
             "    def forward(self, x):\n        return x + 1\n")
     ctx = _ctx(code)
     assert ctx.program.forward_line == 5
-    assert ctx.python.forward.node.lineno == 5
+    assert ctx.model_flow.forward.node.lineno == 5
     assert misc_facts(ctx.host).forward.lineno == 5
     assert anchor_line(code) == 5
     assert inspect(Submission(path="<t>", code=code)).forward_line == 5

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from ..context import Hit, ScanContext
 from ..model import Confidence, Severity
 from ..python.catalog import HEAVY_FAMILIES
-from ..python.facts import Arm, PythonFacts, TorchOp
+from ..python.facts import Arm, ModelFlow, TorchOp
 from .python_common import (
     describe_kernel,
     describe_ops,
@@ -28,8 +28,8 @@ from .python_common import (
 )
 
 
-def _facts(ctx: ScanContext) -> PythonFacts | None:
-    facts = ctx.python
+def _facts(ctx: ScanContext) -> ModelFlow | None:
+    facts = ctx.model_flow
     if facts is None or facts.forward is None:
         return None
     return facts
@@ -228,7 +228,7 @@ def flag_fallback(ctx: ScanContext) -> Iterator[Hit]:
             break
 
 
-def _flag(name: str, facts: PythonFacts) -> str | None:
+def _flag(name: str, facts: ModelFlow) -> str | None:
     return facts.fallback_flags.get(name)
 
 

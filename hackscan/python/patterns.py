@@ -61,7 +61,7 @@ CONFIG_PREFIXES = (
 
 
 @dataclass
-class Flow:
+class LocalDefs:
     """Flow-insensitive def-use facts of one function: what each local name may hold.
 
     ``defs[name]`` lists the expressions assigned to ``name`` anywhere in the function (augmented
@@ -262,7 +262,7 @@ def state_key(expr: ast.AST) -> str | None:
 class MiscFacts:
     host: HostModule
     _owner: dict[ast.AST, ast.AST | None] = field(default_factory=dict)
-    _flows: dict[ast.AST, Flow] = field(default_factory=dict)
+    _flows: dict[ast.AST, LocalDefs] = field(default_factory=dict)
     _by_owner: dict[type, dict[ast.AST | None, list[ast.AST]]] = field(default_factory=dict)
     _methods: dict[ast.AST, dict[str, FunctionNode]] = field(default_factory=dict)
     _sub_classes: dict[ast.AST, dict[str, ast.ClassDef]] = field(default_factory=dict)
@@ -620,11 +620,11 @@ class MiscFacts:
         return False
 
     # ------------------------------------------------------------------ data flow
-    def flow(self, fn: ast.AST) -> Flow:
+    def flow(self, fn: ast.AST) -> LocalDefs:
         got = self._flows.get(fn)
         if got is not None:
             return got
-        flow = Flow(fn=fn, params=_function_params(fn))
+        flow = LocalDefs(fn=fn, params=_function_params(fn))
         defs = flow.defs
         for node in self.in_functions([fn], ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr, ast.For,
                                       ast.withitem, ast.comprehension):

@@ -21,7 +21,7 @@ A file that defines neither has no model: the analyses that need one find nothin
 the dynamic stage refuses to run it (it can only run ``ModelNew``).
 
 The graph (``networkx.DiGraph``) joins the two sides of a submission: Python nodes come from the
-def-use analysis of the model (``ctx.python``: the functions forward reaches, with helpers
+def-use analysis of the model (``ctx.model_flow``: the functions forward reaches, with helpers
 inlined), the C++ side from ``hackscan.cuda.graph.cuda_graph``; they share the ``export:`` names,
 so ``networkx.compose`` joins them.
 
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     import networkx as nx
 
     from ..context import ScanContext
-    from .facts import PythonFacts
+    from .facts import ModelFlow
     from .module import HostModule
 
 MODEL_NAME = "ModelNew"  # the class the harness instantiates
@@ -223,7 +223,7 @@ def build_graph(ctx: ScanContext) -> nx.DiGraph:
     """The composed graph of one submission (lazy as ``ctx.program.graph``)."""
     import networkx as nx
 
-    g = python_graph(ctx.python) if ctx.python is not None else nx.DiGraph()
+    g = python_graph(ctx.model_flow) if ctx.model_flow is not None else nx.DiGraph()
     if any(u.language in ("cuda", "cpp") for u in ctx.units):
         try:
             from ..cuda.graph import cuda_graph
@@ -233,7 +233,7 @@ def build_graph(ctx: ScanContext) -> nx.DiGraph:
     return g
 
 
-def python_graph(facts: PythonFacts) -> nx.DiGraph:
+def python_graph(facts: ModelFlow) -> nx.DiGraph:
     import networkx as nx
 
     g = nx.DiGraph()
