@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from ..context import Hit, ScanContext
 from ..model import Confidence, Severity
-from ..python.facts import PartialUse, ModelFlow
+from ..python.facts import ModelFlow, PartialUse
 from .python_common import tensor_args
 
 
