@@ -1,9 +1,9 @@
 """What a check function sees: one submission, its units, and facts computed on first use.
 
-A check is ``def check(ctx: ScanContext) -> Iterable[Hit]``.  Facts (Python data flow, CUDA
-launches, the reference's shapes, the call graph) are ``cached_property``s, so a fact is built once
-per submission and only if some selected rule asks for it; a context is never shared between
-submissions or threads.
+A check is ``def check(ctx: ScanContext) -> Iterable[Hit]``.  Facts (the model's value flow, CUDA
+launches, the reference's shapes, the program model and its call graph) are ``cached_property``s,
+so a fact is built once per submission and only if some selected rule asks for it; a context is
+never shared between submissions or threads.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ if TYPE_CHECKING:  # imported lazily at run time: listing rules must not pay for
 
     from .cuda.facts import CudaFacts
     from .inputs import Submission
-    from .python.facts import PythonFacts
+    from .python.facts import ModelFlow
     from .python.module import HostModule
+    from .python.program import Program
     from .python.reference import ReferenceFacts
     from .triton.facts import TritonFacts
 
@@ -74,12 +75,12 @@ class ReferenceEntry:
     field both compute it, and either result is the same).
     """
 
-    __slots__ = ("module", "facts", "python")
+    __slots__ = ("module", "facts", "flow")
 
     def __init__(self, module: HostModule | None):
         self.module = module
         self.facts: Any = _UNSET
-        self.python: Any = _UNSET
+        self.flow: Any = _UNSET
 
 
 class ReferenceCache:
@@ -176,12 +177,12 @@ class ScanContext:
 
     # ------------------------------------------------------------------ facts (lazy)
     @cached_property
-    def python(self) -> "PythonFacts | None":
+    def model_flow(self) -> "ModelFlow | None":
         if self.host is None:
             return None
-        from .python.facts import build_python_facts
+        from .python.valueflow import build_model_flow
 
-        return build_python_facts(self.host)
+        return build_model_flow(self.host)
 
     @cached_property
     def cuda(self) -> "CudaFacts":
@@ -243,17 +244,23 @@ class ScanContext:
         return self._reference_derived("facts", build_reference_facts)  # type: ignore[no-any-return]
 
     @cached_property
-    def reference_python(self) -> "PythonFacts | None":
+    def reference_flow(self) -> "ModelFlow | None":
         """The reference's ``Model`` analysed like a candidate: its ops, holders and in-place writes."""
-        from .python.facts import build_python_facts
+        from .python.valueflow import build_model_flow
 
-        return self._reference_derived("python", lambda m: build_python_facts(m, "Model"))  # type: ignore[no-any-return]
+        return self._reference_derived("flow", lambda m: build_model_flow(m, "Model"))  # type: ignore[no-any-return]
 
     @cached_property
-    def graph(self) -> "nx.DiGraph":
-        from .graph import build_graph
+    def program(self) -> "Program":
+        """The program model: which class is the model, its forward, the call / launch graph."""
+        from .python.program import Program
 
-        return build_graph(self)
+        return Program(self)
+
+    @property
+    def graph(self) -> "nx.DiGraph":
+        """The call / launch graph of ``program`` (forward down to the kernels)."""
+        return self.program.graph
 
     # ------------------------------------------------------------------ end of scan
     def release(self) -> None:
@@ -270,6 +277,7 @@ class ScanContext:
             if module is not None:
                 module.__dict__.pop("_misc_facts", None)
                 module.__dict__.pop("_object_names", None)
+                module.__dict__.pop("_model_class", None)
         cuda = d.get("cuda")
         if cuda is not None:
             cuda.release()  # its own cycles (see ``CudaFacts.release``)

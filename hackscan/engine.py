@@ -140,6 +140,7 @@ class StaticScanner:
         lines = _Lines(sub, host)
         try:
             findings, skipped = self._run_rules(sub, ctx, lines)
+            program = _outline(host)
         finally:
             ctx.release()
         findings = self._apply_suppressions(sub, findings)
@@ -156,6 +157,7 @@ class StaticScanner:
             record=sub.record,
             reference=sub.reference_path,
             meta=dict(sub.meta),
+            program=program,
         )
 
     def _run_rules(self, sub: Submission, ctx: ScanContext,
@@ -383,6 +385,19 @@ def _resume_gc() -> None:
         if _gc_scans == 0 and _gc_paused_by_us:
             _gc_paused_by_us = False
             gc.enable()
+
+
+def _outline(host: Any) -> Any:
+    """What the scan learnt of the candidate's program, for the dynamic stage (``Report.program``);
+    None when there is no host or its extraction fails (the dynamic stage then parses it itself)."""
+    if host is None:
+        return None
+    from .python.program import outline
+
+    try:
+        return outline(host)
+    except Exception:  # the rules have reported the trouble; the dynamic stage falls back
+        return None
 
 
 @contextmanager

@@ -191,6 +191,9 @@ class Report:
     dynamic: Mapping[str, Any] | None = None
     # filled by the performance stage: timings per baseline, speedups, memory, bound
     performance: Mapping[str, Any] | None = None
+    # what the static stage learnt of the candidate's program (``python.program.Outline``: model
+    # class, forward's position, extensions), so the dynamic stage need not parse it again
+    program: Any = field(default=None, compare=False)
 
     @property
     def active_findings(self) -> tuple[Finding, ...]:

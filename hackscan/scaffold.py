@@ -229,7 +229,7 @@ TODO: the smallest look-alike it must not flag
 def _stub(function: str, rule_id: str, name: str) -> str:
     return f'''def {function}(ctx: ScanContext) -> Iterator[Hit]:
     """{rule_id} {name}: TODO say what this finds and what it leaves alone."""
-    # TODO: read the facts (ctx.python / ctx.host, ctx.cuda, ctx.triton) and yield ctx.hit(pos, args={{...}})
+    # TODO: read the facts (ctx.model_flow / ctx.program, ctx.cuda, ctx.triton) and yield ctx.hit(pos, args={{...}})
     # for each site; a check that yields nothing finds nothing, so the hack fixture fails until it does
     yield from ()
 '''

@@ -1,4 +1,4 @@
-"""The C++ call / launch graph: node names are a contract with hackscan/graph.py."""
+"""The C++ call / launch graph: node names are a contract with hackscan/python/program.py."""
 
 from __future__ import annotations
 

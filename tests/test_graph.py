@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import textwrap
 
-from hackscan import graph as G
 from hackscan.context import ScanContext
 from hackscan.inputs import Submission
+from hackscan.python import program as G
 from hackscan.python.module import HostModule
 
 from .conftest import ROOT

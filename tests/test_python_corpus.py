@@ -18,8 +18,8 @@ from hackscan.config import Config
 from hackscan.engine import StaticScanner
 from hackscan.inputs import Submission, discover
 from hackscan.model import Severity
-from hackscan.python.facts import build_python_facts
 from hackscan.python.module import HostModule
+from hackscan.python.valueflow import build_model_flow
 from hackscan.registry import load_registry, rules_dir
 
 FAMILIES = ("HS00", "HS10", "HS11", "HS12")
@@ -57,7 +57,7 @@ def test_facts_build_for_every_record_and_find_a_forward(corpus_path) -> None:
             host = HostModule.parse(sub.code, sub.path)
         except SyntaxError:
             continue
-        facts = build_python_facts(host)
+        facts = build_model_flow(host)
         forwards += facts.forward is not None
         assert not facts.truncated or facts.forward is not None
     assert forwards >= 220

@@ -9,9 +9,10 @@ import textwrap
 import pytest
 
 from hackscan.python.catalog import classify_method, classify_torch, op_family
-from hackscan.python.facts import PythonFacts, build_python_facts
-from hackscan.python.flow import EMPTY, Flow
+from hackscan.python.facts import ModelFlow
 from hackscan.python.module import HostModule
+from hackscan.python.provenance import EMPTY, Provenance
+from hackscan.python.valueflow import build_model_flow
 
 EXT = '''
 import torch
@@ -23,12 +24,12 @@ ext = load_inline(name="k", cpp_sources="torch::Tensor relu(torch::Tensor x); vo
 '''
 
 
-def facts_of(body: str, prefix: str = EXT, class_name: str | None = None) -> PythonFacts:
+def facts_of(body: str, prefix: str = EXT, class_name: str | None = None) -> ModelFlow:
     host = HostModule.parse(prefix + textwrap.dedent(body), "<test>")
-    return build_python_facts(host, class_name)
+    return build_model_flow(host, class_name)
 
 
-def line_of(f: PythonFacts, needle: str) -> int:
+def line_of(f: ModelFlow, needle: str) -> int:
     for i, line in enumerate(f.host.source.text.splitlines(), start=1):
         if needle in line:
             return i
@@ -37,24 +38,24 @@ def line_of(f: PythonFacts, needle: str) -> int:
 
 # ------------------------------------------------------------------------------------------ flow
 def test_flow_join_is_a_union_and_keeps_identity_for_empty() -> None:
-    a = Flow(inputs=frozenset({"x"}), alias=frozenset({"x"}))
-    b = Flow(ops=frozenset({1}))
+    a = Provenance(inputs=frozenset({"x"}), alias=frozenset({"x"}))
+    b = Provenance(ops=frozenset({1}))
     j = a.join(b)
     assert j.inputs == {"x"} and j.ops == {1} and j.alias == {"x"}
     assert a.join(EMPTY) is a and EMPTY.join(a) is a
     assert j.fresh().alias == frozenset()
-    assert a.metadata() == Flow(meta=frozenset({"x"}))
+    assert a.metadata() == Provenance(meta=frozenset({"x"}))
     assert a.with_(kernels=frozenset({3})).kernels == {3}
 
 
 def test_flow_predicates() -> None:
-    x = Flow(inputs=frozenset({"x"}), alias=frozenset({"x"}))
+    x = Provenance(inputs=frozenset({"x"}), alias=frozenset({"x"}))
     assert x.passthrough and not x.constant
-    assert Flow(allocs=frozenset({0}), meta=frozenset({"x"})).constant
-    assert not Flow(inputs=frozenset({"x"}), ops=frozenset({0})).passthrough
-    assert Flow(state=frozenset({"param:fc.weight"})).understood
-    assert not Flow(state=frozenset({"self.cache"})).understood
-    assert not Flow(opaque=frozenset({3})).understood
+    assert Provenance(allocs=frozenset({0}), meta=frozenset({"x"})).constant
+    assert not Provenance(inputs=frozenset({"x"}), ops=frozenset({0})).passthrough
+    assert Provenance(state=frozenset({"param:fc.weight"})).understood
+    assert not Provenance(state=frozenset({"self.cache"})).understood
+    assert not Provenance(opaque=frozenset({3})).understood
 
 
 # ------------------------------------------------------------------------------------------ catalog

@@ -377,7 +377,7 @@ class ExtensionFacts:
     def env_for(self, fn: Function | str | None) -> dict[str, int | float]:
         """Named constants visible in a function: file scope, then the function's own.
 
-        A table shared by every caller (merged once per function: ``Flow.fold`` asks it for every
+        A table shared by every caller (merged once per function: ``CudaFlow.fold`` asks it for every
         expression it folds); read it, do not change it."""
         if fn is None:
             return self.const_env
@@ -549,10 +549,10 @@ class CudaFacts:
         return cuda_graph(self)
 
     @cached_property
-    def flow(self):  # -> flow.Flow; imported lazily so building facts does not pay for it
-        from .flow import Flow
+    def flow(self):  # -> flow.CudaFlow (analyses over these facts); imported lazily so building facts does not pay for it
+        from .flow import CudaFlow
 
-        return Flow(self)
+        return CudaFlow(self)
 
     # --------------------------------------------------------------- end of scan
     def release(self) -> None:

@@ -204,7 +204,7 @@ def pointer_arg(node: ts.Node, known: Container[str]) -> ts.Node | None:
     return None
 
 
-class Flow:
+class CudaFlow:
     """Analyses over one submission's ``CudaFacts``; every result is cached."""
 
     def __init__(self, facts: CudaFacts):
@@ -622,7 +622,7 @@ class _LocalEnv(dict):
     looked up in ``base``, which is not copied (a fold reads a name or two of a table that can
     hold every ``#define`` of the file); the dict itself holds the locals folded here."""
 
-    def __init__(self, base: dict, fn: Function, flow: Flow):
+    def __init__(self, base: dict, fn: Function, flow: CudaFlow):
         super().__init__()
         self.base = base
         self.fn = fn
@@ -683,5 +683,5 @@ def calls_in(node: ts.Node) -> Iterable[ts.Node]:
     return descendants(node, "call_expression")
 
 
-__all__ = ["Flow", "Origin", "StoreSite", "Stores", "ReturnSite", "pointer_base", "strip_casts", "ALLOC_CALLS",
+__all__ = ["CudaFlow", "Origin", "StoreSite", "Stores", "ReturnSite", "pointer_base", "strip_casts", "ALLOC_CALLS",
            "UNINITIALISED", "names"]

@@ -1,6 +1,6 @@
 """The C++ call / launch graph of a submission's extensions.
 
-Node names are a contract with ``hackscan/graph.py``, which composes this graph with the Python
+Node names are a contract with ``hackscan/python/program.py``, which composes this graph with the Python
 one (Python nodes call ``export:<ext>.<fn>``):
 
 * ``export:<ext>.<fn>``   a function Python can call (``functions=`` / PYBIND11 ``m.def`` / cupy kernel)

@@ -9,12 +9,12 @@ the candidate as not runnable here rather than as broken.
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..inputs import Submission
+from ..python.program import Outline, outline
 
 _CUDA_CALLS = re.compile(r"\.cuda\(|device\s*=\s*['\"]cuda|torch\.device\(\s*['\"]cuda|\.to\(\s*['\"]cuda")
 # CUDA source text anywhere in the file: a kernel built at run time from strings the static stage
@@ -37,47 +37,28 @@ class Target:
     attrs: dict[str, Any] = field(default_factory=dict)
 
 
-def inspect(sub: Submission) -> Target:
+def inspect(sub: Submission, program: Outline | None = None) -> Target:
+    """``program`` is what the static stage learnt of the candidate (``report.program``); without
+    it (a caller that ran no static scan) the candidate is parsed here, with the same rules."""
     if sub.language != "python":
         return Target(problem=f"a standalone {sub.language.upper()} file has no Python host (ModelNew) to run")
-    try:
-        tree = ast.parse(sub.code)
-    except (SyntaxError, ValueError) as exc:
-        return Target(problem=f"the host code does not parse: {exc}")
-    line, col = 1, 1
-    has_new = False
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
-            has_new = True
-            line, col = node.lineno, node.col_offset + 1
-            for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "forward":
-                    line, col = item.lineno, item.col_offset + 1
-    if not has_new:
+    if program is None:
+        try:
+            program = _outline(sub)
+        except (SyntaxError, ValueError) as exc:
+            return Target(problem=f"the host code does not parse: {exc}")
+    if not program.harness_name:  # the harness looks ModelNew up by name (a class or an alias of one)
         return Target(problem="the candidate defines no ModelNew class")
     needs: set[str] = set()
-    languages: set[str] = set()
-    extensions: list[str] = []
-    custom = False
-    try:
-        from ..python.module import HostModule
-
-        host = HostModule.parse(sub.code, sub.file or sub.path)
-        for unit in host.units:
-            languages.add(unit.language)
-        for ext in host.extensions:
-            extensions.append(ext.name)
-            custom = True
-            if ext.kind == "cupy":
-                needs.add("cuda")
-        if host.triton_kernels:
-            custom = True
-            needs.add("triton")
-    except Exception:  # the static stage reports parse trouble; here it only costs precision
-        host = None
-        if "load_inline" in sub.code or "cpp_extension" in sub.code:
-            custom = True
-            needs.add("cxx")
+    languages = set(program.languages)
+    custom = bool(program.extensions) or bool(program.triton_kernels)
+    if any(kind == "cupy" for _, kind in program.extensions):
+        needs.add("cuda")
+    if program.triton_kernels:
+        needs.add("triton")
+    if program.incomplete and ("load_inline" in sub.code or "cpp_extension" in sub.code):
+        custom = True
+        needs.add("cxx")
     if "cuda" in languages:
         needs.add("cuda")
     elif _CUDA_SOURCE.search(sub.code):
@@ -86,9 +67,20 @@ def inspect(sub: Submission) -> Target:
         custom = True
     if "cpp" in languages and "cuda" not in languages:
         needs.add("cxx")
-    return Target(forward_line=line, forward_column=col, needs=frozenset(needs), custom=custom,
+    return Target(forward_line=program.line, forward_column=program.column, needs=frozenset(needs), custom=custom,
                   languages=frozenset(languages), mentions_cuda=bool(_CUDA_CALLS.search(sub.code)),
-                  extensions=tuple(extensions))
+                  extensions=tuple(name for name, _ in program.extensions))
+
+
+def _outline(sub: Submission) -> Outline:
+    """The static stage's outline, computed here for a caller that has none."""
+    from ..python.module import HostModule
+
+    host = HostModule.parse(sub.code, sub.file or sub.path)
+    try:
+        return outline(host)
+    except Exception:  # the static stage reports extraction trouble; here it only costs precision
+        return outline(host, extract=False)
 
 
 def choose_device(requested: str, info: dict[str, Any], target: Target) -> tuple[str | None, str | None]:

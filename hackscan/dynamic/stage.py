@@ -74,7 +74,7 @@ class DynamicRun:
         self.alias = Aliases()
         self.timings: dict[str, float] = {}
         self.info: dict[str, Any] = {"ran": False, "seed": self.seed}
-        self.target = runnable.inspect(sub)
+        self.target = runnable.inspect(sub, report.program)
         mem_gb = self.opts.get("memory_gb")
         # two workers and the parent share the machine: each worker gets about a third of it
         self.mem_bytes = int(float(mem_gb) * 2**30) if mem_gb else max(2 << 30, int(total_memory() * 0.3))

@@ -16,6 +16,7 @@ from functools import cached_property
 from pathlib import Path
 
 from ..inputs import REFERENCE_NAMES, Submission, discover
+from ..python.program import forward_of, model_class
 
 SEEDS_DIR = Path(__file__).resolve().parent / "seeds"
 _REPO = Path(__file__).resolve().parents[2]
@@ -95,14 +96,12 @@ class SeedFacts:
         self.line_starts = [0]
         for m in re.finditer("\n", code):
             self.line_starts.append(m.end())
-        for node in self.tree.body:
-            if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
-                self.model = node
+        self.model = model_class(self.tree)  # the one rule; seeds edit their own parse of the text
+        forward = forward_of(self.model)
+        self.forward = forward if isinstance(forward, ast.FunctionDef) else None
         if self.model is not None:
             for item in self.model.body:
-                if isinstance(item, ast.FunctionDef) and item.name == "forward":
-                    self.forward = item
-                elif isinstance(item, ast.FunctionDef) and item.name == "__init__":
+                if isinstance(item, ast.FunctionDef) and item.name == "__init__":
                     self.init = item
 
     # ---------------------------------------------------------------- positions

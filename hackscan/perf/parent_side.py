@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from ..config import Config
 from ..model import Confidence, Finding, Location, Severity, Stage
+from ..python.program import anchor
 from ..registry import Registry, load_registry
 from . import SCHEMA
 from .compare import Agreement, compare_outputs
@@ -108,19 +109,15 @@ def _undecided(perf: dict[str, Any], rule: str, what: str, ci: tuple[float, floa
 
 
 def anchor_line(code: str) -> int:
-    """The line of ``ModelNew.forward`` (where performance findings are reported), else of
-    ``class ModelNew``, else 1.  Parses the candidate; never runs it."""
+    """The line of the model's ``forward`` (where performance findings are reported), else of its
+    class, else 1.  For the standalone perf command, which has no static scan to ask: the model is
+    found by the one rule of ``python.program.model_class``.  Parses the candidate; never runs it."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
         return 1
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
-            for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "forward":
-                    return item.lineno
-            return node.lineno
-    return 1
+    found = anchor(tree)
+    return found[0] if found is not None else 1
 
 
 # ----------------------------------------------------------------------------- findings

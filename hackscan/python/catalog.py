@@ -47,8 +47,13 @@ VIEW_FUNCS = frozenset({
 # these keep all values but a copy of them (or of a subset) — still "the input" for class 6
 CAST_METHODS = frozenset({"to", "float", "half", "double", "bfloat16", "int", "long", "short", "bool", "byte", "char",
                           "type", "type_as", "cuda", "cpu", "float16", "float32"})
+# The one metadata vocabulary: tensor attributes (META_ATTRS), methods (META_METHODS), torch functions
+# (META_FUNCS) and builtins (META_BUILTINS) that read a tensor's metadata or identity, never its
+# values; both the model's value flow (``valueflow``) and the per-function def-use facts
+# (``patterns``) read them from here.
 META_ATTRS = frozenset({"shape", "dtype", "device", "is_cuda", "ndim", "requires_grad", "layout", "is_sparse",
-                        "is_quantized", "is_meta", "names", "grad_fn", "is_leaf", "itemsize", "nbytes", "output_nr"})
+                        "is_quantized", "is_meta", "names", "grad_fn", "is_leaf", "itemsize", "nbytes", "output_nr",
+                        "_version"})
 META_METHODS = frozenset({"size", "dim", "ndimension", "numel", "nelement", "stride", "storage_offset", "data_ptr",
                           "element_size", "get_device", "is_contiguous", "is_floating_point", "is_complex",
                           "is_signed", "untyped_storage", "storage", "is_pinned", "is_set_to", "has_names",
@@ -57,6 +62,7 @@ META_FUNCS = frozenset({"numel", "is_tensor", "is_floating_point", "is_complex",
                         "promote_types", "can_cast", "get_default_dtype", "is_grad_enabled", "broadcast_shapes",
                         "finfo", "iinfo", "device", "Size", "dtype", "typename", "is_nonzero", "get_device",
                         "is_inference_mode_enabled"})
+META_BUILTINS = frozenset({"len", "isinstance", "issubclass", "hasattr", "callable", "type", "id", "hash"})
 VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag"})
 # values brought to the host: ``.item()``, ``.tolist()``, ``bool(t)``
 HOST_METHODS = frozenset({"item", "tolist", "numpy", "__bool__", "__float__", "__int__"})

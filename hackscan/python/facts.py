@@ -1,19 +1,20 @@
-"""Facts about the candidate's Python host code: the model, what forward reaches, and data flow.
+"""The records of the model's value flow (``ModelFlow`` and what it lists): what forward reaches,
+and what each value it computes depends on.
 
-``build_python_facts(host)`` (lazy as ``ctx.python``) finds ``ModelNew`` (or the ``nn.Module``
-subclass with a ``forward``), analyses its ``forward`` once with every helper it reaches inlined
-(``self.helper(...)``, module functions, ``Function.apply`` -> its ``forward``, submodule classes
-defined in the file) and records, in one pass over the statements:
+The builder is ``valueflow.build_model_flow(host)`` (lazy as ``ctx.model_flow``): it takes the model
+class from ``program.model_class``, analyses its ``forward`` once with every helper it reaches
+inlined (``self.helper(...)``, module functions, ``Function.apply`` -> its ``forward``, submodule
+classes defined in the file) and records, in one pass over the statements:
 
 * every torch compute op, custom kernel launch and allocation, each with its line and function;
-* for every ``return``: a ``Flow`` saying what the returned value depends on;
+* for every ``return``: a ``Provenance`` saying what the returned value depends on;
 * every ``if`` / ``while`` / ternary / ``assert``: whether the condition reads tensor *values* or
   only metadata, the shape literals it compares against, the state it reads, and what each arm does;
 * every ``try``: what the body and each handler compute and return;
 * in-place writes into forward arguments, strided / first-row slices feeding reductions or
   broadcasts, ``self`` attributes read, and the parameter holders of ``__init__``.
 
-Rules read these lists; none of them walks the tree again.  ``PythonFacts`` is public: the
+Rules read these lists; none of them walks the tree again.  ``ModelFlow`` is public: the
 attributes below are documented and stable for the other rule families (HS13x-HS19x, HS3xx).
 """
 
@@ -24,9 +25,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from .catalog import op_family
-from .flow import EMPTY, Flow
 from .lazy import cached_property
 from .module import Extension, HostModule
+from .provenance import EMPTY, Provenance
 from .records import quick_init
 
 
@@ -126,7 +127,7 @@ class Return:
     node: ast.Return
     function: str
     depth: int  # 0 for forward's own returns, 1 for a helper called from forward, ...
-    flow: Flow
+    flow: Provenance
 
     @property
     def line(self) -> int:
@@ -201,7 +202,7 @@ class PartialUse:
 @dataclass(frozen=True)
 class Condition:
     node: ast.expr
-    flow: Flow
+    flow: Provenance
     # forward arguments whose *values* the condition reads (empty for shape / dtype checks)
     value_args: frozenset[str]
     # the constructs that read values: (source text, node), e.g. ("x.min().item()", <Call>)
@@ -240,9 +241,9 @@ class Arm:
     returns: tuple[Return, ...] = ()  # returns of the branch's own function reached in this arm
     raises: bool = False
     # flows of names bound in this arm, as they stand at its end (``out = x`` / ``out = ext.f(x)``)
-    bindings: Mapping[str, Flow] = field(default_factory=dict)
+    bindings: Mapping[str, Provenance] = field(default_factory=dict)
     # for a ternary: the flow of the arm's expression
-    value: Flow | None = None
+    value: Provenance | None = None
     terminates: bool = False
 
     @property
@@ -345,7 +346,7 @@ class ReferenceUse:
 
 # ---------------------------------------------------------------------------------------- the facts
 @dataclass
-class PythonFacts:
+class ModelFlow:
     host: HostModule
     # the model class analysed (``ModelNew``, or the nn.Module subclass with a forward), if any
     model: ast.ClassDef | None = None
@@ -386,10 +387,10 @@ class PythonFacts:
     reference_uses: list[ReferenceUse] = field(default_factory=list)
     # the analysis gave up somewhere (depth, budget): absence of evidence is weaker
     truncated: bool = False
-    _flows: dict[ast.AST, Flow] = field(default_factory=dict, repr=False)
+    _flows: dict[ast.AST, Provenance] = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------------ queries
-    def flow_of(self, node: ast.AST) -> Flow | None:
+    def flow_of(self, node: ast.AST) -> Provenance | None:
         """The flow computed for an expression node in reachable code (the last context it was reached in)."""
         return self._flows.get(node)
 
@@ -399,9 +400,9 @@ class PythonFacts:
         return [r for r in self.returns if r.depth == 0]
 
     @cached_property
-    def output(self) -> Flow:
+    def output(self) -> Provenance:
         """The join of every value forward returns."""
-        return Flow.join_all([r.flow for r in self.forward_returns])
+        return Provenance.join_all([r.flow for r in self.forward_returns])
 
     # module functions decorated as device kernels by other JITs (``@cuda.jit`` from numba)
     jit_kernels: frozenset[str] = frozenset()
@@ -428,16 +429,16 @@ class PythonFacts:
     def kernel(self, kernel_id: int) -> KernelCall:
         return self.kernels[kernel_id]
 
-    def ops_of(self, flow: Flow) -> list[TorchOp]:
+    def ops_of(self, flow: Provenance) -> list[TorchOp]:
         return sorted((self.ops[i] for i in flow.ops), key=lambda o: (o.line, o.name))
 
-    def kernels_of(self, flow: Flow) -> list[KernelCall]:
+    def kernels_of(self, flow: Provenance) -> list[KernelCall]:
         return sorted((self.kernels[i] for i in flow.kernels), key=lambda k: k.line)
 
-    def allocs_of(self, flow: Flow) -> list[Alloc]:
+    def allocs_of(self, flow: Provenance) -> list[Alloc]:
         return sorted((self.allocs[i] for i in flow.allocs), key=lambda a: a.line)
 
-    def partials_of(self, flow: Flow) -> list[PartialUse]:
+    def partials_of(self, flow: Provenance) -> list[PartialUse]:
         return sorted((self.partials[i] for i in flow.partial), key=lambda p: p.line)
 
     def reads(self, chain: str) -> bool:
@@ -454,21 +455,8 @@ class PythonFacts:
                 yield k, by_name.get(k.extension or "")
 
 
-_analyse = None  # ``dataflow.analyse``, imported on first use (dataflow imports this module)
-
-
-def build_python_facts(host: HostModule, class_name: str | None = None) -> PythonFacts:
-    """Facts for the candidate model (``ModelNew``), or for ``class_name`` (``Model`` in a reference)."""
-    global _analyse
-    if _analyse is None:  # the import statement runs the import machinery on every call: once is enough
-        from .dataflow import analyse
-
-        _analyse = analyse
-    return _analyse(host, class_name)
-
-
 __all__ = [
     "Alloc", "Arm", "Branch", "CallEdge", "Condition", "FunctionInfo", "Handler", "Holder", "KernelCall",
-    "Mutation", "PartialUse", "PythonFacts", "ReferenceUse", "Return", "ShapeUse", "Slice", "TorchOp", "TryBlock",
-    "build_python_facts", "Flow", "EMPTY",
+    "Mutation", "PartialUse", "ModelFlow", "ReferenceUse", "Return", "ShapeUse", "Slice", "TorchOp", "TryBlock",
+    "Provenance", "EMPTY",
 ]

@@ -16,8 +16,10 @@ import operator
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from . import catalog as _catalog
 from .lazy import cached_property
 from .module import HostModule, children
+from .program import forward_of, host_model
 from .resolve import dotted_name
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
@@ -28,15 +30,10 @@ _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _FUNC_TYPES = frozenset(_FUNCS)  # exact-type test: AST node classes are never subclassed
 _UNSET = object()  # "not memoised yet" (None is a valid owner: module level)
 
-# Tensor attributes and methods that read metadata or identity, not values: an expression that
-# touches an input only through these does not depend on the input's data.
-META_ATTRS = frozenset({
-    "shape", "dtype", "device", "is_cuda", "ndim", "layout", "requires_grad", "is_contiguous", "size", "dim",
-    "numel", "stride", "data_ptr", "element_size", "nelement", "storage_offset", "get_device",
-    "is_floating_point", "is_complex", "is_sparse", "is_quantized", "names", "grad_fn", "is_leaf", "_version",
-    "untyped_storage", "storage", "nbytes", "itemsize", "is_pinned", "is_meta",
-})
-META_FUNCS = frozenset({"len", "id", "isinstance", "type", "hash", "print"})
+# Attributes, methods and builtins that read metadata or identity, not values (the vocabulary of
+# ``catalog``): an expression that touches an input only through these does not depend on its data.
+META_ATTRS = _catalog.META_ATTRS | _catalog.META_METHODS
+META_FUNCS = _catalog.META_BUILTINS | {"print"}  # print returns None: nothing of its argument flows on
 # Allocation: the result holds no input values even when an input is passed (``empty_like(x)``).
 ALLOC_FUNCS = frozenset({
     "torch.empty", "torch.empty_like", "torch.zeros", "torch.zeros_like", "torch.ones", "torch.ones_like",
@@ -64,7 +61,7 @@ CONFIG_PREFIXES = (
 
 
 @dataclass
-class Flow:
+class LocalDefs:
     """Flow-insensitive def-use facts of one function: what each local name may hold.
 
     ``defs[name]`` lists the expressions assigned to ``name`` anywhere in the function (augmented
@@ -265,7 +262,7 @@ def state_key(expr: ast.AST) -> str | None:
 class MiscFacts:
     host: HostModule
     _owner: dict[ast.AST, ast.AST | None] = field(default_factory=dict)
-    _flows: dict[ast.AST, Flow] = field(default_factory=dict)
+    _flows: dict[ast.AST, LocalDefs] = field(default_factory=dict)
     _by_owner: dict[type, dict[ast.AST | None, list[ast.AST]]] = field(default_factory=dict)
     _methods: dict[ast.AST, dict[str, FunctionNode]] = field(default_factory=dict)
     _sub_classes: dict[ast.AST, dict[str, ast.ClassDef]] = field(default_factory=dict)
@@ -440,16 +437,12 @@ class MiscFacts:
 
     @cached_property
     def model(self) -> ast.ClassDef | None:
-        """``ModelNew``, else the last module-level class with a ``forward`` (not the reference ``Model``)."""
-        classes = self.module_classes
-        if "ModelNew" in classes:
-            return classes["ModelNew"]
-        cands = [c for name, c in classes.items() if name != "Model" and _method(c, "forward") is not None]
-        return cands[-1] if cands else None
+        """The model class by the one rule of ``program.model_class``."""
+        return host_model(self.host)
 
     @cached_property
     def forward(self) -> FunctionNode | None:
-        return _method(self.model, "forward") if self.model is not None else None
+        return forward_of(self.model)
 
     def _closure(self, roots: list[FunctionNode]) -> tuple[FunctionNode, ...]:
         """Functions reachable from ``roots``: self-methods, module functions, autograd
@@ -627,11 +620,11 @@ class MiscFacts:
         return False
 
     # ------------------------------------------------------------------ data flow
-    def flow(self, fn: ast.AST) -> Flow:
+    def flow(self, fn: ast.AST) -> LocalDefs:
         got = self._flows.get(fn)
         if got is not None:
             return got
-        flow = Flow(fn=fn, params=_function_params(fn))
+        flow = LocalDefs(fn=fn, params=_function_params(fn))
         defs = flow.defs
         for node in self.in_functions([fn], ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr, ast.For,
                                       ast.withitem, ast.comprehension):

@@ -169,10 +169,13 @@ def cuda_aten_fallback(ctx: ScanContext) -> Iterator[Hit]:
                 sev, conf, why = Severity.WARNING, Confidence.MEDIUM, ", a heavy op the custom kernels do not replace"
             else:
                 sev, conf, why = Severity.WARNING, Confidence.LOW, ""
-            yield ctx.hit(call.pos, args={"function": fn.name, "export": export, "call": shown, "why": why},
+            path = ctx.program.path_text(f"cpp:{fn.ext}:{fn.name}")  # "" for a file with no Python forward
+            yield ctx.hit(call.pos, args={"function": fn.name, "export": export, "call": shown, "why": why,
+                                          "path": path or export},
                           severity=sev, confidence=conf,
                           evidence={"call": call.name, "function": fn.key, "export": export,
-                                    "reference_op": same, "launches": len(launches)})
+                                    "reference_op": same, "launches": len(launches),
+                                    **({"path": path} if path else {})})
         # ``return x * scale + shift;``: ATen arithmetic through operator overloads
         for fn in flow.host_closure(root):
             if id(fn) not in arithmetic:

@@ -13,7 +13,7 @@ from ...context import Hit, ScanContext
 from ...cuda import names
 from ...cuda.branches import branches, enclosing, in_empty_branch, launch_effect, launch_sites
 from ...cuda.facts import CudaFacts, Export, Function, Launch, Variable, pos_of
-from ...cuda.flow import CAST_CALLS, UNINITIALISED, Flow, Origin
+from ...cuda.flow import CAST_CALLS, UNINITIALISED, CudaFlow, Origin
 from ...cuda.parser import call_args, callee_name, contains, identifiers, text
 from ...model import Confidence, Severity
 
@@ -46,7 +46,7 @@ def _returned_values(value: ts.Node) -> list[ts.Node]:
     return [value]
 
 
-def _dim_product(node: ts.Node | None, fn: Function, flow: Flow) -> int | None:
+def _dim_product(node: ts.Node | None, fn: Function, flow: CudaFlow) -> int | None:
     """Threads described by a grid/block expression: ``256``, ``dim3(16, 16)``, ``blocks``."""
     if node is None:
         return None
@@ -72,7 +72,7 @@ def _dim_product(node: ts.Node | None, fn: Function, flow: Flow) -> int | None:
     return v if isinstance(v, int) else None
 
 
-def _stores_in_loop(kernel: Function, flow: Flow, index: int) -> bool:
+def _stores_in_loop(kernel: Function, flow: CudaFlow, index: int) -> bool:
     for site in flow.stores(kernel).by_param.get(index, ()):
         if enclosing(site.node, _LOOPS, kernel.node) is not None or not site.certain:
             return True
@@ -81,7 +81,7 @@ def _stores_in_loop(kernel: Function, flow: Flow, index: int) -> bool:
     return False
 
 
-def _input_numel(ctx: ScanContext, origin: Origin, flow: Flow) -> int | None:
+def _input_numel(ctx: ScanContext, origin: Origin, flow: CudaFlow) -> int | None:
     """Elements of the reference input an ``empty_like(input)`` output copies its shape from."""
     if ctx.reference is None or origin.node is None or origin.detail not in ("empty_like",):
         return None
@@ -193,7 +193,7 @@ def cuda_unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
                 yield hit
 
 
-def _coverage(ctx: ScanContext, flow: Flow, o: Origin, launches: list, shown: str, alloc: str, fn: Function,
+def _coverage(ctx: ScanContext, flow: CudaFlow, o: Origin, launches: list, shown: str, alloc: str, fn: Function,
               export: Export, where_unit) -> Hit | None:
     """A warning when the only launches writing the output run a constant, small number of threads
     with no loop around their stores."""
@@ -224,7 +224,7 @@ def _coverage(ctx: ScanContext, flow: Flow, o: Origin, launches: list, shown: st
 class _SiteMapper:
     """Maps a node in a helper to the call in ``fn`` through which the helper runs."""
 
-    def __init__(self, facts: CudaFacts, flow: Flow, fn: Function):
+    def __init__(self, facts: CudaFacts, flow: CudaFlow, fn: Function):
         self.facts, self.flow, self.fn = facts, flow, fn
         self._closures: dict[int, set[int]] = {}
 
@@ -270,7 +270,7 @@ def _unwritten_arm(storing: list[ts.Node], unstored: list[tuple[ts.Node, Launch]
     return None
 
 
-def _sink_allocs(facts: CudaFacts, flow: Flow, fn: Function, call) -> list[ts.Node]:
+def _sink_allocs(facts: CudaFacts, flow: CudaFlow, fn: Function, call) -> list[ts.Node]:
     """Allocations a non-launch call may write: ``out.copy_(...)``, ``at::mm_out(out, ...)``,
     ``cublasSgemm(..., out.data_ptr<float>(), ...)``, ``cudaMemcpy(out.data_ptr(), ...)``."""
     x = facts.extensions[fn.ext]
@@ -289,7 +289,7 @@ def _sink_allocs(facts: CudaFacts, flow: Flow, fn: Function, call) -> list[ts.No
     return out
 
 
-def _unstoring_launches(facts: CudaFacts, flow: Flow, fn: Function, origin: Origin) -> list[str]:
+def _unstoring_launches(facts: CudaFacts, flow: CudaFlow, fn: Function, origin: Origin) -> list[str]:
     out = []
     for lc in flow.launches_from(fn):
         for arg in lc.args:

@@ -13,7 +13,7 @@ import tree_sitter as ts
 from ...context import Hit, Pos, ScanContext
 from ...cuda import names
 from ...cuda.facts import Call, CudaFacts, Function, pos_of
-from ...cuda.flow import Flow, pointer_base, strip_casts
+from ...cuda.flow import CudaFlow, pointer_base, strip_casts
 from ...cuda.parser import contains, identifiers, in_walk_order, language, text
 from ...model import Confidence, Severity
 
@@ -386,7 +386,7 @@ def _thread_count_term(node: ts.Node, fn: Function, depth: int = 0) -> bool:
     return False
 
 
-def _launch_blocks(facts: CudaFacts, flow: Flow, kernel: Function) -> set[int | None]:
+def _launch_blocks(facts: CudaFacts, flow: CudaFlow, kernel: Function) -> set[int | None]:
     out: set[int | None] = set()
     for lc in facts.launches:
         if lc.kernel == kernel.name and lc.ext == kernel.ext:

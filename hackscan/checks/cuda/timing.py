@@ -10,7 +10,7 @@ import tree_sitter as ts
 from ...context import Hit, ScanContext
 from ...cuda import names
 from ...cuda.facts import Call, CudaFacts, Function, Launch, pos_of
-from ...cuda.flow import Flow
+from ...cuda.flow import CudaFlow
 from ...cuda.parser import callee_name, identifiers, text
 from ...model import Confidence, Severity
 
@@ -59,7 +59,7 @@ def _created_streams(facts: CudaFacts) -> dict[tuple[str, str], Call]:
     return created
 
 
-def _stream_kind(expr: ts.Node | None, fn: Function, flow: Flow, created: dict[tuple[str, str], Call],
+def _stream_kind(expr: ts.Node | None, fn: Function, flow: CudaFlow, created: dict[tuple[str, str], Call],
                  used: set[int] | None = None) -> str:
     """``current`` / ``default`` / ``side`` / ``unknown`` for a launch's stream expression.
 
@@ -94,7 +94,7 @@ def _stream_kind(expr: ts.Node | None, fn: Function, flow: Flow, created: dict[t
     return "unknown"
 
 
-def _guarded_side(fn: Function, flow: Flow, created: dict[tuple[str, str], Call],
+def _guarded_side(fn: Function, flow: CudaFlow, created: dict[tuple[str, str], Call],
                   used: set[int] | None = None) -> ts.Node | None:
     """A ``CUDAStreamGuard g(side)`` / ``setCurrentCUDAStream(side)`` in ``fn``: "current" is then the side stream."""
     for decl in fn.of_type("declaration"):
@@ -122,7 +122,7 @@ def _guarded_side(fn: Function, flow: Flow, created: dict[tuple[str, str], Call]
     return None
 
 
-def _joins(facts: CudaFacts, flow: Flow, root: Function, created: dict[tuple[str, str], Call]) -> list[Call]:
+def _joins(facts: CudaFacts, flow: CudaFlow, root: Function, created: dict[tuple[str, str], Call]) -> list[Call]:
     """Calls that make the host or the current stream wait for other streams.
 
     ``cudaStreamWaitEvent(side, ev)`` is the fork direction (the side stream waits for the current

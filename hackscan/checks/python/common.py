@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 from ...context import ScanContext
 from ...python.catalog import HEAVY_FAMILIES
-from ...python.facts import Arm, KernelCall, PythonFacts, Return, TorchOp
-from ...python.flow import Flow
+from ...python.facts import Arm, KernelCall, ModelFlow, Return, TorchOp
+from ...python.provenance import Provenance
 
 _SCALAR_ANNOTATIONS = ("int", "float", "bool", "str", "Optional[int]", "Optional[float]")
 
@@ -19,7 +19,7 @@ def reference_families(ctx: ScanContext) -> frozenset[str]:
     return ctx.reference.families
 
 
-def tensor_args(ctx: ScanContext, facts: PythonFacts) -> frozenset[str]:
+def tensor_args(ctx: ScanContext, facts: ModelFlow) -> frozenset[str]:
     """forward's arguments that are tensors: by the reference's ``get_inputs`` when known, else by annotation."""
     ref = ctx.reference
     out: set[str] = set()
@@ -101,11 +101,11 @@ def describe_kernel(k: KernelCall) -> str:
     return k.name
 
 
-def flow_ops(facts: PythonFacts, flow: Flow) -> list[TorchOp]:
+def flow_ops(facts: ModelFlow, flow: Provenance) -> list[TorchOp]:
     return facts.ops_of(flow)
 
 
-def arm_bypasses_kernel(arm: Arm) -> list[Flow]:
+def arm_bypasses_kernel(arm: Arm) -> list[Provenance]:
     """Flows an arm hands back without a kernel: its returns, and names it binds that are returned later."""
     out = [r.flow for r in arm.returns if not r.flow.kernels]
     if arm.value is not None and not arm.value.kernels:
@@ -113,11 +113,11 @@ def arm_bypasses_kernel(arm: Arm) -> list[Flow]:
     return out
 
 
-def returns_of(facts: PythonFacts, arm: Arm) -> list[Return]:
+def returns_of(facts: ModelFlow, arm: Arm) -> list[Return]:
     return list(arm.returns)
 
 
-def kernel_names(facts: PythonFacts) -> list[str]:
+def kernel_names(facts: ModelFlow) -> list[str]:
     """What the file defines as custom kernels, for messages: ``ext.fn``, Triton kernels."""
     out = []
     for ext in facts.host.extensions:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from ...context import Hit, ScanContext
 from ...model import Confidence, Severity
 from ...python.catalog import HEAVY_FAMILIES
-from ...python.facts import Arm, PythonFacts, TorchOp
+from ...python.facts import Arm, ModelFlow, TorchOp
 from .common import (
     describe_kernel,
     describe_ops,
@@ -28,8 +28,8 @@ from .common import (
 )
 
 
-def _facts(ctx: ScanContext) -> PythonFacts | None:
-    facts = ctx.python
+def _facts(ctx: ScanContext) -> ModelFlow | None:
+    facts = ctx.model_flow
     if facts is None or facts.forward is None:
         return None
     return facts
@@ -53,7 +53,10 @@ def output_bypasses_kernel(ctx: ScanContext) -> Iterator[Hit]:
     primary = ranked[0]
     if facts.kernels:
         k = facts.kernels[0]
-        why = (f"the kernel {describe_kernel(k)} runs at line {k.line} but its result never reaches the output")
+        path = ctx.program.path_text(k.name)
+        # through helpers the path is the evidence that forward runs the kernel at all
+        via = f" (forward reaches it through {path})" if path.count(" -> ") > 1 else ""
+        why = (f"the kernel {describe_kernel(k)}{via} runs at line {k.line} but its result never reaches the output")
     else:
         names = kernel_names(facts)
         why = f"the custom kernel{'s' if len(names) > 1 else ''} ({', '.join(names[:3]) or 'compiled here'}) " \
@@ -63,7 +66,9 @@ def output_bypasses_kernel(ctx: ScanContext) -> Iterator[Hit]:
     confidence = Confidence.HIGH if severity is Severity.ERROR else Confidence.MEDIUM
     yield ctx.hit(ctx.at(primary.node), args={"ops": describe_ops(ranked), "why": why},
                   evidence={"ops": [o.name for o in ranked], "op_lines": [o.line for o in ranked],
-                            "kernels_called": [k.name for k in facts.kernels], "reference_op": strong},
+                            "kernels_called": [k.name for k in facts.kernels], "reference_op": strong,
+                            **({"paths": [ctx.program.path_text(k.name) for k in facts.kernels]} if facts.kernels
+                               else {})},
                   severity=severity, confidence=confidence)
 
 
@@ -223,7 +228,7 @@ def flag_fallback_to_torch(ctx: ScanContext) -> Iterator[Hit]:
             break
 
 
-def _flag(name: str, facts: PythonFacts) -> str | None:
+def _flag(name: str, facts: ModelFlow) -> str | None:
     return facts.fallback_flags.get(name)
 
 

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 from ...context import Hit, ScanContext
 from ...model import Confidence, Severity
-from ...python.facts import Arm, Branch, PythonFacts
-from ...python.flow import Flow
+from ...python.facts import Arm, Branch, ModelFlow
 from ...python.module import children
+from ...python.provenance import Provenance
 from ...python.resolve import Unresolved
 from .common import describe_kernel, describe_ops, rank_ops, reference_families, tensor_args
 
@@ -29,7 +29,7 @@ def _src(node: ast.AST, limit: int = 70) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _later_returned(facts: PythonFacts, b: Branch, arm: Arm) -> list[Flow]:
+def _later_returned(facts: ModelFlow, b: Branch, arm: Arm) -> list[Provenance]:
     """Flows of names the arm binds that a later ``return`` of the same function hands back."""
     if not arm.bindings:
         return []
@@ -42,7 +42,7 @@ def _later_returned(facts: PythonFacts, b: Branch, arm: Arm) -> list[Flow]:
     return out
 
 
-def _arm_outputs(facts: PythonFacts, b: Branch, arm: Arm) -> list[Flow]:
+def _arm_outputs(facts: ModelFlow, b: Branch, arm: Arm) -> list[Provenance]:
     flows = [r.flow for r in arm.returns]
     if arm.value is not None:
         flows.append(arm.value)
@@ -50,7 +50,7 @@ def _arm_outputs(facts: PythonFacts, b: Branch, arm: Arm) -> list[Flow]:
     return flows
 
 
-def _describe_flow(facts: PythonFacts, flow: Flow) -> str:
+def _describe_flow(facts: ModelFlow, flow: Provenance) -> str:
     if flow.passthrough:
         args = ", ".join(f"`{a}`" for a in sorted(flow.inputs))
         return f"its input {args} unchanged (or a view / copy of it)"
@@ -67,7 +67,7 @@ def _describe_flow(facts: PythonFacts, flow: Flow) -> str:
 
 def value_guarded_shortcut(ctx: ScanContext) -> Iterator[Hit]:
     """HS101."""
-    facts = ctx.python
+    facts = ctx.model_flow
     if facts is None or facts.forward is None:
         return
     targs = tensor_args(ctx, facts)
@@ -136,7 +136,7 @@ def _test_arm(cond: ast.expr) -> str | None:
 
 def shape_guarded_shortcut(ctx: ScanContext) -> Iterator[Hit]:
     """HS102."""
-    facts = ctx.python
+    facts = ctx.model_flow
     ref = ctx.reference
     if facts is None or facts.forward is None or ref is None:
         return
@@ -200,7 +200,7 @@ _SKIP_KEYWORDS = frozenset({"dim", "dims", "axis", "keepdim", "dtype", "device",
 
 def hardcoded_task_shape(ctx: ScanContext) -> Iterator[Hit]:
     """HS103."""
-    facts = ctx.python
+    facts = ctx.model_flow
     ref = ctx.reference
     if facts is None or facts.forward is None or ref is None:
         return

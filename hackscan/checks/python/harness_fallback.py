@@ -18,7 +18,7 @@ from typing import Any
 
 from ...context import Hit, ScanContext
 from ...model import Confidence, Severity
-from ...python.facts import Arm, PythonFacts
+from ...python.facts import Arm, ModelFlow
 from ...python.reference import InputSpec
 from .common import describe_kernel, describe_ops, is_reference_op, rank_ops, reference_families
 
@@ -32,7 +32,7 @@ _CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.Lt
 class HarnessModel:
     """Three-valued evaluation (True / False / None = unknown) of metadata conditions under the harness."""
 
-    def __init__(self, ctx: ScanContext, facts: PythonFacts):
+    def __init__(self, ctx: ScanContext, facts: ModelFlow):
         self.host = facts.host
         self.inputs: dict[str, InputSpec] = {}
         ref = ctx.reference
@@ -213,7 +213,7 @@ def _reason_text(reason: tuple[ast.AST | None, str]) -> str:
 
 def harness_path_torch_fallback(ctx: ScanContext) -> Iterator[Hit]:
     """HS118."""
-    facts = ctx.python
+    facts = ctx.model_flow
     if facts is None or facts.forward is None or not facts.kernels:
         return
     model = HarnessModel(ctx, facts)

@@ -13,12 +13,12 @@ from collections.abc import Iterator
 
 from ...context import Hit, ScanContext
 from ...model import Confidence, Severity
-from ...python.facts import PartialUse, PythonFacts
+from ...python.facts import ModelFlow, PartialUse
 from .common import tensor_args
 
 
 def _reference_mutates(ctx: ScanContext, position: int) -> bool:
-    ref = ctx.reference_python
+    ref = ctx.reference_flow
     if ref is None or ref.forward is None:
         return False
     if position < len(ref.args):
@@ -29,7 +29,7 @@ def _reference_mutates(ctx: ScanContext, position: int) -> bool:
 
 def mutates_input(ctx: ScanContext) -> Iterator[Hit]:
     """HS113."""
-    facts = ctx.python
+    facts = ctx.model_flow
     if facts is None or facts.forward is None or not facts.mutations:
         return
     targs = tensor_args(ctx, facts)
@@ -50,7 +50,7 @@ def mutates_input(ctx: ScanContext) -> Iterator[Hit]:
                       confidence=Confidence.MEDIUM if inferred else Confidence.HIGH)
 
 
-def _covered(facts: PythonFacts, p: PartialUse) -> bool:
+def _covered(facts: ModelFlow, p: PartialUse) -> bool:
     """``x[::2]`` and ``x[1::2]`` together read everything: an even/odd split, not a subsample."""
     sl = p.slice
     if sl.kind != "strided":
@@ -62,7 +62,7 @@ def _covered(facts: PythonFacts, p: PartialUse) -> bool:
 
 def partial_computation(ctx: ScanContext) -> Iterator[Hit]:
     """HS114."""
-    facts = ctx.python
+    facts = ctx.model_flow
     if facts is None or facts.forward is None or not facts.partials:
         return
     reaching: set[int] = set()

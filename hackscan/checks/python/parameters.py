@@ -16,10 +16,10 @@ from collections.abc import Iterator
 
 from ...context import Hit, ScanContext
 from ...model import Confidence, Severity
-from ...python.facts import Holder, PythonFacts
+from ...python.facts import Holder, ModelFlow
 
 
-def _read(facts: PythonFacts, chain: str) -> bool:
+def _read(facts: ModelFlow, chain: str) -> bool:
     """``self.<chain>`` read, or something inside it, or the module holding it used whole."""
     if facts.reads(chain):
         return True
@@ -27,7 +27,7 @@ def _read(facts: PythonFacts, chain: str) -> bool:
     return any(".".join(parts[:i]) in facts.attr_reads for i in range(1, len(parts)))
 
 
-def _read_through_derived(facts: PythonFacts, chain: str, depth: int = 0) -> bool:
+def _read_through_derived(facts: ModelFlow, chain: str, depth: int = 0) -> bool:
     if depth > 3:
         return False
     for derived, sources in facts.derived.items():
@@ -37,12 +37,12 @@ def _read_through_derived(facts: PythonFacts, chain: str, depth: int = 0) -> boo
     return False
 
 
-def _param_read(facts: PythonFacts, attr: str, param: str) -> bool:
+def _param_read(facts: ModelFlow, attr: str, param: str) -> bool:
     chain = f"{attr}.{param}" if param else attr
     return facts.reads(chain) or _read_through_derived(facts, chain)
 
 
-def _whole_read(facts: PythonFacts, attr: str) -> bool:
+def _whole_read(facts: ModelFlow, attr: str) -> bool:
     """The holder itself is used (called, passed along), not just an attribute of it."""
     if attr in facts.attr_reads:
         return True
@@ -53,7 +53,7 @@ def _whole_read(facts: PythonFacts, attr: str) -> bool:
 
 
 def _reference_has_same(ctx: ScanContext, h: Holder) -> bool:
-    ref = ctx.reference_python
+    ref = ctx.reference_flow
     if ref is None:
         return False
     for rh in ref.holders.values():
@@ -66,7 +66,7 @@ def _reference_has_same(ctx: ScanContext, h: Holder) -> bool:
 
 def _reference_ignores(ctx: ScanContext, attr: str) -> bool:
     """The reference holds the same attribute but its own output does not depend on it (task degeneracy)."""
-    ref = ctx.reference_python
+    ref = ctx.reference_flow
     if ref is None or ref.forward is None or attr not in ref.holders or not ref.forward_returns:
         return False
     out = ref.output
@@ -79,13 +79,13 @@ def _reference_has_parameters(ctx: ScanContext) -> bool:
     ref = ctx.reference
     if ref is not None and ref.parameters:
         return True
-    ref_py = ctx.reference_python
+    ref_py = ctx.reference_flow
     return ref_py is not None and any(h.holds_parameters for h in ref_py.holders.values())
 
 
 def unread_parameters(ctx: ScanContext) -> Iterator[Hit]:
     """HS115."""
-    facts = ctx.python
+    facts = ctx.model_flow
     if facts is None or facts.forward is None or facts.dynamic_self_access or facts.truncated:
         return
     checked_reference = False
@@ -120,12 +120,12 @@ def unread_parameters(ctx: ScanContext) -> Iterator[Hit]:
 
 def parameters_missing(ctx: ScanContext) -> Iterator[Hit]:
     """HS116."""
-    facts = ctx.python
+    facts = ctx.model_flow
     if facts is None or facts.forward is None or facts.model is None or facts.dynamic_self_access:
         return
     if any(h.holds_parameters or h.kind == "unknown" for h in facts.holders.values()):
         return
-    ref_py = ctx.reference_python
+    ref_py = ctx.reference_flow
     ref = ctx.reference
     ref_holders = [h for h in (ref_py.holders.values() if ref_py is not None else ())
                    if h.holds_parameters and (h.kind != "module" or h.params)]

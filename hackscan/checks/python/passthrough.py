@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from ...context import Hit, ScanContext
 from ...model import Confidence, Severity
 from ...python.catalog import classify_method, classify_torch
-from ...python.facts import PythonFacts
+from ...python.facts import ModelFlow
 
 
-def _facts(ctx: ScanContext) -> PythonFacts | None:
-    facts = ctx.python
+def _facts(ctx: ScanContext) -> ModelFlow | None:
+    facts = ctx.model_flow
     if facts is None or facts.forward is None or not facts.forward_returns:
         return None
     return facts
@@ -24,7 +24,7 @@ def _facts(ctx: ScanContext) -> PythonFacts | None:
 
 def _reference_computes(ctx: ScanContext) -> bool:
     """Does the reference compute anything?  A reference that is itself a view is task degeneracy (class 20)."""
-    ref = ctx.reference_python
+    ref = ctx.reference_flow
     if ref is not None and ref.forward is not None:
         if ref.ops or ref.kernels:
             return True
@@ -41,7 +41,7 @@ def _reference_computes(ctx: ScanContext) -> bool:
 
 
 def _reference_depends_on_inputs(ctx: ScanContext) -> bool:
-    ref = ctx.reference_python
+    ref = ctx.reference_flow
     if ref is None or ref.forward is None or not ref.forward_returns:
         return True
     out = ref.output

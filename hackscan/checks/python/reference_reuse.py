@@ -18,7 +18,7 @@ from ...model import Confidence, Severity
 
 def inherits_reference_forward(ctx: ScanContext) -> Iterator[Hit]:
     """HS111."""
-    facts = ctx.python
+    facts = ctx.model_flow
     if facts is None or facts.model is None:
         return
     uses = [u for u in facts.reference_uses if u.kind == "inherits"]
@@ -33,7 +33,7 @@ def inherits_reference_forward(ctx: ScanContext) -> Iterator[Hit]:
 
 def calls_reference_model(ctx: ScanContext) -> Iterator[Hit]:
     """HS112."""
-    facts = ctx.python
+    facts = ctx.model_flow
     if facts is None or facts.model is None:
         return
     reported: set[int] = set()
@@ -98,7 +98,7 @@ def no_modelnew(ctx: ScanContext) -> Iterator[Hit]:
         elif isinstance(node, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == "ModelNew"
                                                                     for a in node.names):
             return
-    facts = ctx.python
+    facts = ctx.model_flow
     other = f"; the analysis used class {facts.model_name} instead" if facts is not None and facts.model_name else ""
     yield Hit(line=1, column=1, args={"other": other},
               evidence={"analysed": facts.model_name if facts is not None else None})

@@ -1,6 +1,6 @@
-"""The abstract value of the host data-flow analysis: what a Python value depends on.
+"""The abstract value of the host data-flow analysis: where a Python value comes from (its provenance).
 
-A ``Flow`` is a may-analysis summary of one value in ``forward`` (or a function reachable from it):
+A ``Provenance`` is a may-analysis summary of one value in ``forward`` (or a function reachable from it):
 which forward arguments' *values* reach it, which only reach it through metadata (shape, dtype),
 which it may alias (same storage), and which custom kernel launches, torch compute ops and
 allocations lie on its path.  Joins are unions, so a value produced on two paths carries the
@@ -14,7 +14,7 @@ from typing import NamedTuple
 _E: frozenset = frozenset()
 
 
-class Flow(NamedTuple):
+class Provenance(NamedTuple):
     """Immutable; a ``NamedTuple`` because the analysis builds tens of thousands of them per file and a
     tuple is the cheapest immutable record Python constructs."""
 
@@ -43,7 +43,7 @@ class Flow(NamedTuple):
     via: frozenset[str] = _E
 
     # ------------------------------------------------------------------ combination
-    def join(self, other: Flow) -> Flow:
+    def join(self, other: Provenance) -> Provenance:
         if other is self or other is EMPTY:
             return self
         if self is EMPTY:
@@ -52,7 +52,7 @@ class Flow(NamedTuple):
         # eleven fields: this is the analysis's innermost operation, and a loop costs twice as much
         a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10 = self
         b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10 = other
-        return _new(Flow, (
+        return _new(Provenance, (
             (a0 | b0 if a0 else b0) if b0 and a0 is not b0 else a0,
             (a1 | b1 if a1 else b1) if b1 and a1 is not b1 else a1,
             (a2 | b2 if a2 else b2) if b2 and a2 is not b2 else a2,
@@ -67,22 +67,22 @@ class Flow(NamedTuple):
         ))
 
     @staticmethod
-    def join_all(flows: list[Flow] | tuple[Flow, ...]) -> Flow:
+    def join_all(flows: list[Provenance] | tuple[Provenance, ...]) -> Provenance:
         out = EMPTY
         for f in flows:
             out = out.join(f)
         return out
 
-    def fresh(self) -> Flow:
+    def fresh(self) -> Provenance:
         """The same dependencies in new storage (the result of a computation)."""
         if not self[2]:
             return self
         # ``tuple.__new__`` on the fields: the generated keyword constructor costs several times more
         vals = list(self)
         vals[2] = _E
-        return _new(Flow, vals)
+        return _new(Provenance, vals)
 
-    def metadata(self) -> Flow:
+    def metadata(self) -> Provenance:
         """Only the shape/dtype of this value: its value dependencies become metadata dependencies."""
         inputs, meta, alias = self[0], self[1], self[2]
         if inputs:
@@ -91,23 +91,23 @@ class Flow(NamedTuple):
             meta = meta | alias if meta else alias
         if not meta:
             return EMPTY
-        return _new(Flow, (_E, meta, _E, _E, _E, _E, _E, _E, _E, _E, _E))
+        return _new(Provenance, (_E, meta, _E, _E, _E, _E, _E, _E, _E, _E, _E))
 
-    def with_(self, **kw: frozenset) -> Flow:
+    def with_(self, **kw: frozenset) -> Provenance:
         """The same flow with ``kw``'s sets added to the named fields."""
         vals = list(self)
         for k, v in kw.items():
             i = _INDEX[k]
             vals[i] = vals[i] | v
-        return _new(Flow, vals)
+        return _new(Provenance, vals)
 
-    def plus(self, index: int, values: frozenset) -> Flow:
+    def plus(self, index: int, values: frozenset) -> Provenance:
         """The same flow with ``values`` added to field number ``index`` (``OPS``, ``OPAQUE`` ...):
         ``with_`` for one field without the keyword dictionary, the analysis's common case."""
         vals = list(self)
         cur = vals[index]
         vals[index] = cur | values if cur else values
-        return _new(Flow, vals)
+        return _new(Provenance, vals)
 
     # ------------------------------------------------------------------ predicates used by rules
     @property
@@ -139,9 +139,9 @@ class Flow(NamedTuple):
         return not self.inputs and not self.kernels and not self.ops and self.understood
 
 
-EMPTY = Flow()
+EMPTY = Provenance()
 _new = tuple.__new__
-_INDEX = {name: i for i, name in enumerate(Flow._fields)}
-# field numbers for ``Flow.plus``
+_INDEX = {name: i for i, name in enumerate(Provenance._fields)}
+# field numbers for ``Provenance.plus``
 INPUTS, META, ALIAS, KERNELS, OPS, ALLOCS, STATE, OPAQUE, SLICES, PARTIAL, VIA = range(11)
-assert Flow._fields[OPS] == "ops" and Flow._fields[OPAQUE] == "opaque" and Flow._fields[VIA] == "via"
+assert Provenance._fields[OPS] == "ops" and Provenance._fields[OPAQUE] == "opaque" and Provenance._fields[VIA] == "via"

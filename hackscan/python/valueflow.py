@@ -1,7 +1,8 @@
-"""The host data-flow analysis: one abstract interpretation of forward, helpers inlined.
+"""The model's value flow (def-use and taint from forward's inputs): one abstract interpretation of
+forward, helpers inlined, filling the records of ``facts`` (``build_model_flow``, lazy as ``ctx.model_flow``).
 
 Statements are visited once in order (loop bodies twice, so loop-carried values settle); each
-expression gets a ``Flow``.  Calls are classified by ``catalog``: a custom kernel launch adds a
+expression gets a ``Provenance``.  Calls are classified by ``catalog``: a custom kernel launch adds a
 kernel id, torch compute adds an op id, an allocation an alloc id, a view keeps the input's alias,
 metadata keeps only the shape dependency.  A call to a helper defined in the file (a method, a
 module function, ``Function.apply``, a submodule class's ``forward``) is analysed in place with
@@ -26,6 +27,7 @@ from .catalog import (
     CONSTANT_FILL,
     INPLACE_FUNCS,
     META_ATTRS,
+    META_BUILTINS,
     REDUCTIONS,
     UNINITIALISED,
     classify_method,
@@ -43,9 +45,9 @@ from .facts import (
     Handler,
     Holder,
     KernelCall,
+    ModelFlow,
     Mutation,
     PartialUse,
-    PythonFacts,
     ReferenceUse,
     Return,
     ShapeUse,
@@ -53,11 +55,12 @@ from .facts import (
     TorchOp,
     TryBlock,
 )
-from .flow import EMPTY, KERNELS, OPAQUE, OPS, PARTIAL, SLICES, STATE, VIA, Flow
 from .imports import CONVENTIONAL
 from .lazy import cached_property
 from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain, subtree
 from .module import HostModule, children
+from .program import host_model
+from .provenance import EMPTY, KERNELS, OPAQUE, OPS, PARTIAL, SLICES, STATE, VIA, Provenance
 from .resolve import Unresolved, dotted_name
 
 MAX_DEPTH = 6
@@ -76,7 +79,8 @@ _COMPARE_NAMES = {ast.Gt: "torch.gt", ast.GtE: "torch.ge", ast.Lt: "torch.lt", a
 _BROAD_EXCEPTIONS = frozenset({"", "Exception", "BaseException", "RuntimeError", "builtins.Exception",
                                "builtins.BaseException", "torch.cuda.OutOfMemoryError", "OSError", "ImportError",
                                "subprocess.CalledProcessError", "AssertionError", "ValueError", "TypeError"})
-_META_BUILTINS = frozenset({"len", "isinstance", "hasattr", "callable", "type", "id", "range", "issubclass"})
+# ``range(n)`` is a shape use of ``n`` (a loop bound), as metadata-only as ``len``
+_META_BUILTINS = META_BUILTINS | {"range"}
 _UNION_BUILTINS = frozenset({"max", "min", "abs", "round", "sum", "tuple", "list", "zip", "enumerate", "sorted",
                              "reversed", "divmod", "pow", "iter", "next", "map", "filter", "dict", "set", "any", "all",
                              "str", "repr", "format", "complex"})
@@ -125,12 +129,12 @@ class _Frame:
     prefix: str  # self attribute prefix for a submodule instance ("block.")
     depth: int
     self_name: str | None
-    state: dict[str, Flow] = field(default_factory=dict)
+    state: dict[str, Provenance] = field(default_factory=dict)
     # locals bound to something callable: a module held by self, a kernel, a torch function
     callables: dict[str, tuple[str, str]] = field(default_factory=dict)
     # locals that are views of other locals: a write through one reaches the base
     views: dict[str, str] = field(default_factory=dict)
-    returns: list[Flow] = field(default_factory=list)
+    returns: list[Provenance] = field(default_factory=list)
     # names bound so far, in order (an arm's bindings are a slice of it)
     bound: list[str] = field(default_factory=list)
     # locals holding a raw pointer of a tensor: ``p = out.data_ptr()``, ``p = cp.asarray(out.data_ptr())``
@@ -138,7 +142,7 @@ class _Frame:
 
 
 class _Analyser:
-    def __init__(self, host: HostModule, facts: PythonFacts):
+    def __init__(self, host: HostModule, facts: ModelFlow):
         self.host = host
         self.facts = facts
         self.flows = facts._flows  # written once per expression evaluated: bound once
@@ -202,8 +206,8 @@ class _Analyser:
         self.methods_cache: dict[str, dict[str, tuple[ast.FunctionDef, str]]] = {}
         # holders are fixed before forward is walked: a chain's state name never changes
         self.state_names: dict[str, str] = {}
-        self.state_flows: dict[str, Flow] = {}
-        self.chain_reads: dict[str, tuple[bool, Flow | None]] = {}
+        self.state_flows: dict[str, Provenance] = {}
+        self.chain_reads: dict[str, tuple[bool, Provenance | None]] = {}
         self.self_chains: dict[ast.AST, tuple[str, str | None]] = {}
         self.stack: list[_Frame] = []
         self.log: list[tuple[str, object, int]] = []
@@ -219,12 +223,12 @@ class _Analyser:
         self.shape_nodes: set[ast.AST] = set()
         self.void_cache: dict[tuple[str, str], bool] = {}
         self.returns_of: dict[ast.AST, list[ast.AST]] = {}
-        self.hidden_results: dict[str, Flow] = {}
-        self.self_state: dict[str, Flow] = {}
+        self.hidden_results: dict[str, Provenance] = {}
+        self.self_state: dict[str, Provenance] = {}
         # ``self.kernel = mod.get_function(...)`` / ``Cls._fn = load_inline(...).fn``: what the attribute runs
         self.attr_callables: dict[str, tuple[str, str]] = {}
         self.budget = BUDGET
-        self.global_flows: dict[str, Flow] = {}
+        self.global_flows: dict[str, Provenance] = {}
         # names any extension exports; extensions with an unknown list match any attribute call
         self.ext_functions = frozenset(f for ext in host.extensions for f in (ext.functions or ()))
         self.ext_unlisted = any(ext.functions is None and ext.bound_to for ext in host.extensions)
@@ -285,7 +289,7 @@ class _Analyser:
         return out
 
     # ================================================================== entry
-    def run(self, class_name: str | None) -> PythonFacts:
+    def run(self, class_name: str | None) -> ModelFlow:
         facts = self.facts
         model = self._find_model(class_name)
         facts.fallback_flags = fallback_flags(self.host)
@@ -317,7 +321,7 @@ class _Analyser:
         facts.arg_annotations = {p.arg: _annotation_text(p.annotation) for p in params if p.annotation is not None}
         frame = _Frame(info.qualname, owner, "", 0, node.args.args[0].arg if node.args.args else None)
         for p in params:
-            frame.state[p.arg] = Flow(inputs=frozenset([p.arg]), alias=frozenset([p.arg]))
+            frame.state[p.arg] = Provenance(inputs=frozenset([p.arg]), alias=frozenset([p.arg]))
         self.stack.append(frame)
         self._block(node.body)
         self.stack.pop()
@@ -327,20 +331,7 @@ class _Analyser:
     def _find_model(self, class_name: str | None) -> ast.ClassDef | None:
         if class_name is not None:
             return self.classes.get(class_name)
-        if "ModelNew" in self.classes:
-            return self.classes["ModelNew"]
-        candidates = []
-        for c in self.classes.values():
-            if c.name == "Model" or c.name in self.autograd:
-                continue
-            if any(isinstance(f, ast.FunctionDef) and f.name == "forward" for f in c.body):
-                bases = {self._canon(b) for b in c.bases}
-                if any(b.startswith("torch.nn.") or b in self.classes for b in bases):
-                    candidates.append(c)
-        if not candidates:
-            return None
-        # the last such class: helper blocks come first, the model that uses them last
-        return max(candidates, key=lambda c: c.lineno)
+        return host_model(self.host)  # the one rule (``program.model_class``)
 
     def _methods(self, cls_name: str) -> dict[str, tuple[ast.FunctionDef, str]]:
         """Methods of a class defined here, its local bases' included (read-only: shared by every caller)."""
@@ -493,7 +484,7 @@ class _Analyser:
         return False
 
     # ------------------------------------------------------------------ binding
-    def _bind(self, target: ast.AST, value: Flow, value_node: ast.AST | None) -> None:
+    def _bind(self, target: ast.AST, value: Provenance, value_node: ast.AST | None) -> None:
         frame = self.stack[-1]
         tt = type(target)  # exact types: a parsed tree has no subclasses
         if tt is ast.Name:
@@ -652,7 +643,7 @@ class _Analyser:
             return None
         return e.id if type(e) is ast.Name else None  # type: ignore[attr-defined]
 
-    def _mutate(self, target: ast.AST, value: Flow, node: ast.AST, kind: str, how: Callable[[], str]) -> None:
+    def _mutate(self, target: ast.AST, value: Provenance, node: ast.AST, kind: str, how: Callable[[], str]) -> None:
         """An in-place write into ``target``: its flow absorbs ``value``; record writes into inputs."""
         frame = self.stack[-1]
         current = self._ev(target)
@@ -707,7 +698,7 @@ class _Analyser:
 
     # ------------------------------------------------------------------ control flow
     def _arm(self, label: str, stmts: list[ast.stmt], start: int, depth: int, terminates: bool,
-             bindings: dict[str, Flow] | None = None, value: Flow | None = None) -> Arm:
+             bindings: dict[str, Provenance] | None = None, value: Provenance | None = None) -> Arm:
         events = self.log[start:]
         kernels, ops, allocs, returns = [], [], [], []
         raises = False
@@ -773,7 +764,7 @@ class _Analyser:
         frame.state = self._join_states(live) if live else else_state
         return body_term and else_term
 
-    def _join_states(self, states: list[dict[str, Flow]]) -> dict[str, Flow]:
+    def _join_states(self, states: list[dict[str, Provenance]]) -> dict[str, Provenance]:
         # the first state copied whole (the keys keep its order), the others joined into it
         out = dict(states[0])
         get = out.get
@@ -817,7 +808,7 @@ class _Analyser:
             self._block(s.orelse)
 
     def _branch_expr(self, node: ast.AST, test: ast.expr, a: ast.expr | None, b: ast.expr | None,
-                     kind: str) -> Flow:
+                     kind: str) -> Provenance:
         frame = self.stack[-1]
         branches = self.branch_nodes
         self._ev(test)
@@ -963,7 +954,7 @@ class _Analyser:
                 return None
         return frame.prefix + c if frame.prefix else c
 
-    def _ev(self, e: ast.AST, discarded: bool = False) -> Flow:
+    def _ev(self, e: ast.AST, discarded: bool = False) -> Provenance:
         t = type(e)
         if t is ast.Constant:
             return EMPTY
@@ -978,7 +969,7 @@ class _Analyser:
         self.flows[e] = flow
         return flow
 
-    def _ev_binop(self, e: ast.BinOp, discarded: bool) -> Flow:
+    def _ev_binop(self, e: ast.BinOp, discarded: bool) -> Provenance:
         left, right = self._ev(e.left), self._ev(e.right)
         joined = left.join(right)
         if left.tensorish or right.tensorish:
@@ -986,14 +977,14 @@ class _Analyser:
             return joined.fresh().plus(OPS, frozenset([op]))
         return joined
 
-    def _ev_unary(self, e: ast.UnaryOp, discarded: bool) -> Flow:
+    def _ev_unary(self, e: ast.UnaryOp, discarded: bool) -> Provenance:
         inner = self._ev(e.operand)
         if isinstance(e.op, ast.USub) and inner.tensorish:
             op = self._op(e, "torch.neg", "operator", inputs=inner)
             return inner.fresh().plus(OPS, frozenset([op]))
         return inner.fresh()
 
-    def _ev_compare(self, e: ast.Compare, discarded: bool) -> Flow:
+    def _ev_compare(self, e: ast.Compare, discarded: bool) -> Provenance:
         ops = e.ops
         if len(ops) == 1:  # ``a < b``, ``x is None``: the general path below for one operator, unrolled
             left, right = self._ev(e.left), self._ev(e.comparators[0])
@@ -1007,44 +998,44 @@ class _Analyser:
             return out
         flows = [self._ev(e.left)] + [self._ev(c) for c in e.comparators]
         if all(isinstance(o, (ast.Is, ast.IsNot)) for o in e.ops):
-            return Flow.join_all(flows).metadata()  # identity (``x is None``), not values
-        out = Flow.join_all(flows).fresh()
+            return Provenance.join_all(flows).metadata()  # identity (``x is None``), not values
+        out = Provenance.join_all(flows).fresh()
         if any(f.tensorish for f in flows) and not all(isinstance(o, (ast.Is, ast.IsNot, ast.In, ast.NotIn))
                                                        for o in e.ops):
             op = self._op(e, _COMPARE_NAMES.get(type(e.ops[0]), "torch.eq"), "operator", inputs=out)
             out = out.plus(OPS, frozenset([op]))
         return out
 
-    def _ev_boolop(self, e: ast.BoolOp, discarded: bool) -> Flow:
+    def _ev_boolop(self, e: ast.BoolOp, discarded: bool) -> Provenance:
         return self._fold(e.values)
 
-    def _fold(self, nodes: list[ast.expr]) -> Flow:
-        """``Flow.join_all`` of the nodes' flows, folded as they are evaluated (same order, no list)."""
+    def _fold(self, nodes: list[ast.expr]) -> Provenance:
+        """``Provenance.join_all`` of the nodes' flows, folded as they are evaluated (same order, no list)."""
         out = EMPTY
         ev = self._ev
         for n in nodes:
             out = out.join(ev(n))
         return out
 
-    def _ev_ifexp(self, e: ast.IfExp, discarded: bool) -> Flow:
+    def _ev_ifexp(self, e: ast.IfExp, discarded: bool) -> Provenance:
         return self._branch_expr(e, e.test, e.body, e.orelse, "ifexp")
 
-    def _ev_seq(self, e: ast.Tuple, discarded: bool) -> Flow:
+    def _ev_seq(self, e: ast.Tuple, discarded: bool) -> Provenance:
         return self._fold(e.elts)
 
-    def _ev_dict(self, e: ast.Dict, discarded: bool) -> Flow:
-        return Flow.join_all([self._ev(v) for v in e.values if v is not None] +
+    def _ev_dict(self, e: ast.Dict, discarded: bool) -> Provenance:
+        return Provenance.join_all([self._ev(v) for v in e.values if v is not None] +
                              [self._ev(k) for k in e.keys if k is not None])
 
-    def _ev_starred(self, e: ast.Starred, discarded: bool) -> Flow:
+    def _ev_starred(self, e: ast.Starred, discarded: bool) -> Provenance:
         return self._ev(e.value)
 
-    def _ev_named(self, e: ast.NamedExpr, discarded: bool) -> Flow:
+    def _ev_named(self, e: ast.NamedExpr, discarded: bool) -> Provenance:
         f = self._ev(e.value)
         self._bind(e.target, f, e.value)
         return f
 
-    def _ev_comp(self, e: ast.ListComp, discarded: bool) -> Flow:
+    def _ev_comp(self, e: ast.ListComp, discarded: bool) -> Provenance:
         for g in e.generators:
             self._bind(g.target, self._ev(g.iter), None)
             for cond in g.ifs:
@@ -1053,18 +1044,18 @@ class _Analyser:
             return self._ev(e.key).join(self._ev(e.value))
         return self._ev(e.elt)
 
-    def _ev_value(self, e: ast.Await, discarded: bool) -> Flow:
+    def _ev_value(self, e: ast.Await, discarded: bool) -> Provenance:
         return self._ev(e.value) if e.value is not None else EMPTY
 
-    def _ev_joined(self, e: ast.JoinedStr, discarded: bool) -> Flow:
+    def _ev_joined(self, e: ast.JoinedStr, discarded: bool) -> Provenance:
         for v in e.values:
             self._ev(v)
         return EMPTY
 
-    def _ev_slice(self, e: ast.Slice, discarded: bool) -> Flow:
-        return Flow.join_all([self._ev(x) for x in (e.lower, e.upper, e.step) if x is not None])
+    def _ev_slice(self, e: ast.Slice, discarded: bool) -> Provenance:
+        return Provenance.join_all([self._ev(x) for x in (e.lower, e.upper, e.step) if x is not None])
 
-    def _global(self, e: ast.Name) -> Flow:
+    def _global(self, e: ast.Name) -> Provenance:
         """A name not bound in the function: a constant, an import, a def, or module state."""
         name = e.id
         if name in self.module_names or name in _BUILTIN_NAMES or name in self.host.imports.aliases \
@@ -1073,11 +1064,11 @@ class _Analyser:
         cached = self.global_flows.get(name)
         if cached is None:
             v = self.host.resolver.try_value(e, self.host.module_scope, 10**9)
-            cached = Flow(state=frozenset([f"global:{name}"])) if v is Unresolved else EMPTY
+            cached = Provenance(state=frozenset([f"global:{name}"])) if v is Unresolved else EMPTY
             self.global_flows[name] = cached
         return cached
 
-    def _attribute(self, e: ast.Attribute, discarded: bool = False) -> Flow:
+    def _attribute(self, e: ast.Attribute, discarded: bool = False) -> Provenance:
         chain = self._chain(e)
         if chain is not None:
             return self._self_read(chain, e)
@@ -1088,7 +1079,7 @@ class _Analyser:
         # any other value's attribute: the base's flow
         return base
 
-    def _self_read(self, chain: str, node: ast.AST) -> Flow:
+    def _self_read(self, chain: str, node: ast.AST) -> Provenance:
         reads = self.facts.attr_reads.get(chain)
         if reads is None:
             self.facts.attr_reads[chain] = [node]
@@ -1110,7 +1101,7 @@ class _Analyser:
             return assigned or EMPTY
         return base.join(assigned) if assigned is not None else base
 
-    def _chain_read(self, chain: str) -> tuple[bool, Flow | None]:
+    def _chain_read(self, chain: str) -> tuple[bool, Provenance | None]:
         last = chain.rsplit(".", 1)[-1]
         dynamic = last in _DYNAMIC_SELF
         if last == "training":
@@ -1120,11 +1111,11 @@ class _Analyser:
             return dynamic, None
         return dynamic, self._state_flow(chain)
 
-    def _state_flow(self, chain: str) -> Flow:
-        """``Flow(state={_state_name(chain)})``, one per chain."""
+    def _state_flow(self, chain: str) -> Provenance:
+        """``Provenance(state={_state_name(chain)})``, one per chain."""
         got = self.state_flows.get(chain)
         if got is None:
-            got = self.state_flows[chain] = Flow(state=frozenset([self._state_name(chain)]))
+            got = self.state_flows[chain] = Provenance(state=frozenset([self._state_name(chain)]))
         return got
 
     def _state_name(self, chain: str) -> str:
@@ -1151,7 +1142,7 @@ class _Analyser:
         return f"self.{chain}"
 
     # ------------------------------------------------------------------ subscripts and slices
-    def _subscript(self, e: ast.Subscript, discarded: bool = False) -> Flow:
+    def _subscript(self, e: ast.Subscript, discarded: bool = False) -> Provenance:
         base = self._ev(e.value)
         index = self._ev(e.slice)
         if not base.tensorish:
@@ -1201,7 +1192,7 @@ class _Analyser:
                 return v
         return None
 
-    def _consume_slices(self, flow: Flow, consumer: ast.AST, op: str, want: str) -> Flow:
+    def _consume_slices(self, flow: Provenance, consumer: ast.AST, op: str, want: str) -> Provenance:
         """A reduction (``want='strided'``) or broadcast (``'first'``) consumes pending slices."""
         if not flow.slices:
             return flow
@@ -1222,7 +1213,7 @@ class _Analyser:
 
     # ------------------------------------------------------------------ records
     def _op(self, node: ast.AST, name: str, kind: str, members: tuple[str, ...] = (),
-            inputs: Flow = EMPTY) -> int:
+            inputs: Provenance = EMPTY) -> int:
         oid = self.op_ids.get(node)
         if oid is None:
             oid = len(self.facts.ops)
@@ -1235,7 +1226,7 @@ class _Analyser:
         self.log.append(("op", self.facts.ops[oid], self.stack[-1].depth))
         return oid
 
-    def _kernel(self, node: ast.Call, kind: str, name: str, target: str, ext: str | None, args: Flow,
+    def _kernel(self, node: ast.Call, kind: str, name: str, target: str, ext: str | None, args: Provenance,
                 used: bool) -> int:
         kid = self.kernel_ids.get(node)
         if kid is None:
@@ -1288,7 +1279,7 @@ class _Analyser:
         return aid
 
     # ================================================================== calls
-    def _call(self, e: ast.Call, discarded: bool) -> Flow:
+    def _call(self, e: ast.Call, discarded: bool) -> Provenance:
         func = e.func
         frame = self.stack[-1]
         ft = type(func)
@@ -1383,7 +1374,7 @@ class _Analyser:
                 return self._module_call(e, holder)
             args = self._args(e)
             if func.attr in _DYNAMIC_SELF:
-                return args.join(Flow(state=frozenset(["self.*"])))
+                return args.join(Provenance(state=frozenset(["self.*"])))
             assigned = self.self_state.get(chain)
             return args.fresh().join(assigned or EMPTY).plus(OPAQUE, frozenset([e.lineno]))
         # --- super().method(...)
@@ -1485,8 +1476,8 @@ class _Analyser:
             return None
         return self.facts.holders.get(chain)
 
-    def _args(self, e: ast.Call) -> Flow:
-        # ``Flow.join_all`` of the arguments' flows, folded as they are evaluated (same order, no lists)
+    def _args(self, e: ast.Call) -> Provenance:
+        # ``Provenance.join_all`` of the arguments' flows, folded as they are evaluated (same order, no lists)
         out = EMPTY
         ev = self._ev
         for a in e.args:
@@ -1495,7 +1486,7 @@ class _Analyser:
             out = out.join(ev(k.value))
         return out
 
-    def _positional(self, e: ast.Call) -> tuple[list[Flow], Flow]:
+    def _positional(self, e: ast.Call) -> tuple[list[Provenance], Provenance]:
         """The flows of ``e``'s positional arguments, in order, and their join, folded as evaluated."""
         ev = self._ev
         flows = []
@@ -1506,15 +1497,15 @@ class _Analyser:
             joined = joined.join(f)
         return flows, joined
 
-    def _launch(self, e: ast.Call, kind: str, name: str, target: str, ext: str | None, discarded: bool) -> Flow:
+    def _launch(self, e: ast.Call, kind: str, name: str, target: str, ext: str | None, discarded: bool) -> Provenance:
         arg_nodes = [a.value if isinstance(a, ast.Starred) else a for a in e.args] + [k.value for k in e.keywords]
         arg_flows = [self._ev(a) for a in arg_nodes]
-        joined = Flow.join_all(arg_flows)
+        joined = Provenance.join_all(arg_flows)
         kid = self._kernel(e, kind, name, target, ext, joined, not discarded)
         result = joined.fresh().plus(KERNELS, frozenset([kid]))
         # a strided slice reduced inside a kernel is the kernel's business; a first row stays a first row
         first = frozenset(i for i in result.slices if self.facts.slices[i].kind == "first")
-        result = Flow(result.inputs, result.meta, frozenset(), result.kernels, result.ops, result.allocs, result.state,
+        result = Provenance(result.inputs, result.meta, frozenset(), result.kernels, result.ops, result.allocs, result.state,
                       result.opaque, first, result.partial, result.via)
         # the kernel writes through pointer arguments: fresh buffers passed to it carry its result.
         # Inputs passed to it are written only when nothing else could be the output.
@@ -1542,11 +1533,11 @@ class _Analyser:
             self.void_cache[key] = cached
         return cached
 
-    def _pointer_targets(self, arg_nodes: list[ast.AST]) -> list[tuple[ast.AST, Flow]]:
+    def _pointer_targets(self, arg_nodes: list[ast.AST]) -> list[tuple[ast.AST, Provenance]]:
         """Tensors a kernel can write through: the arguments themselves, and the tensors inside lists,
         ``x.data_ptr()``, ``x.contiguous()`` or ``ctypes.c_void_p(...)`` wrappers."""
         frame = self.stack[-1]
-        out: list[tuple[ast.AST, Flow]] = []
+        out: list[tuple[ast.AST, Provenance]] = []
         seen: set[str] = set()
         stack = list(arg_nodes)
         while stack:
@@ -1582,7 +1573,7 @@ class _Analyser:
                 stack.extend(n.args)
         return out
 
-    def _write_through(self, node: ast.AST, value: Flow) -> None:
+    def _write_through(self, node: ast.AST, value: Provenance) -> None:
         frame = self.stack[-1]
         while isinstance(node, ast.Subscript):
             node = node.value
@@ -1605,7 +1596,7 @@ class _Analyser:
         elif isinstance(node, ast.Attribute):
             self._write_through(node.value, value)
 
-    def _module_call(self, e: ast.Call, holder: Holder) -> Flow:
+    def _module_call(self, e: ast.Call, holder: Holder) -> Provenance:
         if holder.kind == "local":
             cls = holder.cls
             methods = self._methods(cls)
@@ -1657,7 +1648,7 @@ class _Analyser:
         out = args.fresh().with_(opaque=frozenset([e.lineno]), state=frozenset([f"self.{holder.attr}"]))
         return out.join(self._hidden_modules(e, holder, ()))
 
-    def _call_ref(self, e: ast.Call, target: str) -> Flow | None:
+    def _call_ref(self, e: ast.Call, target: str) -> Provenance | None:
         """Call what a callable reference names: ``method:m``, ``func:f``, ``def:L:C``, ``lambda:L:C``."""
         frame = self.stack[-1]
         kind, _, rest = target.partition(":")
@@ -1678,11 +1669,11 @@ class _Analyser:
                 return self._lambda(node, e)
         return None
 
-    def _lambda(self, node: ast.Lambda, e: ast.Call) -> Flow:
+    def _lambda(self, node: ast.Lambda, e: ast.Call) -> Provenance:
         caller = self.stack[-1]
         arg_flows = [self._ev(a.value if isinstance(a, ast.Starred) else a) for a in e.args]
         if len(self.stack) > MAX_DEPTH:
-            return Flow.join_all(arg_flows).fresh().plus(OPAQUE, frozenset([e.lineno]))
+            return Provenance.join_all(arg_flows).fresh().plus(OPAQUE, frozenset([e.lineno]))
         frame = _Frame(f"{caller.qualname}.<lambda>", caller.cls, caller.prefix, caller.depth + 1, "self")
         params = list(node.args.posonlyargs) + list(node.args.args)
         for i, p in enumerate(params):
@@ -1692,7 +1683,7 @@ class _Analyser:
         self.stack.pop()
         return out
 
-    def _hidden_modules(self, e: ast.Call, holder: Holder, members: tuple[str, ...]) -> Flow:
+    def _hidden_modules(self, e: ast.Call, holder: Holder, members: tuple[str, ...]) -> Provenance:
         """A container or an unknown module may hold submodule classes defined in this file
         (``nn.Sequential(*[Block() ...])``, ``self._make_layer()``): analyse their forwards as possible callees."""
         local = [m for m in members if m in self.module_classes]
@@ -1714,7 +1705,7 @@ class _Analyser:
             out = out.join(cached)
         return out
 
-    def _super_call(self, e: ast.Call, method: str) -> Flow:
+    def _super_call(self, e: ast.Call, method: str) -> Provenance:
         frame = self.stack[-1]
         if frame.cls is not None:
             bases = self._all_bases(frame.cls)
@@ -1738,10 +1729,10 @@ class _Analyser:
             self.facts.reference_uses.append(ReferenceUse(node, kind, detail, True))
 
     # ------------------------------------------------------------------ torch functions
-    def _torch_call(self, e: ast.Call, canon: str, discarded: bool) -> Flow:
+    def _torch_call(self, e: ast.Call, canon: str, discarded: bool) -> Provenance:
         kind = classify_torch(canon)
         short = canon.rsplit(".", 1)[-1]
-        # ``Flow.join_all`` of the arguments' flows then the keywords', folded as they are evaluated
+        # ``Provenance.join_all`` of the arguments' flows then the keywords', folded as they are evaluated
         ev = self._ev
         arg_flows, joined = self._positional(e)
         keywords = e.keywords
@@ -1761,9 +1752,9 @@ class _Analyser:
         if kind == "alloc":
             aid = self._alloc(e, canon)
             if short in ("tensor", "as_tensor", "from_numpy", "frombuffer"):
-                return Flow(inputs=joined.inputs, meta=joined.meta, allocs=frozenset([aid]), state=joined.state,
+                return Provenance(inputs=joined.inputs, meta=joined.meta, allocs=frozenset([aid]), state=joined.state,
                             opaque=joined.opaque)
-            return Flow(meta=joined.meta | joined.inputs | joined.alias, allocs=frozenset([aid]), state=joined.state,
+            return Provenance(meta=joined.meta | joined.inputs | joined.alias, allocs=frozenset([aid]), state=joined.state,
                         opaque=joined.opaque)
         if kind == "view":
             if short in _SHAPE_VIEWS:
@@ -1791,7 +1782,7 @@ class _Analyser:
                 self._mutate(e.args[0], result, e, "inplace" if not short.endswith("_") else "function", how)
         return result
 
-    def _narrow_slice(self, e: ast.Call, out: Flow) -> Flow:
+    def _narrow_slice(self, e: ast.Call, out: Provenance) -> Provenance:
         # x.narrow(0, 0, 1) / torch.narrow(x, 0, 0, 1): a first-row slice
         args = e.args[1:] if not isinstance(e.func, ast.Attribute) or self._canon(e.func).startswith(
             "torch.") else e.args
@@ -1808,7 +1799,7 @@ class _Analyser:
         return out
 
     # ------------------------------------------------------------------ methods on values
-    def _method(self, e: ast.Call, func: ast.Attribute, discarded: bool) -> Flow:
+    def _method(self, e: ast.Call, func: ast.Attribute, discarded: bool) -> Provenance:
         frame = self.stack[-1]
         name = func.attr
         holder = self._holder_of(func.value) if isinstance(func.value, ast.Attribute) else None
@@ -1823,7 +1814,7 @@ class _Analyser:
                                         bind_self=not _is_static(node), kind="method")
         ev = self._ev
         base = ev(func.value)
-        # ``Flow.join_all`` of the arguments' and keywords' flows, folded as they are evaluated
+        # ``Provenance.join_all`` of the arguments' and keywords' flows, folded as they are evaluated
         arg_flows, args = self._positional(e)
         for k in e.keywords:
             args = args.join(ev(k.value))
@@ -1854,7 +1845,7 @@ class _Analyser:
             return base.join(args.metadata())
         if kind == "alloc":
             aid = self._alloc(e, f"Tensor.{name}")
-            return Flow(meta=base.meta | base.inputs | base.alias | args.meta | args.inputs, allocs=frozenset([aid]))
+            return Provenance(meta=base.meta | base.inputs | base.alias | args.meta | args.inputs, allocs=frozenset([aid]))
         if kind == "view":
             if name in _SHAPE_VIEWS:
                 self._shape_use(e, "view", tuple(e.args))
@@ -1886,8 +1877,8 @@ class _Analyser:
 
     # ------------------------------------------------------------------ inlining
     def _invoke(self, fn: ast.FunctionDef, qualname: str, cls: str | None, prefix: str, call: ast.Call,
-                bind_self: bool, kind: str, leading: Flow | None = None, explicit_self: bool = False,
-                closure_self: str | None = None) -> Flow:
+                bind_self: bool, kind: str, leading: Provenance | None = None, explicit_self: bool = False,
+                closure_self: str | None = None) -> Provenance:
         stack = self.stack
         caller = stack[-1]
         pos = call.args
@@ -1905,7 +1896,7 @@ class _Analyser:
                 break
         if recursive or len(stack) > MAX_DEPTH or self.budget < 0:
             facts.truncated = True
-            joined = Flow.join_all(arg_flows + list(kw_flows.values()))
+            joined = Provenance.join_all(arg_flows + list(kw_flows.values()))
             return joined.fresh().plus(OPAQUE, frozenset([call.lineno]))
         a = fn.args
         params = list(a.posonlyargs) + list(a.args)
@@ -1931,20 +1922,20 @@ class _Analyser:
             elif p.arg in kw_flows:
                 frame.state[p.arg] = kw_flows[p.arg]
             elif starred < len(pos):
-                frame.state[p.arg] = Flow.join_all(arg_flows)
+                frame.state[p.arg] = Provenance.join_all(arg_flows)
             else:
                 d_index = i - (len(params) - len(defaults))
                 frame.state[p.arg] = self._ev(defaults[d_index]) if 0 <= d_index < len(defaults) else EMPTY
         for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=False):
             frame.state[p.arg] = kw_flows.get(p.arg, EMPTY if d is None else EMPTY)
         if a.vararg is not None:
-            frame.state[a.vararg.arg] = Flow.join_all(arg_flows[len(params):])
+            frame.state[a.vararg.arg] = Provenance.join_all(arg_flows[len(params):])
         if a.kwarg is not None:
-            frame.state[a.kwarg.arg] = Flow.join_all(list(kw_flows.values()))
+            frame.state[a.kwarg.arg] = Provenance.join_all(list(kw_flows.values()))
         self.stack.append(frame)
         self._block(fn.body)
         self.stack.pop()
-        return Flow.join_all(frame.returns).plus(VIA, frozenset([qualname]))
+        return Provenance.join_all(frame.returns).plus(VIA, frozenset([qualname]))
 
     def _finish(self) -> None:
         facts = self.facts
@@ -1988,7 +1979,7 @@ class _Analyser:
                 got.append(e)
         return groups[0], groups[1], groups[2], groups[3], calls
 
-    def _after_arm(self, node: ast.AST, function: str, bindings: dict[str, Flow]) -> Arm | None:
+    def _after_arm(self, node: ast.AST, function: str, bindings: dict[str, Provenance]) -> Arm | None:
         """The rest of ``function`` after ``node``: its ops, kernels and returns (helpers included)."""
         end = node.end_lineno or node.lineno  # type: ignore[attr-defined]
         returns, kernels_of, ops_of, allocs_of, calls_of = self._by_function
@@ -2151,7 +2142,8 @@ def _src(node: ast.AST, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def analyse(host: HostModule, class_name: str | None = None) -> PythonFacts:
-    facts = PythonFacts(host=host)
+def build_model_flow(host: HostModule, class_name: str | None = None) -> ModelFlow:
+    """The value flow of the model (``program.model_class``), or of ``class_name`` (``Model`` in a reference)."""
+    facts = ModelFlow(host=host)
     _Analyser(host, facts).run(class_name)
     return facts
