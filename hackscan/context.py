@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .model import Confidence, Location, Severity
-from .python.lazy import cached_property
-from .python.records import quick_init
-from .units import Unit
+from .util.lazy import cached_property
+from .util.quick_init import quick_init
+from .units import Pos, Unit
 
 if TYPE_CHECKING:  # imported lazily at run time: listing rules must not pay for analysis imports
     import networkx as nx
@@ -52,15 +52,6 @@ class Hit:
     end_column: int | None = None
     unit: str | None = None
     path: str | None = None  # for units read from another file (``load(sources=[...])``)
-
-
-@quick_init
-@dataclass(frozen=True)
-class Pos:
-    line: int
-    column: int
-    unit: str | None = None
-    path: str | None = None
 
 
 _UNSET: Any = object()
@@ -185,7 +176,7 @@ class ScanContext:
 
     @cached_property
     def cuda(self) -> "CudaFacts":
-        from .cuda.facts import build_cuda_facts
+        from .cuda.builder import build_cuda_facts
 
         return build_cuda_facts([u for u in self.units if u.language in ("cuda", "cpp")])
 

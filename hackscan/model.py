@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from .python.records import quick_init
+from .util.quick_init import quick_init
 
 
 class Severity(str, enum.Enum):

@@ -16,10 +16,20 @@ from itertools import accumulate, count
 from operator import add
 from typing import Mapping
 
-# the lock-free ``cached_property`` and the one-update ``__init__``: a scan builds segments and
-# mapped texts by the hundred per file (every literal piece, every concatenation)
-from .python.lazy import cached_property
-from .python.records import quick_init
+from .util.lazy import cached_property
+from .util.quick_init import quick_init
+
+
+@quick_init
+@dataclass(frozen=True)
+class Pos:
+    """A place in the host file a finding points at: 1-based line and column, and for a place
+    inside a unit, the unit's id and (for units read from another file) that file's path."""
+
+    line: int
+    column: int
+    unit: str | None = None
+    path: str | None = None
 
 
 @quick_init

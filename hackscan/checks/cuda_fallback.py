@@ -12,7 +12,8 @@ import tree_sitter as ts
 from ..context import Hit, ScanContext
 from ..cuda import names
 from ..cuda.branches import depends_on, enclosing, is_empty_check, launches_after, tainted_names, value_reads
-from ..cuda.facts import ARITH_OPS, Call, CudaFacts, Function, pos_of
+from ..cuda.facts import CudaFacts
+from ..cuda.records import ARITH_OPS, Call, Function, pos_of
 from ..cuda.flow import UNINITIALISED, Origin
 from ..cuda.names import is_compute
 from ..cuda.parser import contains, identifiers, in_walk_order, language, text

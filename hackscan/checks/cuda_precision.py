@@ -12,7 +12,8 @@ import tree_sitter as ts
 
 from ..context import Hit, Pos, ScanContext
 from ..cuda import names
-from ..cuda.facts import Call, CudaFacts, Function, pos_of
+from ..cuda.facts import CudaFacts
+from ..cuda.records import Call, Function, pos_of
 from ..cuda.flow import Flow, pointer_base, strip_casts
 from ..cuda.parser import contains, identifiers, in_walk_order, language, text
 from ..model import Confidence, Severity

@@ -10,7 +10,8 @@ import tree_sitter as ts
 
 from ..context import Hit, ScanContext
 from ..cuda import names
-from ..cuda.facts import Constant, CudaFacts, ExtensionFacts, Function, pos_of
+from ..cuda.facts import CudaFacts
+from ..cuda.records import Constant, ExtensionFacts, Function, pos_of
 from ..cuda.flow import ALLOC_CALLS
 from ..cuda.parser import callee_name, identifiers, text
 from ..model import Confidence, Severity

@@ -9,7 +9,8 @@ import tree_sitter as ts
 
 from ..context import Hit, ScanContext
 from ..cuda import names
-from ..cuda.facts import Call, CudaFacts, Function, Launch, pos_of
+from ..cuda.facts import CudaFacts
+from ..cuda.records import Call, Function, Launch, pos_of
 from ..cuda.flow import Flow
 from ..cuda.parser import callee_name, identifiers, text
 from ..model import Confidence, Severity

@@ -55,7 +55,7 @@ from .facts import (
 )
 from .flow import EMPTY, KERNELS, OPAQUE, OPS, PARTIAL, SLICES, STATE, VIA, Flow
 from .imports import CONVENTIONAL
-from .lazy import cached_property
+from ..util.lazy import cached_property
 from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain, subtree
 from .module import HostModule, children
 from .resolve import Unresolved, dotted_name

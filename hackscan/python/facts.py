@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 from .catalog import op_family
 from .flow import EMPTY, Flow
-from .lazy import cached_property
+from ..util.lazy import cached_property
 from .module import Extension, HostModule
-from .records import quick_init
+from ..util.quick_init import quick_init
 
 
 # ---------------------------------------------------------------------------------------- records

@@ -18,9 +18,9 @@ from typing import Any, Iterator
 
 from ..units import MappedText, Unit
 from .imports import ImportMap
-from .lazy import cached_property
+from ..util.lazy import cached_property
 from .literals import HostSource
-from .records import quick_init
+from ..util.quick_init import quick_init
 from .resolve import Resolver, Scope, Unresolved, build_scope, dotted_name
 
 LOAD_INLINE = "torch.utils.cpp_extension.load_inline"

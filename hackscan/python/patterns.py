@@ -16,7 +16,7 @@ import operator
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from .lazy import cached_property
+from ..util.lazy import cached_property
 from .module import HostModule, children
 from .resolve import dotted_name
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..units import MappedText
-from .lazy import cached_property
+from ..util.lazy import cached_property
 from .module import HostModule, statements, subtree
-from .records import quick_init
+from ..util.quick_init import quick_init
 from .resolve import Unresolved
 
 TENSOR_FACTORIES = {

@@ -16,7 +16,7 @@ from operator import itemgetter
 from typing import Any, Iterator
 
 from ..units import MappedText
-from .lazy import cached_property
+from ..util.lazy import cached_property
 from .literals import HostSource, decode_literal
 
 MAX_DEPTH = 40
