@@ -7,6 +7,7 @@ in child processes and are reached through ``hackscan.dynamic`` (or the ``hacksc
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 __version__ = "0.1.0"
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from .config import Config
     from .model import Report
 
-__all__ = ["scan_source", "scan_batch", "scan_paths", "Scanner", "__version__"]
+__all__ = ["scan_source", "scan_batch", "scan_paths", "Scanner", "default_scanner", "__version__"]
 
 
 class Scanner:
@@ -58,16 +59,24 @@ class Scanner:
         return out
 
 
+@functools.lru_cache(maxsize=8)
+def default_scanner(mode: str = "gate", select: tuple[str, ...] = (), ignore: tuple[str, ...] = ()) -> Scanner:
+    """The ``Scanner`` ``scan_source`` and ``scan_batch`` use for these settings, built on the first
+    call and kept: it loads the rule registry and imports the check modules once, and parses a
+    reference once for consecutive candidates of one task.  Different settings get their own."""
+    return Scanner(mode=mode, select=select, ignore=ignore)
+
+
 def scan_source(code: str, reference: str | None = None, *, path: str = "<string>", mode: str = "gate",
                 select: Sequence[str] = (), ignore: Sequence[str] = ()) -> "Report":
     """Statically scan one candidate.  ``mode='gate'`` (default) ignores suppression comments."""
-    return Scanner(mode=mode, select=select, ignore=ignore).scan(code, reference, path=path)
+    return default_scanner(mode, tuple(select), tuple(ignore)).scan(code, reference, path=path)
 
 
 def scan_batch(codes: Iterable["str | tuple[str, str | None]"], reference: str | None = None, *,
                mode: str = "gate", select: Sequence[str] = (), ignore: Sequence[str] = ()) -> list["Report"]:
     """Statically scan many candidates; items are code strings or ``(code, reference)`` pairs."""
-    return Scanner(mode=mode, select=select, ignore=ignore).scan_batch(codes, reference)
+    return default_scanner(mode, tuple(select), tuple(ignore)).scan_batch(codes, reference)
 
 
 def scan_paths(paths: Iterable[str], reference: str | None = None, *, mode: str = "audit",
