@@ -21,6 +21,7 @@ What counts as an edge:
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,7 +164,9 @@ def _cycle_text(members: set[str], edges: list[Edge]) -> str:
 
 # -------------------------------------------------------------------------------------------------
 
-EDGES = import_edges(PACKAGE)
+@functools.cache
+def package_edges() -> tuple[Edge, ...]:
+    return tuple(import_edges(PACKAGE))
 
 
 def test_every_module_has_a_layer() -> None:
@@ -172,15 +175,15 @@ def test_every_module_has_a_layer() -> None:
 
 
 def test_no_import_circles() -> None:
-    found = circles(EDGES)
+    found = circles(list(package_edges()))
     new = [c for c in found if not any(c <= known for known in KNOWN_CIRCLES)]
-    assert not new, "import circles:\n" + "\n".join(f"  {sorted(c)}:\n    {_cycle_text(c, EDGES)}" for c in new)
+    assert not new, "import circles:\n" + "\n".join(f"  {sorted(c)}:\n    {_cycle_text(c, list(package_edges()))}" for c in new)
     stale = [sorted(k) for k in KNOWN_CIRCLES if not any(c & k for c in found)]
     assert not stale, f"these circles are gone: remove them from KNOWN_CIRCLES: {stale}"
 
 
 def test_no_upward_imports() -> None:
-    found = upward(EDGES)
+    found = upward(list(package_edges()))
     names = [n for n, _ in LAYERS]
     new = [e for e in found if (e.importer, e.imported) not in KNOWN_UPWARD]
     assert not new, "imports from a higher layer:\n" + "\n".join(
@@ -195,8 +198,8 @@ def test_the_core_of_the_issue_stays_fixed() -> None:
     ``cuda/flow`` / ``graph``), by name, so a KNOWN_CIRCLES entry cannot hide them."""
     core = {"hackscan.context", "hackscan.cuda.facts", "hackscan.cuda.flow", "hackscan.graph",
             "hackscan.cuda.graph", "hackscan.cuda.records", "hackscan.cuda.builder", "hackscan.units"}
-    assert not [c for c in circles(EDGES) if c & core]
-    assert not [e for e in EDGES if e.importer.startswith(("hackscan.context", "hackscan.units", "hackscan.cuda",
+    assert not [c for c in circles(list(package_edges())) if c & core]
+    assert not [e for e in package_edges() if e.importer.startswith(("hackscan.context", "hackscan.units", "hackscan.cuda",
                                                            "hackscan.engine"))
                 and e.imported in ("hackscan.python.lazy", "hackscan.python.records")]
 
