@@ -3,8 +3,7 @@
 A CUDA string handed to ``load_inline`` is built in Python from literals, variables, ``+``, lists and
 f-strings.  Findings inside it must point at the line and column of the *host* file, inside the
 string where the construct sits.  ``MappedText`` carries that map through concatenation, slicing
-and ``textwrap.dedent`` as a short list of segments rather than a position per character, so
-building it costs a few list operations per literal.
+and ``textwrap.dedent`` as a short list of segments rather than a position per character.
 """
 
 from __future__ import annotations
@@ -134,14 +133,11 @@ class MappedText:
 
     @cached_property
     def _newlines(self) -> list[int]:
-        """Offsets of every newline of ``text``: a position then costs two bisects instead of
-        counting the newlines between the segment start and the offset (rules ask for hundreds of
-        positions per unit).
+        """Offsets of every newline of ``text``, so that a position is two bisects.
 
         Built from the lengths of the pieces between newlines: the k-th newline (from 0) sits
         after the first k+1 pieces and k newlines, i.e. at the running sum of their lengths plus
-        k.  ``str.split`` and the sums run in C; a match object per newline (``re.finditer``)
-        costs more."""
+        k."""
         pieces = self.text.split("\n")
         pieces.pop()  # the text after the last newline ends no line
         return list(map(add, accumulate(map(len, pieces)), count()))

@@ -391,8 +391,8 @@ class _UnitBuilder:
 
     def _call(self, fn: Function, call: ts.Node) -> None:
         # ``function`` is the first part of every call_expression rule, and a node's leading
-        # comments belong to its parent, so in an error-free call it is the first child: read by
-        # position, the field lookup costs more.  A launch's ``<<<...>>>`` (``kernel_call_syntax``)
+        # comments belong to its parent, so in an error-free call it is the first child (read by
+        # position, as in ``declarations.py``).  A launch's ``<<<...>>>`` (``kernel_call_syntax``)
         # comes right after it (the CUDA rule: function, kernel_call_syntax, arguments), or after
         # comments; so only a call whose second child is one of these two needs its children
         # searched (``kernel_config``).  An erroneous call is searched as it is.
@@ -424,8 +424,7 @@ class _UnitBuilder:
                     fn.launches.append(Launch(kname, call, fn, cfg[0], cfg[1], smem, stream, [], api=base))
 
     def _local_declaration(self, fn: Function, node: ts.Node) -> None:
-        # the children list is one C call (and cached on the node); a field lookup costs several
-        # times as much, so the common shapes are read by position (``_declaration_parts``)
+        # the common shapes are read by position, as in ``declarations.py``
         static = const = constexpr = False
         type_node = None
         kids = node.children
