@@ -17,8 +17,8 @@ Matching is by (rule, line), never by counts per file, so a miss and a false ala
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 _ANN = re.compile(r"(?:#|//)\s*(?P<kind>expect|todo-expect|spurious|legit-for)\s*:\s*(?P<ids>HS\d{3}(?:\s*,\s*HS\d{3})*)")
 _MODE = re.compile(r"(?:#|//)\s*hackscan-test:\s*mode=(?P<mode>audit|gate)")
@@ -36,7 +36,7 @@ class Annotations:
     def expected_rules(self) -> frozenset[str]:
         return frozenset(r for r, _ in self.expected)
 
-    def restricted(self, rules: Iterable[str]) -> "Annotations":
+    def restricted(self, rules: Iterable[str]) -> Annotations:
         keep = set(rules)
         return Annotations(
             expected=frozenset(e for e in self.expected if e[0] in keep),

@@ -11,13 +11,14 @@ from __future__ import annotations
 import ast
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .model import Confidence, Location, Severity
+from .units import Pos, Unit
 from .util.lazy import cached_property
 from .util.quick_init import quick_init
-from .units import Pos, Unit
 
 if TYPE_CHECKING:  # imported lazily at run time: listing rules must not pay for analysis imports
     import networkx as nx
@@ -119,7 +120,7 @@ class ReferenceCache:
 
 
 class ScanContext:
-    def __init__(self, submission: "Submission", host: "HostModule | None", units: list[Unit],
+    def __init__(self, submission: Submission, host: HostModule | None, units: list[Unit],
                  options: Mapping[str, Mapping[str, Any]] | None = None, mode: str = "gate",
                  references: ReferenceCache | None = None):
         self.submission = submission
@@ -167,7 +168,7 @@ class ScanContext:
 
     # ------------------------------------------------------------------ facts (lazy)
     @cached_property
-    def python(self) -> "PythonFacts | None":
+    def python(self) -> PythonFacts | None:
         if self.host is None:
             return None
         from .python.facts import build_python_facts
@@ -175,13 +176,13 @@ class ScanContext:
         return build_python_facts(self.host)
 
     @cached_property
-    def cuda(self) -> "CudaFacts":
+    def cuda(self) -> CudaFacts:
         from .cuda.builder import build_cuda_facts
 
         return build_cuda_facts([u for u in self.units if u.language in ("cuda", "cpp")])
 
     @cached_property
-    def triton(self) -> "TritonFacts | None":
+    def triton(self) -> TritonFacts | None:
         if self.host is None or not self.host.triton_kernels:
             return None
         from .triton.facts import build_triton_facts
@@ -197,7 +198,7 @@ class ScanContext:
         return self._references.get(code, self.submission.reference_path or "<reference>")
 
     @cached_property
-    def reference_module(self) -> "HostModule | None":
+    def reference_module(self) -> HostModule | None:
         """The reference parsed like a host file; None when absent or unparsable."""
         code = self.submission.reference
         if not code:
@@ -228,20 +229,20 @@ class ScanContext:
         return value
 
     @cached_property
-    def reference(self) -> "ReferenceFacts | None":
+    def reference(self) -> ReferenceFacts | None:
         from .python.reference import build_reference_facts
 
         return self._reference_derived("facts", build_reference_facts)  # type: ignore[no-any-return]
 
     @cached_property
-    def reference_python(self) -> "PythonFacts | None":
+    def reference_python(self) -> PythonFacts | None:
         """The reference's ``Model`` analysed like a candidate: its ops, holders and in-place writes."""
         from .python.facts import build_python_facts
 
         return self._reference_derived("python", lambda m: build_python_facts(m, "Model"))  # type: ignore[no-any-return]
 
     @cached_property
-    def graph(self) -> "nx.DiGraph":
+    def graph(self) -> nx.DiGraph:
         from .graph import build_graph
 
         return build_graph(self)

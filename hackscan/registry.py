@@ -12,9 +12,10 @@ import functools
 import importlib
 import re
 import tomllib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from .model import Confidence, Severity, Stage
 
@@ -88,7 +89,7 @@ class Rule:
         }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _resolve(dotted: str) -> Callable[..., Any]:
     module, _, attr = dotted.partition(":")
     if not attr:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate, count
 from operator import add
-from typing import Mapping
 
 from .util.lazy import cached_property
 from .util.quick_init import quick_init
@@ -117,7 +117,7 @@ class MappedText:
             return MappedText(textwrap.dedent(self.text), self.segments[:1])
         out = MappedText("", ())
         offset = 0
-        for old, new in zip(lines, new_lines):
+        for old, new in zip(lines, new_lines, strict=True):
             removed = len(old) - len(new)
             out = out + self.slice(offset + removed, offset + len(old))
             offset += len(old)

@@ -23,7 +23,7 @@ from .parser import call_args, callee_name, contains, descendants, identifiers, 
 
 if TYPE_CHECKING:
     from .facts import CudaFacts
-    from .records import Call, Function, Launch, Param, Variable  # noqa: F401
+    from .records import Call, Function, Launch, Param, Variable
 
 ALLOC_CALLS = frozenset({"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
                          "full_like", "new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided",

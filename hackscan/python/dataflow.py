@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..util.lazy import cached_property
 from .catalog import (
     BROADCASTS,
     CONSTANT_FILL,
@@ -55,7 +56,6 @@ from .facts import (
 )
 from .flow import EMPTY, KERNELS, OPAQUE, OPS, PARTIAL, SLICES, STATE, VIA, Flow
 from .imports import CONVENTIONAL
-from ..util.lazy import cached_property
 from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain, subtree
 from .module import HostModule, children
 from .resolve import Unresolved, dotted_name

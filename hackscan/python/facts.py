@@ -23,11 +23,11 @@ import ast
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+from ..util.lazy import cached_property
+from ..util.quick_init import quick_init
 from .catalog import op_family
 from .flow import EMPTY, Flow
-from ..util.lazy import cached_property
 from .module import Extension, HostModule
-from ..util.quick_init import quick_init
 
 
 # ---------------------------------------------------------------------------------------- records

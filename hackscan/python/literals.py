@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..units import MappedText, Segment
 from ..util.lazy import cached_property
@@ -35,7 +35,7 @@ class HostSource:
     text: str
 
     @staticmethod
-    def of(text: str) -> "HostSource":
+    def of(text: str) -> HostSource:
         return HostSource(text)
 
     # Split on first use: a reference file is mostly read through its tree, and splitting a file
