@@ -59,8 +59,8 @@ demo: install
 test:
 	$(PY) -m pytest -q
 
-# tests/conftest.py marks the modules that run candidates, compile or start processes ``dynamic``;
-# about 670 of the 1000 tests remain, some 20 s of CPU (README, "Tests")
+# tests/conftest.py marks the modules that run candidates, compile or start process pools
+# ``dynamic``; about 690 of the 1000 tests remain, some 21 s of CPU (README, "Quickstart")
 test-fast:
 	$(PY) -m pytest -q -m "not slow and not gpu and not dynamic"
 

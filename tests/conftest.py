@@ -21,11 +21,11 @@ def _has_cuda() -> bool:
 
 
 # Test modules that run candidates (the sandbox, the dynamic and performance stages), compile,
-# start processes or a browser: ``make test-fast`` (``-m "not slow and not gpu and not dynamic"``)
-# leaves them out.  A test elsewhere that needs one of these takes ``pytest.mark.slow``.
+# start process pools (parallel scans, measure runs) or a browser: ``make test-fast``
+# (``-m "not slow and not gpu and not dynamic"``) leaves them out.  A test elsewhere that needs
+# one of these takes ``pytest.mark.slow``.
 _DYNAMIC_MODULES = ("test_dynamic_", "test_perf_", "test_hostile", "test_sandbox", "test_measure_",
-                    "test_seed_replay", "test_packaging", "test_makefile", "test_report_html", "test_progress",
-                    "test_parallel")
+                    "test_report_html", "test_parallel")
 _DYNAMIC_FIXTURES = {"pool", "have_compiler"}
 
 
