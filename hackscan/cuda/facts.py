@@ -180,7 +180,7 @@ class CudaFacts:
 
     @cached_property
     def graph(self) -> nx.DiGraph:
-        from .graph import cuda_graph
+        from .graph import cuda_graph  # here, so that a scan no rule asks for the graph of never loads networkx
 
         return cuda_graph(self)
 
