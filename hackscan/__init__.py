@@ -7,7 +7,9 @@ in child processes and are reached through ``hackscan.dynamic`` (or the ``hacksc
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Sequence
+import functools
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
@@ -15,14 +17,14 @@ if TYPE_CHECKING:
     from .config import Config
     from .model import Report
 
-__all__ = ["scan_source", "scan_batch", "scan_paths", "Scanner", "__version__"]
+__all__ = ["scan_source", "scan_batch", "scan_paths", "Scanner", "default_scanner", "__version__"]
 
 
 class Scanner:
     """A reusable static scanner (select/ignore/mode fixed once); safe to share across threads."""
 
     def __init__(self, *, mode: str = "gate", select: Sequence[str] = (), ignore: Sequence[str] = (),
-                 config: "Config | None" = None):
+                 config: Config | None = None):
         from .config import Config
         from .engine import StaticScanner
 
@@ -30,7 +32,7 @@ class Scanner:
         cfg = base.with_(mode=mode, select=tuple(select) or base.select, ignore=tuple(ignore) or base.ignore)
         self._engine = StaticScanner(cfg)
 
-    def scan(self, code: str, reference: str | None = None, *, path: str = "<string>") -> "Report":
+    def scan(self, code: str, reference: str | None = None, *, path: str = "<string>") -> Report:
         from .inputs import _MODEL_CLASS, _MODELNEW_CLASS, Submission
 
         self_ref = False
@@ -45,7 +47,7 @@ class Scanner:
                          reference_path="<reference>" if reference is not None else None, self_reference=self_ref)
         return self._engine.scan(sub)
 
-    def scan_batch(self, codes: Iterable["str | tuple[str, str | None]"], reference: str | None = None) -> list["Report"]:
+    def scan_batch(self, codes: Iterable[str | tuple[str, str | None]], reference: str | None = None) -> list[Report]:
         """Scan many candidates; the garbage collector is tuned while the batch runs and restored
         afterwards (``hackscan.engine.batch_gc``)."""
         from .engine import batch_gc
@@ -58,20 +60,28 @@ class Scanner:
         return out
 
 
+@functools.lru_cache(maxsize=8)
+def default_scanner(mode: str = "gate", select: tuple[str, ...] = (), ignore: tuple[str, ...] = ()) -> Scanner:
+    """The ``Scanner`` ``scan_source`` and ``scan_batch`` use for these settings, built on the first
+    call and kept: it loads the rule registry and imports the check modules once, and parses a
+    reference once for consecutive candidates of one task.  Different settings get their own."""
+    return Scanner(mode=mode, select=select, ignore=ignore)
+
+
 def scan_source(code: str, reference: str | None = None, *, path: str = "<string>", mode: str = "gate",
-                select: Sequence[str] = (), ignore: Sequence[str] = ()) -> "Report":
+                select: Sequence[str] = (), ignore: Sequence[str] = ()) -> Report:
     """Statically scan one candidate.  ``mode='gate'`` (default) ignores suppression comments."""
-    return Scanner(mode=mode, select=select, ignore=ignore).scan(code, reference, path=path)
+    return default_scanner(mode, tuple(select), tuple(ignore)).scan(code, reference, path=path)
 
 
-def scan_batch(codes: Iterable["str | tuple[str, str | None]"], reference: str | None = None, *,
-               mode: str = "gate", select: Sequence[str] = (), ignore: Sequence[str] = ()) -> list["Report"]:
+def scan_batch(codes: Iterable[str | tuple[str, str | None]], reference: str | None = None, *,
+               mode: str = "gate", select: Sequence[str] = (), ignore: Sequence[str] = ()) -> list[Report]:
     """Statically scan many candidates; items are code strings or ``(code, reference)`` pairs."""
-    return Scanner(mode=mode, select=select, ignore=ignore).scan_batch(codes, reference)
+    return default_scanner(mode, tuple(select), tuple(ignore)).scan_batch(codes, reference)
 
 
 def scan_paths(paths: Iterable[str], reference: str | None = None, *, mode: str = "audit",
-               config: "Config | None" = None) -> list["Report"]:
+               config: Config | None = None) -> list[Report]:
     """Statically scan files, folders and JSONL datasets, as the command does with ``--static``."""
     from .config import Config
     from .engine import StaticScanner

@@ -10,9 +10,10 @@ imitates when it loads and calls a candidate: ``kernelbench`` by default, see
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .model import Severity
 
@@ -37,7 +38,7 @@ class Config:
     harness: str = "kernelbench"
     source: str | None = None  # which file the settings came from
 
-    def with_(self, **changes: Any) -> "Config":
+    def with_(self, **changes: Any) -> Config:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def options_for(self, rule_id: str, defaults: Mapping[str, Any]) -> dict[str, Any]:

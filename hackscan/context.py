@@ -11,13 +11,14 @@ from __future__ import annotations
 import ast
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .model import Confidence, Location, Severity
-from .python.lazy import cached_property
-from .python.records import quick_init
-from .units import Unit
+from .units import Pos, Unit
+from .util.lazy import cached_property
+from .util.quick_init import quick_init
 
 if TYPE_CHECKING:  # imported lazily at run time: listing rules must not pay for analysis imports
     import networkx as nx
@@ -53,15 +54,6 @@ class Hit:
     end_column: int | None = None
     unit: str | None = None
     path: str | None = None  # for units read from another file (``load(sources=[...])``)
-
-
-@quick_init
-@dataclass(frozen=True)
-class Pos:
-    line: int
-    column: int
-    unit: str | None = None
-    path: str | None = None
 
 
 _UNSET: Any = object()
@@ -129,7 +121,7 @@ class ReferenceCache:
 
 
 class ScanContext:
-    def __init__(self, submission: "Submission", host: "HostModule | None", units: list[Unit],
+    def __init__(self, submission: Submission, host: HostModule | None, units: list[Unit],
                  options: Mapping[str, Mapping[str, Any]] | None = None, mode: str = "gate",
                  references: ReferenceCache | None = None):
         self.submission = submission
@@ -177,7 +169,7 @@ class ScanContext:
 
     # ------------------------------------------------------------------ facts (lazy)
     @cached_property
-    def model_flow(self) -> "ModelFlow | None":
+    def model_flow(self) -> ModelFlow | None:
         if self.host is None:
             return None
         from .python.valueflow import build_model_flow
@@ -185,13 +177,13 @@ class ScanContext:
         return build_model_flow(self.host)
 
     @cached_property
-    def cuda(self) -> "CudaFacts":
-        from .cuda.facts import build_cuda_facts
+    def cuda(self) -> CudaFacts:
+        from .cuda.builder import build_cuda_facts
 
         return build_cuda_facts([u for u in self.units if u.language in ("cuda", "cpp")])
 
     @cached_property
-    def triton(self) -> "TritonFacts | None":
+    def triton(self) -> TritonFacts | None:
         if self.host is None or not self.host.triton_kernels:
             return None
         from .triton.facts import build_triton_facts
@@ -207,7 +199,7 @@ class ScanContext:
         return self._references.get(code, self.submission.reference_path or "<reference>")
 
     @cached_property
-    def reference_module(self) -> "HostModule | None":
+    def reference_module(self) -> HostModule | None:
         """The reference parsed like a host file; None when absent or unparsable."""
         code = self.submission.reference
         if not code:
@@ -238,27 +230,27 @@ class ScanContext:
         return value
 
     @cached_property
-    def reference(self) -> "ReferenceFacts | None":
+    def reference(self) -> ReferenceFacts | None:
         from .python.reference import build_reference_facts
 
         return self._reference_derived("facts", build_reference_facts)  # type: ignore[no-any-return]
 
     @cached_property
-    def reference_flow(self) -> "ModelFlow | None":
+    def reference_flow(self) -> ModelFlow | None:
         """The reference's ``Model`` analysed like a candidate: its ops, holders and in-place writes."""
         from .python.valueflow import build_model_flow
 
         return self._reference_derived("flow", lambda m: build_model_flow(m, "Model"))  # type: ignore[no-any-return]
 
     @cached_property
-    def program(self) -> "Program":
+    def program(self) -> Program:
         """The program model: which class is the model, its forward, the call / launch graph."""
         from .python.program import Program
 
         return Program(self)
 
     @property
-    def graph(self) -> "nx.DiGraph":
+    def graph(self) -> nx.DiGraph:
         """The call / launch graph of ``program`` (forward down to the kernels)."""
         return self.program.graph
 

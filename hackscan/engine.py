@@ -91,8 +91,7 @@ class StaticScanner:
         if isinstance(item, InputProblem):
             return self._input_problem(item)
         try:
-            # ``scan_gc`` spelled out: the generator-based context manager costs more per call
-            # than the pause itself (this runs once per submission)
+            # what ``scan_gc`` does, called directly
             _pause_gc()
             try:
                 return self._scan(item)

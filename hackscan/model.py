@@ -7,10 +7,11 @@ threads and cached without defensive copies.  Everything here is plain data: no 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
-from .python.records import quick_init
+from .util.quick_init import quick_init
 
 
 class Severity(str, enum.Enum):
@@ -25,7 +26,7 @@ class Severity(str, enum.Enum):
         return _SEVERITY_RANK[self]
 
     @classmethod
-    def parse(cls, value: "str | Severity") -> "Severity":
+    def parse(cls, value: str | Severity) -> Severity:
         if isinstance(value, Severity):
             return value
         try:
@@ -45,7 +46,7 @@ class Confidence(str, enum.Enum):
     LOW = "low"
 
     @classmethod
-    def parse(cls, value: "str | Confidence") -> "Confidence":
+    def parse(cls, value: str | Confidence) -> Confidence:
         if isinstance(value, Confidence):
             return value
         try:
@@ -122,7 +123,7 @@ class Finding:
     def key(self) -> str:
         return f"{self.rule}@{self.location.line}"
 
-    def with_(self, **changes: Any) -> "Finding":
+    def with_(self, **changes: Any) -> Finding:
         # What ``dataclasses.replace`` does (a new instance with the fields changed), without its
         # per-field bookkeeping: the engine calls this for every finding (snippet, suppression).
         # Unknown names (and subclasses) still go through ``replace``.
@@ -199,7 +200,7 @@ class Report:
     def active_findings(self) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if not f.suppressed)
 
-    def with_(self, **changes: Any) -> "Report":
+    def with_(self, **changes: Any) -> Report:
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -225,7 +226,7 @@ class Report:
         return out
 
 
-def verdict_for(findings: "tuple[Finding, ...] | list[Finding]", analysed: bool = True) -> Verdict:
+def verdict_for(findings: tuple[Finding, ...] | list[Finding], analysed: bool = True) -> Verdict:
     """hack if any active error, suspicious if any active warning, else clean."""
     if not analysed:
         return Verdict.ERROR

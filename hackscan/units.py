@@ -3,23 +3,32 @@
 A CUDA string handed to ``load_inline`` is built in Python from literals, variables, ``+``, lists and
 f-strings.  Findings inside it must point at the line and column of the *host* file, inside the
 string where the construct sits.  ``MappedText`` carries that map through concatenation, slicing
-and ``textwrap.dedent`` as a short list of segments rather than a position per character, so
-building it costs a few list operations per literal.
+and ``textwrap.dedent`` as a short list of segments rather than a position per character.
 """
 
 from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate, count
 from operator import add
-from typing import Mapping
 
-# the lock-free ``cached_property`` and the one-update ``__init__``: a scan builds segments and
-# mapped texts by the hundred per file (every literal piece, every concatenation)
-from .python.lazy import cached_property
-from .python.records import quick_init
+from .util.lazy import cached_property
+from .util.quick_init import quick_init
+
+
+@quick_init
+@dataclass(frozen=True)
+class Pos:
+    """A place in the host file a finding points at: 1-based line and column, and for a place
+    inside a unit, the unit's id and (for units read from another file) that file's path."""
+
+    line: int
+    column: int
+    unit: str | None = None
+    path: str | None = None
 
 
 @quick_init
@@ -108,7 +117,7 @@ class MappedText:
             return MappedText(textwrap.dedent(self.text), self.segments[:1])
         out = MappedText("", ())
         offset = 0
-        for old, new in zip(lines, new_lines):
+        for old, new in zip(lines, new_lines, strict=True):
             removed = len(old) - len(new)
             out = out + self.slice(offset + removed, offset + len(old))
             offset += len(old)
@@ -124,14 +133,11 @@ class MappedText:
 
     @cached_property
     def _newlines(self) -> list[int]:
-        """Offsets of every newline of ``text``: a position then costs two bisects instead of
-        counting the newlines between the segment start and the offset (rules ask for hundreds of
-        positions per unit).
+        """Offsets of every newline of ``text``, so that a position is two bisects.
 
         Built from the lengths of the pieces between newlines: the k-th newline (from 0) sits
         after the first k+1 pieces and k newlines, i.e. at the running sum of their lengths plus
-        k.  ``str.split`` and the sums run in C; a match object per newline (``re.finditer``)
-        costs more."""
+        k."""
         pieces = self.text.split("\n")
         pieces.pop()  # the text after the last newline ends no line
         return list(map(add, accumulate(map(len, pieces)), count()))

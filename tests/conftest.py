@@ -20,8 +20,22 @@ def _has_cuda() -> bool:
         return False
 
 
+# Test modules that run candidates (the sandbox, the dynamic and performance stages), compile,
+# start process pools (parallel scans, measure runs) or a browser: ``make test-fast``
+# (``-m "not slow and not gpu and not dynamic"``) leaves them out.  A test elsewhere that needs
+# one of these takes ``pytest.mark.slow``.
+_DYNAMIC_MODULES = ("test_dynamic_", "test_perf_", "test_hostile", "test_sandbox", "test_measure_",
+                    "test_report_html", "test_parallel")
+_DYNAMIC_FIXTURES = {"pool", "have_compiler"}
+
+
 def pytest_collection_modifyitems(config, items):
-    if not _has_cuda():
+    dynamic = pytest.mark.dynamic
+    for item in items:
+        if item.module.__name__.rpartition(".")[2].startswith(_DYNAMIC_MODULES) or (
+                _DYNAMIC_FIXTURES & set(getattr(item, "fixturenames", ()))):
+            item.add_marker(dynamic)
+    if any("gpu" in item.keywords for item in items) and not _has_cuda():  # torch only when asked
         skip = pytest.mark.skip(reason="needs a CUDA GPU")
         for item in items:
             if "gpu" in item.keywords:

@@ -6,7 +6,7 @@ import collections
 import time
 
 from hackscan.config import Config
-from hackscan.cuda.facts import build_cuda_facts
+from hackscan.cuda.builder import build_cuda_facts
 from hackscan.engine import StaticScanner
 from hackscan.inputs import Submission, discover
 from hackscan.model import Severity

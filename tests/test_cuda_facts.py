@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from hackscan.cuda.branches import tainted_names, value_reads
-from hackscan.cuda.facts import build_cuda_facts
+from hackscan.cuda.builder import build_cuda_facts
 from hackscan.python.module import HostModule
 from hackscan.units import MappedText, Unit
 

@@ -6,7 +6,7 @@ import textwrap
 
 import networkx as nx
 
-from hackscan.cuda.facts import build_cuda_facts
+from hackscan.cuda.builder import build_cuda_facts
 from hackscan.cuda.graph import aten_name, is_compute
 from hackscan.units import MappedText, Unit
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from hackscan.python.facts import Arm, TorchOp
-from hackscan.python.records import quick_init
+from hackscan.util.quick_init import quick_init
 
 
 @quick_init

@@ -19,7 +19,8 @@ from . import names
 from .parser import callee_name, contains, identifiers, text
 
 if TYPE_CHECKING:
-    from .facts import CudaFacts, Function, Launch
+    from .facts import CudaFacts
+    from .records import Function, Launch
 
 # host reads of tensor *values* (they synchronise and copy device data to the host)
 VALUE_READ_METHODS = frozenset({"item", "equal", "allclose", "is_nonzero", "cpu", "tolist", "accessor"})

@@ -25,8 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..context import Pos
-from ..units import Unit
+from ..units import Pos, Unit
 
 VIRTUAL_DIR = "/__hackscan__"
 STUB_PATH = f"{VIRTUAL_DIR}/hackscan_cuda_stub.h"

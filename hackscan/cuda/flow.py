@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING
 
 import tree_sitter as ts
 
-from ..python.lazy import cached_property
+from ..util.lazy import cached_property
 from . import names
 from .consts import fold
 from .parser import call_args, callee_name, contains, descendants, identifiers, strip_parens, text
 
 if TYPE_CHECKING:
-    from .facts import Call, CudaFacts, Function, Launch, Param, Variable  # noqa: F401
+    from .facts import CudaFacts
+    from .records import Call, Function, Launch, Param, Variable
 
 ALLOC_CALLS = frozenset({"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
                          "full_like", "new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided",

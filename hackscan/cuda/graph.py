@@ -24,7 +24,8 @@ import networkx as nx
 from .names import aten_name, is_compute
 
 if TYPE_CHECKING:
-    from .facts import CudaFacts, Function
+    from .facts import CudaFacts
+    from .records import Function
 
 
 def node_name(fn: Function) -> str:

@@ -14,7 +14,8 @@ On the CPU TF32 does not exist, so there is no ``eager_tf32`` and the headline i
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 

@@ -15,8 +15,9 @@ import inspect
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 _PKG = __name__.rpartition(".")[0]  # "hackscan.perf" here
 

@@ -29,8 +29,9 @@ import ctypes
 import gc
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

@@ -7,8 +7,9 @@ timing exists here for CI and for CPU-only candidates, and a scan of a folder mu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Mapping
+from typing import Any
 
 # Hidden input distributions derived from the original inputs (floating tensors only):
 #   mixed:   (x - 0.5) * 4  -> rand's [0, 1) becomes [-2, 2): breaks min >= 0 / max < 1 guards

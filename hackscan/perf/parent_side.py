@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import ast
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from ..config import Config
 from ..model import Confidence, Finding, Location, Severity, Stage

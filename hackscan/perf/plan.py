@@ -21,7 +21,8 @@ in the candidate and the reference, and the parent can compare their outputs cal
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 

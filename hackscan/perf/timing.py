@@ -18,8 +18,9 @@ from __future__ import annotations
 import os
 import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

@@ -22,8 +22,9 @@ per process.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import torch
 

@@ -24,11 +24,11 @@ import ast
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+from ..util.lazy import cached_property
+from ..util.quick_init import quick_init
 from .catalog import op_family
-from .lazy import cached_property
 from .module import Extension, HostModule
 from .provenance import EMPTY, Provenance
-from .records import quick_init
 
 
 # ---------------------------------------------------------------------------------------- records

@@ -33,11 +33,11 @@ class ImportMap:
     lines: dict[str, int] = field(default_factory=dict)
 
     @staticmethod
-    def of(tree: ast.AST) -> "ImportMap":
+    def of(tree: ast.AST) -> ImportMap:
         return ImportMap.of_nodes([n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))])
 
     @staticmethod
-    def of_nodes(nodes: "list[ast.AST]") -> "ImportMap":
+    def of_nodes(nodes: list[ast.AST]) -> ImportMap:
         im = ImportMap()
         for node in sorted(nodes, key=_LINENO):
             if isinstance(node, ast.Import):

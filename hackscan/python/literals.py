@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..units import MappedText, Segment
-from .lazy import cached_property
-from .records import quick_init
+from ..util.lazy import cached_property
+from ..util.quick_init import quick_init
 
 _ESCAPE = re.compile(
     r"\\(\n|[\\'\"abfnrtv]|[0-7]{1,3}|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|N\{[^}]+\}|.)",
@@ -35,7 +35,7 @@ class HostSource:
     text: str
 
     @staticmethod
-    def of(text: str) -> "HostSource":
+    def of(text: str) -> HostSource:
         return HostSource(text)
 
     # Split on first use: a reference file is mostly read through its tree, and splitting a file

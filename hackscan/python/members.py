@@ -16,9 +16,9 @@ import ast
 import operator
 from collections.abc import Iterable
 
+from ..util.lazy import cached_property
 from .catalog import CONTAINER_MODULES, IDENTITY_INIT_MODULES, MODULE_PARAMS, STATELESS_MODULES
 from .facts import Holder
-from .lazy import cached_property
 from .module import CUPY_KERNELS, HostModule, subtree  # noqa: F401  (subtree: re-exported)
 from .resolve import dotted_name
 

@@ -12,15 +12,16 @@ from __future__ import annotations
 import ast
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..units import MappedText, Unit
+from ..util.lazy import cached_property
+from ..util.quick_init import quick_init
 from .imports import ImportMap
-from .lazy import cached_property
 from .literals import HostSource
-from .records import quick_init
 from .resolve import Resolver, Scope, Unresolved, build_scope, dotted_name
 
 LOAD_INLINE = "torch.utils.cpp_extension.load_inline"
@@ -430,7 +431,7 @@ class HostModule:
 
     # ------------------------------------------------------------------ construction
     @staticmethod
-    def parse(text: str, path: str = "<string>") -> "HostModule":
+    def parse(text: str, path: str = "<string>") -> HostModule:
         """Parse host code.  Raises ``SyntaxError`` (the caller turns it into a finding).
 
         The units are extracted here when the text could hold a compiler call: extraction then

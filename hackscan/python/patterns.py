@@ -16,8 +16,8 @@ import operator
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from ..util.lazy import cached_property
 from . import catalog as _catalog
-from .lazy import cached_property
 from .module import HostModule, children
 from .program import forward_of, host_model
 from .resolve import dotted_name

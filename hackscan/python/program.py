@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .lazy import cached_property
+from ..util.lazy import cached_property
 
 if TYPE_CHECKING:
     import networkx as nx

@@ -9,13 +9,14 @@ spot (the reference has parameters the candidate never reads).
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from ..units import MappedText
-from .lazy import cached_property
+from ..util.lazy import cached_property
+from ..util.quick_init import quick_init
 from .module import HostModule, statements, subtree
-from .records import quick_init
 from .resolve import Unresolved
 
 TENSOR_FACTORIES = {
@@ -171,7 +172,8 @@ def _constants_of(mod: HostModule, stmt: ast.AST, targets: list[ast.AST], out: d
             if v is not None:
                 out[t.id] = v
         elif isinstance(t, ast.Tuple) and isinstance(stmt.value, ast.Tuple):  # type: ignore[attr-defined]
-            for tt, vv in zip(t.elts, stmt.value.elts):  # type: ignore[attr-defined]
+            # not strict: ``a, b = 1, 2, 3`` parses (it fails only when run), and the pairs that exist are read
+            for tt, vv in zip(t.elts, stmt.value.elts, strict=False):  # type: ignore[attr-defined]
                 if isinstance(tt, ast.Name):
                     v = _number(mod, vv, stmt.lineno + 1)  # type: ignore[attr-defined]
                     if v is not None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import ast
 import bisect
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, Iterator
+from typing import Any
 
 from ..units import MappedText
-from .lazy import cached_property
+from ..util.lazy import cached_property
 from .literals import HostSource, decode_literal
 
 MAX_DEPTH = 40
@@ -31,9 +32,9 @@ class Scope:
     """Assignments in one function, class or module body, by name, in line order."""
 
     node: ast.AST
-    parent: "Scope | None" = None
+    parent: Scope | None = None
     bindings: dict[str, list[tuple[int, str, ast.AST]]] = field(default_factory=dict)
-    klass: "Scope | None" = None
+    klass: Scope | None = None
 
     @cached_property
     def self_bindings(self) -> dict[str, list[tuple[int, str, ast.AST]]]:
@@ -45,7 +46,7 @@ class Scope:
         method's body for them (the method's own scope flattens it again)."""
         return _self_bindings(self.node)
 
-    def lookup(self, name: str, line: int) -> tuple[ast.AST, str, "Scope", int] | None:
+    def lookup(self, name: str, line: int) -> tuple[ast.AST, str, Scope, int] | None:
         """The assignment of ``name`` that is visible at ``line``, with its scope and line.
 
         In the scope where the use sits, that is the last assignment above the use.  In enclosing
@@ -222,7 +223,7 @@ def _assign_pairs(stmt: ast.stmt) -> Iterator[tuple[ast.AST, ast.AST, str]]:
 def _unpack(target: ast.AST, value: ast.AST) -> Iterator[tuple[ast.AST, ast.AST, str]]:
     if isinstance(target, (ast.Tuple, ast.List)):
         if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
-            for t, v in zip(target.elts, value.elts):
+            for t, v in zip(target.elts, value.elts, strict=True):
                 yield from _unpack(t, v)
         else:
             for t in target.elts:
@@ -547,7 +548,7 @@ def _remap_like(base: MappedText, new_text: str) -> MappedText:
         return MappedText.opaque(new_text, line, col)
     out = MappedText("", ())
     off = 0
-    for old, new in zip(old_lines, new_lines):
+    for old, new in zip(old_lines, new_lines, strict=True):
         if old == new:
             out = out + base.slice(off, off + len(old))
         else:

@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..util.lazy import cached_property
 from .catalog import (
     BROADCASTS,
     CONSTANT_FILL,
@@ -56,7 +57,6 @@ from .facts import (
     TryBlock,
 )
 from .imports import CONVENTIONAL
-from .lazy import cached_property
 from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain, subtree
 from .module import HostModule, children
 from .program import host_model

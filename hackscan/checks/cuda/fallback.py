@@ -12,10 +12,11 @@ import tree_sitter as ts
 from ...context import Hit, ScanContext
 from ...cuda import names
 from ...cuda.branches import depends_on, enclosing, is_empty_check, launches_after, tainted_names, value_reads
-from ...cuda.facts import ARITH_OPS, Call, CudaFacts, Function, pos_of
+from ...cuda.facts import CudaFacts
 from ...cuda.flow import UNINITIALISED, Origin
 from ...cuda.names import is_compute
 from ...cuda.parser import contains, identifiers, in_walk_order, language, text
+from ...cuda.records import ARITH_OPS, Call, Function, pos_of
 from ...model import Confidence, Severity
 
 _DEVICE_CHECK = re.compile(r"is_cpu\s*\(|is_cuda\s*\(|kCPU|DeviceType::CPU|device\(\)\.type\(\)")

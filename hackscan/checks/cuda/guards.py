@@ -11,8 +11,9 @@ import tree_sitter as ts
 from ...context import Hit, ScanContext
 from ...cuda import names
 from ...cuda.branches import branches, depends_on, launch_effect, tainted_names, value_reads
-from ...cuda.facts import CudaFacts, Function, Variable, pos_of
+from ...cuda.facts import CudaFacts
 from ...cuda.parser import contains, identifiers, text
+from ...cuda.records import Function, Variable, pos_of
 from ...model import Confidence, Severity
 
 _INT_TYPE = re.compile(r"^(static)?(std::atomic<)?(unsigned|signed)?(int|long|longlong|short|size_t|u?int\d+_t|"

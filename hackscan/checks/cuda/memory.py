@@ -12,9 +12,10 @@ import tree_sitter as ts
 from ...context import Hit, ScanContext
 from ...cuda import names
 from ...cuda.branches import branches, enclosing, in_empty_branch, launch_effect, launch_sites
-from ...cuda.facts import CudaFacts, Export, Function, Launch, Variable, pos_of
+from ...cuda.facts import CudaFacts
 from ...cuda.flow import CAST_CALLS, UNINITIALISED, CudaFlow, Origin
 from ...cuda.parser import call_args, callee_name, contains, identifiers, text
+from ...cuda.records import Export, Function, Launch, Variable, pos_of
 from ...model import Confidence, Severity
 
 # tensor methods that write into their receiver

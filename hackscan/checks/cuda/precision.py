@@ -12,9 +12,10 @@ import tree_sitter as ts
 
 from ...context import Hit, Pos, ScanContext
 from ...cuda import names
-from ...cuda.facts import Call, CudaFacts, Function, pos_of
+from ...cuda.facts import CudaFacts
 from ...cuda.flow import CudaFlow, pointer_base, strip_casts
 from ...cuda.parser import contains, identifiers, in_walk_order, language, text
+from ...cuda.records import Call, Function, pos_of
 from ...model import Confidence, Severity
 
 _HALF_CAST = re.compile(rb"static_cast\s*<\s*(at::Half|c10::Half|__half|half|__nv_bfloat16|at::BFloat16|c10::BFloat16)"

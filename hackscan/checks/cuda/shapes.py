@@ -10,9 +10,10 @@ import tree_sitter as ts
 
 from ...context import Hit, ScanContext
 from ...cuda import names
-from ...cuda.facts import Constant, CudaFacts, ExtensionFacts, Function, pos_of
+from ...cuda.facts import CudaFacts
 from ...cuda.flow import ALLOC_CALLS
 from ...cuda.parser import callee_name, identifiers, text
+from ...cuda.records import Constant, ExtensionFacts, Function, pos_of
 from ...model import Confidence, Severity
 
 _CHECKS = frozenset({"TORCH_CHECK", "TORCH_INTERNAL_ASSERT", "AT_ASSERT", "AT_ASSERTM", "assert", "static_assert",

@@ -9,9 +9,10 @@ import tree_sitter as ts
 
 from ...context import Hit, ScanContext
 from ...cuda import names
-from ...cuda.facts import Call, CudaFacts, Function, Launch, pos_of
+from ...cuda.facts import CudaFacts
 from ...cuda.flow import CudaFlow
 from ...cuda.parser import callee_name, identifiers, text
+from ...cuda.records import Call, Function, Launch, pos_of
 from ...model import Confidence, Severity
 
 _DEFAULT_STREAMS = frozenset({"cudaStreamLegacy", "cudaStreamPerThread", "nullptr", "NULL", "0", "stream_default"})

@@ -1,10 +1,10 @@
-"""A faster ``__init__`` for the frozen dataclasses the analyses create by the dozen per file.
+"""A one-update ``__init__`` for the frozen dataclasses the analyses create by the dozen per file.
 
 A frozen dataclass sets each field through ``object.__setattr__`` (the class's own ``__setattr__``
-refuses); an eleven-field ``Arm`` then costs some two microseconds to build.  ``quick_init``
-replaces the generated ``__init__`` with one that fills the instance ``__dict__`` in one update, in
-field order, with the same signature and defaults (``default_factory`` included): the objects are
-the same in every observable way (fields, ``repr``, equality, hash, immutability afterwards).
+refuses), one call per field.  ``quick_init`` replaces the generated ``__init__`` with one that
+fills the instance ``__dict__`` in one update, in field order, with the same signature and defaults
+(``default_factory`` included): the objects are the same in every observable way (fields, ``repr``,
+equality, hash, immutability afterwards; ``tests/test_records.py``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,218 @@
+"""The speed tricks give what the plain code they replace gives.
+
+Each trick lives in one named place: the generated AST walkers and indexer of
+``hackscan.python.module`` (``index_tree``, ``subtree``, ``children``, ``statements``, the
+statement-only import walk and the text count that skips it), ``hackscan.util.lazy.cached_property``
+(``functools.cached_property`` without 3.11's lock) and ``hackscan.util.quick_init`` (held to a plain
+dataclass in ``tests/test_records.py``).  Here each is compared with its plain version over every
+fixture, demo kernel and source file of the project, a file of rare syntax, and the corpus when present.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from hackscan.python.imports import ImportMap
+from hackscan.python.module import HostModule, _statement_imports, children, index_tree, statements, subtree
+from hackscan.util.lazy import cached_property
+
+ROOT = Path(__file__).resolve().parent.parent
+SKIP = (ast.expr_context, ast.boolop, ast.operator, ast.unaryop, ast.cmpop)  # singletons in CPython's ast
+
+RARE = '''
+import a as x; import b as x
+from . import y
+async def f(p, /, q=1, *r, s: int = 2, **t) -> None:
+    async with a as b, c:
+        async for i in g():
+            yield i
+    await z
+    x = [i async for i in g() if i]
+    lambda: (yield)
+def outer():
+    import os.path as op
+    global G
+    nonlocal_ = {k: v for k, v in d.items()} | {**d}
+    try:
+        pass
+    except* ValueError as e:
+        raise RuntimeError from e
+    else:
+        del a[1:2:3], b.c
+    finally:
+        assert x, "m"
+    match cmd:
+        case [1, *rest] | {"k": v, **kw} if v:
+            pass
+        case Point(x=0, y=_) as p:
+            pass
+        case None | True | -1 | 1 + 2j:
+            pass
+    with (open(a) as f, open(b)):
+        print(f"{x!r:>{w}} {y=}", *args, sep="")
+    while (n := n - 1) > 0 and not done or x is not y:
+        continue
+    for a, *b in c:
+        break
+    else:
+        x @= ~y ** -z if c else {1, 2}
+    return (a < b <= c), {None: 1, **e}, t[...], t[1:], x.y.z()
+class C(B, metaclass=M):
+    @decorate(1)
+    def m(self) -> C: ...
+    type_ = list[int]
+'''
+
+
+FOLDERS = ("fixtures", "kernels", "hackscan")
+
+
+def _sources(folder: str) -> list[tuple[str, str]]:
+    if folder == "<rare>":
+        return [("<rare>", RARE)]
+    return [(str(p.relative_to(ROOT)), p.read_text(errors="replace")) for p in sorted((ROOT / folder).rglob("*.py"))]
+
+
+def _trees(sources: list[tuple[str, str]]) -> list[tuple[str, str, ast.Module]]:
+    out = []
+    for name, text in sources:
+        try:
+            out.append((name, text, ast.parse(text)))
+        except (SyntaxError, ValueError):
+            continue  # a fixture of unparsable code: no tree, nothing indexed
+    return out
+
+
+@functools.cache
+def trees(folder: str) -> list[tuple[str, str, ast.Module]]:
+    return _trees(_sources(folder))
+
+
+def all_trees() -> list[tuple[str, str, ast.Module]]:
+    return [t for folder in ("<rare>", *FOLDERS) for t in trees(folder)]
+
+
+def _plain_children(node: ast.AST) -> list[ast.AST]:
+    return [c for c in ast.iter_child_nodes(node) if not isinstance(c, SKIP)]
+
+
+def _plain_index(tree: ast.AST) -> tuple[dict[ast.AST, ast.AST], dict[type, list[ast.AST]]]:
+    """``index_tree`` done plainly: pop a node, list it, push its children in field order."""
+    parents: dict[ast.AST, ast.AST] = {}
+    nodes: dict[type, list[ast.AST]] = defaultdict(list)
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        nodes[type(node)].append(node)
+        kids = _plain_children(node)
+        for c in kids:
+            parents[c] = node
+        stack.extend(kids)
+    return parents, dict(nodes)
+
+
+def _ids(nodes: list[ast.AST]) -> list[int]:
+    return [id(n) for n in nodes]
+
+
+def _check_tree(tree: ast.Module) -> None:
+    parents, nodes = index_tree(tree)
+    want_parents, want_nodes = _plain_index(tree)
+    assert {id(k): id(v) for k, v in parents.items()} == {id(k): id(v) for k, v in want_parents.items()}
+    assert {t: _ids(v) for t, v in nodes.items()} == {t: _ids(v) for t, v in want_nodes.items()}
+    walked = [n for n in ast.walk(tree) if not isinstance(n, SKIP)]
+    assert _ids(subtree(tree)) == _ids(walked)
+    for fn in tree.body:  # from another root than the module
+        assert _ids(subtree(fn)) == _ids([n for n in ast.walk(fn) if not isinstance(n, SKIP)])
+    for of_type in want_nodes.values():  # the generated code is per type: a few nodes of each
+        for n in of_type[:3]:
+            assert _ids(children(n)) == _ids(_plain_children(n))
+    kinds = (ast.stmt, ast.excepthandler, ast.match_case)
+    for root in [tree, *tree.body]:
+        got, got_parents = statements(root)
+        plain = [root] + [n for n in list(ast.walk(root))[1:] if isinstance(n, kinds)]
+        assert _ids(got) == _ids(plain)
+        assert all(want_parents[c] is p for c, p in got_parents.items())
+    assert _ids(_statement_imports(tree)) == _ids(want_nodes.get(ast.Import, []) + want_nodes.get(ast.ImportFrom, []))
+
+
+@pytest.mark.parametrize("folder", ("<rare>", *FOLDERS))
+def test_indexer_and_walkers_match_ast_walk(folder: str) -> None:
+    for name, _, tree in trees(folder):
+        try:
+            _check_tree(tree)
+        except AssertionError as exc:
+            raise AssertionError(f"{name}: {exc}") from None
+
+
+def test_the_files_cover_every_kind_of_node() -> None:
+    """The comparison means something only if the files reach the generated code of many node
+    types: the rare-syntax file is there for the ones the kernels never use."""
+    seen = {type(n) for _, _, tree in all_trees() for n in ast.walk(tree)}
+    for t in (ast.Match, ast.MatchClass, ast.TryStar, ast.AsyncFor, ast.NamedExpr, ast.Starred, ast.Slice,
+              ast.DictComp, ast.JoinedStr, ast.Global, ast.Yield, ast.AsyncWith, ast.MatchMapping):
+        assert t in seen, t
+    assert len(trees("fixtures")) > 150 and len(trees("hackscan")) > 100
+
+
+def test_import_map_shortcut_matches_the_indexed_one() -> None:
+    """``HostModule.imports`` skips the statement walk when the top-level imports account for
+    every ``import`` in the text; without the index it must find what the index would."""
+    for name, text, _ in trees("<rare>") + trees("fixtures") + trees("kernels"):
+        quick = HostModule.parse(text, name)
+        for lazy in ("nodes", "parents", "imports"):  # parse may have indexed the tree (units): forget it
+            quick.__dict__.pop(lazy, None)
+        indexed = HostModule.parse(text, name)
+        _ = indexed.nodes
+        assert quick.imports == indexed.imports, name
+        assert indexed.imports == ImportMap.of_nodes(_plain_index(indexed.tree)[1].get(ast.Import, []) +
+                                                     _plain_index(indexed.tree)[1].get(ast.ImportFrom, []))
+
+
+def test_corpus_trees(corpus_path: Path) -> None:
+    n = 0
+    for line in corpus_path.read_text().splitlines()[:120]:
+        rec = json.loads(line)
+        for field in ("custom_code", "ref_code"):
+            try:
+                tree = ast.parse(rec.get(field) or "")
+            except (SyntaxError, ValueError):
+                continue
+            _check_tree(tree)
+            n += 1
+    assert n > 100
+
+
+class _Lazy:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @cached_property
+    def ours(self) -> int:
+        self.calls += 1
+        return self.calls * 10
+
+    @functools.cached_property
+    def plain(self) -> int:
+        self.calls += 1
+        return self.calls * 10
+
+
+def test_cached_property_behaves_as_functools() -> None:
+    for name in ("ours", "plain"):
+        obj = _Lazy()
+        assert (getattr(obj, name), getattr(obj, name), obj.calls) == (10, 10, 1)  # computed once
+        assert obj.__dict__[name] == 10  # stored where attribute lookup finds it first
+        del obj.__dict__[name]
+        assert getattr(obj, name) == 20  # dropping the stored value recomputes it (``release`` relies on it)
+    assert _Lazy.ours.__doc__ == _Lazy.plain.__doc__
+    for kind in (cached_property, functools.cached_property):  # one descriptor under two names: refused
+        with pytest.raises(RuntimeError) as err:
+            type("_Twice", (), {"x": (d := kind(lambda self: 1)), "y": d})
+        assert isinstance(err.value.__cause__, TypeError)
