@@ -48,7 +48,7 @@ class Config:
 
 def check_harness(name: Any) -> str:
     """The harness profile's name, normalised; a ConfigError naming the known ones otherwise."""
-    from .dynamic.profiles import PROFILES  # plain data, no torch
+    from .dynamic.shared.profiles import PROFILES  # plain data, no torch
 
     if not isinstance(name, str) or name.strip().lower() not in PROFILES:
         raise ConfigError(f"harness must be one of {', '.join(sorted(PROFILES))} (got {name!r})")

@@ -11,9 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from hackscan.perf import memory as mem  # noqa: E402
-from hackscan.perf import worker_side  # noqa: E402
-from hackscan.perf.plan import InputPlan  # noqa: E402
+from hackscan.perf.worker import measure as worker_side  # noqa: E402
+from hackscan.perf.worker import memory as mem  # noqa: E402
+from hackscan.perf.worker.plan import InputPlan  # noqa: E402
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -107,7 +107,7 @@ def test_options_the_stage_sends_reach_the_measurement() -> None:
     opts = worker_side.resolve_options({"budget_s": 4.0, "compile": "never", "tf32": False,
                                         "exclusive_device": False, "sets": 4}, torch.device("cpu"))
     assert opts.exclusive_device is False and opts.tf32 is False and opts.compile == "never"
-    from hackscan.perf import baselines
+    from hackscan.perf.worker import baselines
 
     assert baselines.names_for(torch.device("cuda"), False, tf32=False) == ["eager_fp32"]
     assert baselines.headline_for(torch.device("cuda"), tf32=False) == "eager_fp32"
@@ -126,8 +126,8 @@ class FakeWorker:
     """What perf_hook needs of a dynamic-stage worker, with a real CPU model."""
 
     def __init__(self, prepared: bool = True):
-        from hackscan.dynamic import perf_hook
-        from hackscan.dynamic.guard import capture_timers
+        from hackscan.dynamic.worker import perf as perf_hook
+        from hackscan.dynamic.worker.guard import capture_timers
 
         self.device = "cpu"
         self.spec = {"perf": prepared}
@@ -151,7 +151,7 @@ class FakeWorker:
 
 
 def test_hook_measures_with_the_pre_import_baseline_and_releases_the_probes() -> None:
-    from hackscan.dynamic import perf_hook
+    from hackscan.dynamic.worker import perf as perf_hook
 
     w = FakeWorker()
     assert w.perf_prepared is not None and w.perf_prepare_error is None
@@ -169,7 +169,7 @@ def test_hook_measures_with_the_pre_import_baseline_and_releases_the_probes() ->
 
 
 def test_hook_without_prepare_falls_back_to_the_captured_timers() -> None:
-    from hackscan.dynamic import perf_hook
+    from hackscan.dynamic.worker import perf as perf_hook
 
     w = FakeWorker(prepared=False)
     assert w.perf_prepared is None
@@ -180,7 +180,7 @@ def test_hook_without_prepare_falls_back_to_the_captured_timers() -> None:
 
 
 def test_compile_request_without_sets_says_why() -> None:
-    from hackscan.dynamic import perf_hook
+    from hackscan.dynamic.worker import perf as perf_hook
 
     w = FakeWorker()
     reply = perf_hook.run_compile(w, {"options": {}})
@@ -188,7 +188,7 @@ def test_compile_request_without_sets_says_why() -> None:
 
 
 def test_prepare_failure_is_kept_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hackscan.dynamic import perf_hook
+    from hackscan.dynamic.worker import perf as perf_hook
 
     def broken(device: str) -> Any:
         raise RuntimeError("CUDA driver initialization failed")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .census import is_bookkeeping
+from .worker.census import is_bookkeeping
 
 
 def _compute_ops(census: dict[str, Any], key: str = "seconds") -> dict[str, float]:

@@ -32,9 +32,9 @@ from .judge import R_DOES_NOT_RUN, R_FORGED, R_UNANSWERED, Judge, ProbeRecord, a
 from .link import link_findings
 from .plan import FIRST_ROUND, Plan, make_plan, steering_from
 from .pool import Session, WorkerFailure, WorkerPool, default_pool, total_memory
-from .probes import derive
-from .profiles import get_profile
 from .protocol import CheckedSession
+from .shared.probes import derive
+from .shared.profiles import get_profile
 
 BATCHES = (("original", "params"), ("value", "magnitude", "layout"), ("shape",))
 MAX_RESPAWNS = 2
@@ -872,7 +872,7 @@ class Aliases:
 
 def _one_dim_at_a_time(plan: Plan, refs: dict[str, dict[str, Any]], dims: dict[str, Any], seed: int,
                        limit: int = 4) -> list[dict[str, Any]]:
-    from .probes import shape_value, spec
+    from .shared.probes import shape_value, spec
 
     joint_failed = [p for p in plan.probes if p["family"] == "shape" and p["id"] in ("shape_smaller_odd", "shape_near")
                     and "skipped" in (refs.get(p["id"]) or {})]
@@ -908,7 +908,7 @@ def _measured(refs: dict[str, dict[str, Any]], load: dict[str, Any]) -> dict[str
 
 
 def _dtype(x: Any) -> str:
-    from .wire import BF16Array
+    from .shared.wire import BF16Array
 
     if isinstance(x, BF16Array):
         return "bfloat16"

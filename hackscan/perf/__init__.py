@@ -16,4 +16,4 @@ the dynamic stage is written down in ``hackscan/dynamic/PROTOCOL.md`` (section "
 
 from __future__ import annotations
 
-SCHEMA = "hackscan.perf/1"
+from .options import SCHEMA  # noqa: F401  (defined with the options: both sides import them)

@@ -73,7 +73,7 @@ class _Child:
         root = str(Path(__file__).resolve().parents[2])
         full_env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in full_env.get("PYTHONPATH", "").split(os.pathsep) if p])
         self.workdir = tempfile.mkdtemp(prefix="hackscan-perf-")
-        self.proc = subprocess.Popen([sys.executable, "-m", "hackscan.perf.child", str(w)], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-m", "hackscan.perf.worker.child", str(w)], stdin=subprocess.PIPE,
                                      stdout=self.log, stderr=self.log, pass_fds=(w,), env=full_env,
                                      start_new_session=True, cwd=self.workdir)
         os.close(w)

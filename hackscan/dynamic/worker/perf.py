@@ -33,7 +33,7 @@ def load_api() -> PerfApi | None:
     try:
         # relative: the worker side is importable under any package name (the sandbox mounts it
         # under a neutral one, so the candidate's process has no module named after hackscan)
-        from ..perf import worker_side  # type: ignore[import-not-found]
+        from ...perf.worker import measure as worker_side  # type: ignore[import-not-found]
     except ImportError:
         return None
     measure = getattr(worker_side, "measure", None)

@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 
-from . import wire
+from ..shared import wire
+from ..shared.probes import derive
 from .guard import GlobalState, Hasher, Timers, capture_timers
-from .probes import derive
 
 _CUDA_MISSING = re.compile(
     r"Torch not compiled with CUDA|Found no NVIDIA driver|no CUDA GPUs are available|CUDA driver version is "
@@ -246,7 +246,7 @@ class Worker:
         self.changes: list[dict[str, str]] = []
         self._seen_changes: set[tuple[str, str]] = set()
         self.channel: socket.socket | None = None
-        from . import perf_hook
+        from . import perf as perf_hook
 
         self.perf_api = perf_hook.load_api()
         self.perf_prepared: Any = None
@@ -289,9 +289,9 @@ class Worker:
 def serve(sock: socket.socket, spec: dict[str, Any]) -> None:
     role = spec.get("role")
     if role == "reference":
-        from .ref_worker import ReferenceWorker as cls
+        from .reference import ReferenceWorker as cls
     elif role == "candidate":
-        from .cand_worker import CandidateWorker as cls  # type: ignore[assignment]
+        from .candidate import CandidateWorker as cls  # type: ignore[assignment]
     else:
         raise ValueError(f"unknown role {role!r}")
     worker = cls(spec)

@@ -38,9 +38,9 @@ def _preload() -> dict[str, Any]:
     import torch.utils.deterministic  # noqa: F401
     from torch.utils import _python_dispatch  # noqa: F401
 
-    from . import cand_worker, census, hidden, perf_hook, ref_worker, values, worker  # noqa: F401
+    from . import base, candidate, census, hidden, perf, reference, values  # noqa: F401
 
-    perf_hook.load_api()  # imports hackscan.perf (its timer snapshot) before any fork
+    perf.load_api()  # imports hackscan.perf (its timer snapshot) before any fork
     cuda, count = _cuda_in_a_child()
     return {
         "torch": torch.__version__,
@@ -135,7 +135,7 @@ def _child(ctrl: socket.socket, fd: int, spec: dict[str, Any]) -> None:
             import torch
 
             torch.set_num_threads(int(threads))
-        from .worker import serve
+        from .base import serve
 
         serve(sock, spec)
         code = 0

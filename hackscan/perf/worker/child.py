@@ -33,8 +33,8 @@ _readline = sys.stdin.readline
 
 import torch  # noqa: E402
 
-from hackscan.perf import worker_side  # noqa: E402  (snapshots the timers on import)
-from hackscan.perf.fingerprint import fingerprint  # noqa: E402
+from hackscan.perf.worker import measure as worker_side  # noqa: E402  (snapshots the timers on import)
+from hackscan.perf.worker.fingerprint import fingerprint  # noqa: E402
 
 CHECK_SEED_OFFSET = 1000
 
