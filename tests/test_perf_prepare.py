@@ -1,6 +1,6 @@
 """The worker-side pieces of the pipeline integration: the pre-import baseline (``prepare``), how
 memory outside the allocator is read when the other worker shares the device, and the hooks the
-dynamic stage's workers call (``hackscan.dynamic.perf_hook``).  CUDA is simulated where needed."""
+dynamic stage's workers call (``hackscan.dynamic.worker.perf``).  CUDA is simulated where needed."""
 
 from __future__ import annotations
 
@@ -123,7 +123,7 @@ def test_every_set_handed_in_is_the_harness_s_even_when_the_pool_keeps_fewer() -
 
 
 class FakeWorker:
-    """What perf_hook needs of a dynamic-stage worker, with a real CPU model."""
+    """What the perf requests need of a dynamic-stage worker, with a real CPU model."""
 
     def __init__(self, prepared: bool = True):
         from hackscan.dynamic.worker import perf as perf_hook
@@ -132,7 +132,6 @@ class FakeWorker:
         self.device = "cpu"
         self.spec = {"perf": prepared}
         self.timers = capture_timers()
-        self.perf_api = perf_hook.load_api()
         self.perf_inputs: dict[str, Any] = {}
         self.perf_spin_inputs = None
         perf_hook.prepare(self)
@@ -193,7 +192,7 @@ def test_prepare_failure_is_kept_not_raised(monkeypatch: pytest.MonkeyPatch) -> 
     def broken(device: str) -> Any:
         raise RuntimeError("CUDA driver initialization failed")
 
-    w = SimpleNamespace(spec={"perf": True}, device="cuda",
-                        perf_api=perf_hook.PerfApi(measure=lambda *a, **k: {}, prepare=broken))
+    monkeypatch.setattr(perf_hook, "_PREPARE", broken)
+    w = SimpleNamespace(spec={"perf": True}, device="cuda")
     perf_hook.prepare(w)
     assert w.perf_prepared is None and "CUDA driver" in w.perf_prepare_error

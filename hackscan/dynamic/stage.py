@@ -24,6 +24,7 @@ from typing import Any
 from ..config import Config
 from ..inputs import Submission
 from ..model import Confidence, Finding, Location, Report, Severity, Stage, Verdict, verdict_for
+from ..perf import parent_side
 from ..registry import Registry, load_registry
 from ..suppress import find_suppressions
 from . import runnable
@@ -82,7 +83,6 @@ class DynamicRun:
         self.lines = sub.code.splitlines()
         self.timing_sets: Any = None
         self._r_load: dict[str, Any] | None = None
-        self._perf_on: bool | None = None
         # findings about the conversation itself (unanswered checks, dead workers), added to the judge's
         self.protocol_findings: list[Finding] = []
 
@@ -697,19 +697,7 @@ class DynamicRun:
         return findings + j.findings
 
     def _perf_wanted(self) -> bool:
-        if self._perf_on is None:
-            self._perf_on = self._find_perf()
-        return self._perf_on
-
-    def _find_perf(self) -> bool:
-        if not getattr(self.options, "perf", False):
-            return False
-        import importlib.util
-
-        try:
-            return importlib.util.find_spec("hackscan.perf.parent_side") is not None
-        except (ImportError, ValueError):
-            return False
+        return bool(getattr(self.options, "perf", False))
 
     def _perf(self, ref: Session, cand: Session | None, j: Any, refs: dict[str, dict[str, Any]], plan: Plan,
               device: str) -> list[Finding]:
@@ -720,8 +708,6 @@ class DynamicRun:
             self.info["performance_skipped"] = why
             self.info["_performance"] = {"measured": False, "reason": why}
             return []
-        from hackscan.perf import parent_side  # type: ignore[import-not-found]
-
         from . import perf_run
 
         originals = [p["id"] for p in plan.probes if p["family"] == "original" and p["id"] in j.records

@@ -38,9 +38,9 @@ def _preload() -> dict[str, Any]:
     import torch.utils.deterministic  # noqa: F401
     from torch.utils import _python_dispatch  # noqa: F401
 
-    from . import base, candidate, census, hidden, perf, reference, values  # noqa: F401
+    # ``perf`` imports the perf worker side, whose clock snapshots the timers, before any fork
+    from . import base, candidate, census, hidden, perf, reference, serve, values  # noqa: F401
 
-    perf.load_api()  # imports hackscan.perf (its timer snapshot) before any fork
     cuda, count = _cuda_in_a_child()
     return {
         "torch": torch.__version__,
@@ -135,7 +135,7 @@ def _child(ctrl: socket.socket, fd: int, spec: dict[str, Any]) -> None:
             import torch
 
             torch.set_num_threads(int(threads))
-        from .base import serve
+        from .serve import serve
 
         serve(sock, spec)
         code = 0
