@@ -457,7 +457,7 @@ def _tree(root: int) -> set[int]:
 
 # ----------------------------------------------------------------------------------- staging
 def worker_modules() -> list[str]:
-    """Module paths (relative to the package root) the worker side imports, from ``dynamic/boot.py``
+    """Module paths (relative to the package root) the worker side imports, from ``dynamic/worker/boot.py``
     by its relative imports (it has no other kind: tests/test_dynamic_neutral_name.py): only these
     are staged into a sandbox, not the rules, the judge or the thresholds."""
     root = Path(__file__).resolve().parent.parent

@@ -7,7 +7,7 @@ It also never holds a name that would tell the candidate it is being checked: pr
 plan items arrive as opaque tokens (the parent maps them back), plan items say what to do
 (``again``, ``refill``, ``fill``, ``count``) rather than what is checked, no seed other than the
 construction seeds reaches it, and the model is loaded and called the way the harness profile
-(``profiles.py``) says: module name, ``__file__``, ``sys.argv``, environment, ``.eval()``, and one
+(``shared/profiles.py``) says: module name, ``__file__``, ``sys.argv``, environment, ``.eval()``, and one
 calling frame dressed as the harness's own (``worker.make_caller``).
 """
 

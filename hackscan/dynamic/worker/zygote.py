@@ -1,6 +1,6 @@
 """The forkserver: imports torch once, then forks one worker per candidate or reference.
 
-Started by the parent as ``python -m hackscan.dynamic.zygote FD`` where FD is its end of a
+Started by the parent as ``python -m hackscan.dynamic.worker.zygote FD`` where FD is its end of a
 ``SOCK_SEQPACKET`` control socket.  Requests are JSON (``spawn`` with the worker's spec and, as
 ancillary data, the worker's end of its own socketpair; ``shutdown``).  Replies: ``ready`` once,
 ``spawned`` per request, ``exit`` whenever a worker ends (with its raw wait status).
