@@ -4,7 +4,7 @@ Keys: ``select`` / ``ignore`` (rule ids, names or id prefixes), ``fail-on`` (err
 info), ``mode`` (gate / audit), ``severity`` (a table of per-rule severity overrides),
 ``code-field`` / ``ref-field`` for JSONL datasets, ``harness`` (the scoring harness the dynamic stage
 imitates when it loads and calls a candidate: ``kernelbench`` by default, see
-``hackscan/dynamic/profiles.py``), and per-rule option tables under ``[tool.hackscan.rules.HS123]``.
+``hackscan/dynamic/shared/profiles.py``), and per-rule option tables under ``[tool.hackscan.rules.HS123]``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class Config:
     rule_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     code_field: str = "custom_code"
     ref_field: str = "ref_code"
-    # the harness profile (dynamic/profiles.py) the candidate is loaded and called under
+    # the harness profile (dynamic/shared/profiles.py) the candidate is loaded and called under
     harness: str = "kernelbench"
     source: str | None = None  # which file the settings came from
 
@@ -49,7 +49,7 @@ class Config:
 
 def check_harness(name: Any) -> str:
     """The harness profile's name, normalised; a ConfigError naming the known ones otherwise."""
-    from .dynamic.profiles import PROFILES  # plain data, no torch
+    from .dynamic.shared.profiles import PROFILES  # plain data, no torch
 
     if not isinstance(name, str) or name.strip().lower() not in PROFILES:
         raise ConfigError(f"harness must be one of {', '.join(sorted(PROFILES))} (got {name!r})")

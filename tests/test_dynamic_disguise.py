@@ -17,7 +17,7 @@ pytest.importorskip("torch")
 pytest.importorskip("numpy")
 
 from hackscan.config import Config  # noqa: E402
-from hackscan.dynamic.probes import TRANSFORMS, derive, probe_seed  # noqa: E402
+from hackscan.dynamic.shared.probes import TRANSFORMS, derive, probe_seed  # noqa: E402
 from hackscan.engine import StaticScanner  # noqa: E402
 from hackscan.inputs import Submission  # noqa: E402
 from hackscan.model import Stage, Verdict  # noqa: E402
@@ -257,7 +257,7 @@ def test_derived_seeds_are_keyed_and_one_way() -> None:
 
 def test_harness_profiles_are_plain_data_with_a_clear_error_for_an_unknown_name() -> None:
     from hackscan.config import ConfigError, parse_config
-    from hackscan.dynamic.profiles import UnknownHarness, get_profile
+    from hackscan.dynamic.shared.profiles import UnknownHarness, get_profile
 
     kb = get_profile(None)
     assert kb.name == "kernelbench" and kb.construction_seed == 42 and not kb.eval_mode
@@ -277,7 +277,7 @@ def test_harness_profiles_are_plain_data_with_a_clear_error_for_an_unknown_name(
 def test_the_calling_frame_carries_the_harness_names_only() -> None:
     import sys
 
-    from hackscan.dynamic.worker import make_caller
+    from hackscan.dynamic.worker.base import make_caller
 
     caller = make_caller("run_and_check_correctness", "src.eval", "/workspace/KernelBench/src/eval.py")
 

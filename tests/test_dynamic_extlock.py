@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from hackscan.dynamic.extcache import STALE_LOCK_SECONDS, _clear_stale_lock
+from hackscan.dynamic.shared.extcache import STALE_LOCK_SECONDS, _clear_stale_lock
 
 
 def _dead_pid() -> int:

@@ -26,15 +26,14 @@ sys.path.insert(0, sys.argv[1])
 # what the interpreter loaded on its own (an editable install's path hook is named after the
 # project: the sandbox's interpreter has no such install); what the worker side imports is judged
 before = set(sys.modules)
-import kbutil.dynamic.cand_worker, kbutil.dynamic.ref_worker
-from kbutil.dynamic import perf_hook
-api = perf_hook.load_api()
+import kbutil.dynamic.worker.candidate, kbutil.dynamic.worker.reference
+from kbutil.dynamic.worker import perf  # noqa: F401  (imports the perf worker side)
 bad = sorted(n for n, m in list(sys.modules.items())
              if (n not in before or n.split(".")[0] == "hackscan")
              and ("hackscan" in n.lower() or "hackscan" in str(getattr(m, "__file__", None) or "").lower()))
-print(json.dumps({"bad": bad, "perf": api is not None,
-                  "watched": [w for w in sys.modules["kbutil.perf.clock"].WATCHED if w.startswith("kbutil.")]
-                  if "kbutil.perf.clock" in sys.modules else None}))
+print(json.dumps({"bad": bad, "perf": "kbutil.perf.worker.measure" in sys.modules,
+                  "watched": [w for w in sys.modules["kbutil.perf.worker.clock"].WATCHED if w.startswith("kbutil.")]
+                  if "kbutil.perf.worker.clock" in sys.modules else None}))
 """
 
 
@@ -51,4 +50,4 @@ def test_worker_side_imports_under_a_neutral_name_with_no_hackscan_module(tmp_pa
     assert result["bad"] == [], result["bad"]
     assert result["perf"], "the perf worker side did not import under the neutral name"
     # the perf clock watches its own functions under the name it was imported as
-    assert result["watched"] and all(w.startswith("kbutil.perf.") for w in result["watched"])
+    assert result["watched"] and all(w.startswith("kbutil.perf.worker.") for w in result["watched"])

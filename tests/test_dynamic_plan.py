@@ -9,7 +9,7 @@ np = pytest.importorskip("numpy")
 from hackscan.dynamic.compare import Tolerance  # noqa: E402
 from hackscan.dynamic.judge import Judge, ProbeRecord  # noqa: E402
 from hackscan.dynamic.plan import Steering, make_plan, steering_from  # noqa: E402
-from hackscan.dynamic.probes import probe_seed, shape_value  # noqa: E402
+from hackscan.dynamic.shared.probes import probe_seed, shape_value  # noqa: E402
 from hackscan.model import Confidence, Finding, Location, Severity, Stage  # noqa: E402
 from hackscan.registry import load_registry  # noqa: E402
 

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from hackscan.dynamic.worker import import_source
+from hackscan.dynamic.worker.base import import_source
 
 CODE = '''
 def kernel(x_ptr, n):

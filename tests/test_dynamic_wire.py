@@ -10,7 +10,7 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
-from hackscan.dynamic import wire  # noqa: E402
+from hackscan.dynamic.shared import wire  # noqa: E402
 
 
 def _roundtrip(msg, side: str = "parent"):
@@ -104,7 +104,8 @@ def test_the_parent_side_never_imports_torch() -> None:
 
     code = (
         "import sys, socket, threading, numpy as np\n"
-        "from hackscan.dynamic import wire, compare, judge, plan, link, protocol, stage\n"
+        "from hackscan.dynamic import compare, judge, plan, link, protocol, stage\n"
+        "from hackscan.dynamic.shared import wire\n"
         "a, b = socket.socketpair()\n"
         "t = threading.Thread(target=lambda: wire.send(a, {'x': np.ones(3, np.float32)})); t.start()\n"
         "m = wire.recv(b, 5, side='parent'); t.join()\n"

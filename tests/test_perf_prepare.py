@@ -1,6 +1,6 @@
 """The worker-side pieces of the pipeline integration: the pre-import baseline (``prepare``), how
 memory outside the allocator is read when the other worker shares the device, and the hooks the
-dynamic stage's workers call (``hackscan.dynamic.perf_hook``).  CUDA is simulated where needed."""
+dynamic stage's workers call (``hackscan.dynamic.worker.perf``).  CUDA is simulated where needed."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from hackscan.perf import memory as mem  # noqa: E402
-from hackscan.perf import worker_side  # noqa: E402
-from hackscan.perf.plan import InputPlan  # noqa: E402
+from hackscan.perf.worker import measure as worker_side  # noqa: E402
+from hackscan.perf.worker import memory as mem  # noqa: E402
+from hackscan.perf.worker.plan import InputPlan  # noqa: E402
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -107,7 +107,7 @@ def test_options_the_stage_sends_reach_the_measurement() -> None:
     opts = worker_side.resolve_options({"budget_s": 4.0, "compile": "never", "tf32": False,
                                         "exclusive_device": False, "sets": 4}, torch.device("cpu"))
     assert opts.exclusive_device is False and opts.tf32 is False and opts.compile == "never"
-    from hackscan.perf import baselines
+    from hackscan.perf.worker import baselines
 
     assert baselines.names_for(torch.device("cuda"), False, tf32=False) == ["eager_fp32"]
     assert baselines.headline_for(torch.device("cuda"), tf32=False) == "eager_fp32"
@@ -123,16 +123,15 @@ def test_every_set_handed_in_is_the_harness_s_even_when_the_pool_keeps_fewer() -
 
 
 class FakeWorker:
-    """What perf_hook needs of a dynamic-stage worker, with a real CPU model."""
+    """What the perf requests need of a dynamic-stage worker, with a real CPU model."""
 
     def __init__(self, prepared: bool = True):
-        from hackscan.dynamic import perf_hook
-        from hackscan.dynamic.guard import capture_timers
+        from hackscan.dynamic.worker import perf as perf_hook
+        from hackscan.dynamic.worker.guard import capture_timers
 
         self.device = "cpu"
         self.spec = {"perf": prepared}
         self.timers = capture_timers()
-        self.perf_api = perf_hook.load_api()
         self.perf_inputs: dict[str, Any] = {}
         self.perf_spin_inputs = None
         perf_hook.prepare(self)
@@ -151,7 +150,7 @@ class FakeWorker:
 
 
 def test_hook_measures_with_the_pre_import_baseline_and_releases_the_probes() -> None:
-    from hackscan.dynamic import perf_hook
+    from hackscan.dynamic.worker import perf as perf_hook
 
     w = FakeWorker()
     assert w.perf_prepared is not None and w.perf_prepare_error is None
@@ -169,7 +168,7 @@ def test_hook_measures_with_the_pre_import_baseline_and_releases_the_probes() ->
 
 
 def test_hook_without_prepare_falls_back_to_the_captured_timers() -> None:
-    from hackscan.dynamic import perf_hook
+    from hackscan.dynamic.worker import perf as perf_hook
 
     w = FakeWorker(prepared=False)
     assert w.perf_prepared is None
@@ -180,7 +179,7 @@ def test_hook_without_prepare_falls_back_to_the_captured_timers() -> None:
 
 
 def test_compile_request_without_sets_says_why() -> None:
-    from hackscan.dynamic import perf_hook
+    from hackscan.dynamic.worker import perf as perf_hook
 
     w = FakeWorker()
     reply = perf_hook.run_compile(w, {"options": {}})
@@ -188,12 +187,12 @@ def test_compile_request_without_sets_says_why() -> None:
 
 
 def test_prepare_failure_is_kept_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hackscan.dynamic import perf_hook
+    from hackscan.dynamic.worker import perf as perf_hook
 
     def broken(device: str) -> Any:
         raise RuntimeError("CUDA driver initialization failed")
 
-    w = SimpleNamespace(spec={"perf": True}, device="cuda",
-                        perf_api=perf_hook.PerfApi(measure=lambda *a, **k: {}, prepare=broken))
+    monkeypatch.setattr(perf_hook, "_PREPARE", broken)
+    w = SimpleNamespace(spec={"perf": True}, device="cuda")
     perf_hook.prepare(w)
     assert w.perf_prepared is None and "CUDA driver" in w.perf_prepare_error

@@ -1,6 +1,6 @@
-"""Builders of raw worker measurements (the JSON ``hackscan.perf.worker_side`` returns), so the
+"""Builders of raw worker measurements (the JSON ``hackscan.perf.worker.measure`` returns), so the
 parent-side tests can state each situation in a few numbers.  The shapes here mirror
-``worker_side.measure_candidate`` / ``measure_reference``; ``test_raw_builders_match_the_worker``
+``measure.measure_candidate`` / ``measure_reference``; ``test_raw_builders_match_the_worker``
 checks that they stay in step with the real thing."""
 
 from __future__ import annotations

@@ -12,13 +12,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from hackscan.perf import bounds, worker_side  # noqa: E402
-from hackscan.perf.clock import Snapshot  # noqa: E402
 from hackscan.perf.compare import compare_outputs  # noqa: E402
-from hackscan.perf.fingerprint import fingerprint  # noqa: E402
 from hackscan.perf.options import PerfOptions  # noqa: E402
 from hackscan.perf.parent_side import evaluate  # noqa: E402
-from hackscan.perf.plan import InputPlan  # noqa: E402
+from hackscan.perf.worker import bounds  # noqa: E402
+from hackscan.perf.worker import measure as worker_side  # noqa: E402
+from hackscan.perf.worker.clock import Snapshot  # noqa: E402
+from hackscan.perf.worker.fingerprint import fingerprint  # noqa: E402
+from hackscan.perf.worker.plan import InputPlan  # noqa: E402
 
 FAST = PerfOptions.for_device("cpu", iterations=6, time_budget_s=0.3, hidden_iterations=3, hidden_budget_s=0.2,
                               memory_repeats=3, flush_bytes=1 << 20)

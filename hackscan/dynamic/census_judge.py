@@ -8,9 +8,23 @@ source looks like: the op may be reached through a macro, a C++ helper, an excep
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from .census import is_bookkeeping
+# ops that move or allocate but compute nothing: never counted as the main work (the worker's
+# census, ``worker/census.py``, records every op; which ones count is decided here)
+BOOKKEEPING = re.compile(
+    r"^aten\.(empty|empty_like|empty_strided|zeros|zeros_like|ones|ones_like|full|full_like|new_empty|new_zeros|"
+    r"new_ones|new_full|detach|alias|view|_unsafe_view|reshape|as_strided|t|transpose|permute|expand|squeeze|"
+    r"unsqueeze|slice|select|split|split_with_sizes|chunk|unbind|contiguous|clone|copy_|_to_copy|to|lift_fresh|"
+    r"resize_|set_|fill_|zero_|item|_local_scalar_dense|is_nonzero|sym_size|sym_stride|sym_numel|size|stride|"
+    r"dim|numel|resolve_conj|resolve_neg|_reshape_alias|unfold|flatten|view_as|expand_as|narrow|"
+    r"_has_compatible_shallow_copy_type|record_stream|_pin_memory|lift|_conj|conj|_neg_view|"
+    r"detach_|new_empty_strided|scalar_tensor|arange|randn|rand|normal_|uniform_)\b")
+
+
+def is_bookkeeping(name: str) -> bool:
+    return bool(BOOKKEEPING.match(name))
 
 
 def _compute_ops(census: dict[str, Any], key: str = "seconds") -> dict[str, float]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .wire import BF16Array
+from .shared.wire import BF16Array
 
 EPS32 = float(np.finfo(np.float32).eps)
 # float32 / float16 (and tf32) machine epsilon ratio: 2**-23 vs 2**-10

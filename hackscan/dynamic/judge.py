@@ -14,7 +14,7 @@ from typing import Any
 
 from ..model import Confidence, Finding, Severity
 from .compare import Outcome, Tolerance, bitwise_equal, compare, fraction_equal, max_difference
-from .probes import FAMILY_RULES
+from .shared.probes import FAMILY_RULES
 
 DECOY = 1234.5
 
@@ -496,7 +496,7 @@ _MAX_STRUCTURE = 4096
 def _leaf_ok(x: Any) -> bool:
     import numpy as np
 
-    from .wire import BF16Array
+    from .shared.wire import BF16Array
 
     return x is None or isinstance(x, (bool, np.ndarray, BF16Array))
 

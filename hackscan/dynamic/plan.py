@@ -15,7 +15,7 @@ from typing import Any
 
 from ..model import Finding
 from ..registry import Registry
-from .probes import SHAPE_VARIANTS, VALUE_ORDER, shape_value, spec
+from .shared.probes import SHAPE_VARIANTS, VALUE_ORDER, shape_value, spec
 
 # candidate calls each integrity probe makes
 INTEGRITY_CALLS = {"follow": 2, "poison": 1, "repeat": 4, "decoy": 1, "census": 3}
@@ -210,7 +210,7 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
     for name in reversed(steered_first):
         order.remove(name)
         order.insert(0, name)
-    from .probes import TRANSFORMS
+    from .shared.probes import TRANSFORMS
 
     value_specs = []
     for name in order:

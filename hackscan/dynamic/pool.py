@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import wire
+from .shared import wire
 
 
 class WorkerFailure(Exception):
@@ -97,7 +97,7 @@ class Zygote:
         log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "hackscan.dynamic.zygote", str(child_end.fileno())],
+                [sys.executable, "-m", "hackscan.dynamic.worker.zygote", str(child_end.fileno())],
                 pass_fds=[child_end.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                 start_new_session=True, close_fds=True)
         finally:
@@ -430,7 +430,7 @@ class WorkerPool:
         if self.sandbox == "off":
             key = gpu
         else:
-            from .profiles import get_profile
+            from .shared.profiles import get_profile
 
             # by the profile's own name: prewarm() (no harness) and the stage (the default) share one
             key = f"{gpu}:{get_profile(harness).name}"

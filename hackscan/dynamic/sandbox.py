@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import wire
+from .shared import wire
 
 # --sandbox: the first is the default
 MODES = ("required", "off")
@@ -107,7 +107,7 @@ class Profile:
 
 def load_profile(name: str | None) -> Profile:
     """The sandbox's side of a harness profile (``profiles.py``): working directory, argv, env."""
-    from .profiles import get_profile
+    from .shared.profiles import get_profile
 
     view = get_profile(name).sandbox_view()
     cwd = str(view["cwd"])
@@ -457,12 +457,12 @@ def _tree(root: int) -> set[int]:
 
 # ----------------------------------------------------------------------------------- staging
 def worker_modules() -> list[str]:
-    """Module paths (relative to the package root) the worker side imports, from ``dynamic/boot.py``
+    """Module paths (relative to the package root) the worker side imports, from ``dynamic/worker/boot.py``
     by its relative imports (it has no other kind: tests/test_dynamic_neutral_name.py): only these
     are staged into a sandbox, not the rules, the judge or the thresholds."""
     root = Path(__file__).resolve().parent.parent
     seen: set[str] = set()
-    todo = ["dynamic/boot.py"]
+    todo = ["dynamic/worker/boot.py"]
     while todo:
         rel = todo.pop()
         if rel in seen or not (root / rel).exists():
@@ -686,7 +686,7 @@ class Launcher:
         if c.get("seccomp"):
             self._bpf_path = self._root / "filter.bpf"
             self._bpf_path.write_bytes(_seccomp_bpf())
-        from .extcache import default_cache_dir
+        from .shared.extcache import default_cache_dir
 
         self.cache = BuildCache(cache_root or default_cache_dir())
         self.started = time.monotonic()
@@ -728,7 +728,7 @@ class Launcher:
             "import sys\n"
             f"sys.path[:] = {[str(Path(self.profile.root))] + paths!r}\n"
             f"sys.argv[:] = {list(self.profile.argv)!r}\n"
-            f"from {INNER_PACKAGE}.dynamic.boot import main\n"
+            f"from {INNER_PACKAGE}.dynamic.worker.boot import main\n"
             "main()\n")
 
     def _command(self, private: Path) -> list[str]:

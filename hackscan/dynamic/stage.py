@@ -24,6 +24,7 @@ from typing import Any
 from ..config import Config
 from ..inputs import Submission
 from ..model import Confidence, Finding, Location, Report, Severity, Stage, Verdict, verdict_for
+from ..perf import parent_side
 from ..registry import Registry, load_registry
 from ..suppress import find_suppressions
 from . import runnable
@@ -32,9 +33,9 @@ from .judge import R_DOES_NOT_RUN, R_FORGED, R_UNANSWERED, Judge, ProbeRecord, a
 from .link import link_findings
 from .plan import FIRST_ROUND, Plan, make_plan, steering_from
 from .pool import Session, WorkerFailure, WorkerPool, default_pool, total_memory
-from .probes import derive
-from .profiles import get_profile
 from .protocol import CheckedSession
+from .shared.probes import derive
+from .shared.profiles import get_profile
 
 BATCHES = (("original", "params"), ("value", "magnitude", "layout"), ("shape",))
 MAX_RESPAWNS = 2
@@ -82,7 +83,6 @@ class DynamicRun:
         self.lines = sub.code.splitlines()
         self.timing_sets: Any = None
         self._r_load: dict[str, Any] | None = None
-        self._perf_on: bool | None = None
         # findings about the conversation itself (unanswered checks, dead workers), added to the judge's
         self.protocol_findings: list[Finding] = []
 
@@ -697,19 +697,7 @@ class DynamicRun:
         return findings + j.findings
 
     def _perf_wanted(self) -> bool:
-        if self._perf_on is None:
-            self._perf_on = self._find_perf()
-        return self._perf_on
-
-    def _find_perf(self) -> bool:
-        if not getattr(self.options, "perf", False):
-            return False
-        import importlib.util
-
-        try:
-            return importlib.util.find_spec("hackscan.perf.parent_side") is not None
-        except (ImportError, ValueError):
-            return False
+        return bool(getattr(self.options, "perf", False))
 
     def _perf(self, ref: Session, cand: Session | None, j: Any, refs: dict[str, dict[str, Any]], plan: Plan,
               device: str) -> list[Finding]:
@@ -720,8 +708,6 @@ class DynamicRun:
             self.info["performance_skipped"] = why
             self.info["_performance"] = {"measured": False, "reason": why}
             return []
-        from hackscan.perf import parent_side  # type: ignore[import-not-found]
-
         from . import perf_run
 
         originals = [p["id"] for p in plan.probes if p["family"] == "original" and p["id"] in j.records
@@ -872,7 +858,7 @@ class Aliases:
 
 def _one_dim_at_a_time(plan: Plan, refs: dict[str, dict[str, Any]], dims: dict[str, Any], seed: int,
                        limit: int = 4) -> list[dict[str, Any]]:
-    from .probes import shape_value, spec
+    from .shared.probes import shape_value, spec
 
     joint_failed = [p for p in plan.probes if p["family"] == "shape" and p["id"] in ("shape_smaller_odd", "shape_near")
                     and "skipped" in (refs.get(p["id"]) or {})]
@@ -908,7 +894,7 @@ def _measured(refs: dict[str, dict[str, Any]], load: dict[str, Any]) -> dict[str
 
 
 def _dtype(x: Any) -> str:
-    from .wire import BF16Array
+    from .shared.wire import BF16Array
 
     if isinstance(x, BF16Array):
         return "bfloat16"

@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+# the version of the raw measurement dicts the worker side returns and the parent side reads
+SCHEMA = "hackscan.perf/1"
+
 # Hidden input distributions derived from the original inputs (floating tensors only):
 #   mixed:   (x - 0.5) * 4  -> rand's [0, 1) becomes [-2, 2): breaks min >= 0 / max < 1 guards
 #   negated: -x             -> sign-flipped, same magnitudes

@@ -18,8 +18,8 @@ from ..config import Config
 from ..model import Confidence, Finding, Location, Severity, Stage
 from ..python.program import anchor
 from ..registry import Registry, load_registry
-from . import SCHEMA
 from .compare import Agreement, compare_outputs
+from .options import SCHEMA
 from .stats import RATIO_CONFIDENCE, interval_of, median_of, ratio, ratio_interval, summarize
 
 MIB = float(1 << 20)

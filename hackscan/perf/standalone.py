@@ -3,7 +3,7 @@
 The dynamic stage (``hackscan.dynamic``) is the normal host of the performance stage.  This
 runner exists for what must work without it: the GPU suite (``gpu/perf_suite.sh``), performance-
 only runs of a candidate, and end-to-end tests.  It keeps the same rules: candidate and reference
-each run in their own child process (``python -m hackscan.perf.child``), only JSON comes back, the
+each run in their own child process (``python -m hackscan.perf.worker.child``), only JSON comes back, the
 candidate is timed only after its outputs matched the reference's on the correctness sets, and the
 parent's own clock checks the candidate's reported times (HS609).
 
@@ -74,8 +74,8 @@ class _Child:
         root = str(Path(__file__).resolve().parents[2])
         full_env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in full_env.get("PYTHONPATH", "").split(os.pathsep) if p])
         self.workdir = tempfile.mkdtemp(prefix="hackscan-perf-")
-        self.proc = subprocess.Popen([sys.executable, "-m", "hackscan.perf.child", str(w)], stdin=subprocess.PIPE,
-                                     stdout=self.log, stderr=self.log, pass_fds=(w,), env=full_env,
+        self.proc = subprocess.Popen([sys.executable, "-m", "hackscan.perf.worker.child", str(w)],
+                                     stdin=subprocess.PIPE, stdout=self.log, stderr=self.log, pass_fds=(w,), env=full_env,
                                      start_new_session=True, cwd=self.workdir)
         os.close(w)
         self.r = r

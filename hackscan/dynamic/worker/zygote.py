@@ -1,6 +1,6 @@
 """The forkserver: imports torch once, then forks one worker per candidate or reference.
 
-Started by the parent as ``python -m hackscan.dynamic.zygote FD`` where FD is its end of a
+Started by the parent as ``python -m hackscan.dynamic.worker.zygote FD`` where FD is its end of a
 ``SOCK_SEQPACKET`` control socket.  Requests are JSON (``spawn`` with the worker's spec and, as
 ancillary data, the worker's end of its own socketpair; ``shutdown``).  Replies: ``ready`` once,
 ``spawned`` per request, ``exit`` whenever a worker ends (with its raw wait status).
@@ -38,9 +38,9 @@ def _preload() -> dict[str, Any]:
     import torch.utils.deterministic  # noqa: F401
     from torch.utils import _python_dispatch  # noqa: F401
 
-    from . import cand_worker, census, hidden, perf_hook, ref_worker, values, worker  # noqa: F401
+    # ``perf`` imports the perf worker side, whose clock snapshots the timers, before any fork
+    from . import base, candidate, census, hidden, perf, reference, serve, values  # noqa: F401
 
-    perf_hook.load_api()  # imports hackscan.perf (its timer snapshot) before any fork
     cuda, count = _cuda_in_a_child()
     return {
         "torch": torch.__version__,
@@ -135,7 +135,7 @@ def _child(ctrl: socket.socket, fd: int, spec: dict[str, Any]) -> None:
             import torch
 
             torch.set_num_threads(int(threads))
-        from .worker import serve
+        from .serve import serve
 
         serve(sock, spec)
         code = 0

@@ -18,7 +18,7 @@ import sys
 import traceback
 from typing import Any
 
-from . import wire
+from ..shared import wire
 
 
 def _channel() -> socket.socket:
@@ -72,9 +72,8 @@ def _preload() -> None:
     import torch.utils.deterministic  # noqa: F401
     from torch.utils import _python_dispatch  # noqa: F401
 
-    from . import cand_worker, census, hidden, perf_hook, ref_worker, values, worker  # noqa: F401
+    from . import base, candidate, census, hidden, perf, reference, serve, values  # noqa: F401
 
-    perf_hook.load_api()
 
 
 def _import(names: list[str]) -> list[str]:
@@ -136,7 +135,7 @@ def main() -> None:
             import torch
 
             torch.set_num_threads(int(threads))
-        from .worker import serve
+        from .serve import serve
 
         serve(sock, spec)
         code = 0

@@ -7,7 +7,7 @@ torch here.  A probe spec is a JSON dict:
 
 * ``family`` picks the rule a failure reports under (``FAMILY_RULES``).
 * ``transform`` says how the reference worker turns a fresh ``get_inputs()`` draw into the probe's
-  inputs (``hidden.py`` implements each).
+  inputs (``worker/hidden.py`` implements each).
 * ``dims`` overrides module-level constants of the reference before ``get_inputs`` /
   ``get_init_inputs`` are evaluated again (other shapes).
 * ``layout`` is ``strided`` when the candidate gets non-contiguous views of the same values.

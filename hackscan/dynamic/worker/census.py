@@ -16,16 +16,6 @@ from typing import Any
 
 import torch
 
-# ops that move or allocate but compute nothing: never counted as the main work
-BOOKKEEPING = re.compile(
-    r"^aten\.(empty|empty_like|empty_strided|zeros|zeros_like|ones|ones_like|full|full_like|new_empty|new_zeros|"
-    r"new_ones|new_full|detach|alias|view|_unsafe_view|reshape|as_strided|t|transpose|permute|expand|squeeze|"
-    r"unsqueeze|slice|select|split|split_with_sizes|chunk|unbind|contiguous|clone|copy_|_to_copy|to|lift_fresh|"
-    r"resize_|set_|fill_|zero_|item|_local_scalar_dense|is_nonzero|sym_size|sym_stride|sym_numel|size|stride|"
-    r"dim|numel|resolve_conj|resolve_neg|_reshape_alias|unfold|flatten|view_as|expand_as|narrow|"
-    r"_has_compatible_shallow_copy_type|record_stream|_pin_memory|lift|_conj|conj|_neg_view|"
-    r"detach_|new_empty_strided|scalar_tensor|arange|randn|rand|normal_|uniform_)\b")
-
 _LIBRARY_KERNEL = re.compile(
     r"at::native|at::cuda|^void at::|cutlass|cublas|cudnn|^(ampere|sm\d+|volta|turing|hopper)_|gemm|gemv|"
     r"nchwToNhwc|nhwcToNchw|implicit_convolve|winograd|fft|elementwise_kernel|reduce_kernel|"
@@ -39,10 +29,6 @@ def op_name(func: Any) -> str:
     if len(parts) >= 3:
         return ".".join(parts[:2])
     return name
-
-
-def is_bookkeeping(name: str) -> bool:
-    return bool(BOOKKEEPING.match(name))
 
 
 def _numel(x: Any) -> int:

@@ -28,11 +28,11 @@ from typing import Any
 
 import torch
 
-from . import SCHEMA, baselines, bounds
+from ..options import HIDDEN_DISTRIBUTIONS, SCHEMA, PerfOptions
+from . import baselines, bounds
 from . import memory as memory_mod
 from .clock import Clock, Snapshot, capture
 from .fingerprint import fingerprint
-from .options import HIDDEN_DISTRIBUTIONS, PerfOptions
 from .plan import InputPlan, nbytes
 from .timing import Flusher, calibrate, time_series
 

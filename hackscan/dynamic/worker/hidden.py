@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from .probes import derive, shape_value
+from ..shared.probes import derive, shape_value
 
 
 def with_globals(fn: Callable[..., Any], overrides: dict[str, Any]) -> Callable[..., Any]:

@@ -7,7 +7,7 @@ It also never holds a name that would tell the candidate it is being checked: pr
 plan items arrive as opaque tokens (the parent maps them back), plan items say what to do
 (``again``, ``refill``, ``fill``, ``count``) rather than what is checked, no seed other than the
 construction seeds reaches it, and the model is loaded and called the way the harness profile
-(``profiles.py``) says: module name, ``__file__``, ``sys.argv``, environment, ``.eval()``, and one
+(``shared/profiles.py``) says: module name, ``__file__``, ``sys.argv``, environment, ``.eval()``, and one
 calling frame dressed as the harness's own (``worker.make_caller``).
 """
 
@@ -20,12 +20,12 @@ from typing import Any
 
 import torch
 
+from ..shared.extcache import ExtensionCache, default_cache_dir
+from ..shared.profiles import source_name
+from .base import Worker, construct, describe_error, import_source, make_caller, overlaps, storages
 from .census import census
-from .extcache import ExtensionCache, default_cache_dir
 from .hidden import strided_view
-from .profiles import source_name
 from .values import clone_all, flatten, to_device, unpack
-from .worker import Worker, construct, describe_error, import_source, make_caller, overlaps, storages
 
 
 class CandidateWorker(Worker):
@@ -93,7 +93,7 @@ class CandidateWorker(Worker):
 
     def _progress(self, event: dict[str, Any]) -> None:
         if self.channel is not None:
-            from . import wire
+            from ..shared import wire
 
             wire.send(self.channel, {"__progress__": event})
 
@@ -103,11 +103,11 @@ class CandidateWorker(Worker):
         if cmd == "probe":
             return self.run_batch(msg)
         if cmd == "perf":
-            from .perf_hook import run_perf
+            from .perf import run_perf
 
             return run_perf(self, msg, role="candidate")
         if cmd == "spin":
-            from .perf_hook import run_spin
+            from .perf import run_spin
 
             return run_spin(self, msg)
         raise ValueError(f"unknown command {cmd!r}")

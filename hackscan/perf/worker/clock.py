@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-_PKG = __name__.rpartition(".")[0]  # "hackscan.perf" here
+_PKG = __name__.rpartition(".")[0]  # "hackscan.perf.worker" here
 
 # Dotted names whose identity the harness depends on.  A name whose module is not loaded at
 # capture time is simply not watched (importing triton just to watch it would cost seconds).
@@ -43,8 +43,8 @@ WATCHED: tuple[str, ...] = (
     # this package's own, under whatever name it was imported as (a sandbox mounts it under a
     # neutral one)
     f"{_PKG}.timing.time_series", f"{_PKG}.timing.calibrate", f"{_PKG}.timing._one_call",
-    f"{_PKG}.fingerprint.fingerprint", f"{_PKG}.worker_side.measure_candidate",
-    f"{_PKG}.worker_side.measure_reference",
+    f"{_PKG}.fingerprint.fingerprint", f"{_PKG}.measure.measure_candidate",
+    f"{_PKG}.measure.measure_reference",
 )
 
 _MISSING = object()

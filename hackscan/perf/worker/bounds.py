@@ -71,7 +71,7 @@ def ceilings(device: torch.device, directory: Path | None = None, refresh: bool 
              write: bool = True) -> dict[str, Any]:
     """The device's bandwidth and FLOP ceilings, from the cache or measured now (and cached).
 
-    ``clock`` (a ``hackscan.perf.clock.Clock``) times the measurement with functions bound before
+    ``clock`` (a ``hackscan.perf.worker.clock.Clock``) times the measurement with functions bound before
     untrusted code ran; ``write=False`` keeps a measurement out of the shared cache."""
     directory = directory or cache_dir()
     path = directory / "ceilings.json"

@@ -1,11 +1,11 @@
 """The worker process of the standalone runner (``hackscan.perf.standalone``): one role, one model.
 
-Started as ``python -m hackscan.perf.child <fd>``; reads one job (JSON) and then one request per
+Started as ``python -m hackscan.perf.worker.child <fd>``; reads one job (JSON) and then one request per
 line from stdin, answers one JSON line per request on file descriptor ``fd``.  Anything the
 candidate prints goes to stderr, never into the protocol.  Requests:
 
 * ``check``: fingerprints of the model's outputs on the correctness sets;
-* ``measure``: ``worker_side.measure`` on the timing sets;
+* ``measure``: ``measure.measure`` (``hackscan.perf.worker.measure``) on the timing sets;
 * ``spin``: back-to-back calls for the parent's outside clock; ``ping``: a round trip; ``exit``.
 
 This module imports torch and runs untrusted code: it only ever runs in that child process.
@@ -33,8 +33,8 @@ _readline = sys.stdin.readline
 
 import torch  # noqa: E402
 
-from hackscan.perf import worker_side  # noqa: E402  (snapshots the timers on import)
-from hackscan.perf.fingerprint import fingerprint  # noqa: E402
+from hackscan.perf.worker import measure as worker_side  # noqa: E402  (snapshots the timers on import)
+from hackscan.perf.worker.fingerprint import fingerprint  # noqa: E402
 
 CHECK_SEED_OFFSET = 1000
 

@@ -1,9 +1,10 @@
-"""Worker side: the command loop of a forked worker, and what both roles share.
+"""Worker side: what both roles share (the captured functions, the global-state fingerprint, the
+untrusted import, the model's construction and call), for ``reference.py`` and ``candidate.py``.
 
-A worker is forked from the zygote for one candidate (or one reference) and serves commands from
-the parent over its socket until ``exit``.  Everything a command raises, including ``SystemExit``
-from untrusted code, is answered as an error reply; only a crash of the process itself ends the
-conversation, and the parent then reports it with the exit status the zygote saw.
+A worker serves commands from the parent over its socket until ``exit`` (the loop is ``serve.py``).
+Everything a command raises, including ``SystemExit`` from untrusted code, is answered as an error
+reply; only a crash of the process itself ends the conversation, and the parent then reports it
+with the exit status the sandbox (or the zygote) saw.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from typing import Any
 
 import torch
 
-from . import wire
+from ..shared.probes import derive
+from . import perf
 from .guard import GlobalState, Hasher, Timers, capture_timers
-from .probes import derive
 
 _CUDA_MISSING = re.compile(
     r"Torch not compiled with CUDA|Found no NVIDIA driver|no CUDA GPUs are available|CUDA driver version is "
@@ -246,15 +247,12 @@ class Worker:
         self.changes: list[dict[str, str]] = []
         self._seen_changes: set[tuple[str, str]] = set()
         self.channel: socket.socket | None = None
-        from . import perf_hook
-
-        self.perf_api = perf_hook.load_api()
         self.perf_prepared: Any = None
         self.perf_prepare_error: str | None = None
         self.perf_inputs: dict[str, list[list[Any]]] = {}
         self.perf_spin_inputs: list[Any] | None = None
         # clocks and the memory baseline, before anything untrusted is imported or built
-        perf_hook.prepare(self)
+        perf.prepare(self)
         # the worker's own classes and functions, fingerprinted before the untrusted import: a
         # candidate that rewrites them is reported as tampering (HS5xx), whatever it achieves
         self.state.watch_harness(__name__.split(".")[0])
@@ -285,41 +283,3 @@ class Worker:
     def handle(self, cmd: str, msg: dict[str, Any]) -> dict[str, Any]:  # pragma: no cover - overridden
         raise NotImplementedError
 
-
-def serve(sock: socket.socket, spec: dict[str, Any]) -> None:
-    role = spec.get("role")
-    if role == "reference":
-        from .ref_worker import ReferenceWorker as cls
-    elif role == "candidate":
-        from .cand_worker import CandidateWorker as cls  # type: ignore[assignment]
-    else:
-        raise ValueError(f"unknown role {role!r}")
-    worker = cls(spec)
-    worker.channel = sock
-    send, recv = wire.send, wire.recv
-    while True:
-        try:
-            msg = recv(sock, None, side="worker")
-        except wire.PeerClosed:
-            return
-        cmd = msg.get("cmd") if isinstance(msg, dict) else None
-        # every reply echoes the request's nonce and sequence number (PROTOCOL.md, "Replies"): the
-        # parent drops and reports a frame that does not, e.g. one the candidate wrote on this socket
-        echo = {k: msg[k] for k in ("nonce", "seq") if isinstance(msg, dict) and k in msg}
-        if cmd == "exit":
-            send(sock, {"ok": True, **echo})
-            return
-        if cmd == "ping":  # a round trip with no work: the parent's clock subtracts it (HS609)
-            send(sock, {"ok": True, **echo})
-            continue
-        try:
-            reply = worker.handle(str(cmd), msg)
-            reply["ok"] = True
-        except BaseException as exc:  # noqa: BLE001 - SystemExit from untrusted code is an answer too
-            reply = {"ok": False, "error": describe_error(exc, spec.get("path"))}
-        reply.update(echo)
-        try:
-            send(sock, reply)
-        except (wire.WireError, TypeError, ValueError) as exc:
-            send(sock, {"ok": False, "error": {"type": "WireError", "message": f"cannot send the reply: {exc}",
-                                                "line": None, "traceback": "", "needs": None}, **echo})

@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
+from .base import Worker, construct, describe_error, import_source, overlaps, storages
 from .hidden import apply_transform, as_list, discover_dims, with_globals
 from .values import clone_all, flatten, pack, to_device, to_double, unpack
-from .worker import Worker, construct, describe_error, import_source, overlaps, storages
 
 
 class ReferenceWorker(Worker):
@@ -39,15 +39,15 @@ class ReferenceWorker(Worker):
         if cmd == "extras":
             return self.extras(msg)
         if cmd == "perf":
-            from .perf_hook import run_perf
+            from .perf import run_perf
 
             return run_perf(self, msg, role="reference")
         if cmd == "perf_compile":
-            from .perf_hook import run_compile
+            from .perf import run_compile
 
             return run_compile(self, msg)
         if cmd == "spin":
-            from .perf_hook import run_spin
+            from .perf import run_spin
 
             return run_spin(self, msg)
         raise ValueError(f"unknown command {cmd!r}")
