@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from .classes import ClassError, class_for
 from .model import Confidence, Severity, Stage
 
 ID_RE = re.compile(r"^HS\d{3}$")
@@ -64,6 +65,9 @@ class Rule:
     # why a rule has no fixture of its own (only for rules no input can trigger on purpose)
     fixture_exempt: str | None = None
     path: str = ""
+    # what kind of rejection a finding of this rule stands for (hackscan/classes.py): the TOML's
+    # ``verdict_class`` where given, else the class of the first taxonomy class
+    verdict_class: str = "meta"
 
     @property
     def family(self) -> str:
@@ -83,6 +87,7 @@ class Rule:
             "stage": self.stage.value,
             "languages": list(self.languages),
             "taxonomy": list(self.taxonomy),
+            "class": self.verdict_class,
             "summary": self.summary,
             "requires_reference": self.requires_reference,
         }
@@ -179,6 +184,11 @@ def parse_rule(data: Mapping[str, Any], path: str = "") -> Rule:
     for key in ("summary", "description", "hack_example", "legit_example", "message"):
         if not str(data[key]).strip():
             raise RegistryError(f"{path}: {key} is empty")
+    override = data.get("verdict_class")
+    try:
+        verdict_class = class_for(taxonomy, str(override) if override is not None else None)
+    except ClassError as exc:
+        raise RegistryError(f"{path}: {exc}") from None
     check = data.get("check")
     emitted_by = data.get("emitted_by")
     if not check and not emitted_by:
@@ -202,6 +212,7 @@ def parse_rule(data: Mapping[str, Any], path: str = "") -> Rule:
         options=dict(data.get("options", {})),
         fixture_exempt=str(data["fixture_exempt"]) if data.get("fixture_exempt") else None,
         path=path,
+        verdict_class=verdict_class,
     )
 
 
