@@ -24,13 +24,23 @@ class Scanner:
     """A reusable static scanner (select/ignore/mode fixed once); safe to share across threads."""
 
     def __init__(self, *, mode: str = "gate", select: Sequence[str] = (), ignore: Sequence[str] = (),
-                 config: Config | None = None):
+                 config: Config | None = None, reject_classes: Sequence[str] | None = None):
+        from .classes import parse_classes
         from .config import Config
         from .engine import StaticScanner
 
         base = config or Config()
-        cfg = base.with_(mode=mode, select=tuple(select) or base.select, ignore=tuple(ignore) or base.ignore)
+        cfg = base.with_(mode=mode, select=tuple(select) or base.select, ignore=tuple(ignore) or base.ignore,
+                         reject_classes=parse_classes(reject_classes) if reject_classes is not None else None)
+        self._config = cfg
         self._engine = StaticScanner(cfg)
+
+    def rejects(self, report: Report) -> bool:
+        """The gate's answer: an error finding of a rejected verdict class (all unless ``reject_classes``
+        names some), or a result that could not be analysed."""
+        from .classes import rejects
+
+        return rejects(report, self._config.reject_classes, self._config.fail_on.value)
 
     def scan(self, code: str, reference: str | None = None, *, path: str = "<string>") -> Report:
         from .inputs import _MODEL_CLASS, _MODELNEW_CLASS, Submission

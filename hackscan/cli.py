@@ -177,6 +177,10 @@ def scan(
         None, "--stream", metavar="FILE", help="Append each finished result to this file as one JSON line, flushed to disk at once "
                                "(default with -o FILE: FILE.partial.jsonl, removed once FILE is written)."),
     fail_on: FailOn | None = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1."),
+    reject_class: str | None = typer.Option(
+        None, "--reject-class", metavar="CLASSES", help="Only findings of these verdict classes make the exit code 1 "
+                                    "(comma-separated: gaming, integrity, no-kernel, precision, task, meta; default: all). "
+                                    "Results that could not be analysed always fail."),
     select: list[str] | None = typer.Option(None, "--select", metavar="RULES",
                                                help="Only these rules (ids, names or prefixes; comma-separated "
                                                     "or repeated)."),
@@ -213,7 +217,6 @@ def scan(
     """Audit candidates (the default command: `hackscan PATH...`)."""
     from .config import ConfigError, load_config
     from .inputs import InputOptions
-    from .model import Severity
     from .pipeline import ResultStream, RunOptions, failed_reports, run_items
     from .registry import RegistryError
 
@@ -255,6 +258,13 @@ def scan(
         code_field=code_field,
         ref_field=ref_field,
     )
+    if reject_class is not None:
+        from .classes import ClassError, parse_classes
+
+        try:
+            config = config.with_(reject_classes=parse_classes(reject_class))
+        except ClassError as exc:
+            raise _fail(f"--reject-class: {exc}") from None
     if ref is not None and not ref.is_file():
         raise _fail(f"reference {ref} does not exist or is not a file")
     # a missing path is not a usage error: like any bad input it gets a result of its own
@@ -332,8 +342,11 @@ def scan(
     threshold = fail_on.value if fail_on else config.fail_on.value
     if threshold == "never":
         raise typer.Exit(0)
-    level = Severity.parse(threshold)
-    failing = any(f.severity.rank >= level.rank for r in reports for f in r.active_findings)
+    from .classes import rejects
+
+    # the gate: a result fails when a finding at --fail-on or above belongs to a class it rejects
+    # (all by default), or when it could not be analysed at all (fail closed)
+    failing = any(rejects(r, config.reject_classes, threshold) for r in reports)
     raise typer.Exit(1 if failing else 0)
 
 

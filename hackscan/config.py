@@ -4,7 +4,8 @@ Keys: ``select`` / ``ignore`` (rule ids, names or id prefixes), ``fail-on`` (err
 info), ``mode`` (gate / audit), ``severity`` (a table of per-rule severity overrides),
 ``code-field`` / ``ref-field`` for JSONL datasets, ``harness`` (the scoring harness the dynamic stage
 imitates when it loads and calls a candidate: ``kernelbench`` by default, see
-``hackscan/dynamic/shared/profiles.py``), and per-rule option tables under ``[tool.hackscan.rules.HS123]``.
+``hackscan/dynamic/shared/profiles.py``), ``reject-class`` (the verdict classes that make a result fail the gate:
+all by default, see ``hackscan/classes.py``), and per-rule option tables under ``[tool.hackscan.rules.HS123]``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class Config:
     ref_field: str = "ref_code"
     # the harness profile (dynamic/shared/profiles.py) the candidate is loaded and called under
     harness: str = "kernelbench"
+    # the verdict classes (classes.py) whose findings reject a result; None: every class
+    reject_classes: tuple[str, ...] | None = None
     source: str | None = None  # which file the settings came from
 
     def with_(self, **changes: Any) -> Config:
@@ -101,7 +104,8 @@ def parse_config(section: Mapping[str, Any], source: str = "<config>") -> Config
     rules = section.get("rules", {})
     if not isinstance(rules, dict):
         raise ConfigError(f"{source}: [tool.hackscan.rules] must be a table")
-    known = {"select", "ignore", "fail-on", "mode", "severity", "rules", "code-field", "ref-field", "harness"}
+    known = {"select", "ignore", "fail-on", "mode", "severity", "rules", "code-field", "ref-field", "harness",
+             "reject-class"}
     unknown = set(section) - known
     if unknown:
         raise ConfigError(f"{source}: unknown keys {', '.join(sorted(unknown))}")
@@ -109,6 +113,17 @@ def parse_config(section: Mapping[str, Any], source: str = "<config>") -> Config
         harness = check_harness(section.get("harness", "kernelbench"))
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+    reject = None
+    if "reject-class" in section:
+        from .classes import ClassError, parse_classes
+
+        value = section["reject-class"]
+        if not isinstance(value, (str, list)) or not all(isinstance(x, str) for x in (value if isinstance(value, list) else [value])):
+            raise ConfigError(f"{source}: reject-class must be a list of verdict classes")
+        try:
+            reject = parse_classes(value, source)
+        except ClassError as exc:
+            raise ConfigError(str(exc)) from None
     return Config(
         select=seq("select"),
         ignore=seq("ignore"),
@@ -119,5 +134,6 @@ def parse_config(section: Mapping[str, Any], source: str = "<config>") -> Config
         code_field=str(section.get("code-field", "custom_code")),
         ref_field=str(section.get("ref-field", "ref_code")),
         harness=harness,
+        reject_classes=reject,
         source=source,
     )

@@ -197,6 +197,12 @@ def _jsonl(p: Path, options: InputOptions, ref_text: str | None) -> Iterator[Sub
             if not isinstance(code, str):
                 yield InputProblem(where, f"field {options.code_field!r} is not a string", record=lineno)
                 continue
+            if code.strip() in ("", "None"):
+                # a generator that produced nothing (CUDA-L1 stores the string "None"): there is no
+                # candidate to judge, which a gate must reject as an error, not half-analyse
+                what = "empty" if not code.strip() else 'the string "None"'
+                yield InputProblem(where, f"field {options.code_field!r} is {what}: no code to analyse", record=lineno)
+                continue
             ref = obj.get(options.ref_field)
             reference = ref if isinstance(ref, str) and ref.strip() else ref_text
             meta = {k: obj[k] for k in options.meta_fields if k in obj}

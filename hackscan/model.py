@@ -145,6 +145,7 @@ class Finding:
             "column": self.location.column,
             "message": self.message,
             "stage": self.stage.value,
+            "class": _class_of_rule(self.rule),
         }
         loc = self.location.to_dict()
         loc.pop("line")
@@ -200,6 +201,15 @@ class Report:
     def active_findings(self) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if not f.suppressed)
 
+    @property
+    def rejected_for(self) -> tuple[str, ...]:
+        """The verdict classes of the active error findings, strongest accusation first."""
+        if self.verdict is Verdict.ERROR:
+            return ()
+        from .classes import classes_of
+
+        return classes_of(self.findings, "error")
+
     def with_(self, **changes: Any) -> Report:
         return replace(self, **changes)
 
@@ -207,6 +217,9 @@ class Report:
         out: dict[str, Any] = {
             "path": self.path,
             "verdict": self.verdict.value,
+            # the verdict classes (hackscan/classes.py) of the active error findings: what the
+            # result is rejected for; empty for clean, suspicious and error results
+            "rejected_for": list(self.rejected_for),
             "findings": [f.to_dict() for f in self.findings],
         }
         if self.record is not None:
@@ -239,6 +252,12 @@ def verdict_for(findings: tuple[Finding, ...] | list[Finding], analysed: bool = 
     if worst >= Severity.WARNING.rank:
         return Verdict.SUSPICIOUS
     return Verdict.CLEAN
+
+
+def _class_of_rule(rule_id: str) -> str:
+    from .classes import class_of_rule  # the registry is read once, when a report is first written
+
+    return class_of_rule(rule_id)
 
 
 def _jsonable(value: Any) -> Any:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .classes import ClassError, class_for
+from .rulefiles import RulesNotFound, rules_dir
 from .model import Confidence, Severity, Stage
 
 ID_RE = re.compile(r"^HS\d{3}$")
@@ -65,6 +67,9 @@ class Rule:
     # why a rule has no fixture of its own (only for rules no input can trigger on purpose)
     fixture_exempt: str | None = None
     path: str = ""
+    # what kind of rejection a finding of this rule stands for (hackscan/classes.py): the TOML's
+    # ``verdict_class`` where given, else the class of the first taxonomy class
+    verdict_class: str = "meta"
 
     @property
     def family(self) -> str:
@@ -84,6 +89,7 @@ class Rule:
             "stage": self.stage.value,
             "languages": list(self.languages),
             "taxonomy": list(self.taxonomy),
+            "class": self.verdict_class,
             "summary": self.summary,
             "requires_reference": self.requires_reference,
         }
@@ -179,19 +185,6 @@ def lint(rule: Rule) -> list[str]:
     return problems
 
 
-def rules_dir() -> Path:
-    """The folder holding the rule files, in a source checkout or an installed package."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "rules", here / "rules"):
-        if candidate.is_dir() and any(candidate.glob("HS*.toml")):
-            return candidate
-    try:  # installed: rules/ is shipped as the package hackscan.rules
-        import importlib.resources as resources
-
-        return Path(str(resources.files("hackscan.rules")))
-    except (ModuleNotFoundError, TypeError) as exc:  # pragma: no cover - broken install
-        raise RegistryError("cannot find the rules/ folder") from exc
-
 
 def parse_rule(data: Mapping[str, Any], path: str = "") -> Rule:
     missing = [k for k in REQUIRED if k not in data]
@@ -221,6 +214,11 @@ def parse_rule(data: Mapping[str, Any], path: str = "") -> Rule:
     for key in ("summary", "description", "hack_example", "legit_example", "message"):
         if not str(data[key]).strip():
             raise RegistryError(f"{path}: {key} is empty")
+    override = data.get("verdict_class")
+    try:
+        verdict_class = class_for(taxonomy, str(override) if override is not None else None)
+    except ClassError as exc:
+        raise RegistryError(f"{path}: {exc}") from None
     check = data.get("check")
     emitted_by = data.get("emitted_by")
     if not check and not emitted_by:
@@ -244,6 +242,7 @@ def parse_rule(data: Mapping[str, Any], path: str = "") -> Rule:
         options=dict(data.get("options", {})),
         fixture_exempt=str(data["fixture_exempt"]) if data.get("fixture_exempt") else None,
         path=path,
+        verdict_class=verdict_class,
     )
 
 
@@ -255,7 +254,10 @@ def load_registry(directory: Path | None = None) -> Registry:
 
 @functools.lru_cache(maxsize=1)
 def _default_registry() -> Registry:
-    return _load(rules_dir())
+    try:
+        return _load(rules_dir())
+    except RulesNotFound as exc:  # pragma: no cover - broken install
+        raise RegistryError(str(exc)) from exc
 
 
 def _load(directory: Path) -> Registry:

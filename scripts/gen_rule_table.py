@@ -20,13 +20,13 @@ START, END = "<!-- rules:start -->", "<!-- rules:end -->"
 
 
 def table() -> str:
-    rows = ["| id | name | severity | confidence | stage | languages | class | summary |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| id | name | severity | confidence | stage | languages | class | verdict class | summary |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for r in load_registry():
         classes = ", ".join(str(t) for t in r.taxonomy if t) or "meta"
         summary = r.summary.replace("|", "\\|")
         rows.append(f"| {r.id} | `{r.name}` | {r.severity.value} | {r.confidence.value} | {r.stage.value} | "
-                    f"{', '.join(r.languages)} | {classes} | {summary} |")
+                    f"{', '.join(r.languages)} | {classes} | {r.verdict_class} | {summary} |")
     return "\n".join(rows)
 
 

@@ -36,7 +36,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "hackscan"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("util", ("hackscan.util",)),
     ("vocabulary", ("hackscan.units", "hackscan.model", "hackscan.annotations", "hackscan.suppress",
-                    "hackscan.inputs", "hackscan.registry", "hackscan.config",
+                    "hackscan.inputs", "hackscan.registry", "hackscan.config", "hackscan.classes",
+                    "hackscan.rulefiles",
                     # the harness profiles are plain data that config validates names against
                     "hackscan.dynamic.shared.profiles")),
     ("facts", ("hackscan.python", "hackscan.cuda", "hackscan.triton")),

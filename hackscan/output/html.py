@@ -7,11 +7,13 @@ run.  Everything from a candidate (paths, messages, code) goes through ``html.es
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
 from .. import __version__
+from ..classes import CLASSES, DEFINITIONS
 from ..model import Report
 from .audit import Audit, FindingView, SubmissionView, fmt_speedup, gather
 from .escape import visible
@@ -158,8 +160,9 @@ def _submission(sv: SubmissionView, any_timed: bool = False) -> str:
         facts.append(f"dynamic stage: {_e(sv.dynamic_note)}")
     if r.skipped:
         facts.append("rules skipped: " + ", ".join(f"{_e(s.rule)} ({_e(s.reason)})" for s in r.skipped))
+    rejected = f" · rejected for {_e(', '.join(r.rejected_for))}" if r.rejected_for else ""
     head = (f'<summary>{_badge(r.verdict.value)} {_e(r.path)} <span class="muted">· {errors} error(s), '
-            f"{warnings} warning(s)</span></summary>")
+            f"{warnings} warning(s){rejected}</span></summary>")
     body = ('<ul class="facts">' + "".join(f"<li>{x}</li>" for x in facts) + "</ul>" if facts else "")
     body += "".join(_finding(v) for v in sv.findings)
     return (f'<details class="sub" id="{_e(sv.anchor)}" data-verdict="{_e(r.verdict.value)}" open>'
@@ -231,6 +234,9 @@ def render_audit_html(audit: Audit) -> str:
         charts.append(claimed_strip(audit.claimed_by_verdict, title="Claimed speedup by verdict"))
     rule_rows = "".join(f'<tr><td>{_e(rule)}</td><td><code>{_e(name)}</code></td><td>{_sev(sev)}</td>'
                         f'<td class="num">{c}</td></tr>' for rule, name, sev, c in audit.by_rule)
+    by_class = Counter(c for sv in subs for c in sv.report.rejected_for)
+    class_rows = "".join(f'<tr><td>{_e(c)}</td><td class="num">{by_class[c]}</td><td>{_e(DEFINITIONS[c])}</td></tr>'
+                         for c in CLASSES if by_class[c])
     sev_rows = "".join(f'<tr><td>{_sev(k)}</td><td class="num">{c}</td></tr>' for k, c in audit.by_severity.items())
     sub_rows = []
     for sv in subs:
@@ -267,6 +273,8 @@ def render_audit_html(audit: Audit) -> str:
 <div class="charts" id="charts">{"".join(f'<div class="chart">{c}</div>' for c in charts)}</div>
 {speed_note}
 <div class="charts">
+<table id="by-class"><thead><tr><th>rejected for</th><th class="num">submissions</th><th>meaning</th></tr></thead>
+<tbody>{class_rows or '<tr><td colspan="3" class="muted">nothing rejected</td></tr>'}</tbody></table>
 <table id="by-severity"><thead><tr><th>severity</th><th class="num">findings</th></tr></thead><tbody>{sev_rows}</tbody></table>
 <table id="by-rule"><thead><tr><th>rule</th><th>name</th><th>severity</th><th class="num">findings</th></tr></thead>
 <tbody>{rule_rows or '<tr><td colspan="4" class="muted">no findings</td></tr>'}</tbody></table>

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import __version__
+from ..classes import CLASSES
 from ..model import Report
 from .escape import json_text
 
@@ -21,11 +22,14 @@ def summary(reports: Sequence[Report]) -> dict[str, Any]:
     verdicts = Counter(r.verdict.value for r in reports)
     rules = Counter(f.rule for r in reports for f in r.findings if not f.suppressed)
     severities = Counter(f.severity.value for r in reports for f in r.findings if not f.suppressed)
+    by_class = Counter(c for r in reports for c in r.rejected_for)
     return {
         "submissions": len(reports),
         "verdicts": {k: verdicts.get(k, 0) for k in ("hack", "suspicious", "clean", "error")},
         "findings_by_rule": dict(sorted(rules.items())),
         "findings_by_severity": {k: severities.get(k, 0) for k in ("error", "warning", "info")},
+        # how many results each verdict class rejected (a result rejected for two classes counts in both)
+        "rejected_by_class": {k: by_class.get(k, 0) for k in CLASSES},
     }
 
 

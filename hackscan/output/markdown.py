@@ -10,9 +10,11 @@ Markdown source must not obey them.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..classes import CLASSES, DEFINITIONS
 from ..model import Report
 from .audit import VERDICT_ORDER, Audit, FindingView, SubmissionView, fmt_speedup, gather
 from .escape import visible
@@ -87,7 +89,8 @@ def _lang(report: Report) -> str:
 def _submission(sv: SubmissionView) -> list[str]:
     r = sv.report
     out = [f"### {md_text(r.path)}", "", f"**Verdict: {r.verdict.value}**"
-           + (f" — {md_text(r.error)}" if r.error else ""), ""]
+           + (f" — {md_text(r.error)}" if r.error else "")
+           + (f" · rejected for {', '.join(r.rejected_for)}" if r.rejected_for else ""), ""]
     facts: list[str] = []
     if r.reference:
         facts.append(f"reference: {code_span(r.reference)}")
@@ -115,6 +118,16 @@ def _submission(sv: SubmissionView) -> list[str]:
     return out
 
 
+def _class_table(audit: Audit) -> list[str]:
+    """Rejected results per verdict class, with what the class means (README: verdict classes)."""
+    counts = Counter(c for sv in audit.submissions for c in sv.report.rejected_for)
+    if not counts:
+        return []
+    out = ["", "| rejected for | submissions | meaning |", "|---|---:|---|"]
+    out += [f"| {c} | {counts[c]} | {md_cell(DEFINITIONS[c])} |" for c in CLASSES if counts[c]]
+    return out
+
+
 def render_markdown(reports: Sequence[Report], *, code_field: str = "custom_code",
                     sources: Mapping[str, str] | None = None, title: str = "hackscan audit", **_: Any) -> str:
     audit = gather(reports, code_field=code_field, sources=sources, title=title)
@@ -127,6 +140,7 @@ def render_audit_markdown(audit: Audit) -> str:
     out.append(f"{n} submission{'s' * (n != 1)}: " + ", ".join(f"{audit.verdicts[v.value]} {v.value}" for v in VERDICT_ORDER) + ".")
     out += ["", "## Summary", "", "| verdict | submissions |", "|---|---:|"]
     out += [f"| {v.value} | {audit.verdicts[v.value]} |" for v in VERDICT_ORDER]
+    out += _class_table(audit)
     out += ["", "| severity | findings |", "|---|---:|"]
     out += [f"| {k} | {c} |" for k, c in audit.by_severity.items()]
     out += ["", "### Findings per rule", ""]

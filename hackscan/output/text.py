@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
+from ..classes import CLASSES
 from ..model import Finding, Report, Severity, Verdict
 from .escape import visible
 
@@ -90,6 +92,8 @@ def render_text(reports: Sequence[Report], color: bool = False) -> str:
         if r.error:
             detail += f"; {_v(r.error)}"
         line = f"{_v(r.path)}: {_c(r.verdict.value, key, color)} ({detail})"
+        if r.rejected_for:
+            line += f" rejected for {', '.join(r.rejected_for)}"
         if r.skipped:
             line += f"; {len(r.skipped)} rule(s) skipped: {_v(r.skipped[0].reason)}"
         if r.performance and isinstance(r.performance, dict):
@@ -117,6 +121,11 @@ def render_text(reports: Sequence[Report], color: bool = False) -> str:
         + ", ".join(f"{counts[v]} {v.value}" for v in (Verdict.HACK, Verdict.SUSPICIOUS, Verdict.CLEAN, Verdict.ERROR))
         + f"; {n_findings} finding{'s' * (n_findings != 1)}."
     )
+    by_class = Counter(c for r in reports for c in r.rejected_for)
+    if by_class:
+        # the classes say what kind of rejection: a training team treats a faked result, a missing
+        # kernel and a precision downgrade differently
+        out.append("Rejected for: " + ", ".join(f"{by_class[c]} {c}" for c in CLASSES if by_class[c]) + ".")
     if len(seeds) == 1:
         # the dynamic stage's probes and inputs follow from this one number: the same findings again
         seed = next(iter(seeds))
