@@ -18,6 +18,7 @@ from hackscan.measure.adequacy import (
     _counted,
     _new,
     _pick_dynamic,
+    command,
     render_adequacy,
     run_adequacy,
     write_readme_section,
@@ -152,10 +153,16 @@ def test_static_adequacy_run_and_readme_section(tmp_path: Path) -> None:
 
 def test_mutate_command_writes_mutants(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["mutate", BUNDLED[0], "--class", "6", "--write", str(tmp_path / "m"),
-                                   "-f", "json"])
+                                   "--compile-limit", "2", "-f", "json"])
     assert res.exit_code == 0, res.output
     written = sorted(p.name for p in (tmp_path / "m").rglob("*.py"))
     assert "reference.py" in written and "seed.py" in written and any(n.startswith("c06_") for n in written)
+
+
+def test_readme_names_the_limits_it_ran_with() -> None:
+    assert command(AdequacyOptions()) == "hackscan mutate --dynamic --readme README.md"
+    assert command(AdequacyOptions(dynamic_limit=90, compile_limit=10)) == \
+        "hackscan mutate --dynamic --dynamic-limit 90 --compile-limit 10 --readme README.md"
 
 
 def test_default_seeds_include_fixture_and_demo_kernels() -> None:

@@ -34,6 +34,13 @@ START, END = "<!-- adequacy:start -->", "<!-- adequacy:end -->"
 COMMAND = "hackscan mutate --dynamic --readme README.md"
 
 
+def command(opts: AdequacyOptions) -> str:
+    """The command line that reproduces a run with these options (limits only where not the default)."""
+    extra = [f"--{name.replace('_', '-')} {getattr(opts, name)}" for name in ("dynamic_limit", "compile_limit")
+             if getattr(opts, name) != getattr(AdequacyOptions(), name)]
+    return COMMAND.replace(" --readme", "".join(" " + e for e in extra) + " --readme")
+
+
 @dataclass(frozen=True)
 class AdequacyOptions:
     dynamic: bool = False
@@ -393,7 +400,7 @@ def readme_section(result: AdequacyResult) -> str:
             f"{n} mutants: every hack class of TAXONOMY.md injected into {len(result.seeds)} clean kernels, "
             "once the way the rules expect (plain: `hackscan/measure/mutators.py`) and once through the evasion "
             "families of issue 19 (evasive: `hackscan/measure/evasive.py`), then scanned.  "
-            f"Reproduce with `{COMMAND}` (add `--show-missed` for the mutants no stage caught, by family).", ""]
+            f"Reproduce with `{command(result.options)}` (add `--show-missed` for the mutants no stage caught, by family).", ""]
     body += table(result, markdown=True) + [""]
     fam = family_table(result, markdown=True)
     if fam:
