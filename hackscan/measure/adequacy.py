@@ -166,23 +166,31 @@ def _write(dir_: Path, seed: Seed, m: Mutant | None) -> Submission:
 
 
 def _pick_dynamic(candidates: list[tuple[MutantResult, bool]], limit: int, compile_limit: int) -> list[MutantResult]:
-    """Round-robin over (class, family) so that the cap spreads over every class and evasion family, the
-    evasive ones first in each round (they are what the sample is for); compiles capped separately."""
-    queues: dict[tuple[int, str], list[tuple[MutantResult, bool]]] = defaultdict(list)
+    """Round-robin over classes so that the cap spreads over every class; within a class, over its
+    families, evasive ones first (they are what the sample is for), distinct variants before a second
+    seed of one; compiles capped separately."""
+    by_key: dict[tuple[int, str], list[tuple[MutantResult, bool]]] = defaultdict(list)
     for r, compiles in candidates:
-        queues[(r.mutant.klass, r.mutant.family)].append((r, compiles))
-    for key, q in queues.items():  # distinct variants before a second seed of the same variant
+        by_key[(r.mutant.klass, r.mutant.family)].append((r, compiles))
+    for key, q in by_key.items():
         nth: Counter[str] = Counter()
         ranked = []
         for item in q:
             nth[item[0].mutant.variant] += 1
             ranked.append((nth[item[0].mutant.variant], len(ranked), item))
-        queues[key] = [item for _, _, item in sorted(ranked, key=lambda t: t[:2])]
+        by_key[key] = [item for _, _, item in sorted(ranked, key=lambda t: t[:2])]
+    queues: dict[int, list[tuple[MutantResult, bool]]] = defaultdict(list)
+    for klass in sorted({k for k, _ in by_key}):
+        fams = [by_key[k] for k in sorted(by_key, key=lambda k: (k[1] == "plain", k)) if k[0] == klass]
+        while any(fams):  # interleave: one of each family, then the next of each
+            for q in fams:
+                if q:
+                    queues[klass].append(q.pop(0))
     picked: list[MutantResult] = []
     compiles_used = 0
     while len(picked) < limit and any(queues.values()):
-        for key in sorted(queues, key=lambda k: (k[1] == "plain", k)):
-            q = queues[key]
+        for klass in sorted(queues):
+            q = queues[klass]
             while q:
                 r, compiles = q.pop(0)
                 if compiles and compiles_used >= compile_limit:
@@ -350,7 +358,7 @@ def _legend(result: AdequacyResult) -> list[str]:
     dyn = ("dynamic stage: " + result.dynamic_available) if result.dynamic_available else \
         (f"dynamic stage: ran CPU-runnable mutants (no CUDA, no Triton), at most {result.options.dynamic_limit} "
          f"of them and at most {result.options.compile_limit} whose C++ changed (a compile each), "
-         "round-robin over (class, family), evasive first")
+         "round-robin over classes, within a class over families, evasive first")
     return [
         f"seeds: {', '.join(result.seeds)}",
         "plain = written the way the rules expect (`mutators.py`); evasive = the same class through an evasion "
