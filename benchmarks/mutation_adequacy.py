@@ -29,10 +29,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--readme", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--show-missed", action="store_true")
+    ap.add_argument("--show-missed", action="store_true", help="list the mutants no stage caught, by family")
+    ap.add_argument("--jobs", type=int, default=1, help="processes for the static scans")
     args = ap.parse_args(argv)
     opts = AdequacyOptions(dynamic=args.dynamic, dynamic_limit=args.dynamic_limit, compile_limit=args.compile_limit,
-                           timeout=args.timeout)
+                           timeout=args.timeout, jobs=args.jobs)
     t0 = time.perf_counter()
     result = run_adequacy(default_seed_paths(), opts)
     elapsed = time.perf_counter() - t0

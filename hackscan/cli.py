@@ -525,6 +525,7 @@ def mutate_cmd(
                                                   "fixtures/**/ok_*.py and kernels/**/clean_*.py)."),
     dynamic: bool = typer.Option(False, "--dynamic", help="Also run CPU-runnable mutants in the dynamic stage."),
     dynamic_limit: int = typer.Option(60, "--dynamic-limit", metavar="N", help="Run at most this many mutants dynamically."),
+    compile_limit: int = typer.Option(6, "--compile-limit", metavar="N", help="Of those, at most this many whose C++ changed (a compile each)."),
     timeout: float = typer.Option(60.0, "--timeout", metavar="SECONDS", help="Seconds per mutant for the dynamic stage."),
     classes: list[str] | None = typer.Option(None, "--class", metavar="N", help="Only these hack classes (numbers, TAXONOMY.md)."),
     fmt: TableFormat = typer.Option(TableFormat.text, "--format", "-f", help="Output format."),
@@ -544,8 +545,8 @@ def mutate_cmd(
         raise _fail("--class takes hack class numbers (1-20, see TAXONOMY.md)") from None
     from .parallel import default_jobs
 
-    opts = AdequacyOptions(dynamic=dynamic, dynamic_limit=dynamic_limit, timeout=timeout, classes=wanted,
-                           write_dir=str(write) if write else None, jobs=jobs or default_jobs())
+    opts = AdequacyOptions(dynamic=dynamic, dynamic_limit=dynamic_limit, compile_limit=compile_limit, timeout=timeout,
+                           classes=wanted, write_dir=str(write) if write else None, jobs=jobs or default_jobs())
     result = run_adequacy(targets, opts, progress=ProgressBar(sys.stderr) if sys.stderr.isatty() else None)
     sys.stdout.write(render_adequacy(result, fmt.value, show_missed=show_missed))
     if readme is not None:

@@ -18,10 +18,12 @@ from hackscan.measure.adequacy import (
     _counted,
     _new,
     _pick_dynamic,
+    command,
     render_adequacy,
     run_adequacy,
     write_readme_section,
 )
+from hackscan.measure.evasive import FAMILIES
 from hackscan.measure.mutators import MUTATORS, Mutant, mutants_of
 from hackscan.measure.seeds import SEEDS_DIR, default_seed_paths, load_seeds
 from hackscan.model import Confidence, Finding, Location, Report, Severity, Stage, Verdict
@@ -51,7 +53,8 @@ def test_every_class_gets_several_variants(mutants) -> None:
     per_class: dict[int, set[str]] = defaultdict(set)
     for ms in mutants.values():
         for m in ms:
-            per_class[m.klass].add(m.variant)
+            if not m.evasive:
+                per_class[m.klass].add(m.variant)
     assert set(per_class) == set(MUTATORS)
     thin = {k: v for k, v in per_class.items() if len(v) < 2}
     assert not thin, f"classes with a single variant: {thin}"
@@ -64,7 +67,7 @@ def test_mutants_parse_differ_and_keep_the_seed_text(seeds, mutants) -> None:
             ast.parse(m.code)
             assert m.code != s.code, m.id
             # the edit is local: the seed's kernel source survives verbatim unless the variant rewrites it
-            if m.klass in (1, 3, 5, 6, 8, 11, 13) and not m.variant.startswith("cpp"):
+            if m.klass in (1, 3, 5, 6, 8, 11, 13) and not m.variant.startswith("cpp") and not m.evasive:
                 assert s.code.split("class ModelNew")[0] in m.code or m.variant in (
                     "build-failure-fallback", "global-last-pointer"), m.id
 
@@ -105,14 +108,18 @@ def test_detection_counts_only_new_non_meta_warnings() -> None:
 
 
 def test_dynamic_cap_spreads_over_classes_and_limits_compiles() -> None:
-    def res(k: int, v: str) -> MutantResult:
-        return MutantResult(Mutant("s", k, v, "", "", ""))
+    def res(k: int, v: str, family: str = "plain") -> MutantResult:
+        return MutantResult(Mutant("s", k, v, "", "", "", family=family))
 
     cands = [(res(1, f"a{i}"), False) for i in range(5)] + [(res(4, f"c{i}"), True) for i in range(5)] + \
             [(res(6, f"i{i}"), False) for i in range(5)]
     picked = _pick_dynamic(cands, limit=7, compile_limit=2)
     classes = Counter(r.mutant.klass for r in picked)
     assert len(picked) == 7 and classes[4] == 2 and classes[1] >= 2 and classes[6] >= 2
+    # evasive families get their turn in the first round, before a class's second plain mutant
+    cands += [(res(1, "t", "dispatch-table"), False), (res(6, "n", "other-library"), False)]
+    picked = _pick_dynamic(cands, limit=5, compile_limit=2)
+    assert {r.mutant.family for r in picked} >= {"dispatch-table", "other-library", "plain"}
 
 
 def test_static_adequacy_run_and_readme_section(tmp_path: Path) -> None:
@@ -121,8 +128,19 @@ def test_static_adequacy_run_and_readme_section(tmp_path: Path) -> None:
     assert set(rows) == {6, 10, 19}
     for r in rows.values():
         assert r["mutants"] >= 6 and r["either"] >= r["static"] >= r["static_attributed"]
+        assert r["plain"]["mutants"] and r["evasive"]["mutants"]
+        assert r["plain"]["mutants"] + r["evasive"]["mutants"] == r["mutants"]
+    # the table says plain and evasive apart; every missed mutant is listed under its family
+    assert rows[10]["plain"]["static"] == rows[10]["plain"]["mutants"]
     text = render_adequacy(result, show_missed=True)
     assert "timer patch" in text and "detected = a new warning or error finding" in text
+    assert "evasive static" in text and "evasion family" in text
+    missed = [r for r in result.results if not (r.static or r.dynamic)]
+    for r in missed:
+        assert r.mutant.id in text
+    fams = {r.mutant.family for r in missed}
+    for fam in fams:
+        assert f"missed, {fam}: {sum(r.mutant.family == fam for r in missed)}" in text
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n\nbefore\n\n{START}\nold\n{END}\n\nafter\n")
     write_readme_section(readme, result)
@@ -135,10 +153,16 @@ def test_static_adequacy_run_and_readme_section(tmp_path: Path) -> None:
 
 def test_mutate_command_writes_mutants(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["mutate", BUNDLED[0], "--class", "6", "--write", str(tmp_path / "m"),
-                                   "-f", "json"])
+                                   "--compile-limit", "2", "-f", "json"])
     assert res.exit_code == 0, res.output
     written = sorted(p.name for p in (tmp_path / "m").rglob("*.py"))
     assert "reference.py" in written and "seed.py" in written and any(n.startswith("c06_") for n in written)
+
+
+def test_readme_names_the_limits_it_ran_with() -> None:
+    assert command(AdequacyOptions()) == "hackscan mutate --dynamic --readme README.md"
+    assert command(AdequacyOptions(dynamic_limit=90, compile_limit=10)) == \
+        "hackscan mutate --dynamic --dynamic-limit 90 --compile-limit 10 --readme README.md"
 
 
 def test_default_seeds_include_fixture_and_demo_kernels() -> None:
@@ -197,3 +221,127 @@ def test_dynamic_stage_detects_identity_mutants(tmp_path: Path) -> None:
     ran = [r for r in result.results if r.dynamic_ran]
     assert result.dynamic_available is None and len(ran) == 2, [r.dynamic_note for r in result.results]
     assert all(r.dynamic for r in ran), [(r.mutant.id, r.dynamic_new) for r in ran]
+
+
+# ------------------------------------------------------------------------------------------ evasive
+def test_every_class_has_evasive_variants_and_every_family_is_used(mutants) -> None:
+    fams: dict[int, set[str]] = defaultdict(set)
+    for ms in mutants.values():
+        for m in ms:
+            if m.evasive:
+                assert m.family in FAMILIES, m.id
+                assert m.id.endswith(f"#{m.klass}:{m.family}/{m.variant}")
+                fams[m.klass].add(m.family)
+    assert set(fams) == set(MUTATORS)
+    # one family (numerics) is the whole of class 16; every other class is hidden at least two ways
+    assert {k for k, v in fams.items() if len(v) < 2} <= {16}
+    on_bundled = set().union(*fams.values())
+    # the stream handle crosses into C++ only where a kernel is launched on a stream: CUDA seeds
+    cuda = load_seeds([str(p) for p in default_seed_paths() if "ok_vectorized_relu" in p])
+    on_cuda = {m.family for s in cuda for m in mutants_of(s, (9,)) if m.evasive}
+    assert on_bundled | on_cuda == set(FAMILIES)
+
+
+def test_evasive_mutants_are_the_hack_written_differently(mutants) -> None:
+    by = {(m.seed, m.variant): m for ms in mutants.values() for m in ms if m.evasive and m.klass != 6}
+    rs = by[("row_sum/candidate", "numel-indexed-tuple")]
+    assert "(lambda: row_sum_ext.row_sum(x), lambda: torch.sum(x, dim=1))[int(x.numel() > 0)]()" in rs.code
+    assert 'vars(torch)["sum"](x, dim=1)' in by[("row_sum/candidate", "vars-namespace-lookup")].code
+    assert "return at::_ops::sum_dim_IntList::call(x, at::IntArrayRef{1}, false, c10::nullopt);" in \
+        by[("row_sum/candidate", "at-ops-internal")].code
+    assert "Dims<4093>::cols" in by[("row_sum/candidate", "cpp-template-arg")].code
+    assert "dst[r * cols + c] = src[r * cols + c];" in by[("scale_shift/candidate", "cpp-accepted-unread")].code
+    assert "hs_exp(in[c] - m)" in by[("softmax/candidate", "truncated-exp-series")].code
+    assert 'vars(torch.cuda)["synchronize"] = ' in by[("softmax/candidate", "vars-torch-cuda")].code
+    cuda = load_seeds([str(p) for p in default_seed_paths() if "ok_vectorized_relu" in p])
+    raw = next(m for m in mutants_of(cuda[0], (9,)) if m.variant == "raw-stream-handle")
+    assert "reinterpret_cast<cudaStream_t>(stream_handle)>>>" in raw.code and "self._side.cuda_stream)" in raw.code
+    assert raw.needs_cuda
+
+
+def _stub_extension(**kwargs):
+    """What the bundled seeds' C++ computes, in torch: evasive Python runs without a compile."""
+    import types
+
+    import torch
+
+    impl = {"row_sum": lambda x: x.sum(1), "scale_shift": lambda x, a, b: x * a + b,
+            "softmax_rows": lambda x: torch.softmax(x, 1)}
+    return types.SimpleNamespace(**{n: impl[n] for n in kwargs["functions"]})
+
+
+# classes whose hack keeps the output right on the task's inputs (the evasion would be pointless
+# otherwise); 6, 7, 15 are wrong by design, 9 needs CUDA, 10 would patch this process's torch
+_RIGHT_ON_TASK_INPUTS = (1, 2, 3, 5, 8, 11, 12, 13, 14, 17, 18, 19)
+
+
+def test_evasive_python_mutants_still_compute_the_reference(seeds, mutants, monkeypatch) -> None:
+    import sys
+    import types
+
+    import torch
+    import torch.utils.cpp_extension as cpp_extension
+
+    from hackscan.measure.adequacy import _build_inputs
+
+    monkeypatch.setattr(cpp_extension, "load_inline", _stub_extension)
+    flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    checked = Counter()
+    try:
+        for s in seeds:
+            ref: dict = {}
+            exec(compile(s.reference, s.reference_path, "exec"), ref)
+            for m in mutants[s.name]:
+                if not m.evasive or m.klass not in _RIGHT_ON_TASK_INPUTS:
+                    continue
+                if _build_inputs(m.code) != _build_inputs(s.code) and m.variant != "lazy-extension":
+                    continue  # its C++ changed: it needs a compile (test below)
+                name = f"hs_mutant_{len(checked)}"
+                module = types.ModuleType(name)
+                monkeypatch.setitem(sys.modules, name, module)
+                exec(compile(m.code, m.id, "exec"), module.__dict__)
+                torch.manual_seed(len(checked))
+                init, inputs = ref["get_init_inputs"](), ref["get_inputs"]()
+                want = ref["Model"](*init)(*[t.clone() for t in inputs])
+                got = module.ModelNew(*init)(*inputs)
+                assert got.shape == want.shape and torch.allclose(got, want, atol=1e-2, rtol=1e-2), m.id
+                checked[m.family] += 1
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
+    assert sum(checked.values()) >= 100 and len(checked) >= 5, checked
+
+
+def test_truncated_series_is_right_at_rand_magnitudes_only() -> None:
+    """The series the numerics mutant puts in place of exp, evaluated as the C++ does (float32)."""
+    import numpy as np
+
+    def hs_exp(t: np.float32) -> np.float32:
+        acc = np.float32(1)
+        for k in range(12, 0, -1):
+            acc = np.float32(1) + acc * t / np.float32(k)
+        return acc
+
+    # softmax of rand rows: arguments in (-1, 0] after max-subtraction
+    for t in np.linspace(-1, 0, 101, dtype=np.float32):
+        assert abs(hs_exp(t) - np.exp(t)) <= 1e-6 * np.exp(t) + 1e-7
+    # scaled by 100 the arguments reach -100: the series is nowhere near
+    assert abs(hs_exp(np.float32(-50)) - np.exp(-50)) > 1.0
+
+
+@pytest.mark.slow
+def test_compiled_numerics_mutant_passes_rand_and_fails_scaled(seeds, mutants, tmp_path, monkeypatch) -> None:
+    """End to end on the C++ extension (a compile, tens of seconds): the hack needs wider probes."""
+    import sys
+    import types
+
+    import torch
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    m = next(m for m in mutants["softmax/candidate"] if m.variant == "truncated-exp-series")
+    module = types.ModuleType("hs_numerics_mutant")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    exec(compile(m.code.replace("hackscan_seed_softmax", "hackscan_evasive_softmax"), m.id, "exec"), module.__dict__)
+    model = module.ModelNew()
+    x = torch.rand(32, 2039)
+    assert torch.allclose(model(x), torch.softmax(x, 1), atol=1e-5, rtol=1e-4)
+    assert not torch.allclose(model(x * 100), torch.softmax(x * 100, 1), atol=1e-2, rtol=1e-2)

@@ -26,11 +26,19 @@ from ..config import Config
 from ..inputs import Submission
 from ..model import Report, Severity, Stage
 from ..registry import load_registry
+from .evasive import FAMILIES
 from .mutators import MUTATORS, Mutant, mutants_of
 from .seeds import Seed, load_seeds
 
 START, END = "<!-- adequacy:start -->", "<!-- adequacy:end -->"
 COMMAND = "hackscan mutate --dynamic --readme README.md"
+
+
+def command(opts: AdequacyOptions) -> str:
+    """The command line that reproduces a run with these options (limits only where not the default)."""
+    extra = [f"--{name.replace('_', '-')} {getattr(opts, name)}" for name in ("dynamic_limit", "compile_limit")
+             if getattr(opts, name) != getattr(AdequacyOptions(), name)]
+    return COMMAND.replace(" --readme", "".join(" " + e for e in extra) + " --readme")
 
 
 @dataclass(frozen=True)
@@ -68,7 +76,8 @@ class MutantResult:
 
     def to_dict(self) -> dict[str, Any]:
         m = self.mutant
-        return {"id": m.id, "seed": m.seed, "class": m.klass, "variant": m.variant, "needs_cuda": m.needs_cuda,
+        return {"id": m.id, "seed": m.seed, "class": m.klass, "variant": m.variant, "family": m.family,
+                "needs_cuda": m.needs_cuda,
                 "static_new": self.static_new, "static_attributed": self.static_attributed,
                 "dynamic_ran": self.dynamic_ran, "dynamic_note": self.dynamic_note,
                 "dynamic_new": self.dynamic_new, "dynamic_attributed": self.dynamic_attributed}
@@ -83,27 +92,42 @@ class AdequacyResult:
     seed_notes: dict[str, str] = field(default_factory=dict)
 
     def by_class(self) -> list[dict[str, Any]]:
+        """One row per class: counts over all its mutants, and the same for the plain and evasive ones."""
         groups: dict[int, list[MutantResult]] = defaultdict(list)
         for r in self.results:
             groups[r.mutant.klass].append(r)
         rows = []
         for klass in sorted(groups):
             rs = groups[klass]
-            ran = [r for r in rs if r.dynamic_ran]
-            rows.append({
-                "class": klass, "name": MUTATORS[klass][0], "mutants": len(rs),
-                "variants": len({r.mutant.variant for r in rs}),
-                "static": sum(r.static for r in rs), "static_attributed": sum(r.static_attributed for r in rs),
-                "dynamic_ran": len(ran), "dynamic": sum(r.dynamic for r in ran),
-                "dynamic_attributed": sum(r.dynamic_attributed for r in ran),
-                "either_on_ran": sum(r.static or r.dynamic for r in ran),
-                "either": sum(r.static or r.dynamic for r in rs),
-            })
+            row = {"class": klass, "name": MUTATORS[klass][0], **_counts(rs),
+                   "plain": _counts([r for r in rs if not r.mutant.evasive]),
+                   "evasive": _counts([r for r in rs if r.mutant.evasive])}
+            rows.append(row)
         return rows
+
+    def by_family(self) -> list[dict[str, Any]]:
+        """One row per evasion family (evasive mutants only), with the classes it was applied to."""
+        groups: dict[str, list[MutantResult]] = defaultdict(list)
+        for r in self.results:
+            if r.mutant.evasive:
+                groups[r.mutant.family].append(r)
+        return [{"family": fam, "classes": sorted({r.mutant.klass for r in rs}), **_counts(rs)}
+                for fam, rs in sorted(groups.items(), key=lambda kv: list(FAMILIES).index(kv[0]))]
 
     def to_dict(self) -> dict[str, Any]:
         return {"seeds": self.seeds, "dynamic_unavailable": self.dynamic_available, "seed_notes": self.seed_notes,
-                "classes": self.by_class(), "mutants": [r.to_dict() for r in self.results]}
+                "classes": self.by_class(), "families": self.by_family(), "mutants": [r.to_dict() for r in self.results]}
+
+
+def _counts(rs: list[MutantResult]) -> dict[str, int]:
+    ran = [r for r in rs if r.dynamic_ran]
+    return {"mutants": len(rs), "variants": len({(r.mutant.family, r.mutant.variant) for r in rs}),
+            "static": sum(r.static for r in rs), "static_attributed": sum(r.static_attributed for r in rs),
+            "dynamic_ran": len(ran), "dynamic": sum(r.dynamic for r in ran),
+            "dynamic_attributed": sum(r.dynamic_attributed for r in ran),
+            "static_on_ran": sum(r.static for r in ran),
+            "either_on_ran": sum(r.static or r.dynamic for r in ran),
+            "either": sum(r.static or r.dynamic for r in rs)}
 
 
 def _counted(report: Report, stages: set[Stage], taxonomy: dict[str, tuple[int, ...]]) -> Counter[str]:
@@ -142,10 +166,26 @@ def _write(dir_: Path, seed: Seed, m: Mutant | None) -> Submission:
 
 
 def _pick_dynamic(candidates: list[tuple[MutantResult, bool]], limit: int, compile_limit: int) -> list[MutantResult]:
-    """Round-robin over classes so that the cap spreads over every class; compiles capped separately."""
-    queues: dict[int, list[tuple[MutantResult, bool]]] = defaultdict(list)
+    """Round-robin over classes so that the cap spreads over every class; within a class, over its
+    families, evasive ones first (they are what the sample is for), distinct variants before a second
+    seed of one; compiles capped separately."""
+    by_key: dict[tuple[int, str], list[tuple[MutantResult, bool]]] = defaultdict(list)
     for r, compiles in candidates:
-        queues[r.mutant.klass].append((r, compiles))
+        by_key[(r.mutant.klass, r.mutant.family)].append((r, compiles))
+    for key, q in by_key.items():
+        nth: Counter[str] = Counter()
+        ranked = []
+        for item in q:
+            nth[item[0].mutant.variant] += 1
+            ranked.append((nth[item[0].mutant.variant], len(ranked), item))
+        by_key[key] = [item for _, _, item in sorted(ranked, key=lambda t: t[:2])]
+    queues: dict[int, list[tuple[MutantResult, bool]]] = defaultdict(list)
+    for klass in sorted({k for k, _ in by_key}):
+        fams = [by_key[k] for k in sorted(by_key, key=lambda k: (k[1] == "plain", k)) if k[0] == klass]
+        while any(fams):  # interleave: one of each family, then the next of each
+            for q in fams:
+                if q:
+                    queues[klass].append(q.pop(0))
     picked: list[MutantResult] = []
     compiles_used = 0
     while len(picked) < limit and any(queues.values()):
@@ -272,43 +312,80 @@ def _pct(a: int, b: int) -> str:
     return "–" if not b else f"{a}/{b} ({100 * a / b:.0f}%)"
 
 
-def table(result: AdequacyResult, markdown: bool = False) -> list[str]:
-    rows = result.by_class()
-    header = ["class", "hack", "mutants (variants)", "static", "static, right class", "dynamic (ran)", "either (ran)",
-              "either (all)"]
-    body = []
-    tot = Counter()
-    for row in rows:
-        body.append([str(row["class"]), row["name"], f"{row['mutants']} ({row['variants']})",
-                     _pct(row["static"], row["mutants"]), _pct(row["static_attributed"], row["mutants"]),
-                     _pct(row["dynamic"], row["dynamic_ran"]), _pct(row["either_on_ran"], row["dynamic_ran"]),
-                     _pct(row["either"], row["mutants"])])
-        for k in ("mutants", "static", "static_attributed", "dynamic", "dynamic_ran", "either_on_ran", "either"):
-            tot[k] += row[k]
-    body.append(["all", "", str(tot["mutants"]), _pct(tot["static"], tot["mutants"]),
-                 _pct(tot["static_attributed"], tot["mutants"]), _pct(tot["dynamic"], tot["dynamic_ran"]),
-                 _pct(tot["either_on_ran"], tot["dynamic_ran"]), _pct(tot["either"], tot["mutants"])])
+def _render(header: list[str], body: list[list[str]], markdown: bool, numeric_from: int = 2) -> list[str]:
     if markdown:
-        return ["| " + " | ".join(header) + " |", "|---|---|" + "---:|" * (len(header) - 2)] + \
+        return ["| " + " | ".join(header) + " |", "|" + "---|" * numeric_from + "---:|" * (len(header) - numeric_from)] + \
                ["| " + " | ".join(r) + " |" for r in body]
     widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(header)]
     return ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)), "  ".join("-" * w for w in widths)] + \
            ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
 
 
+_KEYS = ("mutants", "static", "static_attributed", "dynamic", "dynamic_ran", "static_on_ran", "either_on_ran", "either")
+
+
+def _cells(c: dict[str, int]) -> list[str]:
+    return [str(c["mutants"]), _pct(c["static"], c["mutants"]), _pct(c["either_on_ran"], c["dynamic_ran"]),
+            _pct(c["either"], c["mutants"])]
+
+
+def table(result: AdequacyResult, markdown: bool = False) -> list[str]:
+    """Per class, plain and evasive mutants side by side: static alone, static + dynamic on the sample."""
+    header = ["class", "hack", "plain", "plain static", "plain static+dyn (ran)", "plain either (all)",
+              "evasive", "evasive static", "evasive static+dyn (ran)", "evasive either (all)"]
+    body = []
+    tot: dict[str, Counter[str]] = {"plain": Counter(), "evasive": Counter()}
+    for row in result.by_class():
+        body.append([str(row["class"]), row["name"]] + _cells(row["plain"]) + _cells(row["evasive"]))
+        for kind in tot:
+            for k in _KEYS:
+                tot[kind][k] += row[kind][k]
+    body.append(["all", ""] + _cells(tot["plain"]) + _cells(tot["evasive"]))
+    return _render(header, body, markdown)
+
+
+def family_table(result: AdequacyResult, markdown: bool = False) -> list[str]:
+    header = ["evasion family", "classes", "mutants", "static", "static, right class", "static+dyn (ran)",
+              "either (all)"]
+    body = [[row["family"], ",".join(str(k) for k in row["classes"]), str(row["mutants"]),
+             _pct(row["static"], row["mutants"]), _pct(row["static_attributed"], row["mutants"]),
+             _pct(row["either_on_ran"], row["dynamic_ran"]), _pct(row["either"], row["mutants"])]
+            for row in result.by_family()]
+    return _render(header, body, markdown, numeric_from=3) if body else []
+
+
 def _legend(result: AdequacyResult) -> list[str]:
     dyn = ("dynamic stage: " + result.dynamic_available) if result.dynamic_available else \
         (f"dynamic stage: ran CPU-runnable mutants (no CUDA, no Triton), at most {result.options.dynamic_limit} "
          f"of them and at most {result.options.compile_limit} whose C++ changed (a compile each), "
-         "round-robin over classes")
+         "round-robin over classes, within a class over families, evasive first")
     return [
         f"seeds: {', '.join(result.seeds)}",
+        "plain = written the way the rules expect (`mutators.py`); evasive = the same class through an evasion "
+        "family of issue 19 (`evasive.py`: " + "; ".join(f"{k}: {v}" for k, v in FAMILIES.items()) + ")",
         "detected = a new warning or error finding (a rule firing more often than on the clean seed; meta rules excluded)",
         "right class = a new finding from a rule whose taxonomy names the injected class",
-        "either (ran) = detected by either stage, among the mutants the dynamic stage ran; "
+        "static+dyn (ran) = detected by either stage, among the mutants the dynamic stage ran; "
         "either (all) = over all mutants (static alone where the dynamic stage did not run)",
         dyn,
     ] + [f"note: {k}: {v}" for k, v in sorted(result.seed_notes.items())]
+
+
+def missed(result: AdequacyResult, md: bool = False) -> list[str]:
+    """The mutants no stage detected, grouped by family (plain first), then by class and variant."""
+    groups: dict[str, list[MutantResult]] = defaultdict(list)
+    for r in result.results:
+        if not (r.static or r.dynamic):
+            groups[r.mutant.family].append(r)
+    order = ["plain"] + list(FAMILIES)
+    lines = []
+    for fam in sorted(groups, key=lambda k: order.index(k) if k in order else len(order)):
+        rs = sorted(groups[fam], key=lambda r: (r.mutant.klass, r.mutant.variant, r.mutant.seed))
+        lines.append(f"{'### ' if md else ''}missed, {fam}: {len(rs)}")
+        for r in rs:
+            extra = "" if r.dynamic_ran else f" (dynamic: {r.dynamic_note or 'not run'})"
+            lines.append(("- " if md else "  ") + f"{r.mutant.id}{extra}")
+    return lines
 
 
 def render_adequacy(result: AdequacyResult, fmt: str = "text", show_missed: bool = False) -> str:
@@ -316,23 +393,26 @@ def render_adequacy(result: AdequacyResult, fmt: str = "text", show_missed: bool
         return json.dumps(result.to_dict(), indent=2) + "\n"
     md = fmt == "markdown"
     lines = table(result, markdown=md) + [""]
+    fam = family_table(result, markdown=md)
+    if fam:
+        lines += fam + [""]
     lines += [("- " if md else "") + x for x in _legend(result)]
     if show_missed:
-        lines.append("")
-        for r in result.results:
-            if not (r.static or r.dynamic):
-                extra = "" if r.dynamic_ran else f" (dynamic: {r.dynamic_note or 'not run'})"
-                lines.append(("- " if md else "") + f"missed {r.mutant.id}{extra}")
+        lines += [""] + missed(result, md)
     return "\n".join(lines) + "\n"
 
 
 def readme_section(result: AdequacyResult) -> str:
     n = len(result.results)
     body = [START, "", "### Mutation adequacy", "",
-            f"{n} mutants: every hack class of TAXONOMY.md injected into {len(result.seeds)} clean kernels "
-            "(several AST and kernel-source variants per class, `hackscan/measure/mutators.py`), then scanned.  "
-            f"Reproduce with `{COMMAND}` (add `--show-missed` for the mutants no stage caught).", ""]
+            f"{n} mutants: every hack class of TAXONOMY.md injected into {len(result.seeds)} clean kernels, "
+            "once the way the rules expect (plain: `hackscan/measure/mutators.py`) and once through the evasion "
+            "families of issue 19 (evasive: `hackscan/measure/evasive.py`), then scanned.  "
+            f"Reproduce with `{command(result.options)}` (add `--show-missed` for the mutants no stage caught, by family).", ""]
     body += table(result, markdown=True) + [""]
+    fam = family_table(result, markdown=True)
+    if fam:
+        body += ["Evasive mutants by family:", ""] + fam + [""]
     body += ["- " + x for x in _legend(result)] + ["", END]
     return "\n".join(body)
 

@@ -29,10 +29,16 @@ class Mutant:
     reference: str
     reference_path: str
     needs_cuda: bool = False
+    family: str = "plain"  # "plain" (written the way the rules expect) or an evasion family (evasive.FAMILIES)
+
+    @property
+    def evasive(self) -> bool:
+        return self.family != "plain"
 
     @property
     def id(self) -> str:
-        return f"{self.seed}#{self.klass}:{self.variant}"
+        return f"{self.seed}#{self.klass}:{self.variant}" if not self.evasive else \
+            f"{self.seed}#{self.klass}:{self.family}/{self.variant}"
 
 
 Variant = tuple[str, str, bool]  # (variant name, mutant code, needs_cuda)
@@ -670,18 +676,31 @@ MUTATORS: dict[int, tuple[str, Callable[[SeedFacts], Iterator[Variant]]]] = {
 }
 
 
-def mutants_of(seed: Seed, classes: tuple[int, ...] = ()) -> list[Mutant]:
-    """Every variant of every class that applies to ``seed`` and still parses as Python."""
+def mutants_of(seed: Seed, classes: tuple[int, ...] = (), evasive: bool = True) -> list[Mutant]:
+    """Every variant of every class that applies to ``seed`` and still parses as Python.
+
+    The plain variants come first, then (``evasive``) the same classes through the evasion families
+    of ``evasive.py``.
+    """
+    from .evasive import EVASIVE
+
     f = seed.facts
     out: list[Mutant] = []
     if f.forward is None:
         return out
-    for klass, (_, fn) in MUTATORS.items():
+
+    def variants(klass: int) -> Iterator[tuple[str, str, str | None, bool]]:
+        for variant, code, needs_cuda in MUTATORS[klass][1](f):
+            yield variant, "plain", code, needs_cuda
+        if evasive and klass in EVASIVE:
+            yield from EVASIVE[klass](f)
+
+    for klass in MUTATORS:
         if classes and klass not in classes:
             continue
         seen: set[str] = set()
-        for variant, code, needs_cuda in fn(f):
-            if code == seed.code or code in seen:
+        for variant, family, code, needs_cuda in variants(klass):
+            if code is None or code == seed.code or code in seen:
                 continue
             try:
                 ast.parse(code)
@@ -689,5 +708,5 @@ def mutants_of(seed: Seed, classes: tuple[int, ...] = ()) -> list[Mutant]:
                 continue
             seen.add(code)
             out.append(Mutant(seed.name, klass, variant, code, seed.reference, seed.reference_path,
-                              needs_cuda or f.uses_cuda))
+                              needs_cuda or f.uses_cuda, family))
     return out
