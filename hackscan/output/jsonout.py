@@ -15,6 +15,7 @@ from typing import Any
 from .. import __version__
 from ..model import Report
 from .escape import json_text
+from .verified import claimed_vs_verified
 
 
 def summary(reports: Sequence[Report]) -> dict[str, Any]:
@@ -26,6 +27,8 @@ def summary(reports: Sequence[Report]) -> dict[str, Any]:
         "verdicts": {k: verdicts.get(k, 0) for k in ("hack", "suspicious", "clean", "error")},
         "findings_by_rule": dict(sorted(rules.items())),
         "findings_by_severity": {k: severities.get(k, 0) for k in ("error", "warning", "info")},
+        # geometric-mean claimed vs verified speedups, verdict and memory shares (output/verified.py)
+        "claimed_vs_verified": claimed_vs_verified(reports),
     }
 
 

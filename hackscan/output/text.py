@@ -117,6 +117,10 @@ def render_text(reports: Sequence[Report], color: bool = False) -> str:
         + ", ".join(f"{counts[v]} {v.value}" for v in (Verdict.HACK, Verdict.SUSPICIOUS, Verdict.CLEAN, Verdict.ERROR))
         + f"; {n_findings} finding{'s' * (n_findings != 1)}."
     )
+    from .verified import claimed_vs_verified, render_text_table, wanted
+
+    if wanted(reports):
+        out.append(_block(render_text_table(claimed_vs_verified(reports))))
     if len(seeds) == 1:
         # the dynamic stage's probes and inputs follow from this one number: the same findings again
         seed = next(iter(seeds))
