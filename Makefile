@@ -34,7 +34,7 @@ $(PY):
 install: $(PY) sandbox-tools
 	# torch first, pinned: the CPU build on this disk; a plain requirement pulls a multi-GB CUDA build
 	$(PY) -m pip install -q torch==2.13.0 $(QUIET_PIP)
-	$(PY) -m pip install -q -e ".[dynamic,clang,dev]" $(QUIET_PIP)
+	$(PY) -m pip install -q -e ".[dynamic,clang,dev,ray]" $(QUIET_PIP)
 
 # bubblewrap (Debian/Ubuntu package): every process that runs candidate code is sandboxed with it,
 # and the dynamic stage refuses to run without it

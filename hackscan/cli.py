@@ -176,6 +176,17 @@ def scan(
     stream: Path | None = typer.Option(
         None, "--stream", metavar="FILE", help="Append each finished result to this file as one JSON line, flushed to disk at once "
                                "(default with -o FILE: FILE.partial.jsonl, removed once FILE is written)."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Keep the results already in the stream file (--stream FILE, or FILE.partial.jsonl "
+                                "with -o FILE) whose candidate, reference, options and hackscan version are "
+                                "unchanged, and run only the rest."),
+    claimed_field: str | None = typer.Option(
+        None, "--claimed-field", metavar="FIELD", help="JSONL field holding each candidate's claimed speedup (e.g. "
+                                "score_default): shown beside the verified speedups and summarised as claimed vs "
+                                "verified."),
+    ray: str | None = typer.Option(
+        None, "--ray", metavar="ADDRESS", help="Run the candidates as tasks on a Ray cluster: auto (the cluster this "
+                                "machine belongs to), local (start one here) or host:port. Needs the ray extra."),
     fail_on: FailOn | None = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1."),
     reject_class: str | None = typer.Option(
         None, "--reject-class", metavar="CLASSES", help="Only findings of these verdict classes make the exit code 1 "
@@ -217,7 +228,7 @@ def scan(
     """Audit candidates (the default command: `hackscan PATH...`)."""
     from .config import ConfigError, load_config
     from .inputs import InputOptions
-    from .pipeline import ResultStream, RunOptions, failed_reports, run_items
+    from .pipeline import ResultStream, RunOptions, failed_reports, run_resumable
     from .registry import RegistryError
 
     # every check that can fail on what was typed runs before any work
@@ -229,6 +240,16 @@ def scan(
         raise _fail(f"--timeout must be a positive number of seconds (got {timeout})")
     if limit is not None and sample is not None:
         raise _fail("--limit and --sample exclude each other: take the first N or a random N")
+    if resume and stream is None and output is None:
+        raise _fail("--resume needs the stream of the run it resumes: --stream FILE, or -o FILE (FILE.partial.jsonl)")
+    if claimed_field is not None and not claimed_field.strip():
+        raise _fail("--claimed-field needs a field name")
+    if ray is not None:
+        from .cluster import ray_problem
+
+        problem = ray_problem(ray)
+        if problem:
+            raise _fail(problem)
     try:
         config = load_config(config_path) if config_path else load_config(start=Path.cwd())
     except ConfigError as exc:
@@ -269,7 +290,8 @@ def scan(
         raise _fail(f"reference {ref} does not exist or is not a file")
     # a missing path is not a usage error: like any bad input it gets a result of its own
     # (verdict error), beside the other paths' results
-    inputs = InputOptions(reference=str(ref) if ref else None, code_field=config.code_field, ref_field=config.ref_field)
+    inputs = InputOptions(reference=str(ref) if ref else None, code_field=config.code_field, ref_field=config.ref_field,
+                          claimed_field=claimed_field)
     if jobs == 0:
         from .parallel import default_jobs
 
@@ -296,9 +318,17 @@ def scan(
     partial = stream is None and output is not None
     stream_path = stream if stream is not None else (Path(str(output) + ".partial.jsonl") if output else None)
     sink = None
+    done = {}
     if stream_path is not None:
         try:
-            if partial:
+            if resume:
+                from .resume import StreamError, load_done
+
+                try:
+                    done = load_done(str(stream_path))
+                except StreamError as exc:
+                    raise _fail(str(exc)) from None
+            elif partial:
                 stream_path.unlink(missing_ok=True)  # a leftover of an earlier, interrupted run
             sink = ResultStream(str(stream_path))
         except OSError as exc:
@@ -312,7 +342,15 @@ def scan(
         how = f"--limit {limit}" if limit is not None else f"--sample {sample} --seed {seed}"
         typer.echo(f"hackscan: {how}: took {len(items)} of {total} submission(s): {_taken(items)}", err=True)
     try:
-        reports = run_items(items, config, options, reporter, on_report=sink)
+        if ray is not None:
+            from .cluster import run_on_ray
+
+            reports, reused = run_on_ray(ray, items, config, options, done, sink, reporter)
+        else:
+            reports, reused = run_resumable(items, config, options, done, sink, reporter)
+        if resume:
+            typer.echo(f"hackscan: --resume: {reused} of {len(items)} result(s) taken from {stream_path}, "
+                       f"{len(items) - reused} run now", err=True)
     finally:
         if sink is not None:
             sink.close()

@@ -62,6 +62,8 @@ class InputOptions:
     ref_field: str = "ref_code"
     # JSONL fields copied into the report's meta
     meta_fields: tuple[str, ...] = ("task_id", "level_id", "problem_id", "problem_name", "name")
+    # --claimed-field: the field holding the claimed speedup (the report's meta names it)
+    claimed_field: str | None = None
 
 
 def discover(paths: Iterable[str], options: InputOptions = InputOptions()) -> Iterator[Submission | InputProblem]:
@@ -207,6 +209,10 @@ def _jsonl(p: Path, options: InputOptions, ref_text: str | None) -> Iterator[Sub
             reference = ref if isinstance(ref, str) and ref.strip() else ref_text
             meta = {k: obj[k] for k in options.meta_fields if k in obj}
             claimed = {k: v for k, v in obj.items() if k.startswith("score") and isinstance(v, (int, float))}
+            named = obj.get(options.claimed_field) if options.claimed_field else None
+            if isinstance(named, (int, float)) and not isinstance(named, bool):
+                claimed[options.claimed_field] = named
+                meta["claimed_field"] = options.claimed_field
             if claimed:
                 meta["claimed"] = claimed
             yield Submission(path=where, code=code, file=str(p), record=lineno, reference=reference,

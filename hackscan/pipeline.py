@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -56,15 +56,25 @@ OnPhase = Callable[[int, int, str, str], None]
 
 class ResultStream:
     """Finished reports, one JSON line each (``Report.to_dict()`` plus ``"index"``, the item's
-    position in the input), appended and flushed to disk (``fsync``) as each one completes: a
+    position in the input, and ``"key"``, the result's content hash when the run knows it: see
+    ``hackscan.resume``), appended and flushed to disk (``fsync``) as each one completes: a
     hackscan process killed mid-batch keeps every result it had finished."""
 
     def __init__(self, path: str):
         self.path = path
         self._fh: IO[str] = open(path, "a", encoding="utf-8")
+        # a line cut short by a kill (no newline at its end) must not swallow the next result
+        if self._fh.tell() > 0:
+            with open(path, "rb") as fh:
+                fh.seek(-1, os.SEEK_END)
+                if fh.read(1) != b"\n":
+                    self._fh.write("\n")
 
-    def __call__(self, index: int, report: Report) -> None:
-        line = json.dumps(dict(report.to_dict(), index=index), separators=(",", ":"), default=str)
+    def __call__(self, index: int, report: Report, key: str | None = None) -> None:
+        row = dict(report.to_dict(), index=index)
+        if key is not None:
+            row["key"] = key
+        line = json.dumps(row, separators=(",", ":"), default=str)
         self._fh.write(line + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
@@ -129,6 +139,33 @@ def run_items(items: Sequence[Submission | InputProblem], config: Config, option
         if progress is not None:
             progress(n + 1, len(todo), f"dynamic: {reports[i].path}")
     return reports
+
+
+def run_resumable(items: Sequence[Submission | InputProblem], config: Config, options: RunOptions,
+                  done: Mapping[str, Report], stream: ResultStream | None = None,
+                  progress: Callable[[int, int, str], None] | None = None) -> tuple[list[Report], int]:
+    """``run_items`` over the items whose result is not in ``done`` (reports by key, read back from
+    an earlier run's stream: ``hackscan.resume.load_done``); each new result goes to ``stream`` with
+    its key as it completes.  Returns every item's report in input order, and how many were reused.
+
+    A reused report is the one the earlier run streamed, unchanged; the new ones are what a one-shot
+    run would produce for them, so the reports at the end are those of a run that was never killed.
+    """
+    from .resume import result_key, settings_digest
+
+    settings = settings_digest(options, config)
+    keys = [result_key(item, settings) for item in items]
+    todo = [i for i, k in enumerate(keys) if k not in done]
+
+    def streamed(j: int, report: Report) -> None:
+        if stream is not None:
+            stream(todo[j], report, keys[todo[j]])
+
+    new = run_items([items[i] for i in todo], config, options, progress, on_report=streamed)
+    reports: list[Report | None] = [done.get(k) for k in keys]
+    for i, report in zip(todo, new, strict=True):
+        reports[i] = report
+    return reports, len(items) - len(todo)  # type: ignore[return-value]
 
 
 def _guarded(dynamic: Callable[..., Report], sub: Submission, report: Report,

@@ -176,7 +176,8 @@ def claimed_speedup(report: Report) -> tuple[float | None, str | None]:
     claimed = (report.meta or {}).get("claimed")
     if not isinstance(claimed, Mapping):
         return None, None
-    for key in CLAIMED_PREFERENCE:
+    named = (report.meta or {}).get("claimed_field")  # --claimed-field chose it: it comes first
+    for key in ((named,) if isinstance(named, str) else ()) + CLAIMED_PREFERENCE:
         v = _number(claimed.get(key))
         if v is not None and v > 0:
             return v, key

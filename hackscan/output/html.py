@@ -205,6 +205,22 @@ def _perf_summary_note(audit: Audit) -> str:
     return ""
 
 
+def _verified_table(audit: Audit) -> str:
+    """The claimed-versus-verified table (geometric means per baseline, verdict and memory shares)."""
+    from .verified import claimed_vs_verified, shares_line, table_rows, wanted
+
+    reports = [sv.report for sv in audit.submissions]
+    if not wanted(reports):
+        return ""
+    t = claimed_vs_verified(reports)
+    rows = "".join(f'<tr><td>{_e(label)}</td><td class="num">{_e(c)}</td><td class="num">{_e(v)}</td>'
+                   f'<td class="num">{_e(n)}</td></tr>' for label, c, v, n in table_rows(t))
+    return ('<table id="claimed-vs-verified"><caption>Claimed versus verified speedup (geometric mean)</caption>'
+            '<thead><tr><th>baseline</th><th class="num">claimed</th><th class="num">verified</th>'
+            f'<th class="num">n</th></tr></thead><tbody>{rows}</tbody></table>'
+            f'<p class="muted" id="verified-shares">{_e(shares_line(t))}</p>')
+
+
 def _link(sv: SubmissionView) -> str:
     if sv.findings or sv.report.error or sv.performance:
         return f'<a href="#{_e(sv.anchor)}">{_e(sv.report.path)}</a>'
@@ -255,6 +271,7 @@ def render_audit_html(audit: Audit) -> str:
     details = "".join(_submission(sv, any_timed) for sv in subs
                       if sv.findings or sv.report.error or sv.performance)
     summary_line = f"{n} submission{'s' * (n != 1)}: " + ", ".join(f"{audit.verdicts[v]} {v}" for v in verdicts)
+    verified = _verified_table(audit)
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -272,6 +289,7 @@ def render_audit_html(audit: Audit) -> str:
 <h2>Summary</h2>
 <div class="charts" id="charts">{"".join(f'<div class="chart">{c}</div>' for c in charts)}</div>
 {speed_note}
+{verified}
 <div class="charts">
 <table id="by-class"><thead><tr><th>rejected for</th><th class="num">submissions</th><th>meaning</th></tr></thead>
 <tbody>{class_rows or '<tr><td colspan="3" class="muted">nothing rejected</td></tr>'}</tbody></table>

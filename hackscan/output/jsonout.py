@@ -16,6 +16,7 @@ from .. import __version__
 from ..classes import CLASSES
 from ..model import Report
 from .escape import json_text
+from .verified import claimed_vs_verified
 
 
 def summary(reports: Sequence[Report]) -> dict[str, Any]:
@@ -30,6 +31,8 @@ def summary(reports: Sequence[Report]) -> dict[str, Any]:
         "findings_by_severity": {k: severities.get(k, 0) for k in ("error", "warning", "info")},
         # how many results each verdict class rejected (a result rejected for two classes counts in both)
         "rejected_by_class": {k: by_class.get(k, 0) for k in CLASSES},
+        # geometric-mean claimed vs verified speedups, verdict and memory shares (output/verified.py)
+        "claimed_vs_verified": claimed_vs_verified(reports),
     }
 
 

@@ -19,6 +19,7 @@ from ..model import Report
 from .audit import VERDICT_ORDER, Audit, FindingView, SubmissionView, fmt_speedup, gather
 from .escape import visible
 from .plots import text_bars
+from .verified import claimed_vs_verified, shares_line, table_rows, wanted
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#|])")
 
@@ -165,6 +166,13 @@ def render_audit_markdown(audit: Audit) -> str:
             if vals:
                 s = sorted(vals)
                 out.append(f"| {verdict} | {len(s)} | {s[len(s) // 2]:.2f}× | {s[-1]:.2f}× |")
+    reports = [sv.report for sv in audit.submissions]
+    if wanted(reports):
+        t = claimed_vs_verified(reports)
+        out += ["", "### Claimed versus verified (geometric mean)", "",
+                "| baseline | claimed | verified | n |", "|---|---:|---:|---:|"]
+        out += [f"| {label} | {c} | {v} | {n} |" for label, c, v, n in table_rows(t)]
+        out += ["", md_text(shares_line(t))]
     out += ["", "## Submissions", ""]
     flagged = [sv for sv in audit.submissions if sv.findings or sv.report.error or sv.performance]
     quiet = [sv for sv in audit.submissions if not (sv.findings or sv.report.error or sv.performance)]

@@ -126,6 +126,10 @@ def render_text(reports: Sequence[Report], color: bool = False) -> str:
         # the classes say what kind of rejection: a training team treats a faked result, a missing
         # kernel and a precision downgrade differently
         out.append("Rejected for: " + ", ".join(f"{by_class[c]} {c}" for c in CLASSES if by_class[c]) + ".")
+    from .verified import claimed_vs_verified, render_text_table, wanted
+
+    if wanted(reports):
+        out.append(_block(render_text_table(claimed_vs_verified(reports))))
     if len(seeds) == 1:
         # the dynamic stage's probes and inputs follow from this one number: the same findings again
         seed = next(iter(seeds))
