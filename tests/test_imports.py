@@ -45,7 +45,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("checks", ("hackscan.checks",)),
     ("engine", ("hackscan.engine", "hackscan")),
     ("stages", ("hackscan.dynamic", "hackscan.perf", "hackscan.output")),
-    ("batch", ("hackscan.parallel", "hackscan.pipeline")),
+    ("batch", ("hackscan.parallel", "hackscan.pipeline", "hackscan.resume", "hackscan.cluster")),
     ("measure", ("hackscan.measure",)),
     ("cli", ("hackscan.cli", "hackscan.__main__")),
 ]

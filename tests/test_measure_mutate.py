@@ -24,8 +24,9 @@ from hackscan.measure.adequacy import (
     write_readme_section,
 )
 from hackscan.measure.evasive import FAMILIES
-from hackscan.measure.mutators import MUTATORS, Mutant, mutants_of
+from hackscan.measure.mutators import MUTATORS, Mutant
 from hackscan.measure.seeds import SEEDS_DIR, default_seed_paths, load_seeds
+from hackscan.measure.suite import mutants_of
 from hackscan.model import Confidence, Finding, Location, Report, Severity, Stage, Verdict
 
 BUNDLED = [str(p) for p in sorted(SEEDS_DIR.glob("*/candidate.py"))]

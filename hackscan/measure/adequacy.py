@@ -27,8 +27,9 @@ from ..inputs import Submission
 from ..model import Report, Severity, Stage
 from ..registry import load_registry
 from .evasive import FAMILIES
-from .mutators import MUTATORS, Mutant, mutants_of
+from .mutators import MUTATORS, Mutant
 from .seeds import Seed, load_seeds
+from .suite import mutants_of
 
 START, END = "<!-- adequacy:start -->", "<!-- adequacy:end -->"
 COMMAND = "hackscan mutate --dynamic --readme README.md"

@@ -674,39 +674,3 @@ MUTATORS: dict[int, tuple[str, Callable[[SeedFacts], Iterator[Variant]]]] = {
     18: ("seed / input replay", seed_replay),
     19: ("obfuscation", obfuscation),
 }
-
-
-def mutants_of(seed: Seed, classes: tuple[int, ...] = (), evasive: bool = True) -> list[Mutant]:
-    """Every variant of every class that applies to ``seed`` and still parses as Python.
-
-    The plain variants come first, then (``evasive``) the same classes through the evasion families
-    of ``evasive.py``.
-    """
-    from .evasive import EVASIVE
-
-    f = seed.facts
-    out: list[Mutant] = []
-    if f.forward is None:
-        return out
-
-    def variants(klass: int) -> Iterator[tuple[str, str, str | None, bool]]:
-        for variant, code, needs_cuda in MUTATORS[klass][1](f):
-            yield variant, "plain", code, needs_cuda
-        if evasive and klass in EVASIVE:
-            yield from EVASIVE[klass](f)
-
-    for klass in MUTATORS:
-        if classes and klass not in classes:
-            continue
-        seen: set[str] = set()
-        for variant, family, code, needs_cuda in variants(klass):
-            if code is None or code == seed.code or code in seen:
-                continue
-            try:
-                ast.parse(code)
-            except SyntaxError:
-                continue
-            seen.add(code)
-            out.append(Mutant(seed.name, klass, variant, code, seed.reference, seed.reference_path,
-                              needs_cuda or f.uses_cuda, family))
-    return out
