@@ -150,7 +150,10 @@ def new_rule(root: Path, name: str, language: str, topic: str | None = None, sev
     anything when the id, the name, the function or a fixture file is taken."""
     check_root(root)
     rule_id, function = _validate(root, rule_id, name, language, topic, severity, confidence)
-    if taxonomy is not None and not 1 <= taxonomy <= 20:
+    if taxonomy is None:  # the registry refuses a rule without one: its verdict class follows from it
+        raise ScaffoldError("a rule needs --class N, the TAXONOMY.md class it finds (1..20); it also sets the "
+                            "rule's verdict class (hackscan/classes.py)")
+    if not 1 <= taxonomy <= 20:
         raise ScaffoldError(f"taxonomy class {taxonomy} is not one of TAXONOMY.md's 1..20")
     if language == "triton":
         module_path = root / "hackscan" / "checks" / "triton.py"

@@ -73,9 +73,9 @@ def test_scaffold_writes_a_rule_that_loads_lints_and_fails_its_fixture_until_the
                      "--severity", "warning", "--class", "9")
     assert code == 0, out
     assert "wrote HS195 pinned-memory-escape" in out and "next:" in out
-    code, out = _run(checkout, "cuda-stale-texture", "-l", "cuda", "-t", "textures", "--id", "HS250")
+    code, out = _run(checkout, "cuda-stale-texture", "-l", "cuda", "-t", "textures", "--id", "HS250", "--class", "7")
     assert code == 0, out
-    code, out = _run(checkout, "triton-atomic-skip", "-l", "triton")
+    code, out = _run(checkout, "triton-atomic-skip", "-l", "triton", "--class", "15")
     assert code == 0, out
 
     toml = (checkout / "rules" / "HS195.toml").read_text()
@@ -126,6 +126,7 @@ def test_scaffold_writes_a_rule_that_loads_lints_and_fails_its_fixture_until_the
     (["stale-texture", "-l", "cuda", "-t", "textures"], "a cuda rule's name starts with 'cuda-'"),
     (["triton-thing", "-l", "triton", "-t", "kernels"], "leave out --topic"),
     (["some-new-guard", "-l", "python"], "needs --topic"),
+    (["some-new-guard", "-l", "python", "-t", "guards"], "needs --class N"),
     (["some-new-guard", "-l", "python", "-t", "common"], "topic 'common' must be"),
     (["Not_Kebab", "-l", "python", "-t", "guards"], "is not kebab-case"),
     (["some-new-guard", "-l", "rust", "-t", "guards"], "language 'rust'"),
@@ -142,12 +143,12 @@ def test_refusals_are_one_line_and_write_nothing(checkout, args, message) -> Non
 
 def test_an_existing_fixture_or_function_is_refused(checkout) -> None:
     (checkout / "fixtures/python/timing/hack_some_new_guard.py").write_text("# taken\n")
-    code, out = _run(checkout, "some-new-guard", "-l", "python", "-t", "timing")
+    code, out = _run(checkout, "some-new-guard", "-l", "python", "-t", "timing", "--class", "9")
     assert code == 2 and "hack_some_new_guard.py already exists" in out
     assert not (checkout / "rules" / "HS195.toml").exists()
     with (checkout / "hackscan/checks/python/timing.py").open("a") as f:
         f.write("\n\ndef other_new_guard(ctx):\n    return iter(())\n")
-    code, out = _run(checkout, "other-new-guard", "-l", "python", "-t", "timing")
+    code, out = _run(checkout, "other-new-guard", "-l", "python", "-t", "timing", "--class", "9")
     assert code == 2 and "already defines other_new_guard()" in out
 
 
