@@ -764,13 +764,22 @@ class DynamicRun:
 
         from . import perf_run
 
+        # what passed correctness is timed, at the half-precision level too: that level passes
+        # correctness (HS406 says so apart), and a candidate whose every original input lands there
+        # (a convolution in TF32 or fp16) must be timed, not left with no input set to time
+        passed = ("pass", "half")
         originals = [p["id"] for p in plan.probes if p["family"] == "original" and p["id"] in j.records
-                     and j.records[p["id"]].status == "pass"]
+                     and j.records[p["id"]].status in passed]
         sets: dict[str, list[str]] = {"original": originals}
         for p in plan.probes:
             if p["family"] == "value" and not p.get("dims") and j.records.get(p["id"]) and \
-                    j.records[p["id"]].status == "pass":
+                    j.records[p["id"]].status in passed:
                 sets.setdefault(p["transform"], []).append(p["id"])
+        if not any(sets.values()):
+            why = "no input set passed correctness to be timed on"
+            self.info["performance_skipped"] = why
+            self.info["_performance"] = {"measured": False, "reason": why}
+            return []
         try:
             run_base, why_not = perf_run.wanted_baselines(getattr(self.options, "baselines", None), device)
         except ValueError as exc:
