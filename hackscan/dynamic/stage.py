@@ -242,9 +242,10 @@ class DynamicRun:
             return self._skip(why or "cannot run here")
         self.info["device"] = device
         timeout = float(self.options.timeout)
-        if target.custom:
-            # the op census (HS508) needs a dispatch mode, whose first use imports torch._dynamo
-            # (about 1.5 s): pay it once in the zygote, not in every worker
+        if target.custom or self._perf_wanted():
+            # the op census (HS508) needs a dispatch mode, and the performance stage's FLOP counter
+            # a FlopCounterMode, whose first use imports torch._dynamo (4-8 s on a busy machine):
+            # paid by the spare workers while they wait, not on the candidate's clock
             t = time.perf_counter()
             zygote.preload(["torch._dynamo"])
             self.timings["preload_s"] = time.perf_counter() - t
@@ -793,6 +794,8 @@ class DynamicRun:
                 "exclusive_device": False,
                 "rules": {r.id: self.config.options_for(r.id, r.options) for r in self.registry
                           if r.id.startswith("HS6")}}
+        host_ceilings = perf_run.HostCeilings(getattr(self.pool, "cache_root", None))
+        opts["extra"] = {"known_ceilings": host_ceilings.load()}
         errors: dict[str, str] = {}
         raw: dict[str, Any] = {}
         t = time.perf_counter()
@@ -815,6 +818,7 @@ class DynamicRun:
                 errors[role] = f"the {role} worker {exc.kind}: {exc}"
                 raw[role] = None
         self.timings["perf_s"] = time.perf_counter() - t
+        host_ceilings.remember(raw.get("reference"), trusted=not self.sub.self_reference)
 
         outside = None
         if isinstance(raw.get("candidate"), dict) and not raw["candidate"].get("error") and cand.dead is None:
