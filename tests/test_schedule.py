@@ -140,3 +140,20 @@ def test_two_real_candidates_overlap_probes_and_time_alone() -> None:
     first_works = [min((x for x in log if x[1] == "work" and x[2] == s.path), key=lambda x: x[3]) for s in subs]
     # both candidates loaded and probed at the same time (their first work intervals overlap)
     assert _overlap(first_works[0], first_works[1])
+
+
+def test_build_cache_option_is_checked_before_any_work(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from hackscan.cli import app
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    res = CliRunner().invoke(app, ["scan", "--static", "--build-cache", str(blocker / "cache"),
+                                   str(FIXTURES / "dynamic" / "relu" / "legit.py")])
+    assert res.exit_code != 0
+    assert "--build-cache" in res.output and "Traceback" not in res.output
+    ok = CliRunner().invoke(app, ["scan", "--static", "--build-cache", str(tmp_path / "cache"),
+                                  str(FIXTURES / "dynamic" / "relu" / "legit.py")])
+    assert ok.exit_code in (0, 1), ok.output
+    assert (tmp_path / "cache").is_dir()
