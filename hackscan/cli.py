@@ -218,7 +218,11 @@ def scan(
     baselines: str | None = typer.Option(
         None, "--baselines", metavar="LIST", help="What speedups are measured against: eager (strict fp32, always), tf32 (GPU), "
                                   "compile (torch.compile). Default: eager,tf32,compile on a GPU, eager on the CPU."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=0, metavar="N", help="Scan in this many parallel processes (0: one per core)."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=0, metavar="N", help="Candidates in flight at once, static and dynamic stage "
+                                                                        "(0: one per core); timing stays exclusive per device."),
+    build_cache: Path | None = typer.Option(
+        None, "--build-cache", metavar="DIR", help="Folder of compiled extensions, by source hash; shareable between runs and "
+                                                   "hosts (default: HACKSCAN_CACHE_DIR or ~/.cache/hackscan)."),
     code_field: str | None = typer.Option(None, "--code-field", metavar="FIELD", help="JSONL field holding the candidate code."),
     ref_field: str | None = typer.Option(None, "--ref-field", metavar="FIELD", help="JSONL field holding the reference code."),
     config_path: Path | None = typer.Option(None, "--config", metavar="FILE", help="pyproject.toml with [tool.hackscan]."),
@@ -236,6 +240,11 @@ def scan(
         _writable(output, "report")
     if stream is not None:
         _writable(stream, "stream")
+    if build_cache is not None:
+        try:
+            build_cache.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _fail(f"--build-cache {build_cache}: {exc.strerror or exc}") from None
     if not timeout > 0:  # also NaN: a candidate with no time at all would fail as a timeout
         raise _fail(f"--timeout must be a positive number of seconds (got {timeout})")
     if limit is not None and sample is not None:
@@ -310,7 +319,8 @@ def scan(
 
         seed = secrets.randbelow(2**31)
     options = RunOptions(static_only=static, device=device.value, seed=seed, timeout=timeout, perf=not no_perf, jobs=jobs,
-                         baselines=chosen, sandbox=sandbox.value)
+                         baselines=chosen, sandbox=sandbox.value,
+                         extra={"build_cache": str(build_cache)} if build_cache is not None else {})
     # a bar on a terminal; in CI logs and pipes, where a redrawn line would be noise, plain log lines
     # (a dynamic run takes minutes: silence reads as a hang)
     reporter = ProgressBar(sys.stderr, plain=not sys.stderr.isatty()) if progress is not False else None

@@ -113,6 +113,7 @@ def run_items(items: Sequence[Submission | InputProblem], config: Config, option
     if on_phase is None:
         on_phase = getattr(progress, "phase", None)
     dynamic = None
+    reason: str | None = "static only"
     if not options.static_only:
         reason = dynamic_available()
         if reason is None:
@@ -128,16 +129,31 @@ def run_items(items: Sequence[Submission | InputProblem], config: Config, option
     if dynamic is None:
         return reports
     todo = [i for i, item in enumerate(items) if isinstance(item, Submission)]
-    for n, i in enumerate(todo):
+    finished = [0]
+
+    def one(i: int, slot: object = None) -> Report:
         hook = None
         if on_phase is not None:
-            def hook(phase: str, n: int = n, path: str = reports[i].path) -> None:
-                on_phase(n, len(todo), path, phase)  # type: ignore[misc]
-        reports[i] = _guarded(dynamic, items[i], reports[i], options, config, hook)  # type: ignore[arg-type]
+            def hook(phase: str, path: str = reports[i].path) -> None:
+                on_phase(finished[0], len(todo), path, phase)  # type: ignore[misc]
+        return _guarded(dynamic, items[i], reports[i], options, config, hook, slot)  # type: ignore[arg-type]
+
+    def done(i: int, report: Report) -> None:
+        reports[i] = report
+        finished[0] += 1
         if on_report is not None:
-            on_report(i, reports[i])
+            on_report(i, report)
         if progress is not None:
-            progress(n + 1, len(todo), f"dynamic: {reports[i].path}")
+            progress(finished[0], len(todo), f"dynamic: {report.path}")
+
+    if reason is None:
+        # several candidates at once, timing exclusive per device (dynamic/schedule.py)
+        from .dynamic.schedule import run_candidates
+
+        run_candidates(todo, one, options, done)
+    else:
+        for i in todo:
+            done(i, one(i))
     return reports
 
 
@@ -169,15 +185,19 @@ def run_resumable(items: Sequence[Submission | InputProblem], config: Config, op
 
 
 def _guarded(dynamic: Callable[..., Report], sub: Submission, report: Report,
-             options: RunOptions, config: Config, on_phase: Callable[[str], None] | None = None) -> Report:
+             options: RunOptions, config: Config, on_phase: Callable[[str], None] | None = None,
+             slot: object = None) -> Report:
     """One candidate's dynamic-stage failure must not cost the other candidates their results, nor
     pass this one on its static verdict alone: a bug there is verdict ``error`` (fail closed)."""
     from .model import Verdict
 
     try:
+        kw: dict = {}
         if on_phase is not None:
-            return dynamic(sub, report, options, config, on_phase=on_phase)
-        return dynamic(sub, report, options, config)
+            kw["on_phase"] = on_phase
+        if slot is not None:
+            kw["slot"] = slot
+        return dynamic(sub, report, options, config, **kw)
     except Exception as exc:  # a bug in the dynamic stage itself; candidate crashes are findings there
         why = f"dynamic stage failed: {type(exc).__name__}: {exc}"
         return report.with_(verdict=Verdict.ERROR, error=why, dynamic={"ran": False, "failed": True, "reason": why})

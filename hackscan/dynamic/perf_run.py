@@ -219,3 +219,66 @@ def outside_clock(cand: Session, candidate_raw: Any, budget_s: float, timeout: f
         err = reply.get("error") or {}
         return {"error": str(err.get("message") or reply.get("reason") or "no answer")[:300]}
     return {"calls": calls, "parent_s": parent_s, "rtt_s": min(rtts), "child_s": spin.get("child_s")}
+
+
+# ----------------------------------------------------------------------------- device ceilings
+CEILINGS_FILE = "ceilings-parent.json"
+_BW_RANGE = (1e8, 1e14)
+_FLOP_RANGE = (1e8, 1e17)
+
+
+class HostCeilings:
+    """The device ceilings (bandwidth, peak FLOP/s) a reference worker measured, kept by the parent
+    in the cache folder and handed to later reference workers.  A sandboxed worker's cache folder
+    is private and starts empty, so without this every candidate's reference measured the device
+    again (15-30 s, most of the performance stage).  Only a measurement taken with untouched timers
+    of a reference that is not the candidate's own file is kept, within the plausible ranges."""
+
+    def __init__(self, folder: str | None):
+        from pathlib import Path
+
+        from .shared.extcache import default_cache_dir
+
+        self.path = Path(folder or default_cache_dir()) / CEILINGS_FILE
+        self._lock = threading.Lock()
+
+    def load(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return {k: v for k, v in data.items() if self._valid(v)} if isinstance(data, dict) else {}
+
+    @staticmethod
+    def _valid(entry: Any) -> bool:
+        try:
+            bw, peak = float(entry["bandwidth_Bps"]), float(entry["peak_flops"])
+        except (KeyError, TypeError, ValueError):
+            return False
+        return _BW_RANGE[0] <= bw <= _BW_RANGE[1] and _FLOP_RANGE[0] <= peak <= _FLOP_RANGE[1]
+
+    def remember(self, reference_raw: Any, trusted: bool) -> None:
+        if not trusted or not isinstance(reference_raw, dict):
+            return
+        ceil = reference_raw.get("ceilings")
+        timers = reference_raw.get("timers") if isinstance(reference_raw.get("timers"), dict) else {}
+        if not isinstance(ceil, dict) or timers.get("changed") or not str(ceil.get("source", "")).startswith("measured"):
+            return
+        key = ceil.get("key")
+        entry = {k: v for k, v in ceil.items() if k not in ("source", "key")}
+        if not isinstance(key, str) or not self._valid(entry):
+            return
+        import os
+        import tempfile
+
+        with self._lock:
+            data = self.load()
+            data[key] = entry
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".ceilings.", suffix=".json")
+                with os.fdopen(fd, "w") as fh:
+                    json.dump(data, fh, indent=1, sort_keys=True, default=str)
+                os.replace(tmp, self.path)
+            except OSError:
+                pass  # a read-only cache folder: the next reference measures again

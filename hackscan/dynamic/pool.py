@@ -405,13 +405,18 @@ class WorkerPool:
     ``sandbox.py``; where none can be built the dynamic stage refuses to run) or ``"off"`` (the
     old forkserver, no walls: only for code you trust, on a machine you can lose)."""
 
-    def __init__(self, sandbox: str | None = None, warm: bool = True) -> None:
+    def __init__(self, sandbox: str | None = None, warm: bool = True, spares: int = 2,
+                 cache_root: str | None = None) -> None:
         from .sandbox import MODES
 
         self.sandbox = sandbox or MODES[0]
         if self.sandbox not in MODES:
             raise ValueError(f"sandbox must be one of {', '.join(MODES)}, not {self.sandbox!r}")
         self.warm = warm
+        # sandboxes started ahead per launcher: two per candidate in flight (its reference's and its own)
+        self.spares = spares
+        # the extension build cache (None: HACKSCAN_CACHE_DIR or ~/.cache/hackscan)
+        self.cache_root = cache_root
         nondumpable()
         self._zygotes: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -423,9 +428,11 @@ class WorkerPool:
             self._dir = tempfile.TemporaryDirectory(prefix="hackscan-dyn-")
         return Path(self._dir.name)
 
-    def zygote(self, device: str, harness: str | None = None) -> Any:
+    def zygote(self, device: str, harness: str | None = None, gpu: str | None = None) -> Any:
         """``device`` is ``cpu`` (GPUs hidden) or ``cuda``/``auto`` (GPUs visible); ``harness`` the
-        profile whose working directory, argv and environment a sandboxed worker shows."""
+        profile whose working directory, argv and environment a sandboxed worker shows; ``gpu``
+        the one GPU its workers see (schedule.py; None: every visible one)."""
+        only = gpu if device != "cpu" else None
         gpu = "cpu" if device == "cpu" else "gpu"
         if self.sandbox == "off":
             key = gpu
@@ -433,7 +440,7 @@ class WorkerPool:
             from .shared.profiles import get_profile
 
             # by the profile's own name: prewarm() (no harness) and the stage (the default) share one
-            key = f"{gpu}:{get_profile(harness).name}"
+            key = f"{gpu}:{get_profile(harness).name}" + (f":{only}" if only is not None else "")
         with self._lock:
             z = self._zygotes.get(key)
             if z is not None and z.alive():
@@ -447,7 +454,8 @@ class WorkerPool:
 
                 try:
                     z = Launcher("cpu" if gpu == "cpu" else "cuda", self._log_dir(), warm=self.warm,
-                                 profile=load_profile(harness))
+                                 profile=load_profile(harness), spares=self.spares, gpu=only,
+                                 cache_root=Path(self.cache_root) if self.cache_root else None)
                 except SandboxUnavailable as exc:
                     self.failures[key] = f"no sandbox for untrusted code: {exc}"
                     raise WorkerFailure("sandbox", self.failures[key]) from exc

@@ -648,7 +648,8 @@ class Launcher:
     stage does not care which one it has."""
 
     def __init__(self, device: str, log_dir: Path, start_timeout: float = 180.0, warm: bool = True,
-                 profile: Profile | None = None, cache_root: Path | None = None):
+                 profile: Profile | None = None, cache_root: Path | None = None, spares: int = 2,
+                 gpu: str | None = None):
         c = check()
         if c.get("problem"):
             raise SandboxUnavailable(c["problem"])
@@ -659,7 +660,9 @@ class Launcher:
         self.profile = profile or load_profile(None)
         self.preloaded: set[str] = set()
         self._lock = threading.Lock()
-        self.spares = 2 if warm else 0
+        self.spares = max(int(spares), 1) if warm else 0
+        # the one GPU this launcher's workers see (schedule.py gives each candidate one); None: all
+        self.gpu = gpu
         self._spares: list[Handle] = []
         self._starting = 0
         self._cond = threading.Condition(self._lock)
@@ -800,6 +803,8 @@ class Launcher:
         env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
         env.update({"PATH": ":".join([*bins, "/usr/local/bin", "/usr/bin", "/bin"]), "HOME": prof.home,
                     "TMPDIR": "/tmp", "LANG": env.get("LANG", "C.UTF-8"), "USER": "root", "PWD": prof.cwd})
+        if self.device != "cpu" and self.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
         if self.device == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""
             env["TRITON_INTERPRET"] = "1"
@@ -972,6 +977,14 @@ class Launcher:
             self._cond.notify_all()
         if h is not None:
             h.destroy()
+
+    def quiet(self, timeout: float = 60.0) -> None:
+        """Wait until no spare is starting (an interpreter importing torch is CPU work: a candidate
+        timed on the CPU must not share it with one)."""
+        with self._cond:
+            end = time.monotonic() + timeout
+            while self._starting > 0 and not self._closed and time.monotonic() < end:
+                self._cond.wait(0.2)
 
     def _take(self) -> Handle | None:
         with self._cond:

@@ -53,8 +53,11 @@ def _pipeline_options(options: Any) -> dict[str, Any]:
 
 class DynamicRun:
     def __init__(self, sub: Submission, report: Report, options: Any, config: Config, pool: WorkerPool,
-                 registry: Registry, on_phase: Callable[[str], None] | None = None):
+                 registry: Registry, on_phase: Callable[[str], None] | None = None, slot: Any = None):
         self.sub = sub
+        # where this candidate runs among others (schedule.py): its device gate and GPU; None: alone
+        self.slot = slot
+        self._work_held: Any = None
         self.on_phase = on_phase
         self.report = report
         self.options = options
@@ -112,6 +115,7 @@ class DynamicRun:
         t0 = time.perf_counter()
         findings: list[Finding] = []
         try:
+            self._hold_work()
             findings = self._run()
             findings += self.protocol_findings + self._channel_findings()
         except DynamicFailure as exc:
@@ -122,6 +126,7 @@ class DynamicRun:
             self._failed(f"internal error in the dynamic stage: {type(exc).__name__}: {exc}",
                          traceback=traceback.format_exc(limit=8))
         finally:
+            self._release_work()
             for s in self.sessions:
                 try:
                     s.close()
@@ -150,6 +155,35 @@ class DynamicRun:
             verdict, error = Verdict.ERROR, str(self.info.get("reason"))
         return self.report.with_(findings=findings, verdict=verdict, dynamic=self.info, error=error,
                                  performance=self.info.pop("_performance", self.report.performance))
+
+    # ------------------------------------------------------------------------------- the device gate
+    def _hold_work(self) -> None:
+        """Loading, building and probing share the device with other candidates' (schedule.py)."""
+        if self.slot is not None and self._work_held is None:
+            self._work_held = self.slot.gate.work(self.slot.key, self.sub.path)
+            self._work_held.__enter__()
+
+    def _release_work(self) -> None:
+        if self._work_held is not None:
+            held, self._work_held = self._work_held, None
+            held.__exit__(None, None, None)
+
+    def _exclusive(self, zygote: Any, fn: Callable[[], list[Finding]]) -> list[Finding]:
+        """``fn`` (the timing) with the device to itself: this candidate's work share is given up
+        first (else two candidates waiting to be timed would wait on each other), and on the CPU the
+        spare workers still importing torch are waited for, as their start-up is CPU work too."""
+        if self.slot is None:
+            return fn()
+        self._release_work()
+        t = time.perf_counter()
+        try:
+            with self.slot.gate.timing(self.slot.key, self.sub.path):
+                if self.slot.key == "cpu" and hasattr(zygote, "quiet"):
+                    zygote.quiet()
+                self.timings["timing_wait_s"] = time.perf_counter() - t
+                return fn()
+        finally:
+            self._hold_work()
 
     def _failed(self, reason: str, **more: Any) -> None:
         self.info.update(ran=False, failed=True, reason=reason, **more)
@@ -196,7 +230,8 @@ class DynamicRun:
             return self._skip("no reference problem: pass --ref, or put a reference.py next to the candidate")
         self._phase("setup")  # the worker server and the reference
         t = time.perf_counter()
-        zygote = self.pool.zygote(self.options.device, self.profile.name)
+        zygote = self.pool.zygote(self.options.device, self.profile.name,
+                                  gpu=self.slot.gpu if self.slot is not None else None)
         self.timings["startup_s"] = time.perf_counter() - t
         info = zygote.info
         self.info.update(torch=info.get("torch"), python=info.get("python"))
@@ -207,9 +242,10 @@ class DynamicRun:
             return self._skip(why or "cannot run here")
         self.info["device"] = device
         timeout = float(self.options.timeout)
-        if target.custom:
-            # the op census (HS508) needs a dispatch mode, whose first use imports torch._dynamo
-            # (about 1.5 s): pay it once in the zygote, not in every worker
+        if target.custom or self._perf_wanted():
+            # the op census (HS508) needs a dispatch mode, and the performance stage's FLOP counter
+            # a FlopCounterMode, whose first use imports torch._dynamo (4-8 s on a busy machine):
+            # paid by the spare workers while they wait, not on the candidate's clock
             t = time.perf_counter()
             zygote.preload(["torch._dynamo"])
             self.timings["preload_s"] = time.perf_counter() - t
@@ -467,7 +503,10 @@ class DynamicRun:
         if self._perf_wanted():
             if j.correctness_passed:
                 self._phase("timing")
-            findings.extend(self._perf(ref, cand, j, refs, plan, device))
+            if j.correctness_passed and cand is not None and cand.dead is None:
+                findings.extend(self._exclusive(zygote, lambda: self._perf(ref, cand, j, refs, plan, device)))
+            else:
+                findings.extend(self._perf(ref, cand, j, refs, plan, device))
         if cand is not None and cand.dead is None and not cand.sync():
             # answered every probe, then could not answer a ping: it died or broke its channel
             self.protocol_findings.append(self._crash_finding(
@@ -515,7 +554,9 @@ class DynamicRun:
     def _memory_budget_gb(self) -> float:
         """What the parent may hold of reference and candidate outputs (default: a quarter of RAM)."""
         value = self.opts.get("memory_budget_gb")
-        return float(value) if value else total_memory() * 0.25 / 2**30
+        # candidates in flight together (schedule.py) split the default budget between them
+        share = self.slot.share if self.slot is not None else 1
+        return float(value) if value else total_memory() * 0.25 / 2**30 / share
 
     def _fetch_extras(self, ref: Session, refs: dict[str, dict[str, Any]], cands: dict[str, dict[str, Any]],
                       integrity: list[dict[str, Any]]) -> None:
@@ -710,13 +751,22 @@ class DynamicRun:
             return []
         from . import perf_run
 
+        # what passed correctness is timed, at the half-precision level too: that level passes
+        # correctness (HS406 says so apart), and a candidate whose every original input lands there
+        # (a convolution in TF32 or fp16) must be timed, not left with no input set to time
+        passed = ("pass", "half")
         originals = [p["id"] for p in plan.probes if p["family"] == "original" and p["id"] in j.records
-                     and j.records[p["id"]].status == "pass"]
+                     and j.records[p["id"]].status in passed]
         sets: dict[str, list[str]] = {"original": originals}
         for p in plan.probes:
             if p["family"] == "value" and not p.get("dims") and j.records.get(p["id"]) and \
-                    j.records[p["id"]].status == "pass":
+                    j.records[p["id"]].status in passed:
                 sets.setdefault(p["transform"], []).append(p["id"])
+        if not any(sets.values()):
+            why = "no input set passed correctness to be timed on"
+            self.info["performance_skipped"] = why
+            self.info["_performance"] = {"measured": False, "reason": why}
+            return []
         try:
             run_base, why_not = perf_run.wanted_baselines(getattr(self.options, "baselines", None), device)
         except ValueError as exc:
@@ -730,6 +780,8 @@ class DynamicRun:
                 "exclusive_device": False,
                 "rules": {r.id: self.config.options_for(r.id, r.options) for r in self.registry
                           if r.id.startswith("HS6")}}
+        host_ceilings = perf_run.HostCeilings(getattr(self.pool, "cache_root", None))
+        opts["extra"] = {"known_ceilings": host_ceilings.load()}
         errors: dict[str, str] = {}
         raw: dict[str, Any] = {}
         t = time.perf_counter()
@@ -752,6 +804,7 @@ class DynamicRun:
                 errors[role] = f"the {role} worker {exc.kind}: {exc}"
                 raw[role] = None
         self.timings["perf_s"] = time.perf_counter() - t
+        host_ceilings.remember(raw.get("reference"), trusted=not self.sub.self_reference)
 
         outside = None
         if isinstance(raw.get("candidate"), dict) and not raw["candidate"].get("error") and cand.dead is None:
@@ -926,11 +979,12 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
 
 
 def run_dynamic_stage(sub: Submission, report: Report, options: Any, config: Config,
-                      pool: WorkerPool | None = None, on_phase: Callable[[str], None] | None = None) -> Report:
+                      pool: WorkerPool | None = None, on_phase: Callable[[str], None] | None = None,
+                      slot: Any = None) -> Report:
     """Run the candidate on hidden inputs in isolated workers; return ``report`` with dynamic findings,
     ``report.dynamic`` filled and the verdict recomputed.  ``on_phase(name)`` is told each phase as
     it starts (setup, build, probes, timing)."""
     registry = load_registry()
     run = DynamicRun(sub, report, options, config, pool or default_pool(getattr(options, "sandbox", None)), registry,
-                     on_phase)
+                     on_phase, slot)
     return run.execute()

@@ -68,7 +68,7 @@ def _valid(entry: Any) -> bool:
 
 
 def ceilings(device: torch.device, directory: Path | None = None, refresh: bool = False, clock: Any = None,
-             write: bool = True) -> dict[str, Any]:
+             write: bool = True, known: Any = None) -> dict[str, Any]:
     """The device's bandwidth and FLOP ceilings, from the cache or measured now (and cached).
 
     ``clock`` (a ``hackscan.perf.worker.clock.Clock``) times the measurement with functions bound before
@@ -86,6 +86,11 @@ def ceilings(device: torch.device, directory: Path | None = None, refresh: bool 
     entry = data.get(key)
     if not refresh and _valid(entry):
         return {**entry, "source": "cache", "key": key}
+    # what the parent holds for this device (a sandboxed worker's own cache folder is private and
+    # empty: without this, every reference worker measured the device again, 15-30 s each)
+    given = known.get(key) if isinstance(known, dict) else None
+    if not refresh and _valid(given):
+        return {**given, "source": "cache", "key": key}
     entry = measure_ceilings(device, clock)
     if not write or not _valid(entry):
         return {**entry, "source": "measured (not cached)", "key": key}
