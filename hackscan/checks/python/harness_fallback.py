@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...context import Hit, ScanContext
+from ...cuda.buildability import never_runs
 from ...model import Confidence, Severity
 from ...python.facts import Arm, PythonFacts
 from ...python.reference import InputSpec
@@ -241,8 +242,11 @@ def harness_path_torch_fallback(ctx: ScanContext) -> Iterator[Hit]:
         ref_ops = [o for o in ranked if is_reference_op(o, ref)]
         kernel = other.kernels[0]
         why = "; ".join(dict.fromkeys(map(_reason_text, model.reasons))) or f"`{ast.unparse(cond.node)}` is {t}"
+        kernel_text = describe_kernel(kernel)
+        if never_runs(ctx, other.kernels) is not None:  # HS119 says why; the torch path is all that runs
+            kernel_text += " (which can never run at all, see HS119)"
         yield ctx.hit(ctx.at(b.node), args={"why": why, "ops": describe_ops(ref_ops or ranked),
-                                            "kernel": describe_kernel(kernel), "kernel_line": kernel.line},
+                                            "kernel": kernel_text, "kernel_line": kernel.line},
                       evidence={"condition": ast.unparse(cond.node)[:200], "truth": t, "arm": taken.label,
                                 "ops": [o.name for o in ranked]},
                       severity=Severity.ERROR if ref_ops else Severity.WARNING,
