@@ -110,7 +110,7 @@ def test_keyword_call_only_on_functions_bindings() -> None:
             def forward(self, x):
                 return ext.relu_forward(x, stream=0)
     """
-    assert reasons(findings("torch::Tensor relu_forward(torch::Tensor x);", tail=tail)) == ["keyword-call"]
+    assert reasons(findings("torch::Tensor relu_forward(torch::Tensor x);", tail=tail)) == ["unbindable-call"]
     own = "torch::Tensor relu_forward(torch::Tensor x);\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {" \
           " m.def(\"relu_forward\", &relu_forward, py::arg(\"x\"), py::arg(\"stream\") = 0); }"
     assert findings(own, extra="verbose=False", tail=tail) == []
@@ -148,10 +148,25 @@ def test_corpus_records_read_by_hand(corpus_path) -> None:
                 got[sub.record] = found
                 per_reason.update(r for r, _ in found)
     read = {2: ("duplicate-module", 207), 15: ("undeclared", 18), 19: ("missing-api", 64),
-            35: ("cuda-as-cpp", 260), 98: ("keyword-call", 177), 248: ("missing-api", 77),
-            157: ("keyword-call", 413), 193: ("cuda-as-cpp", 191)}
+            35: ("cuda-as-cpp", 260), 98: ("unbindable-call", 177), 248: ("missing-api", 77),
+            157: ("unbindable-call", 413), 193: ("cuda-as-cpp", 191)}
     for record, fact in read.items():
         assert fact in got.get(record, set()), record
     assert len(got) == 68
-    assert per_reason == {"duplicate-module": 35, "undeclared": 36, "keyword-call": 20, "cuda-as-cpp": 3,
+    assert per_reason == {"duplicate-module": 35, "undeclared": 36, "unbindable-call": 20, "cuda-as-cpp": 3,
                           "missing-api": 2}
+
+
+def test_tuple_launch_only_where_the_parameter_is_a_tensor() -> None:
+    call = """
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return ext.relu_forward((4,), (256,))
+    """
+    cpp = "torch::Tensor relu_forward(torch::Tensor x);"
+    assert reasons(findings(cpp, tail=call)) == ["unbindable-call"]
+    sizes = KERNEL.replace("torch::Tensor relu_forward(torch::Tensor x)",
+                           "torch::Tensor relu_forward(std::vector<int64_t> grid, std::vector<int64_t> block)")
+    # a tuple converts to std::vector<int64_t>: the call binds
+    assert findings("torch::Tensor relu_forward(std::vector<int64_t> grid, std::vector<int64_t> block);",
+                    cuda=sizes, tail=call) == []

@@ -16,8 +16,9 @@ fact here is a certainty about how torch's ``cpp_extension`` builds an extension
 * ``cpp_sources`` and ``.cpp`` files given to ``load()`` are compiled by the host C++ compiler, which
   cannot parse a ``<<<...>>>`` launch (``cuda-as-cpp``).
 * Functions bound through ``functions=`` carry no argument names: pybind11 rejects any keyword
-  argument, so a cupy/pycuda-style ``ext.fn(x, grid=..., block=...)`` raises ``TypeError``
-  (``keyword-call``).
+  argument, so a cupy/pycuda-style ``ext.fn(x, grid=..., block=...)`` raises ``TypeError``; so does a
+  ``fn((grid,), (block,), (args))`` launch whose tuple lands on a ``torch::Tensor`` parameter
+  (torch's caster takes tensors only) (``unbindable-call``: a call-site reason).
 * A few APIs that do not exist in any torch release (``MISSING_APIS``): calling one raises
   ``AttributeError`` (``missing-api``).
 
@@ -68,7 +69,7 @@ class CannotRun:
     """One reason an extension's code can never run."""
 
     extension: str  # the extension name, or the API called
-    reason: str  # undeclared | duplicate-module | cuda-as-cpp | keyword-call | missing-api
+    reason: str  # undeclared | duplicate-module | cuda-as-cpp | unbindable-call | missing-api
     detail: str  # what was found, for the message
     pos: Pos
 
@@ -254,16 +255,41 @@ def _keyword_calls(ctx: ScanContext, host: HostModule) -> Iterator[CannotRun]:
 
     for call in host.of_type(ast.Call):
         func = call.func
-        if type(func) is not ast.Attribute or not call.keywords or any(kw.arg is None for kw in call.keywords):
+        if type(func) is not ast.Attribute or any(kw.arg is None for kw in call.keywords) \
+                or any(isinstance(a, ast.Starred) for a in call.args):
             continue
         ext = bound.get(dotted_name(func.value))
         if ext is None or ext.functions is None or func.attr not in ext.functions:
             continue
-        names = ", ".join(f"{kw.arg}=" for kw in call.keywords)
-        yield CannotRun(ext.name, "keyword-call",
-                        f"`{func.attr}` is bound by functions=, without argument names, and is called with "
-                        f"{names} (a cupy/pycuda launch style): pybind11 raises TypeError on every call",
-                        ctx.at(call))
+        if call.keywords:
+            names = ", ".join(f"{kw.arg}=" for kw in call.keywords)
+            yield CannotRun(ext.name, "unbindable-call",
+                            f"`{func.attr}` is bound by functions=, without argument names, and is called with "
+                            f"{names} (a cupy/pycuda launch style): pybind11 raises TypeError on every call",
+                            ctx.at(call))
+            continue
+        index = _tuple_for_tensor(ctx, ext, func.attr, call)
+        if index is not None:
+            yield CannotRun(ext.name, "unbindable-call",
+                            f"`{func.attr}` is called with a tuple as argument {index + 1} (a cupy-style "
+                            "`fn((grid,), (block,), (args))` launch) where its C++ definition takes a tensor: "
+                            "pybind11 raises TypeError on every call", ctx.at(call))
+
+
+def _tuple_for_tensor(ctx: ScanContext, ext: Extension, name: str, call: ast.Call) -> int | None:
+    """The index of a tuple literal passed where the bound C++ function takes a tensor (torch's
+    caster accepts only tensors there); None when there is none or the definition is not known."""
+    if not any(isinstance(a, ast.Tuple) for a in call.args):
+        return None
+    xf = ctx.cuda.extensions.get(ext.name)
+    defs = [f for f in (xf.functions.get(name, []) if xf is not None else []) if f.kind == "host"]
+    if len(defs) != 1 or defs[0].template:
+        return None  # overloads or templates: which signature binds is not decided here
+    params = defs[0].params
+    for i, arg in enumerate(call.args):
+        if isinstance(arg, ast.Tuple) and i < len(params) and params[i].tensor:
+            return i
+    return None
 
 
 def _missing_apis(ctx: ScanContext, host: HostModule) -> Iterator[CannotRun]:
@@ -291,6 +317,6 @@ def never_runs(ctx: ScanContext, kernels: list) -> CannotRun | None:
         for f in facts:
             if f.reason in ("undeclared", "duplicate-module", "cuda-as-cpp") and k.extension == f.extension:
                 return f
-            if f.reason == "keyword-call" and f.pos.line == k.line and f.pos.unit is None:
+            if f.reason == "unbindable-call" and f.pos.line == k.line and f.pos.unit is None:
                 return f
     return None

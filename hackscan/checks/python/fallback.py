@@ -240,7 +240,7 @@ def _dead_reason(fact: object) -> str:
     return {"undeclared": "a functions= name main.cpp never declares",
             "duplicate-module": "PYBIND11_MODULE defined twice",
             "cuda-as-cpp": "a CUDA launch compiled as C++",
-            "keyword-call": "its call passes keywords to an unnamed binding"}.get(getattr(fact, "reason", ""), "see HS119")
+            "unbindable-call": "its call does not match the binding's signature"}.get(getattr(fact, "reason", ""), "see HS119")
 
 
 def _flag(name: str, facts: PythonFacts) -> str | None:
