@@ -101,8 +101,7 @@ def _find(ctx: ScanContext) -> Iterator[CannotRun]:
             yield from _duplicate_module(ctx, host, ext, ext_units)
             yield from _undeclared(ctx, host, ext, ext_units)
         yield from _cuda_as_cpp(ctx, ext, ext_units)
-    yield from _keyword_calls(ctx, host)
-    yield from _missing_apis(ctx, host)
+    yield from _calls(ctx, host)
 
 
 def _has_unpacking(call: ast.Call) -> bool:
@@ -191,7 +190,9 @@ def _declared(ctx: ScanContext, unit: Unit) -> set[str]:
             d = n.child_by_field_name("declarator")
             if d is not None:
                 out.add(callee_name(d).rsplit("::", 1)[-1])
-        stack.extend(n.named_children)
+            continue
+        if n.type != "compound_statement":  # declarations inside bodies are local: not main.cpp's scope
+            stack.extend(n.named_children)
     return out
 
 
@@ -242,30 +243,41 @@ def _cuda_as_cpp(ctx: ScanContext, ext: Extension, units: list[Unit]) -> Iterato
             return
 
 
-def _keyword_calls(ctx: ScanContext, host: HostModule) -> Iterator[CannotRun]:
-    """Keyword arguments to a function bound by ``functions=`` (no ``py::arg`` names: TypeError)."""
+def _calls(ctx: ScanContext, host: HostModule) -> Iterator[CannotRun]:
+    """One pass over the host's calls: a ``functions=`` binding called in a way pybind11 cannot bind
+    (keywords, or a tuple where the C++ parameter is a tensor), and calls of ``MISSING_APIS``.  Only
+    attribute calls whose last name is a bound function or a missing API's are looked at closer."""
     bound: dict[str, Extension] = {}
     for ext in host.extensions:
         if ext.kind == "load_inline" and ext.functions and not _has_unpacking(ext.call):
             for owner in ext.bound_to:
                 bound[owner] = ext
-    if not bound:
-        return
+    if not bound and not any(last in host.source.text for last in _MISSING_LASTS):
+        return  # most files: no binding to misuse and no missing API named anywhere
+    names = _MISSING_LASTS.union(*(e.functions or () for e in bound.values()))
     from ..python.resolve import dotted_name
 
     for call in host.of_type(ast.Call):
         func = call.func
-        if type(func) is not ast.Attribute or any(kw.arg is None for kw in call.keywords) \
-                or any(isinstance(a, ast.Starred) for a in call.args):
+        if type(func) is not ast.Attribute or func.attr not in names:
+            continue
+        if func.attr in _MISSING_LASTS:
+            api = host.canonical(func)
+            if api in MISSING_APIS:
+                yield CannotRun(api, "missing-api",
+                                f"`{api}` does not exist in torch: the call raises AttributeError and what it "
+                                "should build never exists", ctx.at(call))
+                continue
+        if any(kw.arg is None for kw in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args):
             continue
         ext = bound.get(dotted_name(func.value))
         if ext is None or ext.functions is None or func.attr not in ext.functions:
             continue
         if call.keywords:
-            names = ", ".join(f"{kw.arg}=" for kw in call.keywords)
+            kws = ", ".join(f"{kw.arg}=" for kw in call.keywords)
             yield CannotRun(ext.name, "unbindable-call",
                             f"`{func.attr}` is bound by functions=, without argument names, and is called with "
-                            f"{names} (a cupy/pycuda launch style): pybind11 raises TypeError on every call",
+                            f"{kws} (a cupy/pycuda launch style): pybind11 raises TypeError on every call",
                             ctx.at(call))
             continue
         index = _tuple_for_tensor(ctx, ext, func.attr, call)
@@ -290,18 +302,6 @@ def _tuple_for_tensor(ctx: ScanContext, ext: Extension, name: str, call: ast.Cal
         if isinstance(arg, ast.Tuple) and i < len(params) and params[i].tensor:
             return i
     return None
-
-
-def _missing_apis(ctx: ScanContext, host: HostModule) -> Iterator[CannotRun]:
-    for call in host.of_type(ast.Call):
-        func = call.func
-        if type(func) is not ast.Attribute or func.attr not in _MISSING_LASTS:
-            continue
-        name = host.canonical(func)
-        if name in MISSING_APIS:
-            yield CannotRun(name, "missing-api",
-                            f"`{name}` does not exist in torch: the call raises AttributeError and what it "
-                            "should build never exists", ctx.at(call))
 
 
 _MISSING_LASTS = frozenset(n.rsplit(".", 1)[-1] for n in MISSING_APIS)
