@@ -41,7 +41,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     # the harness profiles are plain data that config validates names against
                     "hackscan.dynamic.shared.profiles")),
     ("facts", ("hackscan.python", "hackscan.cuda", "hackscan.triton")),
-    ("context", ("hackscan.context",)),
+    # buildability reads the whole scan context (host calls and C++ trees together), so it sits with it
+    ("context", ("hackscan.context", "hackscan.cuda.buildability")),
     ("checks", ("hackscan.checks",)),
     ("engine", ("hackscan.engine", "hackscan")),
     ("stages", ("hackscan.dynamic", "hackscan.perf", "hackscan.output")),

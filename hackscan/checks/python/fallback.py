@@ -14,6 +14,7 @@ import ast
 from collections.abc import Iterator
 
 from ...context import Hit, ScanContext
+from ...cuda.buildability import never_runs
 from ...model import Confidence, Severity
 from ...python.catalog import HEAVY_FAMILIES
 from ...python.facts import Arm, ModelFlow, TorchOp
@@ -186,10 +187,15 @@ def exception_fallback_to_torch(ctx: ScanContext) -> Iterator[Hit]:
                     severity, confidence = Severity.WARNING, Confidence.MEDIUM
                 evidence_ops = [o.name for o in ranked]
             catches = ", ".join(h.types) if h.types else "everything"
-            yield ctx.hit(ctx.at(h.node), args={"kernel": describe_kernel(k), "kernel_line": k.line,
-                                                "catches": catches, "what": what},
+            args = {"kernel": describe_kernel(k), "kernel_line": k.line, "catches": catches, "what": what}
+            # the kernel provably never runs (HS119 carries why): the handler is not a contingency
+            dead = never_runs(ctx, t.body.kernels)
+            message = None if dead is None else (
+                f"{describe_kernel(k)} (line {k.line}) can never run ({_dead_reason(dead)}, HS119 line "
+                f"{dead.pos.line}), so the handler (catching {catches}) always {what}: the torch path is what runs")
+            yield ctx.hit(ctx.at(h.node), message=message, args=args,
                           evidence={"kernel": k.name, "handler_line": h.line, "ops": evidence_ops,
-                                    "broad": h.broad},
+                                    "broad": h.broad, "never_runs": dead is not None},
                           severity=severity, confidence=confidence)
 
 
@@ -221,11 +227,25 @@ def flag_fallback_to_torch(ctx: ScanContext) -> Iterator[Hit]:
             ref_ops = [o for o in ranked if is_reference_op(o, ref)]
             severity = Severity.ERROR if ref_ops else Severity.WARNING
             flag = flags[0]
-            yield ctx.hit(ctx.at(b.node), args={"flag": flag, "origin": _flag(flag, facts),
-                                                "ops": describe_ops(ref_ops or ranked)},
-                          evidence={"flags": flags, "ops": [o.name for o in ranked], "arm": arm.label},
+            args = {"flag": flag, "origin": _flag(flag, facts), "ops": describe_ops(ref_ops or ranked)}
+            # the kernel provably never builds (HS119 carries why): the flag is always the torch side
+            dead = never_runs(ctx, other.kernels or facts.kernels)
+            message = None if dead is None else (
+                f"branch on `{flag}` ({args['origin']}) falls back to torch: {args['ops']}; the custom code can "
+                f"never run ({_dead_reason(dead)}, HS119 line {dead.pos.line}), so the torch path is what runs")
+            yield ctx.hit(ctx.at(b.node), message=message, args=args,
+                          evidence={"flags": flags, "ops": [o.name for o in ranked], "arm": arm.label,
+                                    "never_runs": dead is not None},
                           severity=severity, confidence=Confidence.HIGH if ref_ops else Confidence.MEDIUM)
             break
+
+
+def _dead_reason(fact: object) -> str:
+    """A few words for a ``CannotRun`` fact, for the fallback rules' messages."""
+    return {"undeclared": "a functions= name main.cpp never declares",
+            "duplicate-module": "PYBIND11_MODULE defined twice",
+            "cuda-as-cpp": "a CUDA launch compiled as C++",
+            "unbindable-call": "its call does not match the binding's signature"}.get(getattr(fact, "reason", ""), "see HS119")
 
 
 def _flag(name: str, facts: ModelFlow) -> str | None:

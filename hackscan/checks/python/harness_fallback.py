@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...context import Hit, ScanContext
+from ...cuda.buildability import never_runs
 from ...model import Confidence, Severity
 from ...python.facts import Arm, ModelFlow
 from ...python.reference import InputSpec
@@ -241,8 +242,14 @@ def harness_path_torch_fallback(ctx: ScanContext) -> Iterator[Hit]:
         ref_ops = [o for o in ranked if is_reference_op(o, ref)]
         kernel = other.kernels[0]
         why = "; ".join(dict.fromkeys(map(_reason_text, model.reasons))) or f"`{ast.unparse(cond.node)}` is {t}"
-        yield ctx.hit(ctx.at(b.node), args={"why": why, "ops": describe_ops(ref_ops or ranked),
-                                            "kernel": describe_kernel(kernel), "kernel_line": kernel.line},
+        args = {"why": why, "ops": describe_ops(ref_ops or ranked), "kernel": describe_kernel(kernel),
+                "kernel_line": kernel.line}
+        message = None
+        if never_runs(ctx, other.kernels) is not None:  # HS119 says why; the torch path is all that runs
+            message = (f"under the benchmark {why}, so forward takes the torch path ({args['ops']}); the kernel "
+                       f"{args['kernel']} (line {kernel.line}) can never run at all (HS119), so the torch path is "
+                       "what runs")
+        yield ctx.hit(ctx.at(b.node), message=message, args=args,
                       evidence={"condition": ast.unparse(cond.node)[:200], "truth": t, "arm": taken.label,
                                 "ops": [o.name for o in ranked]},
                       severity=Severity.ERROR if ref_ops else Severity.WARNING,
