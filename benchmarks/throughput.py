@@ -31,16 +31,17 @@ if not CORPUS.exists():
 SAMPLE = Path(__file__).with_name("throughput_sample.txt")
 
 
-def sample_paths(folder: Path, sample: Path = SAMPLE) -> list[str]:
+def sample_paths(folder: Path, sample: Path = SAMPLE, corpus: Path | None = None) -> list[str]:
     """The sample as paths hackscan scans: the corpus records as one JSONL file in ``folder``."""
+    corpus = corpus or CORPUS
     entries = [ln.strip() for ln in sample.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
-    rows = CORPUS.read_text().splitlines() if CORPUS.exists() else []
+    rows = corpus.read_text().splitlines() if corpus.exists() else []
     picked = []
     paths: list[str] = []
     for e in entries:
         if e.startswith("corpus:"):
             if not rows:
-                print(f"skipping {e}: no corpus at {CORPUS}", file=sys.stderr)
+                print(f"skipping {e}: no corpus at {corpus}", file=sys.stderr)
                 continue
             picked.append(rows[int(e.split(":", 1)[1])])
         else:
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--perf", default=None, help="performance mode (quick, thorough) where supported")
     ap.add_argument("--build-cache", default=None, help="extension cache folder (default: a fresh one)")
     ap.add_argument("--sample", type=Path, default=SAMPLE)
+    ap.add_argument("--corpus", type=Path, default=None, help="the CUDA-L1 JSONL (default ../shared/corpora/...)")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--json", type=Path, default=None, help="write per-candidate results here")
     args = ap.parse_args(argv)
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         cache = args.build_cache or str(folder / "cache")
         os.environ["HACKSCAN_CACHE_DIR"] = cache
-        paths = sample_paths(folder, args.sample)
+        paths = sample_paths(folder, args.sample, args.corpus)
         extra = {}
         if args.perf:
             extra["perf_mode"] = args.perf

@@ -1,0 +1,22 @@
+set -u
+cd "$(dirname "$0")/.."
+mkdir -p /tmp/debs; for d in .whl/*.deb; do dpkg -x "$d" /tmp/debs; done
+export PATH="/tmp/debs/usr/bin:$PATH"
+ldconfig -p | grep -q libseccomp.so.2 || export LD_LIBRARY_PATH="/tmp/debs/usr/lib/x86_64-linux-gnu"
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 3
+export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1 HACKSCAN_CACHE_DIR=/tmp/hs-after-cache-$1
+jobs=${2:-8}
+start=$(date +%s.%N)
+timeout ${3:-500} python3 -m hackscan .gl/sample_gpu.jsonl --device cuda --seed 1234 --jobs $jobs --claimed-field score_default \
+  --stream $OUT/after_$1.jsonl -f json -o $OUT/after_$1.json > $OUT/after_$1_stdout.txt 2> $OUT/after_$1_stderr.txt
+echo "rc $? after $(python3 -c "import time;print(round(time.time()-$start,1))") s (jobs $jobs)"
+grep "done in" $OUT/after_$1_stderr.txt | tail -8
+grep -v "^hackscan: \[" $OUT/after_$1_stderr.txt | tail -5
+python3 -m hackscan .gl/sample_gpu.jsonl --static -f text >/dev/null 2>&1
+python3 - $OUT/after_$1.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d["results"]:
+    print(r.get("record"), r["verdict"], sorted({f["rule"] for f in r["findings"]}), r.get("rejected_for"))
+print(json.dumps(d["summary"].get("claimed_vs_verified"), indent=0)[:1500])
+PY
