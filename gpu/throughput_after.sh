@@ -1,3 +1,10 @@
+#!/usr/bin/env bash
+# GPU run 7 (GPU_NOTES.md). Prepare on the development machine, then run on the GPU machine carrying
+# .whl and .gl (both git-ignored):
+#   mkdir -p .gl/old && git archive 342cb3f | tar -x -C .gl/old && cp benchmarks/throughput*.{py,txt} .gl/old/benchmarks/
+#   cp ../shared/corpora/cuda-l1/a100.jsonl .gl/corpus.jsonl
+#   python3 -c "r=open('.gl/corpus.jsonl').read().splitlines(); print('\\n'.join(r[int(l[7:])] for l in open('benchmarks/throughput_sample_gpu.txt') if l.startswith('corpus:')))" > .gl/sample_gpu.jsonl
+#   bash gpu/throughput_after.sh TAG JOBS [TIMEOUT]   # this checkout
 set -u
 cd "$(dirname "$0")/.."
 mkdir -p /tmp/debs; for d in .whl/*.deb; do dpkg -x "$d" /tmp/debs; done
