@@ -612,6 +612,8 @@ class _Analyser:
                 for ext in self.host.extensions:
                     if ext.call is node.value:
                         return ("extfn", f"{ext.name}.{node.attr}")
+            if node.attr == "apply" and type(node.value) is ast.Name and node.value.id in self.autograd:
+                return ("autograd", node.value.id)  # ``relu = _Relu.apply``: runs _Relu.forward
             canon = self._canon(node)
             if canon.startswith("torch.") and classify_torch(canon) == "compute":
                 return ("torch", canon)
@@ -1357,6 +1359,12 @@ class _Analyser:
                 return self._launch(e, "extension", f"export:{ext_name}.{fn}", fn, ext_name, discarded)
             if kind == "holder":
                 return self._module_call(e, self.facts.holders[target])
+            if kind == "autograd":
+                methods = self._methods(target)
+                if "forward" in methods:
+                    node, owner = methods["forward"]
+                    return self._invoke(node, f"{owner}.forward", owner, "", e, bind_self=False, kind="autograd",
+                                        leading=EMPTY)
             if kind == "triton":
                 return self._launch(e, "triton", f"triton:{target}", target, None, discarded=True)
             if kind == "torch":
