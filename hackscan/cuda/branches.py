@@ -145,6 +145,8 @@ def _short(node: ts.Node) -> str:
 def tainted_names(fn: Function, seeds: Iterable[ts.Node]) -> set[str]:
     """Locals whose value derives from one of the seed expressions (assignment chains, fixpoint)."""
     seed_list = list(seeds)
+    # a copy's own value is its status code: only the destination it fills carries tensor data
+    data_seeds = [s for s in seed_list if not is_status_copy(s)]
     tainted: set[str] = set()
     changed = True
     rounds = 0
@@ -155,7 +157,7 @@ def tainted_names(fn: Function, seeds: Iterable[ts.Node]) -> set[str]:
             if name in tainted:
                 continue
             for v in values:
-                if any(contains(v, s) for s in seed_list) or (tainted and _mentions(v, tainted)):
+                if any(contains(v, s) for s in data_seeds) or (tainted and _mentions(v, tainted)):
                     tainted.add(name)
                     changed = True
                     break
@@ -170,18 +172,30 @@ def tainted_names(fn: Function, seeds: Iterable[ts.Node]) -> set[str]:
     return tainted
 
 
+def is_status_copy(node: ts.Node) -> bool:
+    """``node`` is a device-to-host copy call (``cudaMemcpy``, ``cuMemcpyDtoH``): what it returns is a
+    ``cudaError_t`` / ``CUresult``, and the tensor values land in its destination argument."""
+    if node.type != "call_expression":
+        return False
+    fn = node.child_by_field_name("function")
+    return fn is not None and names.MEMCPY_D2H.fullmatch(text(fn).split("::")[-1]) is not None
+
+
 def _mentions(node: ts.Node, wanted: set[str]) -> bool:
     return any(text(i) in wanted for i in identifiers(node))
 
 
 def depends_on(cond: ts.Node, seeds: list[ts.Node], tainted: set[str]) -> ts.Node | None:
-    """The seed (or a tainted identifier) the condition reads, or None."""
+    """The seed (or a tainted identifier) the condition reads, or None.  ``cudaMemcpy(...) !=
+    cudaSuccess`` reads the copy's error code, not the values it copied."""
     for s in seeds:
-        if contains(cond, s):
+        if contains(cond, s) and not is_status_copy(s):
             return s
     if tainted:
+        # ``&host`` handed to a copy inside the condition is where the copy writes, not a read
+        copies = [s for s in seeds if is_status_copy(s) and contains(cond, s)]
         for ident in identifiers(cond):
-            if text(ident) in tainted:
+            if text(ident) in tainted and not any(contains(c, ident) for c in copies):
                 return ident
     return None
 

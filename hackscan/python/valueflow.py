@@ -183,6 +183,10 @@ class _Analyser:
             f.name for f in decorated if f.name not in host.triton_kernels
             and any(_jit_name(self._canon(d.func if isinstance(d, ast.Call) else d)) for d in f.decorator_list))
         facts.jit_kernels = self.jit_kernels
+        # host functions compiled by a kernel DSL (CuTe ``@cute.jit``): calling one launches device code
+        self.dsl_functions = frozenset(
+            f.name for f in decorated
+            if any(_dsl_name(self._canon(d.func if isinstance(d, ast.Call) else d)) for d in f.decorator_list))
         # module functions by name; a name defined in several module-level branches keeps every definition
         self.function_alts: dict[str, list[ast.FunctionDef]] = {}
         # without a module-level if / try / with block the walk would find the top-level defs, in order
@@ -608,6 +612,8 @@ class _Analyser:
                 for ext in self.host.extensions:
                     if ext.call is node.value:
                         return ("extfn", f"{ext.name}.{node.attr}")
+            if node.attr == "apply" and type(node.value) is ast.Name and node.value.id in self.autograd:
+                return ("autograd", node.value.id)  # ``relu = _Relu.apply``: runs _Relu.forward
             canon = self._canon(node)
             if canon.startswith("torch.") and classify_torch(canon) == "compute":
                 return ("torch", canon)
@@ -1353,6 +1359,12 @@ class _Analyser:
                 return self._launch(e, "extension", f"export:{ext_name}.{fn}", fn, ext_name, discarded)
             if kind == "holder":
                 return self._module_call(e, self.facts.holders[target])
+            if kind == "autograd":
+                methods = self._methods(target)
+                if "forward" in methods:
+                    node, owner = methods["forward"]
+                    return self._invoke(node, f"{owner}.forward", owner, "", e, bind_self=False, kind="autograd",
+                                        leading=EMPTY)
             if kind == "triton":
                 return self._launch(e, "triton", f"triton:{target}", target, None, discarded=True)
             if kind == "torch":
@@ -1398,6 +1410,10 @@ class _Analyser:
         if is_attr and canon == "Model.forward" and "Model" not in self.classes:
             self._reference_call(e, "model-forward", "Model.forward(...)")
             return self._args(e).fresh().plus(OPAQUE, frozenset([e.lineno]))
+        # --- a CuTe DSL function: it launches device code that writes through its tensor arguments
+        #     (``from_dlpack(out)`` shares ``out``'s memory; ``_pointer_targets`` looks inside calls)
+        if is_name and func.id in self.dsl_functions and func.id not in frame.state:
+            return self._launch(e, "dsl", f"dsl:{func.id}", func.id, None, discarded)
         # --- module-level function / class instantiation
         if is_name and func.id not in frame.state:
             if func.id in self.functions:
@@ -2108,6 +2124,11 @@ def _pointer_bases(call: ast.Call) -> list[ast.AST]:
             stack.extend(n.args)
             stack.extend(k.value for k in n.keywords)
     return out
+
+
+def _dsl_name(name: str) -> bool:
+    """CuTe DSL decorators (``cutlass.cute.jit`` / ``cute.kernel``): Python compiled to device code."""
+    return name.endswith(("cute.jit", "cute.kernel"))
 
 
 def _jit_name(name: str) -> bool:

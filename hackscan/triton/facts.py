@@ -250,11 +250,11 @@ class _KernelReader:
             if isinstance(e.op, ast.Add):
                 out |= self.pointers(e.right, seen)
         elif isinstance(e, ast.Name):
-            if e.id in self.params and e.id not in self.constexpr:
+            if e.id in self.params and e.id not in self.constexpr and not self.killed(e):
                 out.add(e.id)
             elif e.id in self.defs and e.id not in seen:
                 seen.add(e.id)
-                for d in self.defs[e.id]:
+                for d in self.reaching(e):
                     out |= self.pointers(d, seen)
         elif isinstance(e, ast.Subscript):
             out |= self.pointers(e.value, seen)
@@ -272,6 +272,79 @@ class _KernelReader:
             elif isinstance(e.func, ast.Attribute) and e.func.attr in ("to",) and e.args:
                 out |= self.pointers(e.func.value, seen)
         return out
+
+    # --- reaching definitions ---------------------------------------------------------------
+    # ``ptr = x_ptr + row * stride; x = tl.load(ptr ...); ptr = y_ptr + row * stride; tl.store(ptr ...)``:
+    # the store goes through the second assignment only.  A use sees the last plain assignment that
+    # dominates it (same block or an enclosing one, above it) and any later ones (a loop carries them
+    # round, a branch may skip them); ``+=`` keeps what the name held.
+    def _stmt(self, node: ast.AST) -> ast.AST:
+        while not isinstance(node, ast.stmt) and node in self.parents:
+            node = self.parents[node]
+        return node
+
+    def _dominates(self, stmt: ast.AST, use: ast.AST) -> bool:
+        block = self.parents.get(stmt)
+        if block is None:
+            return False
+        for attr in ("body", "orelse", "finalbody"):
+            lst = getattr(block, attr, None)
+            if isinstance(lst, list) and stmt in lst:
+                i = lst.index(stmt)
+                cur = use
+                while cur is not None and cur is not block:
+                    if cur in lst:
+                        return lst.index(cur) > i
+                    cur = self.parents.get(cur)
+        return False
+
+    def _plain_assigns(self, name: str) -> list[ast.Assign]:
+        sites = self.__dict__.setdefault("_assign_sites", {})
+        got = sites.get(name)
+        if got is None:
+            got = sites[name] = [n for n in self.nodes if isinstance(n, ast.Assign) and any(
+                name in _names(t) for t in n.targets)]
+        return got
+
+    def _last_killer(self, name: str, use: ast.AST) -> ast.Assign | None:
+        line = getattr(use, "lineno", 0)
+        killers = [a for a in self._plain_assigns(name) if a.lineno < line and self._dominates(a, use)]
+        return max(killers, key=lambda a: a.lineno) if killers else None
+
+    def killed(self, use: ast.Name) -> bool:
+        """A parameter reassigned above ``use`` (on every path): the name no longer holds the argument."""
+        return self._last_killer(use.id, use) is not None
+
+    def reaching(self, use: ast.Name) -> list[ast.AST]:
+        """The definitions of ``use``'s name that can reach it (values, as ``defs`` holds them)."""
+        kill = self._last_killer(use.id, use)
+        if kill is None:
+            return self.defs[use.id]
+        stmt = self._stmt(use)
+        out = []
+        for n in self.nodes:
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)) and n.lineno >= kill.lineno:
+                value = n.iter if isinstance(n, ast.For) else n.value
+                if value is None or value not in self.defs.get(use.id, ()):
+                    continue
+                if n.lineno < stmt.lineno or (n is not stmt and self._same_loop(n, use)):
+                    out.append(value)
+        return out or self.defs[use.id]
+
+    def _same_loop(self, a: ast.AST, b: ast.AST) -> bool:
+        """``a`` and ``b`` sit in one loop's body: a definition below a use reaches it next round."""
+        loops = set()
+        cur = self.parents.get(b)
+        while cur is not None:
+            if isinstance(cur, (ast.For, ast.While)):
+                loops.add(cur)
+            cur = self.parents.get(cur)
+        cur = self.parents.get(a)
+        while cur is not None:
+            if cur in loops:
+                return True
+            cur = self.parents.get(cur)
+        return False
 
     def is_block_ptr(self, expr: ast.AST, seen: set[str] | None = None) -> bool:
         seen = set() if seen is None else seen

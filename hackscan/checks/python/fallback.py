@@ -225,11 +225,14 @@ def flag_fallback_to_torch(ctx: ScanContext) -> Iterator[Hit]:
                 continue  # the rest of the function runs on both paths, after the kernel too
             ranked = rank_ops(arm.ops, ref)
             ref_ops = [o for o in ranked if is_reference_op(o, ref)]
-            severity = Severity.ERROR if ref_ops else Severity.WARNING
             flag = flags[0]
             args = {"flag": flag, "origin": _flag(flag, facts), "ops": describe_ops(ref_ops or ranked)}
             # the kernel provably never builds (HS119 carries why): the flag is always the torch side
             dead = never_runs(ctx, other.kernels or facts.kernels)
+            # A kernel that nothing shows to be unbuildable is built by the harness, and the flag then
+            # routes to it: the torch arm is dead code there (a warning; the dynamic stage's census says
+            # which path ran).  Only a kernel that can never run makes the torch arm what is scored.
+            severity = Severity.ERROR if ref_ops and dead is not None else Severity.WARNING
             message = None if dead is None else (
                 f"branch on `{flag}` ({args['origin']}) falls back to torch: {args['ops']}; the custom code can "
                 f"never run ({_dead_reason(dead)}, HS119 line {dead.pos.line}), so the torch path is what runs")

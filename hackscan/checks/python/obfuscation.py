@@ -58,11 +58,30 @@ def _builtin_called(host, call: ast.Call, names: set[str]) -> str:
     """The builtin a call invokes, '' when the name is shadowed by an import (``from re import compile``)."""
     f = call.func
     if isinstance(f, ast.Name):
-        if f.id in host.imports.aliases:
+        if f.id in host.imports.aliases or _shadowed(host, call, f.id):
             return ""
         return f.id if f.id in names else ""
     name = host.canonical(f)
     return name if name in names else ""
+
+
+_EXEC_NAMES = ("exec", "eval", "compile")
+
+
+def _shadowed(host, node: ast.AST, name: str) -> bool:
+    """``name`` at ``node`` is the file's own: a def, class, assignment or import in an enclosing
+    scope, or a parameter of an enclosing function.  A local ``def compile(...)`` is not the builtin."""
+    bound = host.scope_of(node).lookup(name, getattr(node, "lineno", 0))
+    if bound is not None:
+        # ``eval = builtins.eval`` / ``getattr(builtins, "eval")`` rebinds the builtin itself
+        return not any(isinstance(n, ast.Name) and n.id in ("builtins", "__builtins__", *_EXEC_NAMES)
+                       for n in ast.walk(bound[0]) if bound[1] != "def")
+    for fn in host.ancestors(node):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = fn.args
+            if any(p.arg == name for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if p):
+                return True
+    return False
 
 
 def dynamic_code_execution(ctx: ScanContext) -> Iterator[Hit]:
