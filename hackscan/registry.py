@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from .classes import ClassError, class_for
-from .rulefiles import RulesNotFound, rules_dir
 from .model import Confidence, Severity, Stage
+from .rulefiles import RulesNotFound, rules_dir
 
 ID_RE = re.compile(r"^HS\d{3}$")
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
