@@ -54,6 +54,8 @@ class PerfOptions:
     mode: str = "target"
     target_rel: float = 0.05
     series_cap_s: float = 2.0
+    # the least a targeted series runs before it may stop as narrow (see timing.Target)
+    series_min_s: float = 0.2
     max_calls: int = 4000
     # fresh input sets rotated across iterations; each reuse of a set gets new values (see plan.py)
     input_sets: int = 4
@@ -99,7 +101,7 @@ class PerfOptions:
         else:
             base = cls(warmup=1, iterations=20, min_iterations=3, time_budget_s=1.0, adaptive=True,
                        input_sets=3, input_pool_bytes=512 << 20, hidden_iterations=5, hidden_budget_s=0.5,
-                       memory_repeats=3, spin_budget_s=0.5, series_cap_s=3.0)
+                       memory_repeats=3, spin_budget_s=0.5, series_cap_s=3.0, series_min_s=1.0)
         return base.with_(**overrides) if overrides else base
 
     def targeted(self) -> bool:

@@ -254,6 +254,7 @@ def _target(st: _Setup, deadline: _Deadline | None) -> Target | None:
     if deadline is not None and deadline.end is not None:
         cap = max(0.0, min(cap, (deadline.end - st.prepared.clock.now()) / 3))
     return Target(rel=float(opts.target_rel), cap_s=cap, max_calls=int(opts.max_calls),
+                  min_s=min(float(opts.series_min_s), cap),
                   statistic="median" if st.prepared.clock.cuda else "min")
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from ..stats import median_interval, min_interval, quantile
+from ..stats import drift_widened, median_interval, min_interval, quantile
 from .clock import Clock
 from .fingerprint import fingerprint
 from .plan import InputPlan
@@ -147,26 +147,33 @@ class Target:
 
     rel: float = 0.05
     cap_s: float = 3.0
+    # not declared narrow before this long and this many calls: a short steady stretch of a loaded
+    # host repeats one (slow) value and would look converged (measured: 8 calls, +-4 %, 3x off)
+    min_s: float = 0.0
+    min_calls: int = 20
     max_calls: int = 5000
     statistic: str = "median"  # or "min"
 
 
 def spread_of(values: list[float], statistic: str) -> tuple[float, tuple[float, float]]:
-    """The relative half-width of the statistic's interval (the larger side) and the interval."""
+    """The relative half-width of the statistic's interval (the larger side) and the interval: the
+    interval the parent computes (stats.summarize), block drift included."""
     vals = sorted(values)
     if not vals:
         return math.inf, (math.nan, math.nan)
     if statistic == "min":
-        stat, ci = vals[0], min_interval(vals)
+        stat, ci = vals[0], drift_widened(values, "min", min_interval(vals))
     else:
-        stat, ci = quantile(vals, 0.5), median_interval(vals)
+        stat, ci = quantile(vals, 0.5), drift_widened(values, "median", median_interval(vals))
     if not stat > 0:
         return math.inf, ci
     return max(stat - ci[0], ci[1] - stat) / stat, ci
 
 
-def _converged(values: list[float], target: Target, min_calls: int) -> bool:
-    return len(values) >= min_calls and spread_of(values, target.statistic)[0] <= target.rel
+def _converged(values: list[float], target: Target, min_calls: int, elapsed_s: float) -> bool:
+    if len(values) < max(min_calls, target.min_calls) or elapsed_s < target.min_s:
+        return False
+    return spread_of(values, target.statistic)[0] <= target.rel
 
 
 def time_series(name: str, call: Callable[[list[Any]], Any], plan: InputPlan, clock: Clock, flush: Flusher, *,
@@ -239,7 +246,7 @@ def time_series(name: str, call: Callable[[list[Any]], Any], plan: InputPlan, cl
                 # checked every tenth of the calls so far: sorting thousands of values after
                 # every call would cost more than the calls of a fast kernel
                 check_at = k + 1 + max(1, (k + 1) // 10)
-                if _converged(values, target, min_iterations):
+                if _converged(values, target, min_iterations, clock.now() - t_start):
                     stopped = "narrow"
                     break
             if k + 1 >= min_iterations and clock.now() - t_start >= target.cap_s:
