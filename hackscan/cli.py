@@ -111,6 +111,11 @@ class Sandbox(StrEnum):
     off = "off"
 
 
+class PerfMode(StrEnum):
+    target = "target"
+    thorough = "thorough"
+
+
 class StageName(StrEnum):
     static = "static"
     dynamic = "dynamic"
@@ -211,6 +216,10 @@ def scan(
                                 "candidate (kernelbench, plain). Default: kernelbench, or `harness` in the config."),
     timeout: float = typer.Option(120.0, "--timeout", metavar="SECONDS", help="Seconds per candidate for the dynamic stage."),
     no_perf: bool = typer.Option(False, "--no-perf", help="Skip timing and memory measurement."),
+    perf_mode: PerfMode = typer.Option(
+        PerfMode.target, "--perf", help="target: repeat each timing until its 95% interval is within +-5% (at most a "
+                                        "few seconds per series; the report says when it did not get there). "
+                                        "thorough: the fixed counts and budgets, whatever the interval."),
     sandbox: Sandbox = typer.Option(
         Sandbox.required, "--sandbox", help="required: every process that runs candidate code is in its own OS "
                                              "sandbox (bubblewrap; refuses to run without one). off: no walls, "
@@ -320,7 +329,8 @@ def scan(
         seed = secrets.randbelow(2**31)
     options = RunOptions(static_only=static, device=device.value, seed=seed, timeout=timeout, perf=not no_perf, jobs=jobs,
                          baselines=chosen, sandbox=sandbox.value,
-                         extra={"build_cache": str(build_cache)} if build_cache is not None else {})
+                         extra={**({"build_cache": str(build_cache)} if build_cache is not None else {}),
+                                **({"perf_mode": perf_mode.value} if perf_mode is not PerfMode.target else {})})
     # a bar on a terminal; in CI logs and pipes, where a redrawn line would be noise, plain log lines
     # (a dynamic run takes minutes: silence reads as a hang)
     reporter = ProgressBar(sys.stderr, plain=not sys.stderr.isatty()) if progress is not False else None

@@ -21,7 +21,7 @@ from hackscan.perf.worker.clock import Snapshot  # noqa: E402
 from hackscan.perf.worker.fingerprint import fingerprint  # noqa: E402
 from hackscan.perf.worker.plan import InputPlan  # noqa: E402
 
-FAST = PerfOptions.for_device("cpu", iterations=6, time_budget_s=0.3, hidden_iterations=3, hidden_budget_s=0.2,
+FAST = PerfOptions.for_device("cpu", mode="thorough", iterations=6, time_budget_s=0.3, hidden_iterations=3, hidden_budget_s=0.2,
                               memory_repeats=3, flush_bytes=1 << 20)
 
 

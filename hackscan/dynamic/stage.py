@@ -774,6 +774,8 @@ class DynamicRun:
             self.info["performance_note"] = str(exc)
         budget = float(self.opts.get("perf_budget_s") or perf_run.PERF_BUDGET_S.get(device, 1.0))
         opts = {"budget_s": budget, "seed": derive(self.seed, "perf"), "sets": len(originals),
+                # "target" (repeat until each main series' interval is narrow) or "thorough" (fixed)
+                "mode": str(self.opts.get("perf_mode") or "target"),
                 # the torch.compile baseline has a request of its own (below), with its own allowance
                 "compile": "never", "tf32": run_base["tf32"],
                 # the other worker stays alive: the device's free memory is not this worker's alone

@@ -1,8 +1,9 @@
 """How a measurement is taken: iteration counts, budgets, input rotation, hidden distributions.
 
-Plain data shared by both halves (the parent sends it to the children as JSON).  GPU defaults are
-fixed counts, as a benchmark should be; CPU defaults are adaptive within a time budget because CPU
-timing exists here for CI and for CPU-only candidates, and a scan of a folder must stay fast.
+Plain data shared by both halves (the parent sends it to the children as JSON).  By default
+(``mode="target"``) each main series repeats until the interval of its statistic is within
+``target_rel`` or its cap is spent; ``mode="thorough"`` keeps the fixed counts: GPU defaults are
+fixed counts, CPU defaults adaptive within a time budget.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ SCHEMA = "hackscan.perf/1"
 #   mixed:   (x - 0.5) * 4  -> rand's [0, 1) becomes [-2, 2): breaks min >= 0 / max < 1 guards
 #   negated: -x             -> sign-flipped, same magnitudes
 HIDDEN_DISTRIBUTIONS = ("mixed", "negated")
+
+# how the main series are sized (PerfOptions.mode): to a target interval, or fixed counts
+PERF_MODES = ("target", "thorough")
 
 # what ``--baselines`` accepts: eager (strict fp32), tf32 (eager with TF32, GPU only), compile
 BASELINE_ALIASES = {"eager": "eager", "eager_fp32": "eager", "fp32": "eager", "strict": "eager",
@@ -43,6 +47,16 @@ class PerfOptions:
     min_iterations: int = 5
     # adaptive counts (CPU): iterations = clamp(budget / estimate, min_iterations, iterations)
     adaptive: bool = False
+    # "target": each main series repeats until its statistic's 95 % interval is within
+    # +-target_rel, at most series_cap_s seconds of timed calls (and max_calls calls), and says
+    # whether it got there; "thorough": the fixed counts and budgets above (iterations,
+    # time_budget_s), whatever the interval
+    mode: str = "target"
+    target_rel: float = 0.05
+    series_cap_s: float = 2.0
+    # the least a targeted series runs before it may stop as narrow (see timing.Target)
+    series_min_s: float = 0.2
+    max_calls: int = 4000
     # fresh input sets rotated across iterations; each reuse of a set gets new values (see plan.py)
     input_sets: int = 4
     # cap on the bytes the input pool may hold (the pool keeps an original and a working copy);
@@ -87,8 +101,11 @@ class PerfOptions:
         else:
             base = cls(warmup=1, iterations=20, min_iterations=3, time_budget_s=1.0, adaptive=True,
                        input_sets=3, input_pool_bytes=512 << 20, hidden_iterations=5, hidden_budget_s=0.5,
-                       memory_repeats=3, spin_budget_s=0.5)
+                       memory_repeats=3, spin_budget_s=0.5, series_cap_s=3.0, series_min_s=1.0)
         return base.with_(**overrides) if overrides else base
+
+    def targeted(self) -> bool:
+        return self.mode == "target"
 
     def with_(self, **changes: Any) -> PerfOptions:
         known = {f.name for f in fields(self)}
@@ -123,6 +140,8 @@ class PerfOptions:
         kwargs = {k: v for k, v in data.items() if k in known}
         if "hidden" in kwargs:
             kwargs["hidden"] = tuple(kwargs["hidden"])
+        if kwargs.get("mode", "target") not in PERF_MODES:
+            raise ValueError(f"unknown perf mode {kwargs['mode']!r}: expected {' or '.join(PERF_MODES)}")
         unknown = [h for h in kwargs.get("hidden", ()) if h not in HIDDEN_DISTRIBUTIONS]
         if unknown:
             raise ValueError(f"unknown hidden distributions: {unknown}")

@@ -57,6 +57,7 @@ class _Series:
     fingerprints: dict[str, Any]
     error: str | None
     new_threads: list[str]
+    convergence: dict[str, Any] | None = None
 
     @classmethod
     def read(cls, raw: Any) -> _Series:
@@ -70,10 +71,39 @@ class _Series:
             fingerprints=fps if isinstance(fps, dict) else {},
             error=_s(raw.get("error"), 2000) or None,
             new_threads=[_s(t, 100) for t in raw.get("new_threads", [])][:20] if isinstance(raw.get("new_threads"), list) else [],
+            convergence=_convergence(raw.get("convergence")),
         )
 
     def claimed(self, cuda: bool) -> float | None:
         return _pick(self.event if cuda else self.wall, cuda)
+
+
+def _convergence(raw: Any) -> dict[str, Any] | None:
+    """How an interval-targeted series ended, as the worker said; the spread is recomputed by the
+    parent from the samples (``_converged``), so only the figures the worker chose are read here."""
+    raw = _d(raw)
+    if not raw:
+        return None
+    calls, target, cap, elapsed = raw.get("calls"), _f(raw.get("target")), _f(raw.get("cap_s")), _f(raw.get("elapsed_s"))
+    return {"target": target, "calls": calls if isinstance(calls, int) and not isinstance(calls, bool) else None,
+            "elapsed_s": elapsed, "cap_s": cap, "stopped": _s(raw.get("stopped"), 20)}
+
+
+def _converged(conv: dict[str, Any] | None, stats: Mapping[str, Any], cuda: bool) -> dict[str, Any] | None:
+    """``conv`` completed with the spread the parent computes from the series' own interval (the
+    worker's word on it is not trusted) and a sentence when the target was not reached."""
+    if conv is None:
+        return None
+    stat, ci = _pick(stats, cuda), _ci(stats, cuda)
+    target = conv.get("target")
+    spread = max(stat - ci[0], ci[1] - stat) / stat if stat and ci is not None and stat > 0 else None
+    out = dict(conv, spread=spread, converged=spread is not None and target is not None and spread <= target)
+    if not out["converged"]:
+        shown = f"+-{spread:.1%}" if spread is not None else "unknown"
+        goal = f"+-{target:.0%}" if target is not None else "?"
+        out["note"] = (f"did not converge: spread {shown} > target {goal} after {conv.get('calls')} reps/"
+                       f"{conv.get('elapsed_s') or 0:.1f} s")
+    return out
 
 
 def _pick(stats: Mapping[str, Any] | None, cuda: bool) -> float | None:
@@ -227,6 +257,11 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
                          "claimed_ms": claimed}
     if c_main.new_threads:
         perf["candidate"]["new_threads"] = c_main.new_threads
+    # how each targeted main series ended: the interval reached, or why not
+    convergence: dict[str, Any] = {}
+    conv = _converged(c_main.convergence, c_main.event if cuda else c_main.wall, cuda)
+    if conv is not None:
+        convergence["candidate"] = conv
 
     # -- baselines, as the reference worker measured them
     headline = _s(ref.get("headline"), 40) or ("eager_tf32" if cuda else "eager_fp32")
@@ -253,6 +288,9 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
             row["measured_with"] = _s(entry.get("measured_with"), 300)
         if s.error:
             row["error"] = s.error[:300]
+        conv = _converged(s.convergence, s.event if cuda else s.wall, cuda)
+        if conv is not None:
+            convergence[name] = conv
         base_out[name] = row
         if t is not None and not s.error:
             base_times[name] = t
@@ -264,6 +302,8 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
                 if w is not None:
                     ref_gap = max(0.0, w - t - r_cal)
     perf["baselines"] = base_out
+    if convergence:
+        perf["convergence"] = convergence
 
     # -- timing escape (HS601): events against the synchronised wall clock
     honest, honest_ci = claimed, claimed_ci

@@ -71,6 +71,7 @@ def table(perf: Mapping[str, Any] | None) -> str:
     lines = [head + ("" if perf.get("valid", True) else "  [NOT CREDITED: " + "; ".join(perf.get("invalid_reasons", [])) + "]")]
     for label, t, extra in rows:
         lines.append(f"    {label:<{width}}  {t:<{width_t}} {extra}".rstrip())
+    lines.extend(_convergence(perf.get("convergence")))
     tf32 = perf.get("reference_tf32_speedup")
     if isinstance(tf32, (int, float)):
         lines.append(f"    reference: TF32 is {tf32:.2f}x faster than strict fp32")
@@ -115,3 +116,24 @@ def _memory_caveat(mem: Mapping[str, Any]) -> str:
     if basis.startswith("per call") and cand.get("kind") == "cuda":
         return "; memory outside the allocator counted for one call only (not readable since import here)"
     return ""
+
+
+def _convergence(conv: Any) -> list[str]:
+    """One line for the series that reached their interval target, one per series that did not."""
+    if not isinstance(conv, Mapping) or not conv:
+        return []
+    done, lines = [], []
+    target = None
+    for name, c in conv.items():
+        if not isinstance(c, Mapping):
+            continue
+        label = LABELS.get(name, name)
+        target = c.get("target") if isinstance(c.get("target"), (int, float)) else target
+        if c.get("converged") and isinstance(c.get("spread"), (int, float)):
+            done.append(f"{label} +-{c['spread']:.1%} ({c.get('calls')} calls, {c.get('elapsed_s') or 0:.1f} s)")
+        else:
+            lines.append(f"    {label}: {c.get('note', 'did not converge')}")
+    if done:
+        goal = f" within the target +-{target:.0%}" if isinstance(target, (int, float)) else ""
+        lines.insert(0, "    repeated until narrow" + goal + ": " + ", ".join(done))
+    return lines

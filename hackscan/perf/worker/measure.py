@@ -34,7 +34,7 @@ from . import memory as memory_mod
 from .clock import Clock, Snapshot, capture
 from .fingerprint import fingerprint
 from .plan import InputPlan, nbytes
-from .timing import Flusher, calibrate, time_series
+from .timing import Flusher, Target, calibrate, time_series
 
 # Taken when the dynamic stage imports this module, which it does before any untrusted import:
 # the pre-import identities (and code objects) of every watched timer.
@@ -225,6 +225,9 @@ def _method(st: _Setup) -> dict[str, Any]:
         "min_iterations": opts.min_iterations,
         "adaptive": opts.adaptive,
         "time_budget_s": opts.time_budget_s,
+        "mode": opts.mode,
+        "target_rel": opts.target_rel if opts.targeted() else None,
+        "series_cap_s": opts.series_cap_s if opts.targeted() else None,
         "input_sets": st.plan.size,
         "input_sets_given": st.given_sets,
         "input_set_bytes": st.plan.set_bytes,
@@ -241,14 +244,30 @@ def _method(st: _Setup) -> dict[str, Any]:
     }
 
 
+def _target(st: _Setup, deadline: _Deadline | None) -> Target | None:
+    """The interval target of a main series (``mode="target"``), its cap cut to a third of what is
+    left before the deadline, so the series after it (hidden, memory) still fit."""
+    opts = st.opts
+    if not opts.targeted():
+        return None
+    cap = float(opts.series_cap_s)
+    if deadline is not None and deadline.end is not None:
+        cap = max(0.0, min(cap, (deadline.end - st.prepared.clock.now()) / 3))
+    return Target(rel=float(opts.target_rel), cap_s=cap, max_calls=int(opts.max_calls),
+                  min_s=min(float(opts.series_min_s), cap),
+                  statistic="median" if st.prepared.clock.cuda else "min")
+
+
 def _series(st: _Setup, name: str, call: Callable[[list[Any]], Any], start: int, plan: InputPlan | None = None,
-            transform: str | None = None, hidden: bool = False, keep_fingerprints: bool = True) -> dict[str, Any]:
+            transform: str | None = None, hidden: bool = False, keep_fingerprints: bool = True,
+            deadline: _Deadline | None = None) -> dict[str, Any]:
     opts, clock = st.opts, st.prepared.clock
     plan = plan or st.plan
     if not hidden:
         s = time_series(name, call, plan, clock, st.flush, start=start, warmup=opts.warmup,
                         iterations=opts.iterations, min_iterations=opts.min_iterations, budget_s=opts.time_budget_s,
-                        adaptive=opts.adaptive, samples=opts.fingerprint_samples, keep_fingerprints=keep_fingerprints)
+                        adaptive=opts.adaptive, samples=opts.fingerprint_samples, keep_fingerprints=keep_fingerprints,
+                        target=_target(st, deadline))
     else:
         s = time_series(name, call, plan, clock, st.flush, start=start, warmup=1,
                         iterations=opts.hidden_iterations, min_iterations=min(5, opts.hidden_iterations),
@@ -353,7 +372,7 @@ def _measure_candidate(st: _Setup, model: Any) -> dict[str, Any]:
     deadline = _Deadline(st.prepared.clock, st.opts.deadline_s)
     skipped: dict[str, str] = {}
     out = _common(st, "candidate")
-    series = {"main": _series(st, "main", st.call, 0)}
+    series = {"main": _series(st, "main", st.call, 0, deadline=deadline)}
     if series["main"]["error"] is None:
         per_call = _per_call_s(series["main"])
         series.update(_hidden_series(st, st.call, per_call, deadline, skipped))
@@ -398,7 +417,8 @@ def _measure_reference(st: _Setup, model: Any) -> dict[str, Any]:
                     target(st.plan.inputs_for(0))  # compile outside the timed series
                     clock.sync()
                     entry["compile_s"] = clock.now() - c0
-                entry["series"] = {"main": _series(st, "main", target, 0, keep_fingerprints=name == baselines.STRICT)}
+                entry["series"] = {"main": _series(st, "main", target, 0, keep_fingerprints=name == baselines.STRICT,
+                                                   deadline=deadline)}
                 per_call = max(per_call, _per_call_s(entry["series"]["main"]))
                 if name == headline:
                     entry["series"].update(_hidden_series(st, target, per_call, deadline, skipped))
@@ -471,7 +491,8 @@ def measure_compile(model: Any, input_sets: Mapping[str, Sequence[Sequence[Any]]
                 target(st.plan.inputs_for(0))  # compile outside the timed series
                 clock.sync()
                 entry["compile_s"] = clock.now() - c0
-                entry["series"] = {"main": _series(st, "main", target, 0, keep_fingerprints=False)}
+                entry["series"] = {"main": _series(st, "main", target, 0, keep_fingerprints=False,
+                                                   deadline=_Deadline(clock, st.opts.deadline_s))}
         except Exception as exc:
             entry = {"tf32": tf32, "skipped": f"torch.compile failed: {type(exc).__name__}: {exc}"[:500]}
     return {"schema": SCHEMA, "role": "reference", "baseline": entry, "elapsed_s": clock.now() - t0,

@@ -15,6 +15,7 @@ On the CPU there are no events: both numbers are the wall clock.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import traceback
@@ -24,6 +25,7 @@ from typing import Any
 
 import torch
 
+from ..stats import drift_widened, median_interval, min_interval, quantile
 from .clock import Clock
 from .fingerprint import fingerprint
 from .plan import InputPlan
@@ -45,9 +47,12 @@ class Series:
     threads_before: int = 0
     threads_after: int = 0
     new_threads: list[str] = field(default_factory=list)
+    # how an interval-targeted series ended (see Target): None for a fixed-budget series
+    convergence: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "convergence": self.convergence,
             "warmup": self.warmup,
             "indices": self.indices,
             "event_ms": self.event_ms,
@@ -132,10 +137,49 @@ def calibrate(clock: Clock, flush: Flusher, calls: int = 10) -> dict[str, Any]:
     return {"gap_ms": gaps[len(gaps) // 2], "wall_ms": walls[len(walls) // 2], "calls": calls}
 
 
+@dataclass(frozen=True)
+class Target:
+    """Repeat calls until the 95 % interval of the series' statistic (the median of the events on a
+    GPU, the minimum of the wall clock on a CPU: what the parent's speedups use) is within
+    ``rel`` of the statistic on either side, or ``cap_s`` seconds of timed calls have passed, or
+    ``max_calls`` were made.  A fixed budget is either too short on a noisy host (wide intervals,
+    undecided findings) or too long on a quiet one; this spends time only where the noise is."""
+
+    rel: float = 0.05
+    cap_s: float = 3.0
+    # not declared narrow before this long and this many calls: a short steady stretch of a loaded
+    # host repeats one (slow) value and would look converged (measured: 8 calls, +-4 %, 3x off)
+    min_s: float = 0.0
+    min_calls: int = 20
+    max_calls: int = 5000
+    statistic: str = "median"  # or "min"
+
+
+def spread_of(values: list[float], statistic: str) -> tuple[float, tuple[float, float]]:
+    """The relative half-width of the statistic's interval (the larger side) and the interval: the
+    interval the parent computes (stats.summarize), block drift included."""
+    vals = sorted(values)
+    if not vals:
+        return math.inf, (math.nan, math.nan)
+    if statistic == "min":
+        stat, ci = vals[0], drift_widened(values, "min", min_interval(vals))
+    else:
+        stat, ci = quantile(vals, 0.5), drift_widened(values, "median", median_interval(vals))
+    if not stat > 0:
+        return math.inf, ci
+    return max(stat - ci[0], ci[1] - stat) / stat, ci
+
+
+def _converged(values: list[float], target: Target, min_calls: int, elapsed_s: float) -> bool:
+    if len(values) < max(min_calls, target.min_calls) or elapsed_s < target.min_s:
+        return False
+    return spread_of(values, target.statistic)[0] <= target.rel
+
+
 def time_series(name: str, call: Callable[[list[Any]], Any], plan: InputPlan, clock: Clock, flush: Flusher, *,
                 start: int, warmup: int, iterations: int, min_iterations: int, budget_s: float, adaptive: bool,
                 hidden: str | None = None, samples: int = 256, keep_fingerprints: bool = True,
-                pair: tuple[InputPlan, int] | None = None) -> Series:
+                pair: tuple[InputPlan, int] | None = None, target: Target | None = None) -> Series:
     """Run ``warmup`` + up to ``iterations`` calls on inputs ``start, start+1, ...`` of ``plan``.
 
     The count is fixed (``iterations``) unless the estimate from the warm-up says the series would
@@ -143,6 +187,8 @@ def time_series(name: str, call: Callable[[list[Any]], Any], plan: InputPlan, cl
     ``min_iterations``.  Every output (warm-up included) is fingerprinted after the clock stops.
     With ``pair = (main_plan, first_index)`` each timed call is preceded by a timed call on the main
     distribution, so that a comparison of the two is not skewed by the load of a shared machine.
+    With ``target`` the count is not fixed: calls go on until the statistic's interval is narrow
+    enough or the target's cap is reached (``Series.convergence`` says which).
     """
     series = Series(name)
     series.threads_before = threading.active_count()
@@ -167,6 +213,12 @@ def time_series(name: str, call: Callable[[list[Any]], Any], plan: InputPlan, cl
             fits = int(budget_s / per_call_s)
             n = min(iterations, fits) if (adaptive or fits < iterations) else iterations
         n = max(n, min_iterations)
+        if target is not None:
+            n = max(target.max_calls, min_iterations)
+        values = series.event_ms if clock.cuda else series.wall_ms
+        t_start = clock.now()
+        check_at = max(min_iterations, 1)
+        stopped = "max_calls"
         for k in range(n):
             if pair is not None:
                 paired = pair[0].inputs_for(pair[1] + k)
@@ -179,13 +231,33 @@ def time_series(name: str, call: Callable[[list[Any]], Any], plan: InputPlan, cl
             flush()
             out, ev, wall, off_default = _one_call(call, inputs, clock, events)
             series.off_default_stream |= off_default
-            if keep_fingerprints:
+            if keep_fingerprints and k < iterations:
+                # the reference validates calls up to warm-up + iterations (PerfOptions.calls): the
+                # further calls of a targeted series would cost time and report size for nothing
                 series.fingerprints[j] = fingerprint(out, samples)
             del out
             series.indices.append(j)
             series.event_ms.append(ev)
             series.wall_ms.append(wall)
             j += 1
+            if target is None:
+                continue
+            if k + 1 >= check_at:
+                # checked every tenth of the calls so far: sorting thousands of values after
+                # every call would cost more than the calls of a fast kernel
+                check_at = k + 1 + max(1, (k + 1) // 10)
+                if _converged(values, target, min_iterations, clock.now() - t_start):
+                    stopped = "narrow"
+                    break
+            if k + 1 >= min_iterations and clock.now() - t_start >= target.cap_s:
+                stopped = "cap"
+                break
+        if target is not None:
+            spread, _ci = spread_of(values, target.statistic)
+            series.convergence = {"target": target.rel, "spread": spread if math.isfinite(spread) else None,
+                                  "converged": spread <= target.rel, "stopped": stopped if spread > target.rel else "narrow",
+                                  "calls": len(values), "elapsed_s": round(clock.now() - t_start, 3),
+                                  "cap_s": target.cap_s, "statistic": target.statistic}
     except Exception as exc:  # a candidate that fails while timed: report it, keep what was measured
         series.error = f"{type(exc).__name__}: {exc}"[:500] + "\n" + "".join(traceback.format_exc(limit=4))[-1500:]
     series.threads_after = threading.active_count()
