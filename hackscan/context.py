@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .dynamic.shared.profiles import DEFAULT_HARNESS, HarnessProfile, get_profile
 from .model import Confidence, Location, Severity
 from .units import Pos, Unit
 from .util.lazy import cached_property
@@ -123,8 +124,11 @@ class ReferenceCache:
 class ScanContext:
     def __init__(self, submission: Submission, host: HostModule | None, units: list[Unit],
                  options: Mapping[str, Mapping[str, Any]] | None = None, mode: str = "gate",
-                 references: ReferenceCache | None = None):
+                 references: ReferenceCache | None = None, harness: str = DEFAULT_HARNESS):
         self.submission = submission
+        # the scoring harness the candidate was written for (``--harness``): rules whose premise is
+        # what the harness does (training mode, ``.eval()``) read it through ``profile``
+        self.harness = harness
         self.host = host
         self.units = units
         self.mode = mode
@@ -133,6 +137,11 @@ class ScanContext:
         # the rule being run; set by the engine so ``options`` needs no argument
         self.rule_id: str = ""
         self.rule_defaults: Mapping[str, Any] = {}
+
+    @property
+    def profile(self) -> HarnessProfile:
+        """The harness profile (``dynamic/shared/profiles.py``) the static premises come from."""
+        return get_profile(self.harness)
 
     # ------------------------------------------------------------------ options
     @property

@@ -135,7 +135,8 @@ class StaticScanner:
         else:
             units = [Unit(id=sub.path.rsplit("/", 1)[-1], language=sub.language,
                           mapped=MappedText.verbatim(sub.code, 1, 0), role="file")]
-        ctx = ScanContext(sub, host, units, self.config.rule_options, self.config.mode, self.references)
+        ctx = ScanContext(sub, host, units, self.config.rule_options, self.config.mode, self.references,
+                          harness=self.config.harness)
         lines = _Lines(sub, host)
         try:
             findings, skipped = self._run_rules(sub, ctx, lines)

@@ -86,8 +86,9 @@ def test_in_place_inputs_and_benchmark_path(corpus_findings) -> None:
 def test_dead_kernel_and_constant_output(corpus_findings) -> None:
     # record 207: "in a real implementation, we would call inception_cuda.inception_forward here"
     assert _at(corpus_findings[207], "HS104") == [(149, Severity.ERROR)]
-    # record 166: returns precomputed ones (softmax over a single column is 1 on every input)
-    assert _at(corpus_findings[166], "HS110") == [(54, Severity.ERROR)]
+    # record 166: returns precomputed ones, and softmax over a single column is 1 on every input: the
+    # task is degenerate (HS199, class task: not loaded here), so the constant is not called a fake
+    assert _at(corpus_findings[166], "HS110") == []
 
 
 def test_look_alikes_stay_quiet(corpus_findings) -> None:

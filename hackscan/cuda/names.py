@@ -102,11 +102,19 @@ _OP_SEPARATOR = re.compile(r"::|\.")  # compiled once: ``op_base`` is asked per 
 
 
 def same_op(a: str, b: str) -> bool:
-    """Do two op names (ATen or torch.*) compute the same thing?"""
+    """Does op ``a`` (ATen or torch.*, the candidate's) compute the work of op ``b`` (the reference's)?
+
+    Beyond the ATen groups above, the one table of equivalent ops (``python/equivalents.py``) decides,
+    so ``at::addmm`` is the work of an ``nn.Linear`` and ``at::mm`` that of a 1x1 ``nn.Conv2d``."""
     x, y = op_base(a), op_base(b)
     if x == y:
         return True
-    return any(x in fam and y in fam for fam in OP_FAMILIES)
+    if any(x in fam and y in fam for fam in OP_FAMILIES):
+        return True
+    from ..python.catalog import op_family
+    from ..python.equivalents import computes_reference
+
+    return computes_reference(frozenset({op_family(x)}), frozenset({op_family(y)}))
 
 
 # --- CUDA runtime --------------------------------------------------------------------------------

@@ -11,6 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..python.catalog import op_family
+from ..python.equivalents import reference_work
+
 # ops that move or allocate but compute nothing: never counted as the main work (the worker's
 # census, ``worker/census.py``, records every op; which ones count is decided here)
 BOOKKEEPING = re.compile(
@@ -21,6 +24,12 @@ BOOKKEEPING = re.compile(
     r"dim|numel|resolve_conj|resolve_neg|_reshape_alias|unfold|flatten|view_as|expand_as|narrow|"
     r"_has_compatible_shallow_copy_type|record_stream|_pin_memory|lift|_conj|conj|_neg_view|"
     r"detach_|new_empty_strided|scalar_tensor|arange|randn|rand|normal_|uniform_)\b")
+
+
+def _aten_base(name: str) -> str:
+    """``aten.addmm.default`` -> ``addmm``."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "aten" else parts[-1]
 
 
 def is_bookkeeping(name: str) -> bool:
@@ -47,7 +56,11 @@ def fallback_share(cand: dict[str, Any], ref: dict[str, Any]) -> tuple[float | N
     if not ref_ops:
         detail["reason"] = "the reference runs no compute op"
         return None, detail
-    used = sorted((k for k in cand_ops if k in ref_ops), key=lambda k: -cand_ops[k])
+    # the reference's op under another ATen name counts too (``aten.addmm`` for ``aten.mm``): the one
+    # table of equivalent ops decides, as it does for the static rules
+    work = reference_work(frozenset(op_family(_aten_base(k)) for k in ref_ops))
+    used = sorted((k for k in cand_ops if k in ref_ops or op_family(_aten_base(k)) in work),
+                  key=lambda k: -cand_ops[k])
     detail["reference_ops_used"] = used
     total = float(cand.get("total_s") or 0.0)
     if total > 0:

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from ...context import ScanContext
 from ...python.catalog import HEAVY_FAMILIES
+from ...python.equivalents import reference_work
 from ...python.facts import Arm, KernelCall, ModelFlow, Return, TorchOp
 from ...python.provenance import Provenance
 
@@ -13,10 +14,13 @@ _SCALAR_ANNOTATIONS = ("int", "float", "bool", "str", "Optional[int]", "Optional
 
 
 def reference_families(ctx: ScanContext) -> frozenset[str]:
-    """Op families the reference's forward computes (``matmul``, ``relu``, ``conv``), helpers and modules included."""
+    """Op families that compute the reference's work (``matmul``, ``relu``, ``conv``), helpers and modules
+    included, closed under the table of equivalent ops (``equivalents``): a candidate's op is the
+    reference's op whatever either side's spelling (``addmm`` for ``nn.Linear``, ``F.silu`` for
+    ``x * torch.sigmoid(x)``)."""
     if ctx.reference is None:
         return frozenset()
-    return ctx.reference.families
+    return reference_work(ctx.reference.families)
 
 
 def tensor_args(ctx: ScanContext, facts: ModelFlow) -> frozenset[str]:

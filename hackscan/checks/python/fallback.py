@@ -17,6 +17,7 @@ from ...context import Hit, ScanContext
 from ...cuda.buildability import never_runs
 from ...model import Confidence, Severity
 from ...python.catalog import HEAVY_FAMILIES
+from ...python.equivalents import reference_work
 from ...python.facts import Arm, ModelFlow, TorchOp
 from .common import (
     describe_kernel,
@@ -85,11 +86,16 @@ def no_custom_kernel(ctx: ScanContext) -> Iterator[Hit]:
         ranked = rank_ops(ops, ref)
         primary = ranked[0]
         strong = any(is_reference_op(o, ref) for o in ranked)
-        severity = Severity.ERROR if strong else Severity.WARNING
-        yield ctx.hit(ctx.at(primary.node), args={"ops": describe_ops(ranked)},
+        # an error whatever the spelling: with no custom code at all the task (write a kernel) is not
+        # done, whether the torch ops are the reference's own, its equivalents (``equivalents``) or a
+        # better algorithm in torch (``B * A.unsqueeze(1)`` for ``diag(A) @ B``): still no kernel
+        message = None if strong or not ref else (
+            f"no custom kernel: forward computes the output with torch ({describe_ops(ranked)}), other ops "
+            "than the reference's: a better algorithm in torch is still a PyTorch rewrite, not a kernel")
+        yield ctx.hit(ctx.at(primary.node), args={"ops": describe_ops(ranked)}, message=message,
                       evidence={"ops": [o.name for o in ranked], "op_lines": [o.line for o in ranked],
                                 "reference_op": strong},
-                      severity=severity, confidence=Confidence.HIGH if strong else Confidence.MEDIUM)
+                      severity=Severity.ERROR, confidence=Confidence.HIGH)
     elif facts.ops and not out.understood:
         # the output comes from state or an unknown call (a CUDA graph replay, a cache) while forward
         # computes with torch: still no kernel of its own
@@ -109,7 +115,9 @@ def kernel_only_epilogue(ctx: ScanContext) -> Iterator[Hit]:
         return
     reported: set[int] = set()
     heavy_ref = ref & HEAVY_FAMILIES  # the reference's heavy families (often none: then no op is heavy)
-    core = ref - {"add", "mul", "sub", "div", "neg"} or ref
+    # the reference's own families, each covered by any of its equivalents (``equivalents``)
+    own = ctx.reference.families if ctx.reference is not None else ref
+    core = own - {"add", "mul", "sub", "div", "neg"} or own
     all_ops = facts.ops
     for r in facts.forward_returns:
         if not r.flow.kernels:
@@ -138,7 +146,7 @@ def kernel_only_epilogue(ctx: ScanContext) -> Iterator[Hit]:
         for k in kernels:
             pre = [facts.ops[i] for i in k.input_ops]
             covered = set().union(*(o.families for o in pre)) if pre else set()
-            if pre and core <= covered:
+            if pre and all(covered & reference_work(frozenset({f})) for f in core):
                 op = rank_ops(pre, ref)[0]
                 if op.line in reported:
                     continue

@@ -50,6 +50,7 @@ class HarnessModel:
         self.reasons: list[tuple[ast.AST | None, str]] = []
         self.depth = 0
         self.flags = frozenset(facts.fallback_flags)
+        self.profile = ctx.profile
 
     # ------------------------------------------------------------------ values
     def value(self, e: ast.AST) -> Any:
@@ -81,7 +82,10 @@ class HarnessModel:
             if isinstance(e.value, ast.Name) and e.value.id == self.self_name and f"self.{e.attr}" in self.flags:
                 return None
             if e.attr == "training" and self._is_self_chain(e.value):
-                return self._note(True, e, "is True (the harness never calls .eval())")
+                # the premise is the harness profile's: KernelBench never calls ``.eval()``, others do
+                if self.profile.eval_mode:
+                    return self._note(False, e, f"is False (the {self.profile.name} harness calls .eval())")
+                return self._note(True, e, f"is True (the {self.profile.name} harness never calls .eval())")
             if e.attr == "type" and isinstance(e.value, ast.Attribute) and e.value.attr == "device" and \
                     self._input(e.value.value) is not None:
                 return "cuda"
@@ -243,14 +247,15 @@ def harness_path_torch_fallback(ctx: ScanContext) -> Iterator[Hit]:
         kernel = other.kernels[0]
         why = "; ".join(dict.fromkeys(map(_reason_text, model.reasons))) or f"`{ast.unparse(cond.node)}` is {t}"
         args = {"why": why, "ops": describe_ops(ref_ops or ranked), "kernel": describe_kernel(kernel),
-                "kernel_line": kernel.line}
+                "kernel_line": kernel.line, "harness": model.profile.name}
         message = None
         if never_runs(ctx, other.kernels) is not None:  # HS119 says why; the torch path is all that runs
-            message = (f"under the benchmark {why}, so forward takes the torch path ({args['ops']}); the kernel "
+            message = (f"under the benchmark ({model.profile.name} harness) {why}, so forward takes the torch path ({args['ops']}); the kernel "
                        f"{args['kernel']} (line {kernel.line}) can never run at all (HS119), so the torch path is "
                        "what runs")
         yield ctx.hit(ctx.at(b.node), message=message, args=args,
                       evidence={"condition": ast.unparse(cond.node)[:200], "truth": t, "arm": taken.label,
+                                "harness": model.profile.name,
                                 "ops": [o.name for o in ranked]},
                       severity=Severity.ERROR if ref_ops else Severity.WARNING,
                       confidence=Confidence.HIGH if ref_ops else Confidence.MEDIUM)

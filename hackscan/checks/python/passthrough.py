@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from ...context import Hit, ScanContext
 from ...model import Confidence, Severity
 from ...python.catalog import classify_method, classify_torch
+from ...python.degenerate import constant_reference
 from ...python.facts import ModelFlow
 
 
@@ -41,6 +42,10 @@ def _reference_computes(ctx: ScanContext) -> bool:
 
 
 def _reference_depends_on_inputs(ctx: ScanContext) -> bool:
+    # a reference whose output is a constant by its own arithmetic (HS199 says so): returning the
+    # constant is exact, and the task, not the candidate, is at fault
+    if constant_reference(ctx.reference) is not None:
+        return False
     ref = ctx.reference_flow
     if ref is None or ref.forward is None or not ref.forward_returns:
         return True

@@ -17,6 +17,7 @@ from ...model import Confidence, Severity
 from ...python.module import subtree
 from ...python.patterns import misc_facts
 from ...python.resolve import dotted_name
+from ...python.workshare import REAL_SHARE, heavy_share
 
 HALF_DTYPES = {
     "torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16",
@@ -319,6 +320,16 @@ def _reference_affected(ctx: ScanContext, kind: str) -> bool:
     return any(op in wanted for op in ops)
 
 
+def _real_share(ctx: ScanContext, kind: str) -> tuple[bool, str]:
+    """Whether the ops TF32 touches are a real share of the reference's work, with the estimate's account
+    (``workshare``); an unknown share counts as real (the switch is still a downgrade)."""
+    assert ctx.reference is not None
+    share, account = heavy_share(ctx.reference, kind)
+    if share is None:
+        return True, ""
+    return share >= REAL_SHARE, account
+
+
 def tf32_enabled(ctx: ScanContext) -> Iterator[Hit]:
     """HS172: TF32 switches (allow_tf32, fp32_precision, set_float32_matmul_precision) turned on."""
     host = ctx.host
@@ -364,10 +375,18 @@ def tf32_enabled(ctx: ScanContext) -> Iterator[Hit]:
                    "a harness that asks for strict float32")
         elif value is ...:
             sev, conf, why = Severity.WARNING, Confidence.LOW, "the value is not known statically"
-        elif _reference_affected(ctx, kind):
+        elif _reference_affected(ctx, kind) and _real_share(ctx, kind)[0]:
             sev, conf = Severity.ERROR, Confidence.HIGH
             why = (f"the reference's float32 {op_word} then run in TF32 (10-bit mantissa) for the candidate; the write "
                    "also changes the baseline the harness measures against")
+            account = _real_share(ctx, kind)[1]
+            if account:
+                why += f"; {account}"
+        elif _reference_affected(ctx, kind):
+            # the stakes decide: TF32 on a GEMM that is a sliver of the work changes little
+            sev, conf = Severity.WARNING, Confidence.MEDIUM
+            why = (f"the reference's float32 {op_word} then run in TF32, but {_real_share(ctx, kind)[1]}: the "
+                   "downgrade touches little of the result")
         else:
             sev, conf = Severity.WARNING, Confidence.MEDIUM
             why = f"the reference has no {op_word}, but the write changes global state the harness shares"
