@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from typer.testing import CliRunner
 
 from hackscan.annotations import parse_annotations
 from hackscan.cli import app
+from hackscan.scaffold import next_free_id
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,13 +74,17 @@ def test_scaffold_writes_a_rule_that_loads_lints_and_fails_its_fixture_until_the
     code, out = _run(checkout, "pinned-memory-escape", "--language", "python", "--topic", "timing",
                      "--severity", "warning", "--class", "9")
     assert code == 0, out
-    assert "wrote HS195 pinned-memory-escape" in out and "next:" in out
+    # the family's next free id: one past the highest, or the lowest gap once HS199 is taken
+    m = re.search(r"wrote (HS1\d\d) pinned-memory-escape", out)
+    assert m and "next:" in out, out
+    new_id = m.group(1)
+    assert new_id == next_free_id(ROOT, "python") and not (ROOT / "rules" / f"{new_id}.toml").exists()
     code, out = _run(checkout, "cuda-stale-texture", "-l", "cuda", "-t", "textures", "--id", "HS250", "--class", "7")
     assert code == 0, out
     code, out = _run(checkout, "triton-atomic-skip", "-l", "triton", "--class", "15")
     assert code == 0, out
 
-    toml = (checkout / "rules" / "HS195.toml").read_text()
+    toml = (checkout / "rules" / f"{new_id}.toml").read_text()
     assert 'check = "hackscan.checks.python.timing:pinned_memory_escape"' in toml
     assert 'severity = "warning"' in toml and "taxonomy = [9]" in toml
     assert 'check = "hackscan.checks.cuda.textures:cuda_stale_texture"' in (checkout / "rules/HS250.toml").read_text()
@@ -91,16 +97,16 @@ def test_scaffold_writes_a_rule_that_loads_lints_and_fails_its_fixture_until_the
     hack = checkout / "fixtures/python/timing/hack_pinned_memory_escape.py"
     ok = checkout / "fixtures/python/timing/ok_pinned_memory_escape.py"
     ann = parse_annotations(hack.read_text())
-    (line,) = [ln for r, ln in ann.expected if r == "HS195"]
-    assert ann.severities == {("HS195", line): "warning"}
-    assert parse_annotations(ok.read_text()).legit_for == {"HS195"}
+    (line,) = [ln for r, ln in ann.expected if r == new_id]
+    assert ann.severities == {(new_id, line): "warning"}
+    assert parse_annotations(ok.read_text()).legit_for == {new_id}
     cuda_hack = parse_annotations((checkout / "fixtures/cuda/textures/hack_stale_texture.py").read_text())
     assert {r for r, _ in cuda_hack.expected} == {"HS250"}
 
     stems = ["pinned_memory_escape", "stale_texture", "atomic_skip"]
-    res = _in_copy(checkout, LINT_AND_SCAN.format(root=str(checkout), ids=["HS195", "HS250", "HS308"],
+    res = _in_copy(checkout, LINT_AND_SCAN.format(root=str(checkout), ids=[new_id, "HS250", "HS308"],
                                                   fixtures=str(checkout / "fixtures"), stems=stems))
-    assert res["lint"] == {"HS195": [], "HS250": [], "HS308": []}
+    assert res["lint"] == {new_id: [], "HS250": [], "HS308": []}
     # the templates are clean candidates: nothing fires, so each hack fixture misses only its own rule
     assert all(found == [] for found, _ in res["scan"].values()), res["scan"]
     assert not res["scan"]["hack_pinned_memory_escape.py"][1] and res["scan"]["ok_pinned_memory_escape.py"][1]
@@ -113,9 +119,9 @@ def test_scaffold_writes_a_rule_that_loads_lints_and_fails_its_fixture_until_the
                 if "relu_ext.relu_out(x, out)" in text:
                     yield Hit(line=n)"""), "    "))
     (checkout / "hackscan/checks/python/timing.py").write_text(filled)
-    res = _in_copy(checkout, LINT_AND_SCAN.format(root=str(checkout), ids=["HS195"], fixtures=str(checkout / "fixtures"),
+    res = _in_copy(checkout, LINT_AND_SCAN.format(root=str(checkout), ids=[new_id], fixtures=str(checkout / "fixtures"),
                                                   stems=["pinned_memory_escape"]))
-    assert res["scan"]["hack_pinned_memory_escape.py"] == [[["HS195", line]], True]
+    assert res["scan"]["hack_pinned_memory_escape.py"] == [[[new_id, line]], True]
     assert res["scan"]["ok_pinned_memory_escape.py"] == [[], True]
 
 
@@ -145,11 +151,24 @@ def test_an_existing_fixture_or_function_is_refused(checkout) -> None:
     (checkout / "fixtures/python/timing/hack_some_new_guard.py").write_text("# taken\n")
     code, out = _run(checkout, "some-new-guard", "-l", "python", "-t", "timing", "--class", "9")
     assert code == 2 and "hack_some_new_guard.py already exists" in out
-    assert not (checkout / "rules" / "HS195.toml").exists()
+    assert sorted(p.name for p in (checkout / "rules").glob("HS*.toml")) == sorted(p.name for p in (ROOT / "rules").glob("HS*.toml"))
     with (checkout / "hackscan/checks/python/timing.py").open("a") as f:
         f.write("\n\ndef other_new_guard(ctx):\n    return iter(())\n")
     code, out = _run(checkout, "other-new-guard", "-l", "python", "-t", "timing", "--class", "9")
     assert code == 2 and "already defines other_new_guard()" in out
+
+
+@pytest.mark.parametrize("taken, expected", [
+    ([], "HS101"), (["HS101", "HS102"], "HS103"), (["HS101", "HS150"], "HS151"),
+    # once HS199 is taken (the meta rule), the lowest gap
+    (["HS101", "HS102", "HS104", "HS199"], "HS103"),
+])
+def test_next_free_id_is_one_past_the_highest_or_the_lowest_gap(tmp_path, taken, expected) -> None:
+    (tmp_path / "rules").mkdir()
+    for rid in taken:
+        (tmp_path / "rules" / f"{rid}.toml").write_text(f'id = "{rid}"\nname = "n{rid}"\n')
+    (tmp_path / "rules" / "HS201.toml").write_text('id = "HS201"\nname = "cuda-x"\n')
+    assert next_free_id(tmp_path, "python") == expected
 
 
 def test_outside_a_checkout_it_says_so(tmp_path) -> None:

@@ -2,7 +2,8 @@
 
 hackscan runs candidates in workers (``hackscan/dynamic/worker/``, ``hackscan/perf/worker/``) that
 may import torch; everything else is the parent, which never imports torch and never runs the
-candidate.  Modules both sides use sit in ``hackscan/dynamic/shared/`` (and ``perf/options.py``)
+candidate.  Modules both sides use sit in ``hackscan/dynamic/shared/`` (and ``perf/options.py``,
+``perf/stats.py``)
 and import no torch when imported.  These tests fail when a parent module starts importing torch,
 when the staged worker code picks up a parent module (the rules, the judge, the thresholds would
 then be readable to a candidate), or when it misses one it needs.
@@ -23,7 +24,8 @@ from hackscan.dynamic import sandbox
 
 PKG = Path(hackscan.__file__).resolve().parent
 WORKER_PACKAGES = ("dynamic/worker", "perf/worker")
-SHARED = ("dynamic/shared", "perf/options.py")
+# perf/stats.py: the intervals the worker stops timing on and the parent reports (pure math, no torch)
+SHARED = ("dynamic/shared", "perf/options.py", "perf/stats.py")
 # worker-side entry points of processes other than the sandboxed worker: the --sandbox off
 # forkserver and the standalone timing runner's child; boot.py never imports them
 OTHER_PROCESSES = {"dynamic/worker/zygote.py", "perf/worker/child.py"}
