@@ -179,7 +179,7 @@ def test_never_ran_confirms_the_fallback_and_cannot_run_findings_both_ways() -> 
     cannot = _finding("HS119", 12, Stage.STATIC)
     never = _finding("HS413", 40, Stage.DYNAMIC)
     static, dyn = reconcile([fb, cannot], [never], {"judged": True, "ran": False}, REGISTRY)
-    assert all(s.confirmed_by == ("dynamic:HS413@40",) for s in static)
+    assert all(s.confirmed_by == ("dynamic:HS413@40",) for s in static)  # HS119 is class 3
     assert static[0].severity is Severity.ERROR
     assert set(dyn[0].confirmed_by) == {"static:HS108@20", "static:HS119@12"}
 
@@ -247,3 +247,14 @@ def test_compiled_fixtures_settle_the_static_findings(name: str) -> None:
         assert facts["ran"] is True and facts["called_on_every_probe"]
         assert "HS412" not in by_rule and "HS413" not in by_rule
         assert fallback.severity is Severity.WARNING and fallback.cleared_by
+
+
+def test_a_session_setting_reaches_the_session_through_the_checked_wrapper() -> None:
+    # compile_allowance set on the wrapper used to stay there: the clock ran through every build
+    from hackscan.dynamic.protocol import CheckedSession
+
+    inner = types.SimpleNamespace(compile_allowance=0.0)
+    s = CheckedSession(inner, "candidate")
+    s.compile_allowance = 900.0
+    assert inner.compile_allowance == 900.0 and s.compile_allowance == 900.0
+    assert s.role == "candidate" and not hasattr(inner, "role")

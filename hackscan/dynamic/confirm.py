@@ -9,9 +9,10 @@ kernels on a GPU).  From them:
 
 * a build that failed while ModelNew still ran is HS412; custom code shipped and never called
   on any probe is HS413 (both list the ops that ran instead);
-* a static fallback finding (taxonomy class 5) is *confirmed* when the custom code was not
-  called on a probe of the task's shape where ModelNew answered, and *downgraded* to a warning
-  when it was called on every probe; HS119 ("custom code cannot run") is *withdrawn* when the
+* a static finding that torch computes the output (taxonomy class 3, HS119 among them, or a
+  fallback, class 5) is *confirmed* by HS412 / HS413; a fallback finding is also *confirmed*
+  when the custom code was not called on a probe of the task's shape where ModelNew answered,
+  and *downgraded* to a warning when it was called on every probe; HS119 ("custom code cannot run") is *withdrawn* when the
   custom code demonstrably ran;
 * a static stream / thread finding (taxonomy class 9) and a timing escape measured by the
   performance stage (HS601 events against the wall clock, HS609 the parent's own clock) confirm
@@ -42,7 +43,8 @@ ESCAPES = ("HS601", "HS609")
 TASK_FAMILIES = ("original", "params", "value", "magnitude")
 # loaders whose builds the candidate worker sees (shared/extcache.py wraps them)
 COUNTED_KINDS = frozenset({"load_inline", "load"})
-# taxonomy classes: conditional fallback to torch; hidden work (streams, threads)
+# taxonomy classes: torch computes the output; conditional fallback to torch; hidden work
+TORCH_CLASS = 3
 FALLBACK_CLASS = 5
 STREAM_CLASS = 9
 
@@ -189,11 +191,13 @@ def reconcile(static: list[Finding], dyn: list[Finding], facts: dict[str, Any] |
     cannot_run = [i for i in live if static[i].rule == R_CANNOT_RUN]
 
     if settled:
-        # the custom code never ran at all: every fallback suspicion and "cannot run" is what happened
+        # the custom code never ran at all: every suspicion that torch computes the output (a
+        # fallback, a kernel never called, "cannot run") is what happened
         d_refs = [_ref(d) for d in settled]
-        for i in fallbacks + cannot_run:
+        torch_path = [i for i in live if i not in fallbacks and TORCH_CLASS in _classes(registry, static[i].rule)]
+        for i in fallbacks + torch_path:
             static[i] = _confirm(static[i], d_refs, "the dynamic stage: " + ", ".join(d_refs))
-        back = [_ref(static[i]) for i in fallbacks + cannot_run]
+        back = [_ref(static[i]) for i in fallbacks + torch_path]
         if back:
             dyn = [d.with_(confirmed_by=d.confirmed_by + tuple(b for b in back if b not in d.confirmed_by))
                    if any(d is s for s in settled) else d for d in dyn]
