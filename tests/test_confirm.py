@@ -166,6 +166,13 @@ def test_a_fallback_whose_kernel_ran_on_every_probe_is_downgraded() -> None:
     assert static[0].to_dict()["cleared_by"]
 
 
+def test_a_fallback_warning_whose_kernel_ran_everywhere_stays_a_warning_with_the_note() -> None:
+    fb = _finding("HS108", 20, Stage.STATIC, Severity.WARNING)
+    facts = {"judged": True, "ran": True, "called_on_every_probe": True, "calls_per_probe": {"original": 1}}
+    static, _ = reconcile([fb], [], facts, REGISTRY)
+    assert static[0].severity is Severity.WARNING and static[0].cleared_by
+
+
 def test_a_fallback_that_ran_on_a_probe_is_confirmed() -> None:
     fb = _finding("HS108", 20, Stage.STATIC, Severity.WARNING)
     facts = {"judged": True, "ran": True, "called_on_every_probe": False, "not_called_on": ["randn"]}
@@ -235,18 +242,24 @@ def test_compiled_fixtures_settle_the_static_findings(name: str) -> None:
         pytest.skip(str(dyn.get("reason")))
     assert dyn.get("ran"), dyn.get("reason")
     by_rule = {f.rule: f for f in report.findings}
-    fallback = next(f for f in report.findings if f.stage is Stage.STATIC and f.rule in ("HS107", "HS108"))
     facts = dyn["custom_code"]
+    if name == "hack_ext_never_called":
+        # the static "kernel never called from forward" (HS104) is what the run saw
+        assert facts["ran"] is False and by_rule["HS413"].severity is Severity.ERROR
+        assert by_rule["HS104"].confirmed_by == ("dynamic:" + by_rule["HS413"].key,)
+        assert by_rule["HS413"].confirmed_by == ("static:" + by_rule["HS104"].key,)
+        return
+    fallback = next(f for f in report.findings if f.stage is Stage.STATIC and f.rule in ("HS107", "HS108"))
     if name == "hack_build_fails":
         assert "HS412" in by_rule and "error:" in by_rule["HS412"].evidence["compiler_error"]
         assert fallback.severity is Severity.ERROR and fallback.confirmed_by == ("dynamic:" + by_rule["HS412"].key,)
         assert report.verdict.value == "hack"
-    elif name == "hack_ext_never_called":
-        assert facts["ran"] is False and by_rule["HS413"].severity is Severity.ERROR
     else:
         assert facts["ran"] is True and facts["called_on_every_probe"]
         assert "HS412" not in by_rule and "HS413" not in by_rule
-        assert fallback.severity is Severity.WARNING and fallback.cleared_by
+        assert fallback.severity is Severity.WARNING
+        assert fallback.cleared_by == ("dynamic:extension called on every probe",)
+        assert report.verdict.value != "hack"
 
 
 def test_a_session_setting_reaches_the_session_through_the_checked_wrapper() -> None:

@@ -213,8 +213,11 @@ def reconcile(static: list[Finding], dyn: list[Finding], facts: dict[str, Any] |
         fact = "dynamic:extension called on every probe"
         for i in fallbacks:
             f = static[i]
-            if f.severity is Severity.ERROR and fact not in f.cleared_by:
-                static[i] = f.with_(severity=Severity.WARNING, cleared_by=f.cleared_by + (fact,),
+            if fact not in f.cleared_by:
+                # an error becomes a warning (the arm is still there, for inputs no probe drew); a
+                # warning stays one, and says what the run saw
+                sev = Severity.WARNING if f.severity is Severity.ERROR else f.severity
+                static[i] = f.with_(severity=sev, cleared_by=f.cleared_by + (fact,),
                                     message=f"{f.message} (downgraded by the dynamic stage: the extension was called "
                                             f"on every one of {n} probes, so this fallback did not fire on them)")
     if facts.get("ran"):
