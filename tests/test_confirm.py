@@ -97,6 +97,15 @@ def test_on_a_gpu_the_profiler_kernels_decide() -> None:
     assert f.rule == "HS413" and "ampere_sgemm" in f.message
 
 
+def test_a_triton_kernel_with_a_library_looking_name_is_still_custom() -> None:
+    census = [{"kind": "census", "probe": "original", "census": {"method": "profiler", "ops": {}, "kernels": {
+        "fused_gemm_kernel": {"device_s": 0.002, "library": True}}}}]
+    prog = types.SimpleNamespace(extensions=(), triton_kernels=("fused_gemm_kernel",))
+    facts = custom_code_facts(prog, ("triton",), "cuda", {}, _cands({"original": 0}), census, FAMILIES)
+    assert facts["ran"] is True
+    assert custom_code_findings(_make, facts, 1) == []
+
+
 def test_a_failed_build_quotes_the_first_compiler_error() -> None:
     load = {"extensions": [], "builds": [{"name": "mm", "failed": True, "error": "main.cpp:19:34: error: no match"}]}
     facts = custom_code_facts(PROGRAM, (), "cpu", load, _cands({"original": 0}), _census({"aten.mm": 0.1}), FAMILIES)

@@ -76,7 +76,11 @@ def custom_code_facts(program: Any, needs: Iterable[str], device: str, c_load: d
     ops = census.get("ops") if isinstance(census.get("ops"), dict) else {}
     kernels = census.get("kernels") if isinstance(census.get("kernels"), dict) else {}
     custom_ops = sorted(k for k in ops if isinstance(k, str) and not k.startswith(("aten.", "prim.", "prims.")))
-    custom_kernels = sorted(k for k, v in kernels.items() if isinstance(v, dict) and not v.get("library"))
+    # the worker tells library kernels by name (gemm, reduce_kernel, ...): a Triton kernel of the
+    # candidate's own may carry such a name, and is custom whatever the pattern says
+    own = tuple(str(n) for n in (getattr(program, "triton_kernels", ()) or ()) if str(n))
+    custom_kernels = sorted(k for k, v in kernels.items() if isinstance(v, dict) and isinstance(k, str) and (
+        not v.get("library") or any(n in k for n in own)))
     census_calls = _int(census_item.get("ext_calls")) if census_item else None
 
     def seconds(v: Any) -> float:
