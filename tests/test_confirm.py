@@ -73,6 +73,14 @@ def test_a_custom_op_in_the_census_counts_as_custom_code_running() -> None:
     assert custom_code_findings(_make, facts, 1) == []
 
 
+def test_an_extension_exporting_classes_is_not_judged_never_run() -> None:
+    load = {"extensions": ["mm"], "extensions_partial": ["mm"]}
+    facts = custom_code_facts(PROGRAM, (), "cpu", load, _cands({"original": 0}), _census({"aten.mm": 0.1}),
+                              FAMILIES)
+    assert facts["ran"] is None and "not_called_on" not in facts
+    assert custom_code_findings(_make, facts, 1) == []
+
+
 def test_triton_on_the_cpu_is_not_judged() -> None:
     prog = types.SimpleNamespace(extensions=(), triton_kernels=("k",))
     facts = custom_code_facts(prog, ("triton",), "cpu", {}, _cands({"original": 0}), _census({"aten.add": 0.1}),
@@ -141,6 +149,7 @@ def test_extension_functions_are_counted_and_classes_left_alone() -> None:
     assert mod.sqrt(4.0) == 2.0 and mod.sqrt(9.0) == 3.0
     assert cache.calls == 2 and cache.loaded == ["ext"]
     assert isinstance(mod.Kind, type) and mod.sqrt.__name__ == "sqrt"
+    assert cache.partial == ["ext"]  # its class's methods are not counted
     assert cache.count_calls(None, "ops") is None and cache.loaded == ["ext"]
 
 

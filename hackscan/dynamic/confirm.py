@@ -95,7 +95,9 @@ def custom_code_facts(program: Any, needs: Iterable[str], device: str, c_load: d
     profiler = census.get("method") == "profiler"
     # on a GPU the profiler sees every kernel, whoever launched it; elsewhere only the counted
     # extensions and custom ops can show custom code running
-    observable = bool(census_item) and (profiler or (not triton and kinds <= COUNTED_KINDS))
+    # an extension exporting classes has methods the worker does not count
+    partial = [x for x in c_load.get("extensions_partial") or [] if isinstance(x, str)]
+    observable = bool(census_item) and (profiler or (not triton and not partial and kinds <= COUNTED_KINDS))
     ran_any = any(calls.values()) or bool(census_calls) or bool(custom_ops) or bool(custom_kernels)
     facts: dict[str, Any] = {
         "judged": observable or ran_any,
@@ -109,7 +111,7 @@ def custom_code_facts(program: Any, needs: Iterable[str], device: str, c_load: d
         "ops_that_ran": (ran_kernels if profiler else ran_ops)[:8],
     }
     # per probe: only the extension counter answers, so only where it covers all custom code
-    if counted and not triton and kinds <= COUNTED_KINDS and not custom_ops:
+    if counted and not triton and not partial and kinds <= COUNTED_KINDS and not custom_ops:
         facts["not_called_on"] = sorted(p for p, n in calls.items() if n == 0 and families.get(p) in TASK_FAMILIES)
         facts["called_on_every_probe"] = bool(calls) and all(n > 0 for n in calls.values())
     return facts

@@ -981,8 +981,9 @@ def _sane_load(c_load: dict[str, Any]) -> dict[str, Any]:
         out["builds"] = []
     out["builds"] = [{k: v for k, v in b.items() if isinstance(v, (str, int, float, bool))}
                      for b in out.get("builds", []) if isinstance(b, dict)]
-    if not isinstance(out.get("extensions", []), list):
-        out["extensions"] = []
+    for key in ("extensions", "extensions_partial"):
+        if not isinstance(out.get(key, []), list):
+            out[key] = []
     if "crash" in c_load:
         out["crash"] = c_load["crash"]  # the parent's own description of the death
     return out

@@ -41,6 +41,9 @@ class ExtensionCache:
         # see on the CPU (no kernel census there) whether the candidate's own code ran at all
         self.calls = 0
         self.loaded: list[str] = []
+        # modules that also export classes: calls to their methods are not counted, so a count of
+        # zero does not prove that nothing of them ran
+        self.partial: list[str] = []
 
     def _key(self, kind: str, args: dict[str, Any]) -> str:
         import torch
@@ -114,6 +117,8 @@ class ExtensionCache:
         cache = self
         for attr in list(vars(module)):
             fn = vars(module)[attr]
+            if isinstance(fn, type) and not attr.startswith("__") and name not in self.partial:
+                self.partial.append(name)
             if attr.startswith("__") or not isinstance(fn, types.BuiltinFunctionType):
                 continue
 

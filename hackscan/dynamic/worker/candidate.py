@@ -153,6 +153,7 @@ class CandidateWorker(Worker):
             "builds": self.cache.builds,
             "cuda_builds": self.cache.cuda_builds,
             "extensions": list(self.cache.loaded),
+            "extensions_partial": list(self.cache.partial),
             "load_s": self.timers.perf_counter() - start - self.cache.compile_seconds,
         }
 
