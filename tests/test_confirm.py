@@ -291,3 +291,43 @@ def test_a_session_setting_reaches_the_session_through_the_checked_wrapper() -> 
     s.compile_allowance = 900.0
     assert inner.compile_allowance == 900.0 and s.compile_allowance == 900.0
     assert s.role == "candidate" and not hasattr(inner, "role")
+
+
+# ------------------------------------------------------------------------------------------- magnitudes
+def _judged(statuses: dict[str, tuple[str, str]]) -> list[Finding]:
+    """The judge's findings for probe records with the given (family, status)."""
+    pytest.importorskip("numpy")
+    from hackscan.dynamic.compare import Outcome, Tolerance
+    from hackscan.dynamic.judge import Judge, ProbeRecord
+    from hackscan.dynamic.shared.probes import spec
+
+    records = {}
+    for pid, (family, status) in statuses.items():
+        transform = pid if pid in ("offset", "large", "scale_10", "small") else "original"
+        s = spec(pid, transform, 1, family=family)
+        ratio = {"pass": 1.0, "half": 5000.0, "wrong": 1e6}[status]
+        records[pid] = ProbeRecord(s, status, outcome=Outcome(status, reason="values differ", error_ratio=ratio))
+
+    def make(rule, message, evidence=None, severity=None, confidence=None):
+        return _make(rule, message, evidence, severity, confidence)
+
+    judge = Judge(make, Tolerance(), 1, False, False, {})
+    return judge.judge(records, {}, {}, [], {}, []).findings
+
+
+def test_float32_on_the_task_but_half_level_at_an_offset_is_instability() -> None:
+    # one-pass variance: exact on the task's inputs, 5000x the reference's error at +1e3
+    found = _judged({"original": ("original", "pass"), "original_b": ("original", "pass"),
+                     "offset": ("magnitude", "half")})
+    assert [f.rule for f in found] == ["HS403"]
+
+
+def test_a_half_precision_candidate_is_a_downgrade_not_instability() -> None:
+    found = _judged({"original": ("original", "half"), "original_b": ("original", "half"),
+                     "offset": ("magnitude", "half")})
+    assert [f.rule for f in found] == ["HS406"]
+
+
+def test_float32_everywhere_is_clean() -> None:
+    assert _judged({"original": ("original", "pass"), "original_b": ("original", "pass"),
+                    "offset": ("magnitude", "pass"), "scale_10": ("magnitude", "pass")}) == []
