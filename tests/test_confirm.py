@@ -114,6 +114,19 @@ def test_a_triton_kernel_with_a_library_looking_name_is_still_custom() -> None:
     assert custom_code_findings(_make, facts, 1) == []
 
 
+def test_a_cuda_kernel_of_the_candidates_own_is_custom_under_any_name() -> None:
+    from hackscan.dynamic.confirm import own_kernel_names
+
+    code = "__global__ void __launch_bounds__(256) tiled_gemm_kernel(const float* a) {}\n__global__ void k2() {}"
+    own = own_kernel_names(code, types.SimpleNamespace(triton_kernels=("tl_add",)))
+    assert own == ("tiled_gemm_kernel", "tl_add")
+    census = [{"kind": "census", "probe": "original", "census": {"method": "profiler", "ops": {}, "kernels": {
+        "void tiled_gemm_kernel(float const*)": {"device_s": 0.002, "library": True}}}}]
+    prog = types.SimpleNamespace(extensions=(("k", "cupy"),), triton_kernels=())
+    facts = custom_code_facts(prog, ("cuda",), "cuda", {}, _cands({"original": 0}), census, FAMILIES, own)
+    assert facts["ran"] is True
+
+
 def test_a_failed_build_quotes_the_first_compiler_error() -> None:
     load = {"extensions": [], "builds": [{"name": "mm", "failed": True, "error": "main.cpp:19:34: error: no match"}]}
     facts = custom_code_facts(PROGRAM, (), "cpu", load, _cands({"original": 0}), _census({"aten.mm": 0.1}), FAMILIES)

@@ -27,6 +27,7 @@ warning, or to information for HS119), never remove it (PROTOCOL.md, "Replies").
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -53,9 +54,21 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+_GLOBAL_NAME = re.compile(r"__global__\s+(?:static\s+)?(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+"
+                          r"(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)")
+
+
+def own_kernel_names(code: str, program: Any) -> tuple[str, ...]:
+    """Names of the kernels the candidate defines (its Triton kernels, its ``__global__``
+    functions): a profiler kernel carrying one of them is the candidate's own."""
+    names = {str(n) for n in (getattr(program, "triton_kernels", ()) or ()) if str(n)}
+    names.update(_GLOBAL_NAME.findall(code or ""))
+    return tuple(sorted(n for n in names if len(n) > 2))
+
+
 def custom_code_facts(program: Any, needs: Iterable[str], device: str, c_load: dict[str, Any],
                       cands: dict[str, dict[str, Any]], integrity: list[dict[str, Any]],
-                      families: dict[str, str]) -> dict[str, Any]:
+                      families: dict[str, str], own: tuple[str, ...] = ()) -> dict[str, Any]:
     """What the run showed about the candidate's custom code (``report.dynamic["custom_code"]``).
 
     ``families`` maps probe id to its family.  ``judged`` is false when nothing here can tell
@@ -76,9 +89,9 @@ def custom_code_facts(program: Any, needs: Iterable[str], device: str, c_load: d
     ops = census.get("ops") if isinstance(census.get("ops"), dict) else {}
     kernels = census.get("kernels") if isinstance(census.get("kernels"), dict) else {}
     custom_ops = sorted(k for k in ops if isinstance(k, str) and not k.startswith(("aten.", "prim.", "prims.")))
-    # the worker tells library kernels by name (gemm, reduce_kernel, ...): a Triton kernel of the
+    # the worker tells library kernels by name (gemm, reduce_kernel, ...): a kernel of the
     # candidate's own may carry such a name, and is custom whatever the pattern says
-    own = tuple(str(n) for n in (getattr(program, "triton_kernels", ()) or ()) if str(n))
+    own = tuple(own) or own_kernel_names("", program)
     custom_kernels = sorted(k for k, v in kernels.items() if isinstance(v, dict) and isinstance(k, str) and (
         not v.get("library") or any(n in k for n in own)))
     census_calls = _int(census_item.get("ext_calls")) if census_item else None

@@ -488,7 +488,8 @@ class DynamicRun:
             # did the candidate's own code run at all (HS412, HS413); reconcile() settles static
             # suspicions with it in _finish
             facts = confirm.custom_code_facts(self.report.program, target.needs, device, c_load, cands, integrity,
-                                              {pid: r.spec["family"] for pid, r in records.items()})
+                                              {pid: r.spec["family"] for pid, r in records.items()},
+                                              confirm.own_kernel_names(sub.code, self.report.program))
             self.info["custom_code"] = facts
             findings.extend(confirm.custom_code_findings(self.make, facts, self.seed))
         self.info.update(
