@@ -118,6 +118,12 @@ class Finding:
     # ids of findings (rule@line) from the other stage that speak of the same cause
     related: tuple[str, ...] = ()
     snippet: str | None = None
+    # "stage:rule@line" of the other stage's findings that prove this one (a static suspicion the
+    # dynamic stage saw happen, a dynamic observation the static stage explains)
+    confirmed_by: tuple[str, ...] = ()
+    # "stage:rule@line" (or "dynamic:<fact>") that contradict this finding: it was downgraded or
+    # withdrawn, and its message says so
+    cleared_by: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -158,6 +164,10 @@ class Finding:
             out["suppression_reason"] = self.suppression_reason
         if self.related:
             out["related"] = list(self.related)
+        if self.confirmed_by:
+            out["confirmed_by"] = list(self.confirmed_by)
+        if self.cleared_by:
+            out["cleared_by"] = list(self.cleared_by)
         if self.snippet is not None:
             out["snippet"] = self.snippet
         return out

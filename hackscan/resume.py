@@ -86,7 +86,8 @@ def _finding(f: Mapping[str, Any]) -> Finding:
                    confidence=Confidence(f["confidence"]), message=f["message"], location=loc,
                    stage=Stage(f.get("stage", "static")), evidence=f.get("evidence") or {},
                    suppressed=bool(f.get("suppressed", False)), suppression_reason=f.get("suppression_reason"),
-                   related=tuple(f.get("related", ())), snippet=f.get("snippet"))
+                   related=tuple(f.get("related", ())), snippet=f.get("snippet"),
+                   confirmed_by=tuple(f.get("confirmed_by", ())), cleared_by=tuple(f.get("cleared_by", ())))
 
 
 class StreamError(Exception):

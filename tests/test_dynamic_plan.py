@@ -25,7 +25,7 @@ def test_a_cheap_task_gets_every_probe() -> None:
     plan = make_plan(LOAD, 1, Steering(), 2.0, has_params=True, census=False)
     ids = _ids(plan)
     for want in ("original", "original_b", "params", "shape_smaller_odd", "shape_near", "shape_larger", "randn",
-                 "sign_flip", "single_negative", "shift_up", "needle", "sparse_negatives", "large", "small",
+                 "sign_flip", "single_negative", "shift_up", "needle", "sparse_negatives", "large", "offset", "scale_10", "small",
                  "strided"):
         assert want in ids
     assert {i["kind"] for i in plan.integrity} == {"follow", "poison", "repeat", "decoy"}

@@ -206,7 +206,7 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
     if steer.has(15):
         steered_first += ["needle"]
     if steer.has(14, 16):
-        steered_first += ["large"]
+        steered_first += ["large", "offset", "scale_10"]
     for name in reversed(steered_first):
         order.remove(name)
         order.insert(0, name)

@@ -80,8 +80,18 @@ class CheckedSession:
         self._seq = 0
         self._pending: tuple[str, int, str] | None = None
 
+    _OWN = frozenset({"_session", "role", "violations", "_seq", "_pending"})
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._session, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # the session's settings (``compile_allowance``) go to the session: set on this wrapper they
+        # were never read, and the clock ran on through every extension build
+        if name in self._OWN:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._session, name, value)
 
     @property
     def session(self) -> Any:

@@ -27,7 +27,7 @@ from ..model import Confidence, Finding, Location, Report, Severity, Stage, Verd
 from ..perf import parent_side
 from ..registry import Registry, load_registry
 from ..suppress import find_suppressions
-from . import runnable
+from . import confirm, runnable
 from .compare import Tolerance
 from .judge import R_DOES_NOT_RUN, R_FORGED, R_UNANSWERED, Judge, ProbeRecord, audit_probe_reply
 from .link import link_findings
@@ -148,6 +148,8 @@ class DynamicRun:
             dyn = [next((f.with_(suppressed=True, suppression_reason=s.reason or "(no reason given)")
                          for s in sups if s.covers(f.rule, f.name, f.location.line)), f) for f in dyn]
         static, dyn = link_findings(list(self.report.findings), dyn, self.registry, self.info.get("probes", []))
+        # what each stage proves about the other's findings (confirmed, downgraded, withdrawn)
+        static, dyn = confirm.reconcile(static, dyn, self.info.get("custom_code"), self.registry)
         findings = tuple(static + dyn)
         verdict = self.report.verdict if self.report.verdict.value == "error" else verdict_for(findings)
         error = self.report.error
@@ -482,6 +484,14 @@ class DynamicRun:
             records[p["id"]] = rec
         j = judge.judge(records, refs, cands, integrity, c_load, r_load.get("changes", []) + r_probe.get("changes", []))
         findings.extend(j.findings)
+        if target.custom or c_load.get("builds"):
+            # did the candidate's own code run at all (HS412, HS413); reconcile() settles static
+            # suspicions with it in _finish
+            facts = confirm.custom_code_facts(self.report.program, target.needs, device, c_load, cands, integrity,
+                                              {pid: r.spec["family"] for pid, r in records.items()},
+                                              confirm.own_kernel_names(sub.code, self.report.program))
+            self.info["custom_code"] = facts
+            findings.extend(confirm.custom_code_findings(self.make, facts, self.seed))
         self.info.update(
             ran=True,
             probes=[r.row() for r in records.values()],
@@ -723,8 +733,11 @@ class DynamicRun:
             return []
         phase = c_load.get("failed", "import")
         what = {"import": "cannot be imported", "init": "cannot be constructed"}.get(phase, "fails")
-        if err.get("compile_error"):
+        failed = [b for b in c_load.get("builds") or [] if isinstance(b, dict) and b.get("failed") is True]
+        if err.get("compile_error") or failed:
             what = "does not compile"
+            if failed and failed[0].get("error"):
+                what += f" (first error: {str(failed[0]['error'])[:300]})"
         findings = [self.make(R_DOES_NOT_RUN, f"ModelNew {what}: {err.get('message', '?')[-300:]}",
                               {"phase": phase, "seed": self.seed, "exception": err.get("message", "")[-800:],
                                "exception_line": err.get("line")})]
@@ -964,6 +977,14 @@ def _sane_load(c_load: dict[str, Any]) -> dict[str, Any]:
     out = _typed_common(c_load)
     if not isinstance(out.get("matches", {}), dict):
         out["matches"] = {}
+    # builds and counted extensions feed findings only (HS412, HS413, a compile message)
+    if not isinstance(out.get("builds", []), list):
+        out["builds"] = []
+    out["builds"] = [{k: v for k, v in b.items() if isinstance(v, (str, int, float, bool))}
+                     for b in out.get("builds", []) if isinstance(b, dict)]
+    for key in ("extensions", "extensions_partial"):
+        if not isinstance(out.get(key, []), list):
+            out[key] = []
     if "crash" in c_load:
         out["crash"] = c_load["crash"]  # the parent's own description of the death
     return out

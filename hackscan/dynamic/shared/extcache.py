@@ -37,6 +37,15 @@ class ExtensionCache:
         self.cuda_builds = 0
         # tells the parent a build started / ended, so its time limit can allow for compilation
         self.on_event = on_event
+        # calls into the functions of every extension module built through here: the only way to
+        # see on the CPU (no kernel census there) whether the candidate's own code ran at all
+        self.calls = 0
+        self.loaded: list[str] = []
+        # modules that also export classes: calls to their methods are not counted, so a count of
+        # zero does not prove that nothing of them ran
+        self.partial: list[str] = []
+        # (module, attribute, original function) of every wrapper, for uncount()
+        self._wrapped: list[tuple[Any, str, Any, Any]] = []
 
     def _key(self, kind: str, args: dict[str, Any]) -> str:
         import torch
@@ -73,18 +82,69 @@ class ExtensionCache:
             start = time.perf_counter()
             if cache.on_event is not None:
                 cache.on_event({"build": "start", "name": name, "key": key, "at": time.monotonic()})
+            record: dict[str, Any] = {"name": name, "key": key}
             try:
-                return original(**bound)
+                module = original(**bound)
+            except BaseException as exc:
+                # a candidate may catch this and run torch instead: the parent reports the build
+                # failure from this record whatever the candidate does with the exception
+                record.update(failed=True, error=first_error_line(str(exc)))
+                raise
             finally:
                 spent = time.perf_counter() - start
                 cache.compile_seconds += spent
-                cache.builds.append({"name": name, "key": key, "seconds": round(spent, 3)})
+                record["seconds"] = round(spent, 3)
+                cache.builds.append(record)
                 if cache.on_event is not None:
                     cache.on_event({"build": "end", "name": name, "seconds": round(spent, 3),
                                     "at": time.monotonic()})
+            return cache.count_calls(module, name)
 
         cached.__wrapped__ = original  # type: ignore[attr-defined]
         return cached
+
+    def count_calls(self, module: Any, name: str) -> Any:
+        """Count calls into the functions a built extension module exports.
+
+        pybind11 functions are builtins whose attributes cannot be changed, so each is replaced on
+        the module by a Python function that counts and calls it (``functools.wraps`` keeps its
+        name and docstring).  Classes an extension exports are left alone: a wrapper would break
+        ``isinstance``.
+        """
+        import functools
+        import types
+
+        if not isinstance(module, types.ModuleType):
+            return module  # ``is_python_module=False``: its ops show in the op census instead
+        cache = self
+        for attr in list(vars(module)):
+            fn = vars(module)[attr]
+            if isinstance(fn, type) and not attr.startswith("__") and name not in self.partial:
+                self.partial.append(name)
+            if attr.startswith("__") or not isinstance(fn, types.BuiltinFunctionType):
+                continue
+
+            def counted(*args: Any, _fn: Any = fn, **kwargs: Any) -> Any:
+                cache.calls += 1
+                return _fn(*args, **kwargs)
+
+            wrapper = functools.wraps(fn)(counted)
+            try:
+                setattr(module, attr, wrapper)
+            except (AttributeError, TypeError):
+                continue
+            self._wrapped.append((module, attr, fn, wrapper))
+        self.loaded.append(name)
+        return module
+
+    def uncount(self) -> None:
+        """Put the extensions' own functions back (before timing: the wrapper costs about half a
+        microsecond per call on a busy CPU).  A reference the candidate took to a wrapper stays
+        one; one it replaced itself is left alone."""
+        for module, attr, fn, wrapper in self._wrapped:
+            if getattr(module, attr, None) is wrapper:
+                setattr(module, attr, fn)
+        self._wrapped.clear()
 
     def install(self) -> None:
         """Replace the loaders in ``torch.utils.cpp_extension`` (before the candidate imports them)."""
@@ -140,6 +200,20 @@ def _clear_stale_lock(folder: Path) -> None:
             owner_file.write_text(str(os.getpid()))
         except OSError:
             pass
+
+
+_ERROR_LINE = re.compile(r"(?:^|\s)(?:fatal )?error\b\s*[:(]", re.I)
+_PATH_PREFIX = re.compile(r"(?:/[^\s:/]+)+/([^\s:/]+:\d+)")
+
+
+def first_error_line(text: str) -> str:
+    """The first compiler error line of a failed build's output (torch's exception carries the
+    ninja log), with the private build folder's path cut to the file name."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    pick = next((ln for ln in lines if _ERROR_LINE.search(ln) and not ln.startswith(("FAILED:", "ninja:"))), None)
+    if pick is None:
+        pick = next((ln for ln in lines if ln.startswith("FAILED:")), lines[-1] if lines else "")
+    return _PATH_PREFIX.sub(r"\1", pick)[:300]
 
 
 def _sources_of(kind: str, bound: dict[str, Any]) -> list[Any]:

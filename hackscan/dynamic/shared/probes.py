@@ -49,11 +49,17 @@ TRANSFORMS: dict[str, Transform] = {t.name: t for t in (
     Transform("needle", "value", "one large element at an odd position, off any power-of-two stride", (15,)),
     Transform("large", "magnitude", "every float input scaled by a factor in [1e2, 1e3]", (14, 16)),
     Transform("small", "magnitude", "every float input scaled by 1e-3", (14, 16)),
+    # a large common offset: E[x^2] - E[x]^2 cancels, exp(x) without the row max overflows, while
+    # every value's spread stays what the task draws (what scaling alone cannot show)
+    Transform("offset", "magnitude", "every float input shifted by +1e3", (14, 16)),
+    # moderate growth: a truncated exp/tanh series is exact on [0, 1) and far off on [0, 10)
+    Transform("scale_10", "magnitude", "every float input scaled by 10", (14, 16)),
     Transform("strided", "layout", "fresh get_inputs() values passed as non-contiguous views", (2,)),
 )}
 
 # the order in which probes are worth their time; planning drops from the end when over budget
-VALUE_ORDER = ("randn", "sign_flip", "single_negative", "shift_up", "needle", "sparse_negatives", "large", "small")
+VALUE_ORDER = ("randn", "sign_flip", "single_negative", "shift_up", "needle", "sparse_negatives", "large", "offset",
+               "scale_10", "small")
 
 # shape variants: how each dimension constant is changed (all at once, which tests each dim)
 SHAPE_VARIANTS = {

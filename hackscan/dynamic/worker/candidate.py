@@ -105,6 +105,8 @@ class CandidateWorker(Worker):
         if cmd == "perf":
             from .perf import run_perf
 
+            # correctness is judged before timing: the call counters are no longer needed
+            self.cache.uncount()
             return run_perf(self, msg, role="candidate")
         if cmd == "spin":
             from .perf import run_spin
@@ -152,6 +154,8 @@ class CandidateWorker(Worker):
             "compile_s": self.cache.compile_seconds,
             "builds": self.cache.builds,
             "cuda_builds": self.cache.cuda_builds,
+            "extensions": list(self.cache.loaded),
+            "extensions_partial": list(self.cache.partial),
             "load_s": self.timers.perf_counter() - start - self.cache.compile_seconds,
         }
 
@@ -233,6 +237,7 @@ class CandidateWorker(Worker):
             return out
         args = self._args(inputs, int(case.get("view", 0)))
         before = [self.hasher.digest(a) for a in args]
+        calls = self.cache.calls
         try:
             result, seconds = self.timed_call(model, args)
         except BaseException as exc:  # noqa: BLE001
@@ -248,6 +253,9 @@ class CandidateWorker(Worker):
             "t": seconds,
             "mutated": [i for i, a in enumerate(args) if self.hasher.digest(a) != before[i]],
             "aliases_input": overlaps(storages(leaves), storages(args)),
+            # calls into the candidate's built extensions during this call (the parent asks whether
+            # its custom code ran at all; the CPU has no kernel census)
+            "ext_calls": self.cache.calls - calls,
             "changes": self.note_changes(f"call on {case['id']}"),
         })
         return out
@@ -302,7 +310,9 @@ class CandidateWorker(Worker):
         elif op == "count":
             args = clone_all(inputs)
             self.timed_call(model, clone_all(inputs))  # warm: lazy init and compilation are not the work
+            calls = self.cache.calls
             res["census"] = census(model, args, self.device, self.timers.perf_counter, self.sync)
+            res["ext_calls"] = self.cache.calls - calls
         else:
             raise ValueError(f"unknown plan item {op}")
         res["changes"] = self.note_changes(f"call on {item.get('id')}")

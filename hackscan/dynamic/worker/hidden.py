@@ -150,6 +150,10 @@ def apply_transform(values: list[Any], name: str, seed: int) -> list[Any]:
             y = cpu * factor
         elif name == "small":
             y = cpu * 1e-3
+        elif name == "offset":
+            y = cpu + 1e3
+        elif name == "scale_10":
+            y = cpu * 10.0
         else:
             raise ValueError(f"unknown transform {name}")
         out[i] = y.to(x.device).contiguous()
