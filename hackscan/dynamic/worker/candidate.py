@@ -106,6 +106,10 @@ class CandidateWorker(Worker):
             from .perf import run_perf
 
             return run_perf(self, msg, role="candidate")
+        if cmd == "perf_block":
+            from .perf import run_block
+
+            return run_block(self, msg, role="candidate")
         if cmd == "spin":
             from .perf import run_spin
 
