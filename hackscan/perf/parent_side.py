@@ -479,6 +479,9 @@ def _paired(raw: dict[str, Any], cuda: bool, escaped: bool, c_cal: float) -> dic
                            "statistic": f"{stat} of each block; speedup = median over rounds of baseline block / candidate block"}
     head = _s(raw.get("headline"), 40)
     row = out["baselines"].get(head) or next(iter(out["baselines"].values()))
+    # the headline's pairs themselves (baseline ms, candidate ms per round, in time order): what a
+    # reader needs to see the load the run went through and how the ratio followed it
+    out["pairs"] = [[round(b, 6), round(c, 6)] for b, c in (per.get(head) or next(iter(per.values())))[:2000]]
     target = _f(raw.get("target"))
     spread = row.get("spread")
     conv: dict[str, Any] = {"target": target, "calls": len(rounds), "unit": "rounds", "elapsed_s": _f(raw.get("elapsed_s")),
