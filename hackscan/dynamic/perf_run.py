@@ -227,7 +227,7 @@ def outside_clock(cand: Session, candidate_raw: Any, budget_s: float, timeout: f
 PAIR_BLOCK_S = {"cuda": 0.02, "cpu": 0.03}
 PAIR_MIN_CALLS = {"cuda": 10, "cpu": 5}
 # rounds (pairs) before the interval may be declared narrow, and the most seconds they may take
-PAIR_MIN_ROUNDS = 12
+PAIR_MIN_ROUNDS = 16  # the drift term needs four groups of four (stats.PAIR_GROUPS, MIN_GROUP)
 PAIR_MAX_ROUNDS = 400
 PAIR_CAP_S = {"cuda": 10.0, "cpu": 20.0}
 

@@ -160,8 +160,10 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
 # statistic over pairs, and its interval comes from the pairs' own scatter.
 PAIR_CONFIDENCE = 0.95
 # the pairs are split into this many consecutive groups; the interval also spans the groups' medians
-# (see paired_speedup), at least MIN_GROUP pairs each
-PAIR_GROUPS = 2
+# (see paired_speedup), at least MIN_GROUP pairs each.  Quarters, not halves: on the shared 2-core
+# host the ratio of one clean kernel moved by +-5 % between quarters of one run (0.81-0.88x) while
+# the halves agreed, and five runs' figures spread as far (0.85-0.99x); halves hid that
+PAIR_GROUPS = 4
 MIN_GROUP = 4
 
 
@@ -180,8 +182,8 @@ def paired_speedup(pairs: Iterable[tuple[float, float]], confidence: float = PAI
     interval the order-statistic interval of that median (distribution-free: a bimodal scatter from
     preemption is fine).  The order-statistic interval assumes the pairs are independent draws of
     one ratio; when the ratio itself moves during the run (one side suffers more from the load that
-    came, a thermal or frequency step) the pairs are not, and consecutive groups of pairs disagree.
-    The interval is then widened to span every group's median: the drift the run saw is part of
+    came, a thermal or frequency step) the pairs are not, and consecutive groups of pairs (quarters
+    of the run) disagree.  The interval is then widened to span every group's median: the drift the run saw is part of
     what a re-run may see.  ``rerun_ci`` is where a repeat's figure should land: the interval's
     half-widths scaled by sqrt(2) (a re-run's median carries the same scatter as this one's, and
     the difference of two carries twice the variance).  Returns ``{"n": 0}`` without usable pairs.
