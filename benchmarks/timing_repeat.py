@@ -43,13 +43,16 @@ DEFAULT_REFERENCE = ROOT / "fixtures" / "dynamic" / "rowsum" / "reference.py"
 KEEP: Path | None = None  # --keep DIR: every run's JSON report is kept there
 
 
-def one_run(candidate: Path, reference: Path, device: str, seed: int, perf: str | None) -> dict:
+def one_run(candidate: Path, reference: Path, device: str, seed: int, perf: str | None,
+            config: Path | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "report.json"
         cmd = [sys.executable, "-m", "hackscan.cli", str(candidate), "--ref", str(reference), "--device", device,
                "--seed", str(seed), "--format", "json", "-o", str(out), "--no-progress"]
         if perf:
             cmd += ["--perf", perf]
+        if config:
+            cmd += ["--config", str(config)]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
         wall = time.perf_counter() - t0
@@ -102,7 +105,7 @@ def describe(conv: dict) -> str:
 def one_trial(args: argparse.Namespace, trial: int) -> tuple[bool, list[dict]]:
     runs = []
     for i in range(args.runs):
-        r = one_run(args.candidate, args.ref, args.device, args.seed, args.perf)
+        r = one_run(args.candidate, args.ref, args.device, args.seed, args.perf, args.config)
         runs.append(r)
         ci, rr = r["ci"], r["rerun_ci"]
         ci_s = f"{ci[0]:.3f}-{ci[1]:.3f}x" if ci else "none"
@@ -138,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--perf", default=None, help="passed to hackscan --perf (default: hackscan's default)")
+    ap.add_argument("--config", type=Path, default=None, help="passed to hackscan --config (a pyproject.toml)")
     ap.add_argument("--keep", type=Path, default=None, help="keep every run's JSON report in this folder")
     args = ap.parse_args(argv)
     global KEEP

@@ -261,7 +261,8 @@ def pair_names(reference_raw: Any) -> list[str]:
 
 
 def paired_rounds(ref: Session, cand: Session, candidate_raw: Any, reference_raw: Any, device: str,
-                  target_rel: float, cap_s: float | None = None, timeout: float = 60.0) -> dict[str, Any] | None:
+                  target_rel: float, cap_s: float | None = None, timeout: float = 60.0,
+                  relayout: bool = True) -> dict[str, Any] | None:
     """Time candidate and baselines in short alternating blocks until the paired speedup's interval
     (stats.paired_speedup) of the headline baseline is within ``target_rel`` or ``cap_s`` is spent.
 
@@ -295,7 +296,7 @@ def paired_rounds(ref: Session, cand: Session, candidate_raw: Any, reference_raw
         blocks: dict[str, Any] = {}
         for side in order:
             sess = cand if side == "candidate" else ref
-            msg: dict[str, Any] = {"cmd": "perf_block", "calls": calls, "round": r}
+            msg: dict[str, Any] = {"cmd": "perf_block", "calls": calls, "round": r, "relayout": relayout}
             if side != "candidate":
                 msg["baseline"] = side
             t_req = time.perf_counter()
@@ -337,7 +338,7 @@ def paired_rounds(ref: Session, cand: Session, candidate_raw: Any, reference_raw
         stopped = "max_rounds"
     if not rounds:
         return {"error": error or "no round was timed"}
-    out: dict[str, Any] = {"rounds": rounds, "calls_per_block": calls, "statistic": stat, "headline": headline,
+    out: dict[str, Any] = {"rounds": rounds, "calls_per_block": calls, "relayout": relayout, "statistic": stat, "headline": headline,
                            "target": target_rel, "cap_s": cap, "stopped": "error" if error else stopped,
                            "elapsed_s": round(time.perf_counter() - t0, 3)}
     if error:

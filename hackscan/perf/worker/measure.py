@@ -514,7 +514,8 @@ PAIRED_STRIDE = 10_000
 MAX_BLOCK_CALLS = 1_000
 
 
-def time_block(st: _Setup, calls: int, round_index: int, baseline: str | None = None) -> dict[str, Any]:
+def time_block(st: _Setup, calls: int, round_index: int, baseline: str | None = None,
+               relayout: bool = True) -> dict[str, Any]:
     """One block of a paired measurement (PROTOCOL.md, ``perf_block``): ``calls`` timed calls of the
     main series, each on fresh inputs with a cold cache, as ``time_series`` times them.  In the
     reference worker ``baseline`` names the eager baseline to call (its precision flags set around
@@ -533,6 +534,9 @@ def time_block(st: _Setup, calls: int, round_index: int, baseline: str | None = 
     wall_ms: list[float] = []
     start = PAIRED_START + max(0, int(round_index)) * PAIRED_STRIDE
     try:
+        # a new place in memory for the inputs of every block (InputPlan.relayout)
+        if relayout:
+            st.plan.relayout(round_index)
         with _threads(st), baselines.precision(tf32):
             for k in range(calls):
                 inputs = st.plan.inputs_for(start + k)
