@@ -372,5 +372,12 @@ def test_paired_blocks_time_the_setup_of_the_perf_request(prepared: Any) -> None
     for block in (cand, ref):
         assert len(block["wall_ms"]) == len(block["event_ms"]) == 4 and block["timers_changed"] == 0
         assert all(v > 0 for v in block["wall_ms"])
+    # pinned to one allowed CPU for the block, the mask restored after it
+    import os
+
+    mask = os.sched_getaffinity(0)
+    pinned = worker_side.time_block(keep_c["setup"], 2, round_index=2, cpu=len(mask) + 1)
+    assert pinned["cpu"] == sorted(mask)[1 % len(mask)] and os.sched_getaffinity(0) == mask
+    assert cand["cpu"] is None
     # the compile baseline is not timed in blocks (its own request compiles it): said, not faked
     assert "error" in worker_side.time_block(keep_r["setup"], 4, 0, baseline="compile")

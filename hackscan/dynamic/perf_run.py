@@ -262,7 +262,7 @@ def pair_names(reference_raw: Any) -> list[str]:
 
 def paired_rounds(ref: Session, cand: Session, candidate_raw: Any, reference_raw: Any, device: str,
                   target_rel: float, cap_s: float | None = None, timeout: float = 60.0,
-                  relayout: bool = True) -> dict[str, Any] | None:
+                  relayout: bool = True, pin: bool = True) -> dict[str, Any] | None:
     """Time candidate and baselines in short alternating blocks until the paired speedup's interval
     (stats.paired_speedup) of the headline baseline is within ``target_rel`` or ``cap_s`` is spent.
 
@@ -297,6 +297,9 @@ def paired_rounds(ref: Session, cand: Session, candidate_raw: Any, reference_raw
         for side in order:
             sess = cand if side == "candidate" else ref
             msg: dict[str, Any] = {"cmd": "perf_block", "calls": calls, "round": r, "relayout": relayout}
+            if device == "cpu" and pin:
+                # both blocks of a round on one core, the rounds rotating over the cores (time_block)
+                msg["cpu"] = r
             if side != "candidate":
                 msg["baseline"] = side
             t_req = time.perf_counter()
@@ -338,7 +341,8 @@ def paired_rounds(ref: Session, cand: Session, candidate_raw: Any, reference_raw
         stopped = "max_rounds"
     if not rounds:
         return {"error": error or "no round was timed"}
-    out: dict[str, Any] = {"rounds": rounds, "calls_per_block": calls, "relayout": relayout, "statistic": stat, "headline": headline,
+    out: dict[str, Any] = {"rounds": rounds, "calls_per_block": calls, "relayout": relayout,
+                           "pinned": device == "cpu" and pin, "statistic": stat, "headline": headline,
                            "target": target_rel, "cap_s": cap, "stopped": "error" if error else stopped,
                            "elapsed_s": round(time.perf_counter() - t0, 3)}
     if error:

@@ -829,7 +829,8 @@ class DynamicRun:
             paired = perf_run.paired_rounds(ref, cand, raw["candidate"], raw["reference"], device,
                                             float(self.opts.get("perf_target_rel") or 0.05),
                                             float(cap) if cap else None, max(float(self.options.timeout), 60.0),
-                                            relayout=bool(self.opts.get("perf_pair_relayout", True)))
+                                            relayout=bool(self.opts.get("perf_pair_relayout", True)),
+                                            pin=bool(self.opts.get("perf_pair_pin", True)))
             self.timings["perf_paired_s"] = time.perf_counter() - t
 
         if isinstance(raw.get("reference"), dict) and isinstance(raw["reference"].get("baselines"), dict):

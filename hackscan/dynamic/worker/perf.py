@@ -106,7 +106,8 @@ def run_block(worker: Any, msg: dict[str, Any], role: str) -> dict[str, Any]:
     baseline = msg.get("baseline") if role == "reference" else None
     try:
         result = _BLOCK(setup, int(msg.get("calls", 1)), int(msg.get("round", 0)),
-                        str(baseline) if baseline is not None else None, bool(msg.get("relayout", True)))
+                        str(baseline) if baseline is not None else None, bool(msg.get("relayout", True)),
+                        int(msg["cpu"]) if isinstance(msg.get("cpu"), int) else None)
     except Exception as exc:
         result = {"error": f"{type(exc).__name__}: {exc}"[:500]}
     return {"block": result}

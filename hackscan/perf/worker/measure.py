@@ -22,6 +22,7 @@ per process.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -515,13 +516,20 @@ MAX_BLOCK_CALLS = 1_000
 
 
 def time_block(st: _Setup, calls: int, round_index: int, baseline: str | None = None,
-               relayout: bool = True) -> dict[str, Any]:
+               relayout: bool = True, cpu: int | None = None) -> dict[str, Any]:
     """One block of a paired measurement (PROTOCOL.md, ``perf_block``): ``calls`` timed calls of the
     main series, each on fresh inputs with a cold cache, as ``time_series`` times them.  In the
     reference worker ``baseline`` names the eager baseline to call (its precision flags set around
     the block); the parent alternates these blocks with the candidate's and takes the speedup per
     pair.  The outputs are not fingerprinted: the main series validated them, and a block is short
-    so that the two sides of a pair see the same load."""
+    so that the two sides of a pair see the same load.
+
+    ``cpu`` (an index into the CPUs this process may use, modulo their number) pins the block's
+    thread to that one CPU and restores the mask afterwards.  The parent gives both blocks of a
+    round the same index: on a shared host one core can be slower than the other for minutes (the
+    other tenants' work lands on it), and a worker the scheduler keeps on that core carries its
+    slowness into every block; the same ratio then reads 0.74x in one scan and 0.95x in the next.
+    Pinned alike, the two sides of a pair share the core, and the rounds rotate over the cores."""
     calls = max(1, min(int(calls), MAX_BLOCK_CALLS))
     clock, dev = st.prepared.clock, st.prepared.device
     tf32 = False
@@ -533,6 +541,7 @@ def time_block(st: _Setup, calls: int, round_index: int, baseline: str | None = 
     event_ms: list[float] = []
     wall_ms: list[float] = []
     start = PAIRED_START + max(0, int(round_index)) * PAIRED_STRIDE
+    restore = _pin(cpu)
     try:
         # a new place in memory for the inputs of every block (InputPlan.relayout)
         if relayout:
@@ -547,7 +556,31 @@ def time_block(st: _Setup, calls: int, round_index: int, baseline: str | None = 
                 wall_ms.append(wall)
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"[:500], "event_ms": event_ms, "wall_ms": wall_ms}
-    return {"event_ms": event_ms, "wall_ms": wall_ms, "timers_changed": len(clock.tampering())}
+    finally:
+        pinned = restore()
+    return {"event_ms": event_ms, "wall_ms": wall_ms, "timers_changed": len(clock.tampering()), "cpu": pinned}
+
+
+def _pin(cpu: int | None) -> Callable[[], int | None]:
+    """Pin the calling thread to the ``cpu``-th allowed CPU; returns a function that restores the
+    mask and says which CPU it was (None: not pinned)."""
+    if cpu is None or not hasattr(os, "sched_setaffinity"):
+        return lambda: None
+    try:
+        before = os.sched_getaffinity(0)
+        target = sorted(before)[int(cpu) % len(before)]
+        os.sched_setaffinity(0, {target})
+    except (OSError, ValueError):
+        return lambda: None
+
+    def restore() -> int | None:
+        try:
+            os.sched_setaffinity(0, before)
+        except OSError:
+            pass
+        return target
+
+    return restore
 
 
 def _no_grad(fn: Callable[..., Any]) -> Callable[[list[Any]], Any]:
