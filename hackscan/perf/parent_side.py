@@ -477,6 +477,9 @@ def _paired(raw: dict[str, Any], cuda: bool, escaped: bool, c_cal: float) -> dic
     out: dict[str, Any] = {"baselines": {n: paired_speedup(p) for n, p in per.items()}, "rounds": len(rounds),
                            "calls_per_block": raw.get("calls_per_block") if isinstance(raw.get("calls_per_block"), int) else None,
                            "relayout": bool(raw.get("relayout")), "pinned": bool(raw.get("pinned")),
+                           # blocks whose worker said which CPU it was pinned to (time_block's "cpu")
+                           "pinned_blocks": sum(1 for r in rounds for b in _d(r.get("blocks")).values()
+                                                if isinstance(_d(b).get("cpu"), int)),
                            "statistic": f"{stat} of each block; speedup = median over rounds of baseline block / candidate block"}
     head = _s(raw.get("headline"), 40)
     row = out["baselines"].get(head) or next(iter(out["baselines"].values()))
