@@ -135,11 +135,11 @@ class InputPlan:
 
     def relayout(self, salt: int) -> None:
         """Move every working slot to freshly allocated memory, each tensor at an offset of 0-4 KiB
-        chosen by ``salt``.  Where a buffer sits (its pages, its cache sets against the flush
-        buffer) changes the time of a memory-bound call by more than 10 % between two processes
-        of one host (measured: the same reference's fastest call 0.062 ms in one worker, 0.071 ms
-        in the next); a process that keeps one layout turns that into a per-run bias no repeat
-        inside the run can see.  Moving the slots between blocks makes it scatter the run sees."""
+        chosen by ``salt``.  The same reference's fastest call took 0.062 ms in one worker process
+        and 0.071 ms in the next on the shared host: a bias per process that no repeat inside the
+        process can see.  Where the buffers sit (pages, cache sets against the flush buffer) is one
+        suspect; moving the slots between blocks turns that part into scatter the run sees.  One
+        trial showed no measurable gain from it, nor harm (README, Measured)."""
         fresh = []
         for k, slot in enumerate(self.slots):
             fresh.append(_relaid(slot, (salt * 7919 + k * 104729) % 1024))
