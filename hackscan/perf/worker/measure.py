@@ -529,8 +529,8 @@ def time_block(st: _Setup, calls: int, round_index: int, baseline: str | None = 
     round the same index, so the two sides of a pair share one core and the rounds rotate over the
     cores: on a shared host one core can be slower than the other for minutes (the other tenants'
     work), and a worker the scheduler keeps there carries that into every block of the scan.
-    Measured on the 2-core host, scans interleaved pinned / unpinned: the paired speedup of one
-    clean kernel spread with log sd 0.052 pinned against 0.105 unpinned (10 scans each)."""
+    Measured on the 2-core host, trials interleaved pinned / unpinned: the paired speedup of one
+    clean kernel spread with log sd 0.074 pinned (15 scans) against 0.105 unpinned (10 scans)."""
     calls = max(1, min(int(calls), MAX_BLOCK_CALLS))
     clock, dev = st.prepared.clock, st.prepared.device
     tf32 = False
