@@ -153,11 +153,38 @@ def test_parent_clock_is_asked_and_contradicts_forged_times() -> None:
     # the worker says 0.1 ms per call; back-to-back calls take 2 ms each by the parent's clock
     ref, cand = _sessions(raw.candidate(0.1, wall_ms=0.1), raw.reference(strict_ms=0.3, tf32_ms=0.2), spin_s=0.002)
     perf, findings = _perf(run, ref, cand)
-    assert cand.cmds() == ["perf", "ping", "ping", "ping", "spin"]
-    spin = cand.requests[-1]
+    # then the paired blocks (this script has none for it: the first fails and the rounds stop)
+    assert cand.cmds() == ["perf", "ping", "ping", "ping", "spin", "perf_block"]
+    spin = cand.requests[4]
     assert spin["calls"] == 500  # 1 s of calls at the reported 0.1 ms, capped
     assert perf["outside_clock"]["checked"] and perf["outside_clock"]["contradicts"]
     assert "HS609" in {f.rule for f in findings}
+
+
+def _block(ms: float) -> Any:
+    def reply(msg: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True, "block": {"wall_ms": [ms] * msg["calls"], "event_ms": [ms] * msg["calls"],
+                                      "timers_changed": 0}}
+    return reply
+
+
+def test_paired_blocks_alternate_between_the_workers_and_give_the_speedup() -> None:
+    run = _run(RunOptions(seed=1))
+    # absolute series say 3x against TF32; the blocks, timed in alternation, say 1.5x
+    ref, cand = _sessions(raw.candidate(1.0, wall_ms=1.0), raw.reference(strict_ms=6.0, tf32_ms=3.0),
+                          spin_s=0.0008, perf_block=_block(1.5))
+    cand.replies["perf_block"] = _block(1.0)
+    perf, _ = _perf(run, ref, cand)
+    blocks_c = [m for m in cand.requests if m["cmd"] == "perf_block"]
+    blocks_r = [m for m in ref.requests if m["cmd"] == "perf_block"]
+    assert ref.cmds()[0] == "perf" and ref.cmds()[-1] == "perf_compile"
+    # every round: the candidate's block and one per eager baseline, never torch.compile
+    assert len(blocks_r) == 2 * len(blocks_c) and {m["baseline"] for m in blocks_r} == {"eager_fp32", "eager_tf32"}
+    assert [m["round"] for m in blocks_c] == list(range(len(blocks_c)))
+    assert perf["speedup"]["eager_tf32"] == pytest.approx(1.5)
+    assert perf["unpaired_speedup"]["eager_tf32"] == pytest.approx(3.0, rel=0.02)
+    assert perf["convergence"]["paired"]["converged"] is True
+    assert perf["paired"]["rounds"] == len(blocks_c) >= 16
 
 
 def test_honest_worker_passes_the_parent_clock() -> None:

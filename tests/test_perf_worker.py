@@ -357,3 +357,27 @@ def test_deadline_skips_phases_that_do_not_fit(prepared: Any) -> None:
     assert "hidden:mixed" in raw["skipped"] and "skipped" in raw["memory"]["error"]
     perf, _ = evaluate(raw, raw)
     assert "hidden:mixed" in perf["skipped"]["reference"]
+
+
+def test_paired_blocks_time_the_setup_of_the_perf_request(prepared: Any) -> None:
+    keep_c: dict[str, Any] = {}
+    keep_r: dict[str, Any] = {}
+    s = sets()
+    worker_side.measure(Scale(), {"original": s}, role="candidate", options=FAST, prepared=prepared, keep=keep_c)
+    worker_side.measure(Scale(), {"original": s}, role="reference", options=FAST, prepared=prepared, keep=keep_r)
+    threads = torch.get_num_threads()
+    cand = worker_side.time_block(keep_c["setup"], 4, round_index=0)
+    ref = worker_side.time_block(keep_r["setup"], 4, round_index=1, baseline="eager_fp32")
+    assert torch.get_num_threads() == threads
+    for block in (cand, ref):
+        assert len(block["wall_ms"]) == len(block["event_ms"]) == 4 and block["timers_changed"] == 0
+        assert all(v > 0 for v in block["wall_ms"])
+    # pinned to one allowed CPU for the block, the mask restored after it
+    import os
+
+    mask = os.sched_getaffinity(0)
+    pinned = worker_side.time_block(keep_c["setup"], 2, round_index=2, cpu=len(mask) + 1)
+    assert pinned["cpu"] == sorted(mask)[1 % len(mask)] and os.sched_getaffinity(0) == mask
+    assert cand["cpu"] is None
+    # the compile baseline is not timed in blocks (its own request compiles it): said, not faked
+    assert "error" in worker_side.time_block(keep_r["setup"], 4, 0, baseline="compile")

@@ -221,6 +221,135 @@ def outside_clock(cand: Session, candidate_raw: Any, budget_s: float, timeout: f
     return {"calls": calls, "parent_s": parent_s, "rtt_s": min(rtts), "child_s": spin.get("child_s")}
 
 
+# ----------------------------------------------------------------------------- paired blocks
+# a block lasts about this long (short, so both sides of a pair see the same load; long enough that
+# a request's round trip is small against it and a CPU block's minimum is a clean call)
+PAIR_BLOCK_S = {"cuda": 0.02, "cpu": 0.03}
+PAIR_MIN_CALLS = {"cuda": 10, "cpu": 5}
+# rounds (pairs) before the interval may be declared narrow, and the most seconds they may take
+PAIR_MIN_ROUNDS = 16  # the drift term needs four groups of four (stats.PAIR_GROUPS, MIN_GROUP)
+PAIR_MAX_ROUNDS = 400
+PAIR_CAP_S = {"cuda": 10.0, "cpu": 20.0}
+
+
+def _per_call_ms(series: Any) -> float | None:
+    """What one timed call of a main series cost, its cache flush included when the series says how
+    long it ran (a targeted one does), else the median call."""
+    if not isinstance(series, dict):
+        return None
+    walls = sorted(v for v in series.get("wall_ms", []) if isinstance(v, (int, float)) and v > 0)
+    conv = series.get("convergence") if isinstance(series.get("convergence"), dict) else {}
+    calls, elapsed = conv.get("calls"), conv.get("elapsed_s")
+    if isinstance(calls, int) and calls > 0 and isinstance(elapsed, (int, float)) and elapsed > 0:
+        return max(elapsed * 1e3 / calls, walls[len(walls) // 2] if walls else 0.0)
+    return walls[len(walls) // 2] if walls else None
+
+
+def pair_names(reference_raw: Any) -> list[str]:
+    """The eager baselines the reference worker timed without error: the ones paired blocks can time
+    (torch.compile is measured in a request of its own, so it keeps its unpaired figure)."""
+    base = reference_raw.get("baselines") if isinstance(reference_raw, dict) else None
+    if not isinstance(base, dict):
+        return []
+    out = []
+    for name in ("eager_fp32", "eager_tf32"):
+        entry = base.get(name)
+        main = ((entry or {}).get("series") or {}).get("main") if isinstance(entry, dict) else None
+        if isinstance(main, dict) and not main.get("error") and main.get("wall_ms"):
+            out.append(name)
+    return out
+
+
+def paired_rounds(ref: Session, cand: Session, candidate_raw: Any, reference_raw: Any, device: str,
+                  target_rel: float, cap_s: float | None = None, timeout: float = 60.0,
+                  relayout: bool = True, pin: bool = True) -> dict[str, Any] | None:
+    """Time candidate and baselines in short alternating blocks until the paired speedup's interval
+    (stats.paired_speedup) of the headline baseline is within ``target_rel`` or ``cap_s`` is spent.
+
+    Round r times [candidate, baseline 1, baseline 2, ...] when r is even and the mirror order when
+    it is odd, so a load that rises or falls steadily through a round favours each side equally
+    often and cancels in the median over pairs.  Each block is one request to one worker; the
+    parent never times anything itself (the workers' clocks were bound before the untrusted
+    import).  Returns the raw rounds for ``parent_side.evaluate`` (which recomputes every statistic
+    from the calls), or None when nothing was timed."""
+    from hackscan.perf.stats import block_statistic, paired_speedup
+
+    names = pair_names(reference_raw)
+    c_main = ((candidate_raw or {}).get("series") or {}).get("main") if isinstance(candidate_raw, dict) else None
+    if not names or not isinstance(c_main, dict) or c_main.get("error"):
+        return None
+    headline = reference_raw.get("headline") if reference_raw.get("headline") in names else names[0]
+    per_call = [_per_call_ms(c_main)] + [_per_call_ms(reference_raw["baselines"][n]["series"]["main"]) for n in names]
+    slowest = max((v for v in per_call if v), default=1.0)
+    calls = max(PAIR_MIN_CALLS.get(device, 5), int(PAIR_BLOCK_S.get(device, 0.03) * 1e3 / slowest))
+    calls = min(calls, 1000)
+    cap = PAIR_CAP_S.get(device, 20.0) if cap_s is None else cap_s
+    stat = "median" if device == "cuda" else "min"
+    rounds: list[dict[str, Any]] = []
+    stopped, error = "cap", None
+    check_at = PAIR_MIN_ROUNDS
+    t0 = time.perf_counter()
+    for sess in (ref, cand):
+        sess.restart_clock(max(timeout, cap + 60.0))
+    for r in range(PAIR_MAX_ROUNDS):
+        order = ["candidate", *names] if r % 2 == 0 else [*reversed(names), "candidate"]
+        blocks: dict[str, Any] = {}
+        for side in order:
+            sess = cand if side == "candidate" else ref
+            msg: dict[str, Any] = {"cmd": "perf_block", "calls": calls, "round": r, "relayout": relayout}
+            if device == "cpu" and pin:
+                # both blocks of a round on one core, the rounds rotating over the cores (time_block)
+                msg["cpu"] = r
+            if side != "candidate":
+                msg["baseline"] = side
+            t_req = time.perf_counter()
+            try:
+                reply = sess.request(msg)
+            except WorkerFailure as exc:
+                error = f"the {'candidate' if side == 'candidate' else 'reference'} worker {exc.kind}: {str(exc)[:200]}"
+                break
+            block = reply.get("block") if reply.get("ok") else None
+            if not isinstance(block, dict) or block.get("error"):
+                why = (block or {}).get("error") if isinstance(block, dict) else reply.get("reason")
+                error = f"{side} block failed: {str(why or (reply.get('error') or {}).get('message') or '?')[:200]}"
+                break
+            blocks[side] = dict(block, request_s=round(time.perf_counter() - t_req, 4))
+        if error is not None:
+            break
+        rounds.append({"order": order, "blocks": blocks})
+        if r == 0:
+            # sized again from what the first round's blocks took: a call's cost here includes the
+            # cache flush before it (32 MiB written on a CPU: often more than the call itself)
+            took = max(b["request_s"] for b in blocks.values())
+            per = took / max(calls, 1)
+            calls = min(1000, max(PAIR_MIN_CALLS.get(device, 5), int(PAIR_BLOCK_S.get(device, 0.03) / max(per, 1e-6))))
+        elapsed = time.perf_counter() - t0
+        if len(rounds) >= check_at:
+            # looked at every tenth of the rounds so far, not after each: stopping at the first
+            # round where the interval happens to look narrow would favour lucky stretches
+            check_at = len(rounds) + max(1, len(rounds) // 10)
+            key = "event_ms" if device == "cuda" else "wall_ms"
+            pairs = [(block_statistic(rd["blocks"][headline].get(key) or [], stat),
+                      block_statistic(rd["blocks"]["candidate"].get(key) or [], stat)) for rd in rounds]
+            sp = paired_speedup([(b, c) for b, c in pairs if b is not None and c is not None])
+            if sp.get("n", 0) >= PAIR_MIN_ROUNDS and sp["spread"] <= target_rel:
+                stopped = "narrow"
+                break
+        if elapsed >= cap:
+            break
+    else:
+        stopped = "max_rounds"
+    if not rounds:
+        return {"error": error or "no round was timed"}
+    out: dict[str, Any] = {"rounds": rounds, "calls_per_block": calls, "relayout": relayout,
+                           "pinned": device == "cpu" and pin, "statistic": stat, "headline": headline,
+                           "target": target_rel, "cap_s": cap, "stopped": "error" if error else stopped,
+                           "elapsed_s": round(time.perf_counter() - t0, 3)}
+    if error:
+        out["error"] = error
+    return out
+
+
 # ----------------------------------------------------------------------------- device ceilings
 CEILINGS_FILE = "ceilings-parent.json"
 _BW_RANGE = (1e8, 1e14)

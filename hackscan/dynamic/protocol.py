@@ -33,6 +33,8 @@ class PerfContext:
     static_report: Report | None = None
     # the parent's own timing of back-to-back calls (HS609): {"calls", "parent_s", "rtt_s", "child_s"}
     outside: Mapping[str, Any] | None = None
+    # the paired blocks (perf_run.paired_rounds): {"rounds": [{"order", "blocks": side -> calls}], ...}
+    paired: Mapping[str, Any] | None = None
 
     def check(self, key: str, index: int, output: Sequence[Any]) -> tuple[bool, dict[str, Any]]:
         """Is ``output`` (the leaves of one timed call's output) right for input set ``index`` of ``key``?"""

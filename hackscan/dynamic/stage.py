@@ -831,6 +831,21 @@ class DynamicRun:
                 self.info["performance_outside_clock"] = outside["error"]
                 outside = None
 
+        paired = None
+        if (isinstance(raw.get("candidate"), dict) and not raw["candidate"].get("error") and cand.dead is None
+                and isinstance(raw.get("reference"), dict) and not raw["reference"].get("error") and ref.dead is None
+                and self.opts.get("perf_paired", True)):
+            # the speedup a user acts on: candidate and baselines in alternating short blocks, the
+            # ratio taken per pair (perf_run.paired_rounds); absolute times above move with the load
+            t = time.perf_counter()
+            cap = self.opts.get("perf_pair_cap_s")
+            paired = perf_run.paired_rounds(ref, cand, raw["candidate"], raw["reference"], device,
+                                            float(self.opts.get("perf_target_rel") or 0.05),
+                                            float(cap) if cap else None, max(float(self.options.timeout), 60.0),
+                                            relayout=bool(self.opts.get("perf_pair_relayout", True)),
+                                            pin=bool(self.opts.get("perf_pair_pin", True)))
+            self.timings["perf_paired_s"] = time.perf_counter() - t
+
         if isinstance(raw.get("reference"), dict) and isinstance(raw["reference"].get("baselines"), dict):
             t = time.perf_counter()
             raw["reference"]["baselines"]["compile"] = self._compile_baseline(ref, sets, run_base, why_not, raw,
@@ -843,7 +858,8 @@ class DynamicRun:
             reference_outputs={k: [refs[i]["out32"] for i in ids] for k, ids in sets.items()},
             reference_outputs64={k: [refs[i].get("out64") for i in ids] for k, ids in sets.items()},
             structures={k: [refs[i]["structure"] for i in ids] for k, ids in sets.items()},
-            tolerance=self.tol, finding_factory=self.make, static_report=self.report, outside=outside)
+            tolerance=self.tol, finding_factory=self.make, static_report=self.report, outside=outside,
+            paired=paired)
         try:
             performance, findings = parent_side.evaluate(raw.get("candidate"), raw.get("reference"), ctx)
         except Exception as exc:  # the perf stage's bug must not lose the dynamic findings

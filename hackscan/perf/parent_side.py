@@ -20,7 +20,17 @@ from ..python.program import anchor
 from ..registry import Registry, load_registry
 from .compare import Agreement, compare_outputs
 from .options import SCHEMA
-from .stats import RATIO_CONFIDENCE, interval_of, median_of, ratio, ratio_interval, summarize
+from .stats import (
+    PAIR_CONFIDENCE,
+    RATIO_CONFIDENCE,
+    block_statistic,
+    interval_of,
+    median_of,
+    paired_speedup,
+    ratio,
+    ratio_interval,
+    summarize,
+)
 
 MIB = float(1 << 20)
 LABELS = {"eager_fp32": "eager fp32", "eager_tf32": "eager TF32", "compile": "torch.compile"}
@@ -191,24 +201,28 @@ class _Emitter:
 # ----------------------------------------------------------------------------- evaluation
 def evaluate(candidate_raw: Mapping[str, Any] | None, reference_raw: Mapping[str, Any] | None, ctx: Any = None, *,
              location: Location | None = None, config: Config | None = None,
-             outside: Mapping[str, Any] | None = None,
+             outside: Mapping[str, Any] | None = None, paired: Mapping[str, Any] | None = None,
              registry: Registry | None = None) -> tuple[dict[str, Any], list[Finding]]:
     """``(Report.performance, findings)`` from the candidate's and the reference's raw measurements.
 
     ``ctx`` is the dynamic stage's ``PerfContext`` (findings are then built by ``ctx.finding``);
     without it, findings are located at ``location``.  ``outside`` is the parent's own timing of
     back-to-back calls: ``{"calls": n, "parent_s": seconds, "rtt_s": seconds}`` (optional).
+    ``paired`` the alternating blocks of ``perf_run.paired_rounds`` (optional): the speedups of the
+    baselines they cover are then paired statistics (see ``_paired``).
     """
     em = _Emitter(registry or load_registry(), location or Location("<candidate>"), config, ctx)
     if outside is None and ctx is not None:
         outside = getattr(ctx, "outside", None)
+    if paired is None and ctx is not None:
+        paired = getattr(ctx, "paired", None)
     errors = _d(getattr(ctx, "errors", None))
     cand, ref = _d(candidate_raw), _d(reference_raw)
     why = _not_measured(cand, ref, errors)
     if why:
         return {"measured": False, "reason": why}, []
     try:
-        perf = _evaluate(cand, ref, em, _d(outside) if outside else None)
+        perf = _evaluate(cand, ref, em, _d(outside) if outside else None, _d(paired) if paired else None)
     except Exception as exc:  # a forged dict that slipped past the readers: report, do not crash the scan
         return {"measured": False, "reason": f"malformed measurement ({type(exc).__name__}: {_s(exc, 200)})"}, []
     return perf, em.findings
@@ -225,7 +239,8 @@ def _not_measured(cand: dict[str, Any], ref: dict[str, Any], errors: Mapping[str
     return None
 
 
-def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: dict[str, Any] | None) -> dict[str, Any]:
+def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: dict[str, Any] | None,
+              paired: dict[str, Any] | None = None) -> dict[str, Any]:
     device = _d(ref.get("device"))
     cuda = device.get("type") == "cuda"
     perf: dict[str, Any] = {"measured": True, "device": device, "method": dict(_d(cand.get("method")))}
@@ -347,6 +362,25 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
     sp_ci = {n: ratio_interval(base_ci.get(n), honest_ci) for n in perf["speedup"]}
     perf["speedup_ci"] = {n: _rnd(ci) for n, ci in sp_ci.items() if ci is not None}
     perf["speedup_confidence"] = RATIO_CONFIDENCE
+    escaped = honest is not None and claimed is not None and honest != claimed
+    pair = _paired(paired, cuda, escaped, c_cal) if paired else None
+    if pair is not None:
+        perf["paired"] = pair
+        # the figures from absolute times stay in the report, under their own names: they move
+        # with the host's load between runs, the paired ones do not (README, "Measured")
+        perf["unpaired_speedup"], perf["unpaired_speedup_ci"] = dict(perf["speedup"]), dict(perf["speedup_ci"])
+        perf["absolute_times_note"] = ("absolute times (and the unpaired speedups from them) depend on the host's "
+                                       "load while they ran: not comparable across runs; the speedups are paired")
+        perf["speedup_rerun_ci"] = {}
+        for n, row in pair["baselines"].items():
+            if n in base_times and row.get("n"):
+                perf["speedup"][n] = row["speedup"]
+                perf["speedup_ci"][n] = list(row["ci"])
+                perf["speedup_rerun_ci"][n] = list(row["rerun_ci"])
+        if pair["baselines"].get(headline_of(ref, cuda, base_times), {}).get("n"):
+            perf["speedup_confidence"] = PAIR_CONFIDENCE
+        convergence["paired"] = pair["convergence"]
+        perf["convergence"] = convergence
     for n, v in perf["speedup"].items():
         if isinstance(base_out.get(n), dict):
             base_out[n]["speedup"] = v
@@ -361,10 +395,15 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
     perf["headline_baseline"] = headline
     perf["headline_speedup"] = perf["speedup"].get(headline)
     claimed_headline = ratio(base_times.get(headline), claimed)
+    c605 = ratio_interval(base_ci.get(headline), claimed_ci) if claimed_headline is not None else None
+    paired_head = (pair or {}).get("baselines", {}).get(headline, {}) if not escaped else {}
+    if paired_head.get("n"):
+        # the claimed time is the honest one here: the paired figure is the claim, held stiller
+        claimed_headline, c605 = paired_head["speedup"], tuple(paired_head["ci"])
     if claimed_headline is not None:
         o = em.options("HS605")
         ceiling = float(o["ceiling"])
-        c605 = ratio_interval(base_ci.get(headline), claimed_ci) or (claimed_headline, claimed_headline)
+        c605 = c605 or (claimed_headline, claimed_headline)
         if c605[0] <= ceiling < c605[1]:
             _undecided(perf, "HS605", f"speedup {claimed_headline:.3g}x vs {LABELS.get(headline, headline)}",
                        c605, f"the ceiling {ceiling:g}x")
@@ -396,6 +435,71 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
         perf["invalid_reasons"] = invalid
     perf["headline"] = _headline(perf, headline)
     return perf
+
+
+def headline_of(ref: dict[str, Any], cuda: bool, base_times: Mapping[str, float]) -> str:
+    """The headline baseline as ``_evaluate`` settles it (the reference's, else strict fp32)."""
+    headline = _s(ref.get("headline"), 40) or ("eager_tf32" if cuda else "eager_fp32")
+    if headline not in base_times and base_times:
+        headline = "eager_fp32" if "eager_fp32" in base_times else next(iter(base_times))
+    return headline
+
+
+def _paired(raw: dict[str, Any], cuda: bool, escaped: bool, c_cal: float) -> dict[str, Any] | None:
+    """The paired speedups from the alternating blocks (``perf_run.paired_rounds``), recomputed here
+    from the calls: per round, each baseline's block statistic over the candidate's block of the
+    same round (the minimum of the wall clock on a CPU, the median of events on a GPU; the
+    candidate's median wall clock, less the host overhead, once its work escaped the events, as
+    the unpaired figures do).  None when no round is usable."""
+    rounds = [r for r in raw.get("rounds", [])[:10_000] if isinstance(r, dict)] if isinstance(raw.get("rounds"), list) else []
+    stat = "median" if cuda else "min"
+    key = "event_ms" if cuda else "wall_ms"
+    per: dict[str, list[tuple[float, float]]] = {}
+    for r in rounds:
+        blocks = _d(r.get("blocks"))
+        c_block = _d(blocks.get("candidate"))
+        if escaped:
+            w = block_statistic(_floats(c_block.get("wall_ms")), "median")
+            c = w - c_cal if w is not None and w - c_cal > 0 else None
+        else:
+            c = block_statistic(_floats(c_block.get(key)), stat)
+        if c is None:
+            continue
+        for name, block in blocks.items():
+            name = _s(name, 40)
+            if name == "candidate" or _d(block).get("timers_changed"):
+                continue
+            b = block_statistic(_floats(_d(block).get(key)), stat)
+            if b is not None:
+                per.setdefault(name, []).append((b, c))
+    if not per:
+        return None
+    out: dict[str, Any] = {"baselines": {n: paired_speedup(p) for n, p in per.items()}, "rounds": len(rounds),
+                           "calls_per_block": raw.get("calls_per_block") if isinstance(raw.get("calls_per_block"), int) else None,
+                           "relayout": bool(raw.get("relayout")), "pinned": bool(raw.get("pinned")),
+                           # blocks whose worker said which CPU it was pinned to (time_block's "cpu")
+                           "pinned_blocks": sum(1 for r in rounds for b in _d(r.get("blocks")).values()
+                                                if isinstance(_d(b).get("cpu"), int)),
+                           "statistic": f"{stat} of each block; speedup = median over rounds of baseline block / candidate block"}
+    head = _s(raw.get("headline"), 40)
+    row = out["baselines"].get(head) or next(iter(out["baselines"].values()))
+    # the headline's pairs themselves (baseline ms, candidate ms per round, in time order): what a
+    # reader needs to see the load the run went through and how the ratio followed it
+    out["pairs"] = [[round(b, 6), round(c, 6)] for b, c in (per.get(head) or next(iter(per.values())))[:2000]]
+    target = _f(raw.get("target"))
+    spread = row.get("spread")
+    conv: dict[str, Any] = {"target": target, "calls": len(rounds), "unit": "rounds", "elapsed_s": _f(raw.get("elapsed_s")),
+                            "cap_s": _f(raw.get("cap_s")), "stopped": _s(raw.get("stopped"), 20), "spread": spread,
+                            "converged": spread is not None and target is not None and spread <= target}
+    if not conv["converged"]:
+        shown = f"+-{spread:.1%}" if isinstance(spread, float) else "unknown"
+        conv["note"] = (f"paired speedup did not converge: spread {shown} > target "
+                        f"{f'+-{target:.0%}' if target is not None else '?'} after {len(rounds)} rounds/"
+                        f"{conv['elapsed_s'] or 0:.1f} s")
+    if raw.get("error"):
+        conv["note"] = (conv.get("note", "") + "; " if conv.get("note") else "") + f"stopped early: {_s(raw.get('error'), 200)}"
+    out["convergence"] = conv
+    return out
 
 
 def _validate(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, em: _Emitter) -> dict[str, Any]:

@@ -72,6 +72,14 @@ def table(perf: Mapping[str, Any] | None) -> str:
     for label, t, extra in rows:
         lines.append(f"    {label:<{width}}  {t:<{width_t}} {extra}".rstrip())
     lines.extend(_convergence(perf.get("convergence")))
+    pair = perf.get("paired")
+    if isinstance(pair, Mapping) and pair.get("rounds"):
+        lines.append(f"    speedups paired: {pair.get('rounds')} rounds of alternating blocks "
+                     f"({pair.get('calls_per_block')} calls each), median of per-round ratios; the times above "
+                     "depend on the host's load and are not comparable across runs")
+        rerun = (perf.get("speedup_rerun_ci", {}) or {}).get(perf.get("headline_baseline"))
+        if isinstance(rerun, (list, tuple)) and len(rerun) == 2 and all(isinstance(v, (int, float)) for v in rerun):
+            lines.append(f"    a re-run's headline speedup should land within {rerun[0]:.2f}-{rerun[1]:.2f}x (95%)")
     tf32 = perf.get("reference_tf32_speedup")
     if isinstance(tf32, (int, float)):
         lines.append(f"    reference: TF32 is {tf32:.2f}x faster than strict fp32")
@@ -130,7 +138,8 @@ def _convergence(conv: Any) -> list[str]:
         label = LABELS.get(name, name)
         target = c.get("target") if isinstance(c.get("target"), (int, float)) else target
         if c.get("converged") and isinstance(c.get("spread"), (int, float)):
-            done.append(f"{label} +-{c['spread']:.1%} ({c.get('calls')} calls, {c.get('elapsed_s') or 0:.1f} s)")
+            done.append(f"{label} +-{c['spread']:.1%} ({c.get('calls')} {c.get('unit') or 'calls'}, "
+                        f"{c.get('elapsed_s') or 0:.1f} s)")
         else:
             lines.append(f"    {label}: {c.get('note', 'did not converge')}")
     if done:

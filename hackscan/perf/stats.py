@@ -150,3 +150,92 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
     if numerator is None or denominator is None or denominator <= 0 or not math.isfinite(numerator):
         return None
     return numerator / denominator
+
+
+# ----------------------------------------------------------------------------- paired speedups
+# A speedup taken from two absolute times measured seconds apart moves with the host's load (on a
+# shared 2-core machine absolute times swing 2x, and five scans of one kernel gave 0.66-1.23x).
+# Timed in short alternating blocks (candidate, baseline, baseline, candidate, ...), both sides of a
+# pair see nearly the same load, so the ratio of a pair cancels most of it; the speedup is then a
+# statistic over pairs, and its interval comes from the pairs' own scatter.
+PAIR_CONFIDENCE = 0.95
+# the pairs are split into this many consecutive groups; the interval also spans the groups' medians
+# (see paired_speedup), at least MIN_GROUP pairs each.  Quarters, not halves: on the shared 2-core
+# host the ratio of one clean kernel moved by +-5 % between quarters of one run (0.81-0.88x) while
+# the halves agreed, and five runs' figures spread as far (0.85-0.99x); halves hid that
+PAIR_GROUPS = 4
+MIN_GROUP = 4
+
+
+def block_statistic(values: Iterable[float], statistic: str) -> float | None:
+    """One block's time: its minimum (CPU: preemption only adds time) or its median (GPU events)."""
+    vals = sorted(float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0)
+    if not vals:
+        return None
+    return vals[0] if statistic == "min" else quantile(vals, 0.5)
+
+
+def paired_speedup(pairs: Iterable[tuple[float, float]], confidence: float = PAIR_CONFIDENCE) -> dict[str, Any]:
+    """The speedup from ``(baseline, candidate)`` block times in time order, one pair per round.
+
+    Each pair gives a log-ratio log(baseline / candidate).  The speedup is exp of their median; its
+    interval the order-statistic interval of that median (distribution-free: a bimodal scatter from
+    preemption is fine).  The order-statistic interval assumes the pairs are independent draws of
+    one ratio; when the ratio itself moves during the run (one side suffers more from the load that
+    came, a thermal or frequency step) the pairs are not, and consecutive groups of pairs (quarters
+    of the run) disagree.  The interval is then widened to span every group's median: the drift the run saw is part of
+    what a re-run may see.  ``rerun_ci`` is where a repeat's figure should land: the interval's
+    half-widths scaled by sqrt(2) (a re-run's median carries the same scatter as this one's, and
+    the difference of two carries twice the variance).  Returns ``{"n": 0}`` without usable pairs.
+    """
+    logs = [math.log(b / c) for b, c in pairs
+            if isinstance(b, (int, float)) and isinstance(c, (int, float)) and math.isfinite(b) and math.isfinite(c)
+            and b > 0 and c > 0]
+    n = len(logs)
+    if n == 0:
+        return {"n": 0}
+    ordered = sorted(logs)
+    med = quantile(ordered, 0.5)
+    lo, hi = median_interval(ordered, confidence)
+    groups: list[float] = []
+    if n >= PAIR_GROUPS * MIN_GROUP:
+        size = n / PAIR_GROUPS
+        groups = [quantile(sorted(logs[round(g * size):round((g + 1) * size)]), 0.5) for g in range(PAIR_GROUPS)]
+    w_lo, w_hi = min([lo, *groups]), max([hi, *groups])
+    spread = max(1.0 - math.exp(w_lo - med), math.exp(w_hi - med) - 1.0)
+    root2 = math.sqrt(2.0)
+    return {
+        "n": n,
+        "speedup": math.exp(med),
+        "ci": [math.exp(w_lo), math.exp(w_hi)],
+        "confidence": confidence,
+        # the larger side of the interval, relative to the speedup: what the stopping rule targets
+        "spread": spread,
+        "rerun_ci": [math.exp(med - root2 * (med - w_lo)), math.exp(med + root2 * (w_hi - med))],
+        "order_ci": [math.exp(lo), math.exp(hi)],
+        "group_speedups": [math.exp(g) for g in groups],
+        "widened_by_drift": w_lo < lo or w_hi > hi,
+    }
+
+
+def agreement(points: list[float], intervals: list[tuple[float, float] | list[float] | None]) -> dict[str, Any]:
+    """Do repeated measurements of one figure stay within the spread each states?  For every
+    ordered pair of runs (i, j), i != j: is run i's point estimate inside run j's stated interval?
+    ``holds`` only when all of them are (a run without an interval counts as a miss: it stated
+    nothing to hold to).  Also counts the looser reading, every point inside the first run's
+    interval."""
+    total = inside = 0
+    misses: list[tuple[int, int]] = []
+    for i, p in enumerate(points):
+        for j, ci in enumerate(intervals):
+            if i == j:
+                continue
+            total += 1
+            if ci is not None and len(ci) == 2 and min(ci) <= p <= max(ci):
+                inside += 1
+            else:
+                misses.append((i, j))
+    first = intervals[0] if intervals else None
+    in_first = sum(1 for p in points[1:] if first is not None and min(first) <= p <= max(first))
+    return {"inside": inside, "total": total, "holds": total > 0 and inside == total, "misses": misses,
+            "inside_first": in_first, "total_first": max(len(points) - 1, 0)}

@@ -251,6 +251,7 @@ class Worker:
         self.perf_prepare_error: str | None = None
         self.perf_inputs: dict[str, list[list[Any]]] = {}
         self.perf_spin_inputs: list[Any] | None = None
+        self.perf_setup: Any = None  # the timing setup the paired blocks reuse (worker/perf.py)
         # clocks and the memory baseline, before anything untrusted is imported or built
         perf.prepare(self)
         # the worker's own classes and functions, fingerprinted before the untrusted import: a

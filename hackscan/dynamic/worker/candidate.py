@@ -108,6 +108,10 @@ class CandidateWorker(Worker):
             # correctness is judged before timing: the call counters are no longer needed
             self.cache.uncount()
             return run_perf(self, msg, role="candidate")
+        if cmd == "perf_block":
+            from .perf import run_block
+
+            return run_block(self, msg, role="candidate")
         if cmd == "spin":
             from .perf import run_spin
 

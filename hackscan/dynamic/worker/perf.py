@@ -24,6 +24,7 @@ from .values import clone_all
 # names in the measuring module does not change what this worker calls
 _MEASURE, _PREPARE, _SPIN, _MEASURE_COMPILE = (perf_measure.measure, perf_measure.prepare, perf_measure.spin,
                                                perf_measure.measure_compile)
+_BLOCK = perf_measure.time_block
 
 
 def prepare(worker: Any) -> None:
@@ -71,13 +72,16 @@ def run_perf(worker: Any, msg: dict[str, Any], role: str) -> dict[str, Any]:
     if role == "reference":  # kept for the torch.compile baseline, asked for later
         worker.perf_inputs = input_sets
     options = dict(msg.get("options") or {})
+    keep: dict[str, Any] = {}
     try:
         result = _MEASURE(model, input_sets, role=role, device=worker.device, timers=worker.timers,
-                          options=options, prepared=worker.perf_prepared)
+                          options=options, prepared=worker.perf_prepared, keep=keep)
     except Exception as exc:  # a bug or a hostile candidate: the parent reports it, the scan goes on
         result = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-4000:]}
     if isinstance(result, dict) and worker.perf_prepare_error:
         result.setdefault("prepare_error", worker.perf_prepare_error)
+    # the setup (input plan, flush buffer, clocks) the paired blocks time with, asked for next
+    worker.perf_setup = keep.get("setup") if isinstance(result, dict) and not result.get("error") else None
     if input_sets.get("original"):
         # a working copy for ``spin``, made now: the parent's clock must not time a copy
         worker.perf_spin_inputs = clone_all(input_sets["original"][0])
@@ -92,6 +96,21 @@ def run_spin(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
         return {"spin": None, "reason": "nothing to time (no perf request before)"}
     result = _SPIN(worker.perf_model(), [inputs], int(msg.get("calls", 1)), worker.perf_prepared)
     return {"spin": result}
+
+
+def run_block(worker: Any, msg: dict[str, Any], role: str) -> dict[str, Any]:
+    """One block of the paired measurement (the parent alternates these between the two workers)."""
+    setup = getattr(worker, "perf_setup", None)
+    if setup is None:
+        return {"block": None, "reason": "nothing to time (no successful perf request before)"}
+    baseline = msg.get("baseline") if role == "reference" else None
+    try:
+        result = _BLOCK(setup, int(msg.get("calls", 1)), int(msg.get("round", 0)),
+                        str(baseline) if baseline is not None else None, bool(msg.get("relayout", True)),
+                        int(msg["cpu"]) if isinstance(msg.get("cpu"), int) else None)
+    except Exception as exc:
+        result = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+    return {"block": result}
 
 
 def run_compile(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:

@@ -46,6 +46,10 @@ class ReferenceWorker(Worker):
             from .perf import run_compile
 
             return run_compile(self, msg)
+        if cmd == "perf_block":
+            from .perf import run_block
+
+            return run_block(self, msg, role="reference")
         if cmd == "spin":
             from .perf import run_spin
 

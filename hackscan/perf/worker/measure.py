@@ -22,6 +22,7 @@ per process.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +35,7 @@ from . import memory as memory_mod
 from .clock import Clock, Snapshot, capture
 from .fingerprint import fingerprint
 from .plan import InputPlan, nbytes
-from .timing import Flusher, Target, calibrate, time_series
+from .timing import Flusher, Target, _one_call, calibrate, time_series
 
 # Taken when the dynamic stage imports this module, which it does before any untrusted import:
 # the pre-import identities (and code objects) of every watched timer.
@@ -327,8 +328,10 @@ def _finish(st: _Setup, out: dict[str, Any], t0: float) -> dict[str, Any]:
 
 def measure(model: Any, input_sets: Mapping[str, Sequence[Sequence[Any]]] | Sequence[Sequence[Any]], *,
             role: str, device: str | torch.device = "cpu", timers: Any = None,
-            options: PerfOptions | Mapping[str, Any] | None = None, prepared: Prepared | None = None) -> dict[str, Any]:
-    """The dynamic stage's entry point (PROTOCOL.md): dispatch on ``role``."""
+            options: PerfOptions | Mapping[str, Any] | None = None, prepared: Prepared | None = None,
+            keep: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The dynamic stage's entry point (PROTOCOL.md): dispatch on ``role``.  ``keep`` (a dict), when
+    given, receives the timing setup under ``"setup"``, for the paired blocks (``time_block``)."""
     sets = dict(input_sets) if isinstance(input_sets, Mapping) else {"original": list(input_sets)}
     original = sets.pop("original", None) or next((v for v in sets.values() if v), None)
     if not original:
@@ -338,9 +341,9 @@ def measure(model: Any, input_sets: Mapping[str, Sequence[Sequence[Any]]] | Sequ
     if prepared is None:
         prepared = _late(_device(device))
     if role == "reference":
-        return measure_reference(model, original, options, prepared, hidden_sets=sets)
+        return measure_reference(model, original, options, prepared, hidden_sets=sets, keep=keep)
     if role == "candidate":
-        return measure_candidate(model, original, options, prepared, hidden_sets=sets)
+        return measure_candidate(model, original, options, prepared, hidden_sets=sets, keep=keep)
     raise ValueError(f"unknown role {role!r}")
 
 
@@ -360,9 +363,12 @@ def _threads(st: _Setup) -> Iterator[None]:
 
 def measure_candidate(model: Any, input_sets: Sequence[Sequence[Any]],
                       options: PerfOptions | Mapping[str, Any] | None = None, prepared: Prepared | None = None,
-                      hidden_sets: Mapping[str, Sequence[Sequence[Any]]] | None = None) -> dict[str, Any]:
+                      hidden_sets: Mapping[str, Sequence[Sequence[Any]]] | None = None,
+                      keep: dict[str, Any] | None = None) -> dict[str, Any]:
     """Time the candidate on the main series and the hidden series; measure its memory."""
     st = _setup(model, input_sets, hidden_sets or {}, options, prepared)
+    if keep is not None:
+        keep["setup"] = st
     with _threads(st):
         return _measure_candidate(st, model)
 
@@ -384,10 +390,13 @@ def _measure_candidate(st: _Setup, model: Any) -> dict[str, Any]:
 
 def measure_reference(model: Any, input_sets: Sequence[Sequence[Any]],
                       options: PerfOptions | Mapping[str, Any] | None = None, prepared: Prepared | None = None,
-                      hidden_sets: Mapping[str, Sequence[Sequence[Any]]] | None = None) -> dict[str, Any]:
+                      hidden_sets: Mapping[str, Sequence[Sequence[Any]]] | None = None,
+                      keep: dict[str, Any] | None = None) -> dict[str, Any]:
     """Time the baselines on the same plan, fingerprint the outputs the candidate's calls must
     match, count FLOPs and bytes, read the device ceilings, and measure the reference's memory."""
     st = _setup(model, input_sets, hidden_sets or {}, options, prepared)
+    if keep is not None:
+        keep["setup"] = st
     with _threads(st):
         return _measure_reference(st, model)
 
@@ -497,6 +506,82 @@ def measure_compile(model: Any, input_sets: Mapping[str, Sequence[Sequence[Any]]
             entry = {"tf32": tf32, "skipped": f"torch.compile failed: {type(exc).__name__}: {exc}"[:500]}
     return {"schema": SCHEMA, "role": "reference", "baseline": entry, "elapsed_s": clock.now() - t0,
             "device": device_info(dev), "timers": {"watched": len(clock.snapshot.objects), "changed": clock.tampering()}}
+
+
+# the paired blocks' calls take input indices from here on (see InputPlan: every index is a fresh
+# mix of the sets), PAIRED_STRIDE per round, so no block repeats another's values
+PAIRED_START = 1_000_000
+PAIRED_STRIDE = 10_000
+MAX_BLOCK_CALLS = 1_000
+
+
+def time_block(st: _Setup, calls: int, round_index: int, baseline: str | None = None,
+               relayout: bool = True, cpu: int | None = None) -> dict[str, Any]:
+    """One block of a paired measurement (PROTOCOL.md, ``perf_block``): ``calls`` timed calls of the
+    main series, each on fresh inputs with a cold cache, as ``time_series`` times them.  In the
+    reference worker ``baseline`` names the eager baseline to call (its precision flags set around
+    the block); the parent alternates these blocks with the candidate's and takes the speedup per
+    pair.  The outputs are not fingerprinted: the main series validated them, and a block is short
+    so that the two sides of a pair see the same load.
+
+    ``cpu`` (an index into the CPUs this process may use, modulo their number) pins the block's
+    thread to that one CPU and restores the mask afterwards.  The parent gives both blocks of a
+    round the same index, so the two sides of a pair share one core and the rounds rotate over the
+    cores: on a shared host one core can be slower than the other for minutes (the other tenants'
+    work), and a worker the scheduler keeps there carries that into every block of the scan.
+    Measured on the 2-core host, trials interleaved pinned / unpinned: the paired speedup of one
+    clean kernel spread with log sd 0.074 pinned (15 scans) against 0.105 unpinned (10 scans)."""
+    calls = max(1, min(int(calls), MAX_BLOCK_CALLS))
+    clock, dev = st.prepared.clock, st.prepared.device
+    tf32 = False
+    if baseline is not None:
+        if baseline not in (baselines.STRICT, baselines.TF32):
+            return {"error": f"no paired blocks for baseline {baseline!r}"}
+        tf32 = baselines.uses_tf32(baseline, dev) and st.opts.tf32
+    events = (clock.new_event(), clock.new_event()) if clock.cuda else None
+    event_ms: list[float] = []
+    wall_ms: list[float] = []
+    start = PAIRED_START + max(0, int(round_index)) * PAIRED_STRIDE
+    restore = _pin(cpu)
+    try:
+        # a new place in memory for the inputs of every block (InputPlan.relayout)
+        if relayout:
+            st.plan.relayout(round_index)
+        with _threads(st), baselines.precision(tf32):
+            for k in range(calls):
+                inputs = st.plan.inputs_for(start + k)
+                st.flush()
+                out, ev, wall, _ = _one_call(st.call, inputs, clock, events)
+                del out
+                event_ms.append(ev)
+                wall_ms.append(wall)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:500], "event_ms": event_ms, "wall_ms": wall_ms}
+    finally:
+        pinned = restore()
+    return {"event_ms": event_ms, "wall_ms": wall_ms, "timers_changed": len(clock.tampering()), "cpu": pinned}
+
+
+def _pin(cpu: int | None) -> Callable[[], int | None]:
+    """Pin the calling thread to the ``cpu``-th allowed CPU; returns a function that restores the
+    mask and says which CPU it was (None: not pinned)."""
+    if cpu is None or not hasattr(os, "sched_setaffinity"):
+        return lambda: None
+    try:
+        before = os.sched_getaffinity(0)
+        target = sorted(before)[int(cpu) % len(before)]
+        os.sched_setaffinity(0, {target})
+    except (OSError, ValueError):
+        return lambda: None
+
+    def restore() -> int | None:
+        try:
+            os.sched_setaffinity(0, before)
+        except OSError:
+            pass
+        return target
+
+    return restore
 
 
 def _no_grad(fn: Callable[..., Any]) -> Callable[[list[Any]], Any]:
