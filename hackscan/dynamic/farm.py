@@ -124,7 +124,7 @@ class BuildFarm:
         try:
             launcher = pool.zygote("cpu", harness, farm=self)
             session = launcher.spawn({"role": "candidate", "path": path, "device": "cpu", "threads": 1,
-                                      "perf": False}, timeout=timeout, mem_bytes=mem_bytes, source=code)
+                                      "perf": False, "build_only": True}, timeout=timeout, mem_bytes=mem_bytes, source=code)
         except WorkerFailure as exc:
             return {"error": f"the build farm could not start a worker: {exc}", "builds": [], "failures": {}}
         from .protocol import CheckedSession

@@ -87,6 +87,16 @@ class CheckedSession:
     def session(self) -> Any:
         return self._session
 
+    @property
+    def compile_allowance(self) -> float:
+        return float(self._session.compile_allowance)
+
+    @compile_allowance.setter
+    def compile_allowance(self, seconds: float) -> None:
+        # the session's clock reads it (``Session._progress``): set on this wrapper alone it stopped
+        # nothing, and a candidate whose build outlasted --timeout was reported as hung (HS408)
+        self._session.compile_allowance = seconds
+
     def send(self, msg: dict[str, Any]) -> None:
         self._seq += 1
         nonce = os.urandom(8).hex()
