@@ -28,5 +28,11 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 for r in d["results"]:
     print(r.get("record"), r["verdict"], sorted({f["rule"] for f in r["findings"]}), r.get("rejected_for"))
+    dyn = r.get("dynamic") or {}
+    t = dyn.get("timings") or {}
+    # the build farm: its seconds, builds the worker still compiled under the gate, the wait for timing
+    print("   farm", t.get("farm_s"), "wait", t.get("farm_wait_s"), "worker compile_s", t.get("compile_s"),
+          "compiled under the gate", (dyn.get("compile") or {}).get("compiled"), "timing_wait_s",
+          t.get("timing_wait_s"), "farm error", (dyn.get("build_farm") or {}).get("error"))
 print(json.dumps(d["summary"].get("claimed_vs_verified"), indent=0)[:1500])
 PY

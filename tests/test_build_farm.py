@@ -101,6 +101,7 @@ def test_farm_builds_once_and_the_worker_finds_the_build(tmp_path: Path) -> None
     assert [b["compiled"] for b in farm_builds] == [True], farm_builds
     assert [b["compiled"] for b in worker_builds] == [False], worker_builds
     assert farm_builds[0]["key"] == worker_builds[0]["key"]
+    assert dyn["compile"]["compiled"] == 0
     assert r.verdict.value in ("clean", "suspicious"), [f.rule for f in r.findings]
     # what the farm harvested is filed under the candidate's own source, nowhere else
     assert [p.name for p in (cache / "sandboxed").iterdir()] == [key_for(code)]

@@ -366,9 +366,12 @@ class DynamicRun:
         cand.restart_clock(timeout)
         self.timings["compile_s"] = float(c_load.get("compile_s") or 0.0)
         # a build's error is in the load failure's message; the list keeps its type only
-        self.info["compile"] = {"seconds": round(self.timings["compile_s"], 3),
-                                "builds": [{k: v for k, v in b.items() if k != "error"} if isinstance(b, dict) else b
-                                           for b in c_load.get("builds", []) or []]}
+        builds = [{k: v for k, v in b.items() if k != "error"} if isinstance(b, dict) else b
+                  for b in c_load.get("builds", []) or []]
+        # builds the worker compiled itself, holding its device's gate (the farm's misses: a build
+        # whose arguments depend on the device, a farm that could not run)
+        self.info["compile"] = {"seconds": round(self.timings["compile_s"], 3), "builds": builds,
+                                "compiled": sum(1 for b in builds if isinstance(b, dict) and b.get("compiled"))}
         findings: list[Finding] = []
         if device == "cpu" and c_load.get("cuda_builds"):
             # its custom path is CUDA: on a CPU only a fallback could run, which is not the candidate
