@@ -54,7 +54,8 @@ def sample_paths(folder: Path, sample: Path = SAMPLE, corpus: Path | None = None
 
 
 PHASES = {
-    "build": ("compile_s",),
+    # the build farm's time (farm.py) is build time too, spent before the candidate took a device
+    "build": ("compile_s", "farm_s"),
     "startup": ("startup_s", "preload_s", "reference_load_s", "candidate_import_s"),
     "probes": ("reference_probes_s", "candidate_probes_s", "reference_extras_s"),
     "timing": ("perf_s", "perf_outside_clock_s", "perf_compile_s"),
@@ -74,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="hackscan's --jobs")
     ap.add_argument("--perf", default=None, help="performance mode (quick, thorough) where supported")
     ap.add_argument("--build-cache", default=None, help="extension cache folder (default: a fresh one)")
+    ap.add_argument("--build-farm", default=None, choices=["auto", "on", "off"],
+                    help="hackscan's --build-farm (default: its own default, auto)")
+    ap.add_argument("--cuda-arch", default=None, help="hackscan's --cuda-arch")
     ap.add_argument("--sample", type=Path, default=SAMPLE)
     ap.add_argument("--corpus", type=Path, default=None, help="the CUDA-L1 JSONL (default ../shared/corpora/...)")
     ap.add_argument("--seed", type=int, default=1234)
@@ -94,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
             extra["perf_mode"] = args.perf
         if args.build_cache:
             extra["build_cache"] = args.build_cache
+        if args.build_farm:
+            extra["build_farm"] = args.build_farm
+        if args.cuda_arch:
+            extra["cuda_arch"] = args.cuda_arch
         opts = RunOptions(device=args.device, seed=args.seed, jobs=args.jobs, extra=extra)
         t0 = time.perf_counter()
         reports = run(paths, load_config(start=ROOT), InputOptions(), opts)
@@ -117,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
               f"start {row['startup']:5.1f}  probes {row['probes']:5.1f}  timing {row['timing']:5.1f}"
               + (f"  ({row['reason']})" if row["reason"] and not row["ran"] else ""))
     summed = sum(total.values())
-    print(f"\n{n} candidates in {wall:.1f} s wall ({args.device}, jobs {args.jobs}, {os.cpu_count()} cores): "
+    farm = f", build farm {args.build_farm}" if args.build_farm else ""
+    print(f"\n{n} candidates in {wall:.1f} s wall ({args.device}, jobs {args.jobs}{farm}, {os.cpu_count()} cores): "
           f"{n / wall * 3600:.0f} candidates/hour")
     print("time split (summed over candidates): " + ", ".join(
         f"{k} {v:.1f} s ({v / summed:.0%})" if summed else f"{k} {v:.1f} s" for k, v in total.items()))

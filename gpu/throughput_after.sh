@@ -4,7 +4,9 @@
 #   mkdir -p .gl/old && git archive 342cb3f | tar -x -C .gl/old && cp benchmarks/throughput*.{py,txt} .gl/old/benchmarks/
 #   cp ../shared/corpora/cuda-l1/a100.jsonl .gl/corpus.jsonl
 #   python3 -c "r=open('.gl/corpus.jsonl').read().splitlines(); print('\\n'.join(r[int(l[7:])] for l in open('benchmarks/throughput_sample_gpu.txt') if l.startswith('corpus:')))" > .gl/sample_gpu.jsonl
-#   bash gpu/throughput_after.sh TAG JOBS [TIMEOUT]   # this checkout
+#   bash gpu/throughput_after.sh TAG JOBS [TIMEOUT] [FARM]   # this checkout; FARM: --build-farm auto|on|off
+#   (auto, the default, compiles each candidate's extensions in the build farm first when --jobs > 1;
+#   run once with FARM=off for the same run's baseline)
 set -u
 cd "$(dirname "$0")/.."
 mkdir -p /tmp/debs; for d in .whl/*.deb; do dpkg -x "$d" /tmp/debs; done
@@ -14,9 +16,10 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .
 export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1 HACKSCAN_CACHE_DIR=/tmp/hs-after-cache-$1
 jobs=${2:-8}
 start=$(date +%s.%N)
-timeout ${3:-500} python3 -m hackscan .gl/sample_gpu.jsonl --device cuda --seed 1234 --jobs $jobs --claimed-field score_default \
+farm=${4:-auto}
+timeout ${3:-500} python3 -m hackscan .gl/sample_gpu.jsonl --device cuda --seed 1234 --jobs $jobs --build-farm $farm --claimed-field score_default \
   --stream $OUT/after_$1.jsonl -f json -o $OUT/after_$1.json > $OUT/after_$1_stdout.txt 2> $OUT/after_$1_stderr.txt
-echo "rc $? after $(python3 -c "import time;print(round(time.time()-$start,1))") s (jobs $jobs)"
+echo "rc $? after $(python3 -c "import time;print(round(time.time()-$start,1))") s (jobs $jobs, build farm $farm)"
 grep "done in" $OUT/after_$1_stderr.txt | tail -8
 grep -v "^hackscan: \[" $OUT/after_$1_stderr.txt | tail -5
 python3 -m hackscan .gl/sample_gpu.jsonl --static -f text >/dev/null 2>&1
@@ -25,5 +28,11 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 for r in d["results"]:
     print(r.get("record"), r["verdict"], sorted({f["rule"] for f in r["findings"]}), r.get("rejected_for"))
+    dyn = r.get("dynamic") or {}
+    t = dyn.get("timings") or {}
+    # the build farm: its seconds, builds the worker still compiled under the gate, the wait for timing
+    print("   farm", t.get("farm_s"), "wait", t.get("farm_wait_s"), "worker compile_s", t.get("compile_s"),
+          "compiled under the gate", (dyn.get("compile") or {}).get("compiled"), "timing_wait_s",
+          t.get("timing_wait_s"), "farm error", (dyn.get("build_farm") or {}).get("error"))
 print(json.dumps(d["summary"].get("claimed_vs_verified"), indent=0)[:1500])
 PY

@@ -232,6 +232,13 @@ def scan(
     build_cache: Path | None = typer.Option(
         None, "--build-cache", metavar="DIR", help="Folder of compiled extensions, by source hash; shareable between runs and "
                                                    "hosts (default: HACKSCAN_CACHE_DIR or ~/.cache/hackscan)."),
+    build_farm: str = typer.Option(
+        "auto", "--build-farm", metavar="auto|on|off", help="Compile each candidate's extensions first in a sandbox "
+                                                            "without the GPU, so no build holds a GPU (auto: when "
+                                                            "candidates share a GPU, i.e. --jobs > 1 on a GPU)."),
+    cuda_arch: str | None = typer.Option(
+        None, "--cuda-arch", metavar="LIST", help="TORCH_CUDA_ARCH_LIST for every extension build (default: the "
+                                                  "caller's own, else the visible GPUs' compute capability)."),
     code_field: str | None = typer.Option(None, "--code-field", metavar="FIELD", help="JSONL field holding the candidate code."),
     ref_field: str | None = typer.Option(None, "--ref-field", metavar="FIELD", help="JSONL field holding the reference code."),
     config_path: Path | None = typer.Option(None, "--config", metavar="FILE", help="pyproject.toml with [tool.hackscan]."),
@@ -254,6 +261,8 @@ def scan(
             build_cache.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise _fail(f"--build-cache {build_cache}: {exc.strerror or exc}") from None
+    if build_farm not in ("auto", "on", "off"):
+        raise _fail(f"--build-farm must be auto, on or off (got {build_farm!r})")
     if not timeout > 0:  # also NaN: a candidate with no time at all would fail as a timeout
         raise _fail(f"--timeout must be a positive number of seconds (got {timeout})")
     if limit is not None and sample is not None:
@@ -330,6 +339,8 @@ def scan(
     options = RunOptions(static_only=static, device=device.value, seed=seed, timeout=timeout, perf=not no_perf, jobs=jobs,
                          baselines=chosen, sandbox=sandbox.value,
                          extra={**({"build_cache": str(build_cache)} if build_cache is not None else {}),
+                                **({"build_farm": build_farm} if build_farm != "auto" else {}),
+                                **({"cuda_arch": cuda_arch} if cuda_arch else {}),
                                 **({"perf_mode": perf_mode.value} if perf_mode is not PerfMode.target else {})})
     # a bar on a terminal; in CI logs and pipes, where a redrawn line would be noise, plain log lines
     # (a dynamic run takes minutes: silence reads as a hang)

@@ -195,6 +195,21 @@ def test_the_clock_stops_while_a_build_runs_but_only_for_the_allowance() -> None
     assert s.deadline == 110.0  # spent: a worker's own notices cannot stop the clock again
 
 
+def test_the_build_allowance_reaches_the_session_through_its_checks() -> None:
+    # the stage sets the allowance on the checked session it holds; the clock that stops is the
+    # session's own (a build longer than --timeout was a false HS408 while it stayed on the wrapper)
+    from hackscan.dynamic.pool import Session
+    from hackscan.dynamic.protocol import CheckedSession
+
+    s = Session.__new__(Session)
+    s.deadline, s.compile_allowance, s._paused_remaining, s._paused_at, s.builds = 100.0, 0.0, None, 0.0, []
+    checked = CheckedSession(s, "candidate")
+    checked.compile_allowance = 50.0
+    assert s.compile_allowance == 50.0 and checked.compile_allowance == 50.0
+    s._progress({"build": "start", "at": 10.0})
+    assert s.deadline == 60.0
+
+
 @pytest.mark.slow
 def test_a_file_that_defines_model_too_is_its_own_reference(tmp_path, pool) -> None:
     from hackscan.dynamic import run_dynamic_stage

@@ -75,7 +75,8 @@ def total_memory() -> int:
 class Zygote:
     """One forkserver process; ``spawn`` forks a worker from it."""
 
-    def __init__(self, device: str, log_dir: Path, start_timeout: float = 180.0):
+    def __init__(self, device: str, log_dir: Path, start_timeout: float = 180.0,
+                 extra_env: dict[str, str] | None = None):
         self.device = device
         self.log_dir = log_dir
         self.exits: dict[int, int] = {}
@@ -90,6 +91,7 @@ class Zygote:
         env.setdefault("PYTHONUNBUFFERED", "1")
         root = str(Path(__file__).resolve().parent.parent.parent)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env.update(extra_env or {})
         if device == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""
             env.setdefault("TRITON_INTERPRET", "1")
@@ -417,6 +419,11 @@ class WorkerPool:
         self.spares = spares
         # the extension build cache (None: HACKSCAN_CACHE_DIR or ~/.cache/hackscan)
         self.cache_root = cache_root
+        # TORCH_CUDA_ARCH_LIST for every worker, the build farm's included (farm.arch_list): set
+        # before the first launcher starts
+        self.cuda_arch: str | None = None
+        # the build farm (farm.BuildFarm), made on first use
+        self.farm: Any = None
         nondumpable()
         self._zygotes: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -428,12 +435,18 @@ class WorkerPool:
             self._dir = tempfile.TemporaryDirectory(prefix="hackscan-dyn-")
         return Path(self._dir.name)
 
-    def zygote(self, device: str, harness: str | None = None, gpu: str | None = None) -> Any:
+    def zygote(self, device: str, harness: str | None = None, gpu: str | None = None,
+               farm: Any = None) -> Any:
         """``device`` is ``cpu`` (GPUs hidden) or ``cuda``/``auto`` (GPUs visible); ``harness`` the
         profile whose working directory, argv and environment a sandboxed worker shows; ``gpu``
-        the one GPU its workers see (schedule.py; None: every visible one)."""
-        only = gpu if device != "cpu" else None
-        gpu = "cpu" if device == "cpu" else "gpu"
+        the one GPU its workers see (schedule.py; None: every visible one).  ``farm`` (a
+        ``farm.BuildFarm``): the build farm's launcher instead, no GPU, its own spares and
+        ``MAX_JOBS``."""
+        only = gpu if device != "cpu" and farm is None else None
+        gpu = "cpu" if device == "cpu" or farm is not None else "gpu"
+        env = {"TORCH_CUDA_ARCH_LIST": self.cuda_arch} if self.cuda_arch else {}
+        if farm is not None:
+            env.update(farm.env())
         if self.sandbox == "off":
             key = gpu
         else:
@@ -441,6 +454,8 @@ class WorkerPool:
 
             # by the profile's own name: prewarm() (no harness) and the stage (the default) share one
             key = f"{gpu}:{get_profile(harness).name}" + (f":{only}" if only is not None else "")
+        if farm is not None:
+            key = "farm:" + key
         with self._lock:
             z = self._zygotes.get(key)
             if z is not None and z.alive():
@@ -448,14 +463,15 @@ class WorkerPool:
             if key in self.failures:
                 raise WorkerFailure("sandbox", self.failures[key])
             if self.sandbox == "off":
-                z = Zygote("cpu" if gpu == "cpu" else "cuda", self._log_dir())
+                z = Zygote("cpu" if gpu == "cpu" else "cuda", self._log_dir(), extra_env=env)
             else:
                 from .sandbox import Launcher, SandboxUnavailable, load_profile
 
                 try:
                     z = Launcher("cpu" if gpu == "cpu" else "cuda", self._log_dir(), warm=self.warm,
-                                 profile=load_profile(harness), spares=self.spares, gpu=only,
-                                 cache_root=Path(self.cache_root) if self.cache_root else None)
+                                 profile=load_profile(harness), gpu=only,
+                                 spares=farm.slots if farm is not None else self.spares,
+                                 cache_root=Path(self.cache_root) if self.cache_root else None, extra_env=env)
                 except SandboxUnavailable as exc:
                     self.failures[key] = f"no sandbox for untrusted code: {exc}"
                     raise WorkerFailure("sandbox", self.failures[key]) from exc

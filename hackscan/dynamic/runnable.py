@@ -34,6 +34,7 @@ class Target:
     mentions_cuda: bool = False
     problem: str | None = None  # why it cannot run at all (no ModelNew, a syntax error)
     extensions: tuple[str, ...] = ()
+    extension_kinds: tuple[str, ...] = ()  # how each is built: load_inline, load, cupy (python/module.py)
     attrs: dict[str, Any] = field(default_factory=dict)
 
 
@@ -69,7 +70,8 @@ def inspect(sub: Submission, program: Outline | None = None) -> Target:
         needs.add("cxx")
     return Target(forward_line=program.line, forward_column=program.column, needs=frozenset(needs), custom=custom,
                   languages=frozenset(languages), mentions_cuda=bool(_CUDA_CALLS.search(sub.code)),
-                  extensions=tuple(name for name, _ in program.extensions))
+                  extensions=tuple(name for name, _ in program.extensions),
+                  extension_kinds=tuple(kind for _, kind in program.extensions))
 
 
 def _outline(sub: Submission) -> Outline:

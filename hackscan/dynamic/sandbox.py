@@ -641,6 +641,21 @@ class Handle:
         shutil.rmtree(self.private, ignore_errors=True)
 
 
+def _start_at_once() -> int:
+    """Spare sandboxes starting at the same time: ``HACKSCAN_START_AT_ONCE`` (unset or 0: no
+    bound).  Measured on the 2-core CI box (README, "Measured"), a bound of two was not faster than
+    none, so none is the default until a GPU host shows otherwise.  A worker a candidate waits for
+    is started at once all the same."""
+    try:
+        n = int(os.environ.get("HACKSCAN_START_AT_ONCE", "0"))
+    except ValueError:
+        n = 0
+    return n if n > 0 else 1 << 16
+
+
+STARTING = threading.BoundedSemaphore(_start_at_once())
+
+
 class Launcher:
     """Starts sandboxed workers for one device setting; keeps one spare ready (``warm``).
 
@@ -649,7 +664,7 @@ class Launcher:
 
     def __init__(self, device: str, log_dir: Path, start_timeout: float = 180.0, warm: bool = True,
                  profile: Profile | None = None, cache_root: Path | None = None, spares: int = 2,
-                 gpu: str | None = None):
+                 gpu: str | None = None, extra_env: dict[str, str] | None = None):
         c = check()
         if c.get("problem"):
             raise SandboxUnavailable(c["problem"])
@@ -663,6 +678,9 @@ class Launcher:
         self.spares = max(int(spares), 1) if warm else 0
         # the one GPU this launcher's workers see (schedule.py gives each candidate one); None: all
         self.gpu = gpu
+        # set in every worker's environment: the build farm's and the device workers' extension
+        # builds must see the same TORCH_CUDA_ARCH_LIST (same flags, same build, no rebuild)
+        self.extra_env = dict(extra_env or {})
         self._spares: list[Handle] = []
         self._starting = 0
         self._cond = threading.Condition(self._lock)
@@ -801,6 +819,7 @@ class Launcher:
         if cuda:
             bins.append(f"{cuda}/bin")
         env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+        env.update(self.extra_env)
         env.update({"PATH": ":".join([*bins, "/usr/local/bin", "/usr/bin", "/bin"]), "HOME": prof.home,
                     "TMPDIR": "/tmp", "LANG": env.get("LANG", "C.UTF-8"), "USER": "root", "PWD": prof.cwd})
         if self.device != "cpu" and self.gpu is not None:
@@ -963,8 +982,11 @@ class Launcher:
     def _start_spare(self) -> None:
         h: Handle | None = None
         try:
-            h = self._start()
-            self._wait_ready(h, self.start_timeout)
+            # at most HACKSCAN_START_AT_ONCE interpreters import torch at once, over every launcher
+            # of the process (eight at once on 16 cores took 15-28 s each, GPU run 7)
+            with STARTING:
+                h = self._start()
+                self._wait_ready(h, self.start_timeout)
         except Exception:  # the next spawn starts one itself and reports why
             if h is not None:
                 h.destroy()

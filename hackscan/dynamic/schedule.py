@@ -185,6 +185,12 @@ def run_candidates(todo: Sequence[int], one: Callable[[int, Any], Any], options:
     pool.spares = max(pool.spares, 2 * jobs)
     if extra.get("build_cache"):
         pool.cache_root = str(extra["build_cache"])
+    from .farm import BuildFarm, arch_list
+
+    # every worker, the build farm's included, builds for the same CUDA architectures (farm.py)
+    pool.cuda_arch = arch_list(visible_gpus(getattr(options, "device", "auto")), extra.get("cuda_arch"))
+    if pool.farm is None:
+        pool.farm = BuildFarm(jobs)
     scheduler = Scheduler(getattr(options, "device", "auto"))
     scheduler.share = jobs
     if jobs == 1:

@@ -88,6 +88,8 @@ class DynamicRun:
         self._r_load: dict[str, Any] | None = None
         # findings about the conversation itself (unanswered checks, dead workers), added to the judge's
         self.protocol_findings: list[Finding] = []
+        # build key -> torch's error, for builds that failed to compile in the build farm (farm.py)
+        self.build_failures: dict[str, str] = {}
 
     def _phase(self, name: str) -> None:
         """Tell the caller (a progress display) which phase the run is entering: setup, build,
@@ -115,6 +117,8 @@ class DynamicRun:
         t0 = time.perf_counter()
         findings: list[Finding] = []
         try:
+            # the candidate's extensions are compiled before it takes its device (farm.py)
+            self._prebuild()
             self._hold_work()
             findings = self._run()
             findings += self.protocol_findings + self._channel_findings()
@@ -164,6 +168,37 @@ class DynamicRun:
         if self.slot is not None and self._work_held is None:
             self._work_held = self.slot.gate.work(self.slot.key, self.sub.path)
             self._work_held.__enter__()
+
+    def _prebuild(self) -> None:
+        """Compile the candidate's extensions in the build farm (farm.py), without its device and
+        without the device's gate, so that its real worker finds them in the cache.  ``build_farm``
+        ``auto`` (the default): when the candidate has a GPU's gate to keep free; ``on``: always;
+        ``off``: never.  What the farm cannot do the real worker does, as before."""
+        from . import farm
+
+        mode = str(self.opts.get("build_farm") or "auto")
+        if mode not in farm.MODES:
+            raise DynamicFailure(f"build_farm must be one of {', '.join(farm.MODES)}, not {mode!r}")
+        if mode == "off" or self.target.problem or not self.sub.reference or not farm.builds_at_import(self.target):
+            return
+        if mode == "auto" and (self.slot is None or self.slot.key == "cpu"):
+            return
+        self._phase("build")
+        bf = getattr(self.pool, "farm", None)
+        if bf is None:
+            bf = self.pool.farm = farm.BuildFarm()
+        slot = self.slot
+        # on the CPU a build is CPU work: it shares the CPU's gate like any other (no timing meanwhile)
+        gate = (lambda: slot.gate.work(slot.key, f"{self.sub.path} (farm)")) \
+            if slot is not None and slot.key == "cpu" else None
+        out = bf.build(self.pool, self.sub.code, self.sub.file or self.sub.path, self.profile.name,
+                       self.profile.to_dict(), float(self.options.timeout),
+                       float(self.opts.get("compile_timeout", 900.0)), self.mem_bytes, gate)
+        self.build_failures = dict(out.get("failures") or {})
+        self.timings["farm_s"] = float(out.get("seconds") or 0.0)
+        self.timings["farm_wait_s"] = float(out.get("waited_s") or 0.0)
+        self.info["build_farm"] = {k: out[k] for k in ("seconds", "waited_s", "builds", "error") if k in out}
+        self.info["build_farm"]["failed_builds"] = sorted(self.build_failures)
 
     def _release_work(self) -> None:
         if self._work_held is not None:
@@ -332,7 +367,13 @@ class DynamicRun:
         self.timings["candidate_load_s"] = time.perf_counter() - t_cand
         cand.restart_clock(timeout)
         self.timings["compile_s"] = float(c_load.get("compile_s") or 0.0)
-        self.info["compile"] = {"seconds": round(self.timings["compile_s"], 3), "builds": c_load.get("builds", [])}
+        # a build's error is in the load failure's message; the list keeps its type only
+        builds = [{k: v for k, v in b.items() if k != "error"} if isinstance(b, dict) else b
+                  for b in c_load.get("builds", []) or []]
+        # builds the worker compiled itself, holding its device's gate (the farm's misses: a build
+        # whose arguments depend on the device, a farm that could not run)
+        self.info["compile"] = {"seconds": round(self.timings["compile_s"], 3), "builds": builds,
+                                "compiled": sum(1 for b in builds if isinstance(b, dict) and b.get("compiled"))}
         findings: list[Finding] = []
         if device == "cpu" and c_load.get("cuda_builds"):
             # its custom path is CUDA: on a CPU only a fallback could run, which is not the candidate
@@ -617,7 +658,9 @@ class DynamicRun:
         threads = self.opts.get("threads") or max(1, (os.cpu_count() or 2) // 2)
         # perf: the worker binds its clocks and takes the memory baseline before the untrusted import
         s = zygote.spawn({"role": role, "path": path, "device": device, "threads": int(threads),
-                          "cache_dir": self.opts.get("cache_dir"), "perf": self._perf_wanted()},
+                          "cache_dir": self.opts.get("cache_dir"), "perf": self._perf_wanted(),
+                          **({"known_build_failures": self.build_failures}
+                             if role == "candidate" and self.build_failures else {})},
                          timeout=timeout, mem_bytes=self.mem_bytes,
                          source=self.sub.reference if role == "reference" else self.sub.code)
         # every request carries a nonce and a sequence number its reply must echo (protocol.py)

@@ -28,9 +28,18 @@ def default_cache_dir() -> Path:
     return Path(base)
 
 
+# the end of a build error kept for a replay: torch's message carries the compiler's output
+MAX_ERROR_CHARS = 200_000
+
+
 class ExtensionCache:
-    def __init__(self, root: Path, on_event: Callable[[dict[str, Any]], None] | None = None):
+    def __init__(self, root: Path, on_event: Callable[[dict[str, Any]], None] | None = None,
+                 known_failures: dict[str, str] | None = None):
         self.root = Path(root)
+        # build key -> torch's error message, for builds that already failed in the build farm
+        # (dynamic/farm.py) with these same arguments, sources and compiler flags: raised again
+        # as torch raised it, instead of compiling again on the device's time
+        self.known_failures = dict(known_failures or {})
         self.compile_seconds = 0.0
         self.builds: list[dict[str, Any]] = []
         # builds of CUDA code: on a CPU worker the candidate's custom path cannot be what runs
@@ -78,7 +87,16 @@ class ExtensionCache:
                 bound["name"] = f"{name}_{key[:12]}"
             bound["build_directory"] = str(folder)
             bound["verbose"] = False
+            failed = cache.known_failures.get(key)
+            if failed is not None:
+                cache.builds.append({"name": name, "key": key, "seconds": 0.0, "compiled": False,
+                                     "replayed": True, "failed": True, "error": first_error_line(failed),
+                                     "error_text": failed[-2000:]})
+                raise RuntimeError(failed)
             _clear_stale_lock(folder)
+            # whether this call compiled anything: the shared object is new or rewritten (ninja
+            # relinks it whenever a source or a flag changed); unchanged means a cache hit
+            before = _library_stamps(folder)
             start = time.perf_counter()
             if cache.on_event is not None:
                 cache.on_event({"build": "start", "name": name, "key": key, "at": time.monotonic()})
@@ -88,12 +106,16 @@ class ExtensionCache:
             except BaseException as exc:
                 # a candidate may catch this and run torch instead: the parent reports the build
                 # failure from this record whatever the candidate does with the exception
-                record.update(failed=True, error=first_error_line(str(exc)))
+                # (``error``, the first compiler error line); the build farm replays the whole
+                # text (``error_text``) at the same call in the real worker
+                record.update(failed=True, error=first_error_line(str(exc)), error_type=type(exc).__name__,
+                              error_text=str(exc)[-MAX_ERROR_CHARS:])
                 raise
             finally:
                 spent = time.perf_counter() - start
                 cache.compile_seconds += spent
-                record["seconds"] = round(spent, 3)
+                after = _library_stamps(folder)
+                record.update(seconds=round(spent, 3), compiled=bool(after) and after != before)
                 cache.builds.append(record)
                 if cache.on_event is not None:
                     cache.on_event({"build": "end", "name": name, "seconds": round(spent, 3),
@@ -159,6 +181,14 @@ class ExtensionCache:
 
 
 STALE_LOCK_SECONDS = 900.0
+
+
+def _library_stamps(folder: Path) -> dict[str, int]:
+    """The shared objects of a build folder with their modification times (nanoseconds)."""
+    try:
+        return {p.name: p.stat().st_mtime_ns for p in folder.iterdir() if p.suffix == ".so"}
+    except OSError:
+        return {}
 
 
 def _clear_stale_lock(folder: Path) -> None:

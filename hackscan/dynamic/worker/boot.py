@@ -126,9 +126,11 @@ def main() -> None:
                 break
         _import(list(spec.get("preload") or []))
         mem = spec.get("mem_bytes")
-        if mem and spec.get("device") == "cpu":
+        if mem and spec.get("device") == "cpu" and not spec.get("build_only"):
             # CUDA maps huge virtual ranges, so the address-space limit is for the CPU only; the
-            # sandbox's cgroup limits the whole tree on every device
+            # sandbox's cgroup limits the whole tree on every device.  Not for the build farm
+            # (farm.py): its compilers inherit the limit, and a GPU worker, whose builds it
+            # stands in for, has none
             resource.setrlimit(resource.RLIMIT_AS, (int(mem), int(mem)))
         threads = spec.get("threads")
         if threads:

@@ -32,7 +32,9 @@ class CandidateWorker(Worker):
     def __init__(self, spec: dict[str, Any]):
         super().__init__(spec)
         self.path = spec.get("path", "<candidate>")
-        self.cache = ExtensionCache(Path(spec.get("cache_dir") or default_cache_dir()), self._progress)
+        failures = spec.get("known_build_failures")
+        self.cache = ExtensionCache(Path(spec.get("cache_dir") or default_cache_dir()), self._progress,
+                                    {str(k): str(v) for k, v in failures.items()} if isinstance(failures, dict) else None)
         self.module: Any = None
         self.cls: Any = None
         self.setups: dict[str, dict[str, Any]] = {}
