@@ -208,7 +208,7 @@ def cuda_aten_fallback(ctx: ScanContext) -> Iterator[Hit]:
             yield ctx.hit(call.pos, args={"function": fn.name, "export": export, "call": shown, "why": why, "kind": kind,
                                           "path": path or export},
                           severity=sev, confidence=conf,
-                          evidence={"call": call.name, "function": fn.key, "export": export, "library_op": lib,
+                          evidence={"call": call.name, "function": fn.key, "export": export, **({"library_op": lib} if lib else {}),
                                     "reference_op": same, "launches": len(launches),
                                     **({"path": path} if path else {})})
         # ``return x * scale + shift;``: ATen arithmetic through operator overloads

@@ -526,6 +526,9 @@ def cuda_strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
 
 
 _PAIRS = re.compile(r"\b(float2|double2|int2|half2|__half2|__nv_bfloat162|bfloat162)\b")
+# a k-wide vector type in a loop body: each step covers k elements (``float4`` over ``n >> 2``)
+_WIDE = re.compile(r"\b(?:float|double|u?int|u?short|u?char|u?long|longlong|half|__half|__nv_bfloat16|bfloat16)"
+                   r"([248])\b")
 
 
 def _runtime_name(name: str, fn: Function, consts: Container[str], depth: int = 0) -> bool:
@@ -602,13 +605,34 @@ def _part_words(part: Fraction) -> str:
     return "half" if part == Fraction(1, 2) else f"{part.numerator}/{part.denominator}"
 
 
-def _reaches_rest(size: str, btext: str, fn: Function, flow: CudaFlow, starts: list[str]) -> bool:
+def _scaled_index(var: str, btext: str, fn: Function, flow: CudaFlow) -> int:
+    """The largest constant the loop variable is multiplied by in the body (``4 * i``,
+    ``i * VEC``), 1 when none: a step then covers that many elements."""
+    env = flow.facts.extensions[fn.ext].env_for(fn)
+    best = 1
+    v = re.escape(var)
+    for m in re.finditer(rf"\b{v}\s*\*\s*(\w+)|\b(\w+)\s*\*\s*{v}\b", btext):
+        tok = m.group(1) or m.group(2)
+        k = int(tok) if tok.isdigit() else env.get(tok)
+        if k is None and tok in fn.assigned and len(fn.assigned[tok]) == 1:
+            k = flow.fold(fn.assigned[tok][0], fn)
+        if isinstance(k, int) and k > best:
+            best = k
+    return best
+
+
+def _reaches_rest(size: str, btext: str, fn: Function, flow: CudaFlow, starts: list[str],
+                  part: Fraction = Fraction(1, 2), var: str | None = None) -> bool:
     """Does the body or a sibling pass reach the part of ``size`` the bound leaves out: a mirror
     (``n - 1 - i``), a partner (``i + n / 2``), two-wide loads, a local holding a fraction of
     ``size`` read in the body, or another loop / ``parallel_for`` that starts where this one stops
     (the tail pass)?"""
     if _PAIRS.search(btext) or re.search(rf"\b{re.escape(size)}\s*(-|/|>>)", btext):
         return True
+    if any(int(m.group(1)) * part >= 1 for m in _WIDE.finditer(btext)):
+        return True  # vector loads of the bound's width: ``float4`` over ``n / 4`` covers all of ``n``
+    if var is not None and _scaled_index(var, btext, fn, flow) * part >= 1:
+        return True  # ``x[4 * i + j]``: each step covers several elements
     for name, vals in fn.assigned.items():
         if any(_fraction_of(v, fn, flow) is not None and size in text(v) for v in vals) \
                 and re.search(rf"\b{re.escape(name)}\b", btext):
@@ -689,7 +713,7 @@ def _truncated_loops(ctx: ScanContext, fn: Function, loops: list[ts.Node],
                 continue
         if starts is None:
             starts = _loop_starts(fn, loops, var_of)
-        if _reaches_rest(size, btext, fn, flow, starts):
+        if _reaches_rest(size, btext, fn, flow, starts, part, var):
             continue
         bound_text = " ".join(text(bound).split())
         what = f"loop in `{fn.name}` runs `{var}`" if var is not None else f"`at::parallel_for` in `{fn.name}` runs"
