@@ -51,23 +51,46 @@ def _unshifted(arg: ts.Node, fn: Function, ctx: ScanContext) -> bool:
     return not _is_const(arg, fn, ctx)
 
 
+def _is_exp(call, ctx: ScanContext) -> bool:
+    """``expf(..)`` and friends, or a helper of this extension named for it (``fast_exp``, ``poly_exp``)."""
+    if call.name in _EXP:
+        return True
+    base = call.base
+    if call.is_method or not re.search(r"exp", base, re.I) or re.search(r"expm1|ldexp|expand|expect|export|expr|expl",
+                                                                         base, re.I):
+        return False
+    return bool(ctx.cuda.extensions[call.function.ext].lookup(base))
+
+
+def _sums_into(asg: ts.Node) -> bool:
+    """``s += ..`` or ``s = s * r + ..`` (a running sum rescaled as it goes)."""
+    op = asg.child_by_field_name("operator")
+    if op is None:
+        return False
+    if op.type == "+=":
+        return True
+    left, right = asg.child_by_field_name("left"), asg.child_by_field_name("right")
+    if op.type != "=" or left is None or right is None or left.type != "identifier":
+        return False
+    right = strip_parens(right)
+    rop = right.child_by_field_name("operator") if right.type == "binary_expression" else None
+    return rop is not None and rop.type == "+" and any(text(i) == text(left) for i in identifiers(right))
+
+
 def _accumulated(call: ts.Node, fn: Function) -> bool:
     """Is the exponential summed: ``sum += expf(..)``, or a local assigned from it summed?"""
     cur = call.parent
     while cur is not None and cur.type not in ("expression_statement", "declaration", "compound_statement"):
         if cur.type == "assignment_expression":
-            op = cur.child_by_field_name("operator")
-            if op is not None and op.type == "+=":
+            if _sums_into(cur):
                 return True
         if cur.type == "init_declarator":
             name = cur.child_by_field_name("declarator")
             if name is not None and name.type == "identifier":
                 local = text(name)
                 for asg in fn.of_type("assignment_expression"):
-                    op = asg.child_by_field_name("operator")
                     right = asg.child_by_field_name("right")
-                    if op is not None and op.type == "+=" and right is not None and \
-                            any(text(i) == local for i in identifiers(right)):
+                    if right is not None and _sums_into(asg) and any(text(i) == local for i in identifiers(right)):
                         return True
             return False
         cur = cur.parent
@@ -79,7 +102,7 @@ def _softmax_without_max(ctx: ScanContext) -> Iterator[Hit]:
     if ref is None or not (ref.families & _SOFTMAX_FAMILIES):
         return
     for fn in ctx.cuda.functions:
-        exps = [c for c in fn.calls if c.name in _EXP]
+        exps = [c for c in fn.calls if _is_exp(c, ctx)]
         if not exps:
             continue
         args = [(c, call_args(c.node)) for c in exps]
