@@ -105,6 +105,21 @@ def library_op(call: Call) -> str | None:
     return None
 
 
+_OPS_ENTRY = re.compile(r"^(?:at::)?_ops::(\w+)::(?:call|redispatch)$")
+
+
+def _op_names(call_name: str) -> list[str]:
+    """The op names an ATen call may stand for.  ``at::_ops::sum_dim_IntList::call`` is the
+    operator-registry entry of ``at::sum`` (its schema's name, ``sum``, then the overload,
+    ``dim_IntList``): the prefixes of the entry's name, longest first, so ``clamp_min`` stays whole
+    when that is the op."""
+    m = _OPS_ENTRY.match(call_name)
+    if m is None:
+        return [call_name]
+    parts = m.group(1).split("_")
+    return [f"at::{'_'.join(parts[:i])}" for i in range(len(parts), 0, -1) if parts[i - 1]]
+
+
 def _in_catch(node: ts.Node) -> bool:
     return enclosing(node, ("catch_clause",)) is not None
 
@@ -179,9 +194,10 @@ def cuda_aten_fallback(ctx: ScanContext) -> Iterator[Hit]:
             if any(contains(r, call.node) for r in reads[id(fn)]):
                 continue  # ``x.min().item()``: the reduction feeds a value guard (HS202), not the output
             seen.add(call.node.id)
-            op_name = f"at::{lib}" if lib is not None else call.name
+            candidates = [f"at::{lib}"] if lib is not None else _op_names(call.name)
+            same = next((op for c in candidates for op in ref_ops if names.same_op(c, op)), None)
+            op_name = next((c for c in candidates if same is not None and names.same_op(c, same)), candidates[-1])
             base = names.op_base(op_name)
-            same = next((op for op in ref_ops if names.same_op(op_name, op)), None)
             heavy = base in names.HEAVY_OPS
             shown = call.name if not call.is_method else f"{text(call.receiver)}{call.name}"
 
