@@ -91,6 +91,39 @@ def _narrowing_sites(fn: Function, halves: bool) -> list[tuple[ts.Node, str]]:
     return out
 
 
+# the float's bits read as an integer: ``memcpy(&bits, &v, 4)``, ``__float_as_uint(v)``, a cast pointer
+_FLOAT_BITS = re.compile(rb"memcpy|__float_as_u?int|reinterpret_cast\s*<\s*(unsigned|uint32_t|int32_t|int)\b|"
+                         rb"\(\s*(unsigned|uint32_t|int32_t|int)\s*\*\s*\)|union\b")
+_HEX_MASK = re.compile(rb"0[xX][0-9a-fA-F]{8}[uU]?")
+
+
+def _mantissa_mask(fn: Function) -> tuple[ts.Node, int] | None:
+    """``bits &= 0xFFFF0000u`` on a float's bit pattern: the sign and exponent kept, the low
+    mantissa bits cleared (16: bfloat16, 13: TF32).  Masks that keep any of them (``0x7FFFFFFF``,
+    an absolute value) or drop the sign or exponent (``0x7F800000``, an exponent test) are not it."""
+    if fn.body is None:
+        return None
+    raw = fn.body.text or b""
+    if b"0x" not in raw and b"0X" not in raw:
+        return None
+    if not _FLOAT_BITS.search(raw):
+        return None
+    for m in _HEX_MASK.finditer(raw):
+        v = int(m.group(0).rstrip(b"uU"), 16)
+        if v >> 23 != 0x1FF:
+            continue  # sign and exponent not both kept
+        low = (v & -v).bit_length() - 1 if v else 0  # trailing zero bits: the cleared mantissa
+        if low < 8 or v & ((1 << 23) - 1) != ((1 << 23) - 1) & ~((1 << low) - 1):
+            continue
+        node = fn.body.descendant_for_byte_range(fn.body.start_byte + m.start(), fn.body.start_byte + m.end())
+        while node is not None and node.parent is not None and node.type not in (
+                "assignment_expression", "binary_expression", "init_declarator"):
+            node = node.parent
+        if node is not None:
+            return node, low
+    return None
+
+
 def _half_math(fn: Function, fragments: bool = True) -> list[ts.Node]:
     """``fragments``: may the unit declare WMMA fragments?  Every match of ``_HALF_FRAGMENT``
     holds "fragment<", so a caller that knows the unit has none spares the declarations' scan."""
@@ -170,6 +203,15 @@ def cuda_reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
             yield ctx.hit(pos_of(fn.unit, node), severity=sev, confidence=conf,
                           args={"function": fn.name, "what": what + suffix},
                           evidence={"conversions": len(narrow), "half_math": computes})
+            continue
+        masked = _mantissa_mask(fn)
+        if masked is not None:
+            node, bits = masked
+            yield ctx.hit(pos_of(fn.unit, node), severity=Severity.WARNING, confidence=Confidence.MEDIUM,
+                          args={"function": fn.name,
+                                "what": f"clears the low {bits} mantissa bits of fp32 values through their bit "
+                                        f"pattern (`{' '.join(text(node).split())[:50]}`): {23 - bits}-bit mantissa"},
+                          evidence={"mask": text(node)[:60], "cleared_bits": bits})
             continue
         tf = _tf32(fn, word(fn.unit, 1))
         if tf:
