@@ -664,12 +664,18 @@ def _scaled_index(var: str, btext: str, fn: Function, flow: CudaFlow) -> int:
 
 
 def _reaches_rest(size: str, btext: str, fn: Function, flow: CudaFlow, starts: list[str],
-                  part: Fraction = Fraction(1, 2), var: str | None = None) -> bool:
+                  part: Fraction = Fraction(1, 2), var: str | None = None, bound: str = "") -> bool:
     """Does the body or a sibling pass reach the part of ``size`` the bound leaves out: a mirror
     (``n - 1 - i``), a partner (``i + n / 2``), two-wide loads, a local holding a fraction of
     ``size`` read in the body, or another loop / ``parallel_for`` that starts where this one stops
     (the tail pass)?"""
-    if _PAIRS.search(btext) or re.search(rf"\b{re.escape(size)}\s*(-|/|>>)", btext):
+    if _PAIRS.search(btext) or re.search(rf"\b{re.escape(size)}\s*-", btext):
+        return True  # a mirror (``n - 1 - i``)
+    # a partner at the bound (``i + n / 2``, ``i + (n >> kShift)``): the bound's own expression in
+    # the body (another size arithmetic there, ``TILE / ROWS`` for an inner loop, reaches nothing)
+    if bound and " ".join(bound.strip("()").split()) in " ".join(btext.split()):
+        return True
+    if part == Fraction(1, 2) and re.search(rf"\b{re.escape(size)}\s*(/\s*2\b|>>\s*1\b)", btext):
         return True
     if any(int(m.group(1)) * part >= 1 for m in _WIDE.finditer(btext)):
         return True  # vector loads of the bound's width: ``float4`` over ``n / 4`` covers all of ``n``
@@ -755,7 +761,7 @@ def _truncated_loops(ctx: ScanContext, fn: Function, loops: list[ts.Node],
                 continue
         if starts is None:
             starts = _loop_starts(fn, loops, var_of)
-        if _reaches_rest(size, btext, fn, flow, starts, part, var):
+        if _reaches_rest(size, btext, fn, flow, starts, part, var, text(bound)):
             continue
         bound_text = " ".join(text(bound).split())
         what = f"loop in `{fn.name}` runs `{var}`" if var is not None else f"`at::parallel_for` in `{fn.name}` runs"
