@@ -65,7 +65,9 @@ def _constexpr_sources(tf: TritonFacts, k: KernelFacts, name: str) -> list[tuple
     if not out:
         v = k.constexpr_value(name)
         if isinstance(v, int):
-            out.append((v, f"the default {name}={v}", None))
+            # no default: the value is the one every autotune config fixes (tuning only the warps)
+            tuned = not isinstance(k.constexpr_params.get(name), int) and k.autotune_values.get(name)
+            out.append((v, f"every autotune config's {name}={v}" if tuned else f"the default {name}={v}", None))
     return out
 
 

@@ -195,6 +195,12 @@ class _UnitBuilder:
                 self._function(child, template)
             elif t in _CONTAINERS:
                 self._top(child, template or t == "template_declaration")
+            elif t in ("struct_specifier", "class_specifier"):
+                # member functions defined in the class body (``struct Impl { static Tensor run(...) {...} };``)
+                # are functions too: ``Impl::run(x)`` calls one, by its last name like any qualified call
+                body = child.child_by_field_name("body")
+                if body is not None:
+                    self._top(body, template)
             elif t == "declaration":
                 self._global_declaration(child)
             elif t == "preproc_def":

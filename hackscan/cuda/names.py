@@ -222,6 +222,12 @@ def is_compute(call_name: str) -> bool:
     base = parts[-1]
     if parts[0] not in ("at", "torch") or len(parts) < 2:
         return False
+    if len(parts) >= 4 and parts[1] == "_ops" and base in ("call", "redispatch"):
+        # ``at::_ops::empty_memory_format::call``: the registry entry of ``at::empty``; the op is
+        # the entry's name, or a prefix of it before the overload (``sum`` of ``sum_dim_IntList``)
+        tokens = parts[2].split("_")
+        ops = {"_".join(tokens[:i]) for i in range(1, len(tokens) + 1)}
+        return not any(o in ATEN_ALLOWED or o in TENSOR_METHODS_ALLOWED for o in ops)
     if base in ATEN_ALLOWED or base in TENSOR_METHODS_ALLOWED:
         return False
     if any(p in ("cuda", "indexing", "jit", "detail") for p in parts[1:-1]):

@@ -327,9 +327,11 @@ def torch_fallback_cpp(f: SeedFacts) -> Iterator[Evasion]:
     p = ex[1]
     sig = ", ".join(f"const torch::Tensor& {q}" for q in p)
     helper = f"struct Reference {{\n    static torch::Tensor run({sig}) {{\n        return {plain};\n    }}\n}};\n\n"
-    code = _before_export(f, helper)
+    # the export's head first: once the helper is in, its static method is the first
+    # ``torch::Tensor f(...) {`` of the source and would take the call (a self-recursive mutant)
+    code = _export_head(f, f"    return Reference::run({', '.join(p)});\n")
     if code:
-        code = _export_head(refacts(f, code), f"    return Reference::run({', '.join(p)});\n")
+        code = _before_export(refacts(f, code), helper)
         yield "helper-struct", "indirect-call", code, False
     code = _export_head(f, f"    static const auto impl = []({sig}) {{ return {plain}; }};\n    return impl({', '.join(p)});\n")
     yield "cpp-lambda", "indirect-call", code, False

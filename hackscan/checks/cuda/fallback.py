@@ -79,6 +79,47 @@ def compute_call(call: Call) -> bool:
     return True
 
 
+# BLAS / cuBLAS / cuDNN entry points called directly, by the ATen op whose work they do: a cuBLAS
+# GEMM that computes a matmul task's whole output is ``torch.matmul`` under another name (it is what
+# ``at::mm`` calls), so it is judged as ``at::mm`` would be.  It does write its output argument
+# (HS207 counts that); the question here is whose work the output is.
+_LIBRARY_OPS = ((re.compile(r"^(cublas(Lt)?\w*(gemm|matmul)\w*|cblas_[sdchz]?gemm\w*)$", re.I), "mm"),
+                (re.compile(r"^(cublas\w*gemv\w*|cblas_[sdchz]?gemv)$", re.I), "mv"),
+                (re.compile(r"^(cublas\w*dot\w*|cblas_[sdchz]?dot\w*)$", re.I), "dot"),
+                (re.compile(r"^cudnnConvolution(Bias\w*)?Forward$"), "conv2d"),
+                (re.compile(r"^cudnnSoftmaxForward$"), "softmax"),
+                (re.compile(r"^cudnnBatchNormalizationForward\w*$"), "batch_norm"),
+                (re.compile(r"^cudnnPoolingForward$"), "max_pool2d"))
+
+
+def library_op(call: Call) -> str | None:
+    """The ATen op a direct BLAS / cuBLAS / cuDNN call in host code computes, or None."""
+    if call.function.kind != "host" or call.is_method:
+        return None
+    base = call.base
+    if not base.startswith(("cublas", "cblas_", "cudnn")):
+        return None
+    for rx, op in _LIBRARY_OPS:
+        if rx.match(base):
+            return op
+    return None
+
+
+_OPS_ENTRY = re.compile(r"^(?:at::)?_ops::(\w+)::(?:call|redispatch)$")
+
+
+def _op_names(call_name: str) -> list[str]:
+    """The op names an ATen call may stand for.  ``at::_ops::sum_dim_IntList::call`` is the
+    operator-registry entry of ``at::sum`` (its schema's name, ``sum``, then the overload,
+    ``dim_IntList``): the prefixes of the entry's name, longest first, so ``clamp_min`` stays whole
+    when that is the op."""
+    m = _OPS_ENTRY.match(call_name)
+    if m is None:
+        return [call_name]
+    parts = m.group(1).split("_")
+    return [f"at::{'_'.join(parts[:i])}" for i in range(len(parts), 0, -1) if parts[i - 1]]
+
+
 def _in_catch(node: ts.Node) -> bool:
     return enclosing(node, ("catch_clause",)) is not None
 
@@ -141,7 +182,10 @@ def cuda_aten_fallback(ctx: ScanContext) -> Iterator[Hit]:
     for export, root in _exported_roots(facts):
         launches = flow.launches_from(root)
         for fn, call in flow.host_calls_from(root):
-            if call.node.id in seen or not compute_call(call):
+            if call.node.id in seen:
+                continue
+            lib = library_op(call)
+            if lib is None and not compute_call(call):
                 continue
             if _in_catch(call.node) or _device_fallback(call.node, fn):
                 continue
@@ -150,10 +194,13 @@ def cuda_aten_fallback(ctx: ScanContext) -> Iterator[Hit]:
             if any(contains(r, call.node) for r in reads[id(fn)]):
                 continue  # ``x.min().item()``: the reduction feeds a value guard (HS202), not the output
             seen.add(call.node.id)
-            base = names.op_base(call.name)
-            same = next((op for op in ref_ops if names.same_op(call.name, op)), None)
+            candidates = [f"at::{lib}"] if lib is not None else _op_names(call.name)
+            same = next((op for c in candidates for op in ref_ops if names.same_op(c, op)), None)
+            op_name = next((c for c in candidates if same is not None and names.same_op(c, same)), candidates[-1])
+            base = names.op_base(op_name)
             heavy = base in names.HEAVY_OPS
             shown = call.name if not call.is_method else f"{text(call.receiver)}{call.name}"
+
             branch = _fallback_branch(call.node, fn, facts)
             if branch is not None and (same is not None or heavy):
                 cond = " ".join(text(branch.child_by_field_name("condition")).split())[:60]
@@ -170,11 +217,14 @@ def cuda_aten_fallback(ctx: ScanContext) -> Iterator[Hit]:
                 sev, conf, why = Severity.WARNING, Confidence.MEDIUM, ", a heavy op the custom kernels do not replace"
             else:
                 sev, conf, why = Severity.WARNING, Confidence.LOW, ""
+            if lib is not None:  # the library call does the work ``at::{lib}`` would (it is what ATen calls)
+                why = f" (the library doing `at::{lib}`'s work)" + why
             path = ctx.program.path_text(f"cpp:{fn.ext}:{fn.name}")  # "" for a file with no Python forward
-            yield ctx.hit(call.pos, args={"function": fn.name, "export": export, "call": shown, "why": why,
+            kind = "ATen " if lib is None else "the library call "
+            yield ctx.hit(call.pos, args={"function": fn.name, "export": export, "call": shown, "why": why, "kind": kind,
                                           "path": path or export},
                           severity=sev, confidence=conf,
-                          evidence={"call": call.name, "function": fn.key, "export": export,
+                          evidence={"call": call.name, "function": fn.key, "export": export, **({"library_op": lib} if lib else {}),
                                     "reference_op": same, "launches": len(launches),
                                     **({"path": path} if path else {})})
         # ``return x * scale + shift;``: ATen arithmetic through operator overloads
@@ -191,7 +241,8 @@ def cuda_aten_fallback(ctx: ScanContext) -> Iterator[Hit]:
                 else:
                     sev, conf, why = Severity.WARNING, Confidence.LOW, " (tensor arithmetic through operators)"
                 yield ctx.hit(pos_of(fn.unit, node), severity=sev, confidence=conf,
-                              args={"function": fn.name, "export": export, "call": shown, "why": why},
+                              args={"function": fn.name, "export": export, "call": shown, "why": why,
+                                    "kind": "ATen "},
                               evidence={"call": "operator", "function": fn.key, "export": export,
                                         "launches": len(launches)})
 
@@ -267,6 +318,7 @@ def cuda_catch_fallback(ctx: ScanContext) -> Iterator[Hit]:
                 if body is None:
                     continue
                 calls = [c for c in fn.calls if contains(body, c.node) and compute_call(c)]
+                calls += [c for c in fn.calls if contains(body, c.node) and library_op(c) is not None]
                 if calls:
                     c = calls[0]
                     shown = c.name if not c.is_method else f"{text(c.receiver)}{c.name}"
@@ -331,8 +383,8 @@ def cuda_passthrough_export(ctx: ScanContext) -> Iterator[Hit]:
             continue
         launches = flow.launches_from(fn)
         if not launches:
-            if any(compute_call(c) for _, c in flow.host_calls_from(fn)):
-                continue  # HS204 reports the ATen work
+            if any(compute_call(c) or library_op(c) is not None for _, c in flow.host_calls_from(fn)):
+                continue  # HS204 reports the ATen / library work
             if any(flow.host_stores(g) for g in flow.host_closure(fn)):
                 continue  # computes on the host through a data pointer: slow, not a passthrough
             described = [(r, _describe(flow.origins(r.value, fn), r.value)) for r in returns]
@@ -376,5 +428,5 @@ def cuda_passthrough_export(ctx: ScanContext) -> Iterator[Hit]:
                           evidence={"export": export.name, "condition": shown})
 
 
-__all__ = ["cuda_aten_fallback", "cuda_catch_fallback", "cuda_passthrough_export", "compute_call", "UNINITIALISED",
+__all__ = ["cuda_aten_fallback", "cuda_catch_fallback", "cuda_passthrough_export", "compute_call", "library_op", "UNINITIALISED",
            "identifiers"]

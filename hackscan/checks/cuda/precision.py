@@ -7,6 +7,7 @@ import ast
 import re
 import threading
 from collections.abc import Callable, Container, Iterator
+from fractions import Fraction
 
 import tree_sitter as ts
 
@@ -14,7 +15,7 @@ from ...context import Hit, Pos, ScanContext
 from ...cuda import names
 from ...cuda.facts import CudaFacts
 from ...cuda.flow import CudaFlow, pointer_base, strip_casts
-from ...cuda.parser import contains, identifiers, in_walk_order, language, text
+from ...cuda.parser import call_args, contains, identifiers, in_walk_order, language, strip_parens, text
 from ...cuda.records import Call, Function, pos_of
 from ...model import Confidence, Severity
 
@@ -88,6 +89,39 @@ def _narrowing_sites(fn: Function, halves: bool) -> list[tuple[ts.Node, str]]:
                 out.append((node, f"rounds fp32 values through half precision (`{cast}...`)"))
                 break
     return out
+
+
+# the float's bits read as an integer: ``memcpy(&bits, &v, 4)``, ``__float_as_uint(v)``, a cast pointer
+_FLOAT_BITS = re.compile(rb"memcpy|__float_as_u?int|reinterpret_cast\s*<\s*(unsigned|uint32_t|int32_t|int)\b|"
+                         rb"\(\s*(unsigned|uint32_t|int32_t|int)\s*\*\s*\)|union\b")
+_HEX_MASK = re.compile(rb"0[xX][0-9a-fA-F]{8}[uU]?")
+
+
+def _mantissa_mask(fn: Function) -> tuple[ts.Node, int] | None:
+    """``bits &= 0xFFFF0000u`` on a float's bit pattern: the sign and exponent kept, the low
+    mantissa bits cleared (16: bfloat16, 13: TF32).  Masks that keep any of them (``0x7FFFFFFF``,
+    an absolute value) or drop the sign or exponent (``0x7F800000``, an exponent test) are not it."""
+    if fn.body is None:
+        return None
+    raw = fn.body.text or b""
+    if b"0x" not in raw and b"0X" not in raw:
+        return None
+    if not _FLOAT_BITS.search(raw):
+        return None
+    for m in _HEX_MASK.finditer(raw):
+        v = int(m.group(0).rstrip(b"uU"), 16)
+        if v >> 23 != 0x1FF:
+            continue  # sign and exponent not both kept
+        low = (v & -v).bit_length() - 1 if v else 0  # trailing zero bits: the cleared mantissa
+        if low < 8 or v & ((1 << 23) - 1) != ((1 << 23) - 1) & ~((1 << low) - 1):
+            continue
+        node = fn.body.descendant_for_byte_range(fn.body.start_byte + m.start(), fn.body.start_byte + m.end())
+        while node is not None and node.parent is not None and node.type not in (
+                "assignment_expression", "binary_expression", "init_declarator"):
+            node = node.parent
+        if node is not None:
+            return node, low
+    return None
 
 
 def _half_math(fn: Function, fragments: bool = True) -> list[ts.Node]:
@@ -169,6 +203,15 @@ def cuda_reduced_precision(ctx: ScanContext) -> Iterator[Hit]:
             yield ctx.hit(pos_of(fn.unit, node), severity=sev, confidence=conf,
                           args={"function": fn.name, "what": what + suffix},
                           evidence={"conversions": len(narrow), "half_math": computes})
+            continue
+        masked = _mantissa_mask(fn)
+        if masked is not None:
+            node, bits = masked
+            yield ctx.hit(pos_of(fn.unit, node), severity=Severity.WARNING, confidence=Confidence.MEDIUM,
+                          args={"function": fn.name,
+                                "what": f"clears the low {bits} mantissa bits of fp32 values through their bit "
+                                        f"pattern (`{' '.join(text(node).split())[:50]}`): {23 - bits}-bit mantissa"},
+                          evidence={"mask": text(node)[:60], "cleared_bits": bits})
             continue
         tf = _tf32(fn, word(fn.unit, 1))
         if tf:
@@ -524,8 +567,10 @@ def cuda_strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
                           evidence={"step_expr": text(step), "reads": sorted(reads)})
 
 
-_HALVED = re.compile(r"^\(?\s*(\w+)\s*(/\s*2|>>\s*1|\*\s*0\.5f?)\s*\)?$")
 _PAIRS = re.compile(r"\b(float2|double2|int2|half2|__half2|__nv_bfloat162|bfloat162)\b")
+# a k-wide vector type in a loop body: each step covers k elements (``float4`` over ``n >> 2``)
+_WIDE = re.compile(r"\b(?:float|double|u?int|u?short|u?char|u?long|longlong|half|__half|__nv_bfloat16|bfloat16)"
+                   r"([248])\b")
 
 
 def _runtime_name(name: str, fn: Function, consts: Container[str], depth: int = 0) -> bool:
@@ -561,14 +606,122 @@ def _loop_vars() -> Callable[[ts.Node], tuple[str, ts.Node | None] | None]:
     return var_of
 
 
+def _fraction_of(node: ts.Node | None, fn: Function, flow: CudaFlow) -> tuple[str, Fraction] | None:
+    """``(size, part)`` when ``node`` is a fixed fraction < 1 of one name: ``n / 2``, ``n >> kShift``,
+    ``n * 0.5f``, ``n - n / kSplit``, the divisors and shifts folded through the constants (a
+    ``constexpr`` or ``#define`` hides the literal as well as a template argument does)."""
+    node = strip_parens(node) if node is not None else None
+    if node is None or node.type != "binary_expression":
+        return None
+    op = node.child_by_field_name("operator")
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    if op is None or left is None or right is None:
+        return None
+    o = op.type
+    left = strip_parens(left)
+    if o == "-":
+        # ``n - n / k``: the rest of ``n`` once a fraction of it is taken off
+        if left.type != "identifier":
+            return None
+        sub = _fraction_of(right, fn, flow)
+        if sub is None or sub[0] != text(left):
+            return None
+        return text(left), 1 - sub[1]
+    if o == "*" and left.type != "identifier":
+        left, right = strip_parens(right), left
+    if left.type != "identifier":
+        return None
+    c = flow.fold(right, fn)
+    if isinstance(c, bool) or c is None:
+        return None
+    if o == "/" and isinstance(c, int) and c >= 2:
+        return text(left), Fraction(1, c)
+    if o == ">>" and isinstance(c, int) and 1 <= c <= 16:
+        return text(left), Fraction(1, 1 << c)
+    if o == "*" and isinstance(c, float) and 0 < c < 1:
+        return text(left), Fraction(c).limit_denominator(64)
+    return None
+
+
+def _part_words(part: Fraction) -> str:
+    return "half" if part == Fraction(1, 2) else f"{part.numerator}/{part.denominator}"
+
+
+def _scaled_index(var: str, btext: str, fn: Function, flow: CudaFlow) -> int:
+    """The largest constant the loop variable is multiplied by in the body (``4 * i``,
+    ``i * VEC``), 1 when none: a step then covers that many elements."""
+    env = flow.facts.extensions[fn.ext].env_for(fn)
+    best = 1
+    v = re.escape(var)
+    for m in re.finditer(rf"\b{v}\s*\*\s*(\w+)|\b(\w+)\s*\*\s*{v}\b", btext):
+        tok = m.group(1) or m.group(2)
+        k = int(tok) if tok.isdigit() else env.get(tok)
+        if k is None and tok in fn.assigned and len(fn.assigned[tok]) == 1:
+            k = flow.fold(fn.assigned[tok][0], fn)
+        if isinstance(k, int) and k > best:
+            best = k
+    return best
+
+
+def _reaches_rest(size: str, btext: str, fn: Function, flow: CudaFlow, starts: list[str],
+                  part: Fraction = Fraction(1, 2), var: str | None = None, bound: str = "") -> bool:
+    """Does the body or a sibling pass reach the part of ``size`` the bound leaves out: a mirror
+    (``n - 1 - i``), a partner (``i + n / 2``), two-wide loads, a local holding a fraction of
+    ``size`` read in the body, or another loop / ``parallel_for`` that starts where this one stops
+    (the tail pass)?"""
+    if _PAIRS.search(btext) or re.search(rf"\b{re.escape(size)}\s*-", btext):
+        return True  # a mirror (``n - 1 - i``)
+    # a partner at the bound (``i + n / 2``, ``i + (n >> kShift)``): the bound's own expression in
+    # the body (another size arithmetic there, ``TILE / ROWS`` for an inner loop, reaches nothing)
+    if bound and " ".join(bound.strip("()").split()) in " ".join(btext.split()):
+        return True
+    if part == Fraction(1, 2) and re.search(rf"\b{re.escape(size)}\s*(/\s*2\b|>>\s*1\b)", btext):
+        return True
+    if any(int(m.group(1)) * part >= 1 for m in _WIDE.finditer(btext)):
+        return True  # vector loads of the bound's width: ``float4`` over ``n / 4`` covers all of ``n``
+    if var is not None and _scaled_index(var, btext, fn, flow) * part >= 1:
+        return True  # ``x[4 * i + j]``: each step covers several elements
+    for name, vals in fn.assigned.items():
+        if any(_fraction_of(v, fn, flow) is not None and size in text(v) for v in vals) \
+                and re.search(rf"\b{re.escape(name)}\b", btext):
+            return True
+    return any(re.search(rf"\b{re.escape(size)}\b", s) for s in starts)
+
+
+def _loop_starts(fn: Function, loops: list[ts.Node],
+                 var_of: Callable[[ts.Node], tuple[str, ts.Node | None] | None]) -> list[str]:
+    """Where the function's loops and ``parallel_for`` ranges start, when not at a literal (the
+    names a tail pass starts from), locals followed one step."""
+    out = []
+    for loop in loops:
+        lv = var_of(loop)
+        if lv is not None and lv[1] is not None and lv[1].type != "number_literal":
+            out.append(text(lv[1]))
+    for c in fn.calls:
+        if c.base in ("parallel_for", "parallel_reduce"):
+            args = call_args(c.node)
+            if args and args[0].type != "number_literal":
+                out.append(text(args[0]))
+    for s in list(out):
+        if re.fullmatch(r"\w+", s):
+            out.extend(text(v) for v in fn.assigned.get(s, ()))
+    return out
+
+
 def _truncated_loops(ctx: ScanContext, fn: Function, loops: list[ts.Node],
                      var_of: Callable[[ts.Node], tuple[str, ts.Node | None] | None] = _loop_var) -> Iterator[Hit]:
-    """``for (i = 0; i < n / 2; ++i)`` over a run-time size, whose body never reaches the other
-    half (no ``n - 1 - i`` mirror, no ``i + n / 2`` partner, no two-wide vector loads)."""
+    """``for (i = 0; i < n / 2; ++i)`` over a run-time size (or ``n >> kShift``, ``n - n / kSplit``,
+    a fixed fraction through named constants), and ``at::parallel_for(0, n / 2, ...)``, whose body
+    never reaches the rest (no ``n - 1 - i`` mirror, no ``i + n / 2`` partner, no two-wide vector
+    loads, no tail pass starting where it stops)."""
     consts = None  # the function's constants, looked up for the few loops that get that far
+    flow = ctx.cuda.flow
+    starts: list[str] | None = None
+    # (node reported, bound, the loop variable or None, the body)
+    cands: list[tuple[ts.Node, ts.Node, str | None, ts.Node | None]] = []
     for loop in loops:
         # every test here only skips the loop, so the cheap ones go first and the loop variable
-        # is worked out for the loops that compare against a halved size alone
+        # is worked out for the loops that compare against a fraction of a size alone
         cond = loop.child_by_field_name("condition")
         if cond is None or cond.type != "binary_expression":
             continue
@@ -576,36 +729,46 @@ def _truncated_loops(ctx: ScanContext, fn: Function, loops: list[ts.Node],
         left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
         if op is None or op.type not in ("<", "<=") or left is None or right is None:
             continue
-        m = _HALVED.match(" ".join(text(right).split()))
-        if m is None:
+        if strip_parens(right).type != "binary_expression":
             continue
         lv = var_of(loop)
-        if lv is None:
+        if lv is None or text(left) != lv[0]:
             continue
-        var = lv[0]
-        if text(left) != var:
+        cands.append((loop, right, lv[0], loop.child_by_field_name("body")))
+    if fn.kind == "host":
+        for c in fn.calls:
+            if c.base != "parallel_for":
+                continue
+            args = call_args(c.node)
+            if len(args) == 4 and flow.fold(args[0], fn) == 0 and args[1].type == "binary_expression":
+                cands.append((c.node, args[1], None, args[3]))
+    for node, bound, var, body in cands:
+        got = _fraction_of(bound, fn, flow)
+        if got is None:
             continue
-        size = m.group(1)
-        body = loop.child_by_field_name("body")
+        size, part = got
         btext = text(body) if body is not None else ""
         if consts is None:
             consts = ctx.cuda.extensions[fn.ext].env_for(fn)
         if not _runtime_name(size, fn, consts):
             # a compile-time tile: only suspicious when arrays sized by it are indexed by the loop
             # variable itself (the tile is loaded whole and consumed by half)
-            sized = re.search(rf"\[\s*{re.escape(size)}\s*(\+\s*\d+\s*)?\]", text(fn.body) if fn.body else "")
-            if sized is None or not re.search(rf"\[\s*{re.escape(var)}\s*\]", btext):
+            # (an array sized by the bound itself, ``acc[TILE / ROWS]``, is covered by it)
+            sized = {m.group(1) for m in re.finditer(rf"(\w+)\s*(?:\[[^\]]*\]\s*)*\[\s*{re.escape(size)}\s*(?:\+\s*\d+\s*)?\]",
+                                                       text(fn.body) if fn.body else "")}
+            if var is None or not any(re.search(rf"\b{re.escape(a)}\s*(?:\[[^\]]*\]\s*)*\[\s*{re.escape(var)}\s*\]", btext)
+                                      for a in sized):
                 continue
-        if _PAIRS.search(btext) or re.search(rf"\b{re.escape(size)}\s*(-|/\s*2|>>\s*1)", btext):
+        if starts is None:
+            starts = _loop_starts(fn, loops, var_of)
+        if _reaches_rest(size, btext, fn, flow, starts, part, var, text(bound)):
             continue
-        halves = [n for n, vals in fn.assigned.items() if any(_HALVED.match(" ".join(text(v).split())) and
-                                                                size in text(v) for v in vals)]
-        if any(re.search(rf"\b{re.escape(h)}\b", btext) for h in halves):
-            continue
-        yield ctx.hit(pos_of(fn.unit, loop), severity=Severity.WARNING, confidence=Confidence.MEDIUM,
-                      message=f"loop in `{fn.name}` runs `{var}` over only the first half of `{size}` "
-                              f"(`{' '.join(text(cond).split())}`), and nothing in its body reaches the other half",
-                      evidence={"condition": text(cond), "size": size})
+        bound_text = " ".join(text(bound).split())
+        what = f"loop in `{fn.name}` runs `{var}`" if var is not None else f"`at::parallel_for` in `{fn.name}` runs"
+        yield ctx.hit(pos_of(fn.unit, node), severity=Severity.WARNING, confidence=Confidence.MEDIUM,
+                      message=f"{what} over only the first {_part_words(part)} of `{size}` "
+                              f"(up to `{bound_text}`), and nothing reaches the rest",
+                      evidence={"bound": bound_text, "size": size, "part": str(part)})
 
 
 def _subscripts(body: ts.Node) -> list[ts.Node]:

@@ -65,6 +65,17 @@ def _context(node: ts.Node, kind: str, fn: Function | None = None) -> str:
             return "launch"
         if t in ("if_statement", "while_statement", "switch_statement", "conditional_expression", "case_statement"):
             cond = cur.child_by_field_name("condition") or cur.child_by_field_name("value")
+            if t == "case_statement":
+                value = cur.child_by_field_name("value")
+                if value is None or not (value.start_byte <= node.start_byte < value.end_byte):
+                    child = cur  # in the arm's statements, not the label: keep walking up
+                    cur = cur.parent
+                    continue
+                # ``case kCols:`` compares with what the enclosing switch reads (``switch (cols)``)
+                body = cur.parent  # the switch's ``{ ... }``
+                sw = body.parent if body is not None else None
+                if sw is not None and sw.type == "switch_statement":
+                    cond = sw.child_by_field_name("condition")
             if t == "case_statement" or (cond is not None and cond.start_byte <= node.start_byte < cond.end_byte):
                 if kind != "host":
                     return "bound"
@@ -239,10 +250,14 @@ def cuda_hardcoded_shape(ctx: ScanContext) -> Iterator[Hit]:
             # one pass over the text for every constant of interest
             tokens = [n.encode() for n in sorted(wanted, key=len, reverse=True)]
             uses_by_name: dict[str, list] = {n: [] for n in wanted}
-            for token, fn, node in _occurrences(facts, x, tokens, rb"(?![\w])", ("identifier",), by_node):
+            # a constant passed as a template argument (``kernel<kCols><<<...>>>``) parses as a type name
+            for token, fn, node in _occurrences(facts, x, tokens, rb"(?![\w])", ("identifier", "type_identifier"),
+                                                by_node):
                 name = token.decode()
                 const = wanted[name][0]
                 if fn is None or (const.function and fn.name != const.function) or _is_definition(node):
+                    continue
+                if node.type == "type_identifier" and not _template_argument(node):
                     continue
                 uses_by_name[name].append((fn, node, _context(node, "host" if fn.kind == "host" else "kernel", fn)))
             for name, (const, name_match, init_only) in wanted.items():
@@ -282,6 +297,14 @@ def _specialised(ctx: ScanContext, unit, const: Constant) -> bool:
     # the f-string field the value came from starts at (or just before) the mapped column
     window = lines[line - 1][col:]
     return bool(re.match(r"\{?\s*(self\.|[\w.]*shape|[\w.]*size\()", window))
+
+
+def _template_argument(node: ts.Node) -> bool:
+    """``kCols`` in ``kernel<kCols>``: a type name standing alone as a template argument."""
+    parent = node.parent
+    if parent is not None and parent.type == "type_descriptor":
+        parent = parent.parent
+    return parent is not None and parent.type == "template_argument_list"
 
 
 def _is_definition(node: ts.Node) -> bool:

@@ -261,7 +261,11 @@ def _leaves(arg: ast.AST, call: ast.AST) -> Iterator[ast.AST]:
             yield n
         elif t in _SIZE_EXPRS:
             stack.extend(children(n))
-        # calls, attributes and subscripts carry sizes read from tensors: not hardcoded
+        elif t is ast.Call and type(n.func) is ast.Attribute and n.func.attr == "get" and len(n.args) == 2:
+            # ``TABLE.get(tuple(x.shape), 16384)``: a size looked up by shape, whose default is what
+            # every shape missing from the table gets, so a task dim there fixes the general path
+            stack.append(n.args[1])
+        # other calls, attributes and subscripts carry sizes read from tensors: not hardcoded
 
 
 __all__ = ["value_guarded_shortcut", "shape_guarded_shortcut", "hardcoded_task_shape", "Unresolved"]

@@ -12,11 +12,16 @@ a candidate may drop them.  Reads count through attributes folded at init from t
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 
 from ...context import Hit, ScanContext
 from ...model import Confidence, Severity
+from ...python.catalog import META_ATTRS, META_BUILTINS, META_METHODS
 from ...python.facts import Holder, ModelFlow
+
+# ``torch.ones_like(self.w)``: a fresh tensor with the parameter's shape and dtype, not its values
+_LIKE_FUNCS = frozenset({"ones_like", "zeros_like", "empty_like", "full_like", "rand_like", "randn_like"})
 
 
 def _read(facts: ModelFlow, chain: str) -> bool:
@@ -37,15 +42,51 @@ def _read_through_derived(facts: ModelFlow, chain: str, depth: int = 0) -> bool:
     return False
 
 
+def _metadata_use(parents: dict[ast.AST, ast.AST], node: ast.AST, rest: str) -> bool:
+    """Does this read of ``self.<chain>`` (``rest``: the attributes the recorded read adds after
+    the chain) use only the tensor's metadata: ``.shape``, ``.size(0)``, ``.new_ones(...)``,
+    ``torch.zeros_like(...)``, ``len(...)``?  Its values never reach anything then."""
+    if rest:
+        head = rest.split(".", 1)[0]
+        return head in META_ATTRS or head in META_METHODS or head.startswith("new_")
+    parent = parents.get(node)
+    if type(parent) is ast.Attribute:
+        return parent.attr in META_ATTRS or parent.attr in META_METHODS or parent.attr.startswith("new_")
+    if type(parent) is ast.Call and parent.args and parent.args[0] is node:
+        f = parent.func
+        name = f.attr if type(f) is ast.Attribute else f.id if type(f) is ast.Name else ""
+        return name in _LIKE_FUNCS or name in META_BUILTINS
+    return False
+
+
+def _values_read(facts: ModelFlow, chain: str) -> bool:
+    """Some read of ``self.<chain>`` (or of something inside it) uses its values, not only its
+    shape: ``self.w.new_ones(self.w.shape)`` handed to the kernel in place of ``self.w`` reads
+    the parameter and ignores it all the same."""
+    parents = facts.host.parents
+    prefix = chain + "."
+    for key, nodes in facts.attr_reads.items():
+        if key != chain and not key.startswith(prefix):
+            continue
+        rest = key[len(prefix):] if key != chain else ""
+        if not all(_metadata_use(parents, n, rest) for n in nodes):
+            return True
+    return False
+
+
 def _param_read(facts: ModelFlow, attr: str, param: str) -> bool:
     chain = f"{attr}.{param}" if param else attr
-    return facts.reads(chain) or _read_through_derived(facts, chain)
+    return _values_read(facts, chain) or _read_through_derived(facts, chain)
 
 
 def _whole_read(facts: ModelFlow, attr: str) -> bool:
     """The holder itself is used (called, passed along), not just an attribute of it."""
     if attr in facts.attr_reads:
         return True
+    return _parent_read(facts, attr)
+
+
+def _parent_read(facts: ModelFlow, attr: str) -> bool:
     # a parent read whole (``self.block`` called: its forward was analysed and reads its own members)
     parts = attr.split(".")
     return any(".".join(parts[:i]) in facts.attr_reads and ".".join(parts[:i]) in facts.holders
@@ -94,7 +135,9 @@ def unread_parameters(ctx: ScanContext) -> Iterator[Hit]:
             continue
         if h.kind == "module" and not h.params:
             continue
-        if _whole_read(facts, attr) or _read_through_derived(facts, attr):
+        if h.kind == "module" and _whole_read(facts, attr) or _read_through_derived(facts, attr):
+            continue
+        if h.kind != "module" and (_values_read(facts, attr) or _parent_read(facts, attr)):
             continue
         params = h.params if h.kind == "module" else ("",)
         missing = [p for p in params if not _param_read(facts, attr, p)]
@@ -112,10 +155,17 @@ def unread_parameters(ctx: ScanContext) -> Iterator[Hit]:
         init = " (default 1 and 0: the identity)" if identity and h.kind == "module" else \
             " (initialised to the identity)" if identity else ""
         yield ctx.hit(ctx.at(h.node), args={"what": what, "init": init,
-                                            "how": "is never read" if len(missing) == 1 else "are never read"},
+                                            "how": _how(facts, attr, missing)},
                       evidence={"attr": attr, "missing": missing, "identity_init": identity, "class": h.cls},
                       severity=Severity.ERROR if strong else Severity.WARNING,
                       confidence=Confidence.HIGH if strong else Confidence.MEDIUM)
+
+
+def _how(facts: ModelFlow, attr: str, missing: list[str]) -> str:
+    chains = [f"{attr}.{p}" if p else attr for p in missing]
+    if all(facts.reads(c) for c in chains):  # read, but only for its shape, dtype or device
+        return "is read only for its shape" if len(chains) == 1 else "are read only for their shapes"
+    return "is never read" if len(chains) == 1 else "are never read"
 
 
 def parameters_missing(ctx: ScanContext) -> Iterator[Hit]:
