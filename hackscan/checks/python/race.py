@@ -1,0 +1,178 @@
+"""HS122: the path forward runs is the winner of a timing race between torch and the kernel (or
+between float32 and a half-precision path), class 5 with 14.
+
+``t0 = perf_counter(); ext.relu(x); t1 = perf_counter(); torch.relu(x); t2 = perf_counter()`` then
+``self.use_kernel = (t1 - t0) < (t2 - t1)``: on the machine that scores the candidate, whichever
+path is faster is what gets checked and timed, so a kernel slower than cuBLAS is silently replaced
+by torch (and a half-precision matmul by the tensor cores' result).  An autotuner that times several
+configurations of the custom kernel is the legitimate look-alike: every contender runs custom code at
+the reference's precision.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from ...context import Hit, ScanContext
+from ...python.catalog import classify_torch
+from .fallback import _method, _runs_custom
+
+_CLOCKS = frozenset({"time.perf_counter", "time.perf_counter_ns", "time.time", "time.time_ns", "time.monotonic",
+                     "time.monotonic_ns", "timeit.default_timer"})
+_HALF = frozenset({"half", "bfloat16"})
+_HALF_DTYPES = frozenset({"torch.float16", "torch.half", "torch.bfloat16"})
+
+
+def timed_path_race(ctx: ScanContext) -> Iterator[Hit]:
+    """HS122: a function of the model class times two regions (clock reads or ``Event.record()``), one
+    of which runs no custom code or runs in half precision while another does not, and then compares."""
+    host = ctx.host
+    # most candidates never read a clock: a substring test on the source costs nothing next to a walk
+    text = host.source.text if host is not None else ""
+    if host is None or ("perf_counter" not in text and "elapsed_time" not in text and "time()" not in text
+                        and "monotonic" not in text and "default_timer" not in text):
+        return
+    facts = ctx.model_flow
+    if facts is None or facts.model is None:
+        return
+    model = facts.model
+    custom = _custom_holders(host, facts.holders)
+    for fn in model.body:
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield from _race_in(ctx, host, fn, model, custom)
+
+
+def _custom_holders(host, holders) -> frozenset[str]:
+    """``self`` attributes that hold custom code: an extension, a function it exports, a Triton kernel,
+    or an instance of a class of the file whose methods launch one (``self._cuda_kernel.forward``)."""
+    bound = {name for ext in host.extensions for name in ext.bound_to}
+    classes = host.classes()
+    out = set()
+    for attr, h in holders.items():
+        root = h.target.split(".", 1)[0]
+        if h.kind == "extension" or h.target.startswith(("extfn:", "cupy:", "export:")) or \
+                root in bound or root in host.triton_kernels:
+            out.add(attr)
+        elif h.kind == "local" and h.cls in classes and _runs_custom(host, classes[h.cls], classes[h.cls], 1):
+            out.add(attr)
+    return frozenset(out)
+
+
+def _self_attr(e: ast.AST) -> str | None:
+    """``x`` for ``self.x``, ``self.x.forward`` and ``self.x(...)``'s callee."""
+    while isinstance(e, ast.Attribute):
+        if isinstance(e.value, ast.Name) and e.value.id == "self":
+            return e.attr
+        e = e.value
+    return None
+
+
+def _race_in(ctx: ScanContext, host, fn: ast.FunctionDef, model: ast.ClassDef,
+             custom: frozenset[str]) -> Iterator[Hit]:
+    calls: list[ast.Call] = []
+    compares: list[ast.Compare] = []
+    assigns: list[ast.Assign] = []
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call):
+            calls.append(n)
+        elif isinstance(n, ast.Compare):
+            compares.append(n)
+        elif isinstance(n, ast.Assign):
+            assigns.append(n)
+    marks = sorted({c.lineno for c in calls if _is_mark(host, c)})
+    if len(marks) < 3 or not compares:
+        return
+    # the calls between two consecutive marks are one timed region; regions with nothing that
+    # computes (an ``elif`` between ``end.record()`` and the next ``start.record()``) are skipped
+    regions: list[tuple[int, str]] = []
+    for a, b in zip(marks, marks[1:], strict=False):
+        inside = [c for c in calls if a < c.lineno < b or (c.lineno == a and not _is_mark(host, c))]
+        kind = _region_kind(host, inside, model, custom)
+        if kind is not None:
+            regions.append((a, kind))
+    kinds = {k for _, k in regions}
+    if "custom" in kinds and "torch" in kinds:
+        what, other = "the custom kernel", "torch"
+    elif ("half" in kinds) and (kinds & {"torch", "custom"}):
+        what, other = "a float32 path", "a half-precision path"
+    else:
+        return
+    # the decision follows the last clock read (``if ms < best_ms``); a dispatch on the method's name
+    # between the regions (``elif method == "half"``) is not it
+    # ... and reads a measured time: ``if max_diff > 1e-3`` (a correctness check) is not the decision
+    timed = _timing_names(host, assigns)
+    after = [c for c in compares if c.lineno > marks[1]]
+    decide = [c for c in after if any(isinstance(n, ast.Name) and n.id in timed for n in ast.walk(c))] or \
+        [c for c in after if c.lineno > marks[-1]] or after
+    if not decide:
+        return
+    node = min(decide, key=lambda c: c.lineno)
+    lines = ", ".join(str(line) for line, _ in regions)
+    yield ctx.hit(ctx.at(node), args={"function": fn.name, "what": what, "other": other, "lines": lines,
+                                      "condition": ast.unparse(node)[:120]},
+                  evidence={"regions": [{"line": line, "kind": k} for line, k in regions]})
+
+
+def _timing_names(host, assigns: list[ast.Assign]) -> frozenset[str]:
+    """Names assigned a measured time: a clock read (``dt = time.perf_counter() - t0``) or an
+    ``elapsed_time`` of two events."""
+    out = set()
+    for a in assigns:
+        if any(isinstance(n, ast.Call) and (_is_mark(host, n) or
+               (isinstance(n.func, ast.Attribute) and n.func.attr == "elapsed_time")) for n in ast.walk(a.value)):
+            out.update(t.id for t in a.targets if isinstance(t, ast.Name))
+    return frozenset(out)
+
+
+def _is_mark(host, call: ast.Call) -> bool:
+    """A clock read or an event record: the ends of a timed region."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "record" and not call.args:
+        return True
+    return host.canonical(func) in _CLOCKS
+
+
+def _region_kind(host, calls: list[ast.Call], model: ast.ClassDef, custom: frozenset[str]) -> str | None:
+    """custom (runs a kernel), half (computes in half precision), torch (computes with torch only)."""
+    computes = half = False
+    for c in calls:
+        if _self_attr(c.func) in custom or _runs_custom(host, c, model, 0):
+            return "custom"
+        half = half or _half(host, c)
+        fn = _method(c.func, model)
+        if fn is not None:
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Call):
+                    half = half or _half(host, n)
+                    computes = computes or _torch_compute(host, n)
+        computes = computes or _torch_compute(host, c)
+    if half and computes:
+        return "half"
+    return "torch" if computes else None
+
+
+def _torch_compute(host, call: ast.Call) -> bool:
+    name = host.canonical(call.func)
+    return name.startswith("torch.") and classify_torch(name) == "compute"
+
+
+def _half(host, call: ast.Call, depth: int = 0) -> bool:
+    """A cast to half / bfloat16, or a call on a local that holds one (``A16 = A.half()`` before the region)."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in _HALF and not call.args:
+        return True
+    values = [*call.args, *(k.value for k in call.keywords)]
+    if any(host.canonical(v) in _HALF_DTYPES for v in values if isinstance(v, (ast.Attribute, ast.Name))):
+        return True
+    if depth:
+        return False
+    for v in values:
+        if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name):
+            v = v.value  # ``B16.T``
+        if isinstance(v, ast.Name):
+            found = host.scope_of(v).lookup(v.id, v.lineno)
+            if found is not None and found[1] == "assign" and isinstance(found[0], ast.Call) and \
+                    _half(host, found[0], 1):
+                return True
+    return False
