@@ -52,6 +52,7 @@ class HarnessModel:
         self.flags = frozenset(facts.fallback_flags)
         self.profile = ctx.profile
         self.holders = facts.holders
+        self.flow_of = facts.flow_of
         self.model = facts.model
         self._stored: frozenset[str] | None = None
 
@@ -71,6 +72,8 @@ class HarnessModel:
             return ("dtype", _DTYPES[canon])
         if isinstance(e, ast.Attribute):
             spec = self._input(e.value)
+            if spec is None and e.attr in ("is_cuda", "requires_grad", "dtype"):
+                spec = self._input_alias(e.value)
             if spec is not None:
                 if e.attr == "is_cuda":
                     return self._note(True, e, "is True (inputs are on the GPU)")
@@ -94,7 +97,7 @@ class HarnessModel:
                     return self._note(False, e, f"is False (the {self.profile.name} harness calls .eval())")
                 return self._note(True, e, f"is True (the {self.profile.name} harness never calls .eval())")
             if e.attr == "type" and isinstance(e.value, ast.Attribute) and e.value.attr == "device" and \
-                    self._input(e.value.value) is not None:
+                    self._input_alias(e.value.value) is not None:
                 return "cuda"
         if isinstance(e, ast.Subscript):
             base = self.value(e.value)
@@ -191,6 +194,18 @@ class HarnessModel:
 
     def _input(self, e: ast.AST) -> InputSpec | None:
         return self.inputs.get(e.id) if isinstance(e, ast.Name) else None
+
+    def _input_alias(self, e: ast.AST) -> InputSpec | None:
+        """The input ``e`` is or shares storage with, for what every view of it keeps (``requires_grad``,
+        ``is_cuda``, ``dtype``, device): a submodule's parameter (``def forward(self, t)`` of a child
+        called with ``x``) is the input whatever it is called there.  Not for shapes: a view has its own."""
+        spec = self._input(e)
+        if spec is not None or not isinstance(e, ast.Name):
+            return spec
+        flow = self.flow_of(e)
+        if flow is not None and len(flow.alias) == 1 and not flow.ops and not flow.kernels:
+            return self.inputs.get(next(iter(flow.alias)))
+        return None
 
     def _is_self_chain(self, e: ast.AST) -> bool:
         while isinstance(e, ast.Attribute):
