@@ -236,8 +236,8 @@ def _row_geometry(ctx: ScanContext, flow: CudaFlow, launches: list, shown: str, 
         return None
     axes: set[str] = set()
     for lc, kernel, _idx in launches:
-        body = text(kernel.body) if kernel.body is not None else ""
-        used = {a for a in ("y", "z") if f"blockIdx.{a}" in body and f"gridDim.{a}" not in body}
+        body = (kernel.body.text or b"") if kernel.body is not None else b""  # bytes: no decode per launch
+        used = {a for a in ("y", "z") if b"blockIdx." + a.encode() in body and b"gridDim." + a.encode() not in body}
         if not used or _grid_rank(lc.grid, lc.function) != 1:
             return None
         axes |= used

@@ -10,11 +10,12 @@ write a returned allocation: none of them reads a pointer that carries forward's
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from ...context import Hit, ScanContext
 from ...cuda.flow import UNINITIALISED, CudaFlow, Origin
-from ...cuda.parser import identifiers, text
+from ...cuda.parser import text
 from ...cuda.records import Export, Function, pos_of
 
 # calls whose result is a size, not data
@@ -96,10 +97,13 @@ def _independent(ctx: ScanContext, flow: CudaFlow, fn: Function, export: Export,
                     stores_alloc = True
         if not stores_alloc or kernel is None:
             continue
-        used = {text(i) for i in identifiers(kernel.body)} if kernel.body is not None else set()
+        body = kernel.body.text or b"" if kernel.body is not None else b""
         writers.append(kernel.name)
         for idx, p in enumerate(kernel.params):
-            if p.name not in used or idx >= len(arg_origins):
+            # a word search on the body's bytes, not a walk of its identifiers: most kernels read ``x``;
+            # a member (``blockIdx.x``, ``p->x``) is not the parameter
+            if idx >= len(arg_origins) or \
+                    re.search(rb"(?<!\.)(?<!->)\b" + re.escape(p.name.encode()) + rb"\b", body) is None:
                 continue
             if not p.pointer:
                 # a scalar computed on the host from the input's values (``x.mean().item<float>()``)

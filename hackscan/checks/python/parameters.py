@@ -160,11 +160,17 @@ def parameter_shape_mismatch(ctx: ScanContext) -> Iterator[Hit]:
     alone, as are parameters whose shape cannot be evaluated.
     """
     facts = ctx.model_flow
-    ref_flow = ctx.reference_flow
-    ref = ctx.reference
-    if facts is None or ref_flow is None or ref is None or facts.init is None or ref_flow.init is None:
+    if facts is None or facts.init is None:
         return
     mine = {a: h for a, h in facts.holders.items() if h.kind == "parameter" and "." not in a}
+    # most candidates hold no bare nn.Parameter: stop before the reference's value flow is built
+    ref = ctx.reference
+    # ... or none the reference (its cheap facts) holds under the same name
+    if not mine or ref is None or not any(a in ref.parameters for a in mine):
+        return
+    ref_flow = ctx.reference_flow
+    if ref_flow is None or ref_flow.init is None:
+        return
     theirs = {a: h for a, h in ref_flow.holders.items() if h.kind == "parameter" and "." not in a}
     common = [a for a in mine if a in theirs]
     if not common:

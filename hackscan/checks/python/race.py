@@ -16,11 +16,15 @@ from collections.abc import Iterator
 
 from ...context import Hit, ScanContext
 from ...python.catalog import classify_torch
+from ...python.patterns import misc_facts
 from .fallback import _method, _runs_custom
 
 _CLOCKS = frozenset({"time.perf_counter", "time.perf_counter_ns", "time.time", "time.time_ns", "time.monotonic",
                      "time.monotonic_ns", "timeit.default_timer"})
 _HALF = frozenset({"half", "bfloat16"})
+_CLOCK_TEXT = ("perf_counter", "elapsed_time", "time.time(", "monotonic", "default_timer", "time_ns(")
+# the last name of a clock or of ``Event.record``: calls spelled otherwise are not resolved
+_MARK_NAMES = frozenset({"record"} | {c.rsplit(".", 1)[-1] for c in _CLOCKS})
 _HALF_DTYPES = frozenset({"torch.float16", "torch.half", "torch.bfloat16"})
 
 
@@ -30,17 +34,30 @@ def timed_path_race(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     # most candidates never read a clock: a substring test on the source costs nothing next to a walk
     text = host.source.text if host is not None else ""
-    if host is None or ("perf_counter" not in text and "elapsed_time" not in text and "time()" not in text
-                        and "monotonic" not in text and "default_timer" not in text):
+    if host is None or not any(c in text for c in _CLOCK_TEXT):
         return
     facts = ctx.model_flow
     if facts is None or facts.model is None:
         return
     model = facts.model
-    custom = _custom_holders(host, facts.holders)
-    for fn in model.body:
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield from _race_in(ctx, host, fn, model, custom)
+    # the functions of the model class with three clock reads or more, from the module's index of calls
+    # (a name test first: ``canonical`` only for calls spelled like a clock)
+    marks: dict[ast.AST, int] = {}
+    for call in host.of_type(ast.Call):
+        func = call.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name not in _MARK_NAMES or not _is_mark(host, call):
+            continue
+        fn = host.enclosing(call, ast.FunctionDef, ast.AsyncFunctionDef)
+        if fn is not None and host.parents.get(fn) is model:
+            marks[fn] = marks.get(fn, 0) + 1
+    custom: frozenset[str] | None = None
+    for fn, n in marks.items():
+        if n < 3:
+            continue
+        if custom is None:
+            custom = _custom_holders(host, facts.holders)
+        yield from _race_in(ctx, host, fn, model, custom)
 
 
 def _custom_holders(host, holders) -> frozenset[str]:
@@ -70,16 +87,11 @@ def _self_attr(e: ast.AST) -> str | None:
 
 def _race_in(ctx: ScanContext, host, fn: ast.FunctionDef, model: ast.ClassDef,
              custom: frozenset[str]) -> Iterator[Hit]:
-    calls: list[ast.Call] = []
-    compares: list[ast.Compare] = []
-    assigns: list[ast.Assign] = []
-    for n in ast.walk(fn):
-        if isinstance(n, ast.Call):
-            calls.append(n)
-        elif isinstance(n, ast.Compare):
-            compares.append(n)
-        elif isinstance(n, ast.Assign):
-            assigns.append(n)
+    # the module's nodes grouped by function (shared with the stream rules), not a walk of ``fn``
+    misc = misc_facts(host)
+    calls: list[ast.Call] = misc.nodes_by_owner(ast.Call).get(fn, [])  # type: ignore[assignment]
+    compares: list[ast.Compare] = misc.nodes_by_owner(ast.Compare).get(fn, [])  # type: ignore[assignment]
+    assigns: list[ast.Assign] = misc.nodes_by_owner(ast.Assign).get(fn, [])  # type: ignore[assignment]
     marks = sorted({c.lineno for c in calls if _is_mark(host, c)})
     if len(marks) < 3 or not compares:
         return
