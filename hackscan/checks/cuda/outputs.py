@@ -10,7 +10,6 @@ write a returned allocation: none of them reads a pointer that carries forward's
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterator
 
 from ...context import Hit, ScanContext
@@ -102,8 +101,7 @@ def _independent(ctx: ScanContext, flow: CudaFlow, fn: Function, export: Export,
         for idx, p in enumerate(kernel.params):
             # a word search on the body's bytes, not a walk of its identifiers: most kernels read ``x``;
             # a member (``blockIdx.x``, ``p->x``) is not the parameter
-            if idx >= len(arg_origins) or \
-                    re.search(rb"(?<!\.)(?<!->)\b" + re.escape(p.name.encode()) + rb"\b", body) is None:
+            if idx >= len(arg_origins) or not _mentions(body, p.name.encode()):
                 continue
             if not p.pointer:
                 # a scalar computed on the host from the input's values (``x.mean().item<float>()``)
@@ -127,6 +125,24 @@ def _independent(ctx: ScanContext, flow: CudaFlow, fn: Function, export: Export,
     if not writers:
         return None
     return writers, reads
+
+
+_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def _mentions(body: bytes, name: bytes) -> bool:
+    """``name`` as a whole identifier in ``body`` and not a member (``blockIdx.x``, ``p->x``); a byte
+    search, since compiling a regular expression per parameter name costs more than the rule."""
+    i = body.find(name)
+    n = len(name)
+    while i >= 0:
+        before = body[i - 1] if i else 32
+        after = body[i + n] if i + n < len(body) else 32
+        if before not in _WORD and after not in _WORD and before != 46 and not (before == 62 and i > 1 and
+                                                                                body[i - 2] == 45):
+            return True
+        i = body.find(name, i + 1)
+    return False
 
 
 def _python_side(ctx: ScanContext, export: Export, index: int) -> str:
