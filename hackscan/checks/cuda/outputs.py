@@ -75,9 +75,6 @@ def _independent(ctx: ScanContext, flow: CudaFlow, fn: Function, export: Export,
                  alloc: Origin) -> tuple[list[str], list[str]] | None:
     """(kernels writing ``alloc``, state tensors they read) when none of them reads input data; else None."""
     facts = ctx.cuda
-    for host_fn in flow.host_closure(fn):
-        if any(alloc.node is o.node for _node, origins in flow.host_stores(host_fn) for o in origins):
-            return None  # written on the host side too
     writers: list[str] = []
     reads: list[str] = []
     for lc in flow.launches_from(fn):
@@ -124,6 +121,10 @@ def _independent(ctx: ScanContext, flow: CudaFlow, fn: Function, export: Export,
             reads.append(p.name)
     if not writers:
         return None
+    # asked last, for the rare output no kernel fills from data: a host loop may write it too
+    for host_fn in flow.host_closure(fn):
+        if any(alloc.node is o.node for _node, origins in flow.host_stores(host_fn) for o in origins):
+            return None
     return writers, reads
 
 
