@@ -22,7 +22,9 @@ from .fallback import _method, _runs_custom
 _CLOCKS = frozenset({"time.perf_counter", "time.perf_counter_ns", "time.time", "time.time_ns", "time.monotonic",
                      "time.monotonic_ns", "timeit.default_timer"})
 _HALF = frozenset({"half", "bfloat16"})
-_CLOCK_MODULES = frozenset({"time", "timeit"})
+# identifiers that must occur in a file that times anything: a clock's last name or ``elapsed_time``
+_CLOCK_WORDS = ("elapsed_time", "perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic", "monotonic_ns",
+                "default_timer")
 # the last name of a clock or of ``Event.record``: calls spelled otherwise are not resolved
 _MARK_NAMES = frozenset({"record"} | {c.rsplit(".", 1)[-1] for c in _CLOCKS})
 _HALF_DTYPES = frozenset({"torch.float16", "torch.half", "torch.bfloat16"})
@@ -32,24 +34,24 @@ def timed_path_race(ctx: ScanContext) -> Iterator[Hit]:
     """HS122: a function of the model class times two regions (clock reads or ``Event.record()``), one
     of which runs no custom code or runs in half precision while another does not, and then compares."""
     host = ctx.host
-    # most candidates never read a clock: no ``time`` / ``timeit`` import and no ``elapsed_time`` (one
-    # substring scan of the source) ends the rule before any node is looked at
-    if host is None or not (any(v.split(".", 1)[0] in _CLOCK_MODULES for v in host.imports.aliases.values())
-                            or "elapsed_time" in host.source.text):
+    if host is None:
+        return
+    misc = misc_facts(host)
+    # most candidates never read a clock: one set lookup per name in the file's identifiers (shared
+    # with the other rules' pre-checks) ends the rule before any node is looked at
+    if not misc.uses(*_CLOCK_WORDS):
         return
     facts = ctx.model_flow
     if facts is None or facts.model is None:
         return
     model = facts.model
-    # the functions of the model class with three clock reads or more, from the module's index of calls
-    # (a name test first: ``canonical`` only for calls spelled like a clock)
+    # the functions of the model class with three clock reads or more, from the index of calls by
+    # their last name (``canonical`` only for calls spelled like a clock)
     marks: dict[ast.AST, int] = {}
-    for call in host.of_type(ast.Call):
-        func = call.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        if name not in _MARK_NAMES or not _is_mark(host, call):
+    for call in misc.calls_named(*_MARK_NAMES):
+        if not _is_mark(host, call):
             continue
-        fn = host.enclosing(call, ast.FunctionDef, ast.AsyncFunctionDef)
+        fn = misc.owner(call)
         if fn is not None and host.parents.get(fn) is model:
             marks[fn] = marks.get(fn, 0) + 1
     custom: frozenset[str] | None = None
