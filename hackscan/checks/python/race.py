@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from ...context import Hit, ScanContext
 from ...python.catalog import classify_torch
 from ...python.patterns import misc_facts
-from .fallback import _method, _runs_custom
+from .fallback import _method
 
 _CLOCKS = frozenset({"time.perf_counter", "time.perf_counter_ns", "time.time", "time.time_ns", "time.monotonic",
                      "time.monotonic_ns", "timeit.default_timer"})
@@ -74,9 +74,24 @@ def _custom_holders(host, holders) -> frozenset[str]:
         if h.kind == "extension" or h.target.startswith(("extfn:", "cupy:", "export:")) or \
                 root in bound or root in host.triton_kernels:
             out.add(attr)
-        elif h.kind == "local" and h.cls in classes and _runs_custom(host, classes[h.cls], classes[h.cls], 1):
+        elif h.kind == "local" and h.cls in classes and _class_runs_custom(host, classes[h.cls]):
             out.add(attr)
     return frozenset(out)
+
+
+def _class_runs_custom(host, cls: ast.ClassDef) -> bool:
+    """A method of ``cls`` calls a compiled extension's function or launches a Triton kernel (from the
+    calls grouped by function, not a walk of the class)."""
+    by_owner = misc_facts(host).nodes_by_owner(ast.Call)
+    return any(_custom_call(host, c) for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+               for c in by_owner.get(m, ()))
+
+
+def _custom_call(host, c: ast.Call) -> bool:
+    func = c.func
+    if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name) and func.value.id in host.triton_kernels:
+        return True
+    return host.extension_for_call(c) is not None
 
 
 def _self_attr(e: ast.AST) -> str | None:
@@ -94,16 +109,16 @@ def _race_in(ctx: ScanContext, host, fn: ast.FunctionDef, model: ast.ClassDef,
     misc = misc_facts(host)
     calls: list[ast.Call] = misc.nodes_by_owner(ast.Call).get(fn, [])  # type: ignore[assignment]
     compares: list[ast.Compare] = misc.nodes_by_owner(ast.Compare).get(fn, [])  # type: ignore[assignment]
-    assigns: list[ast.Assign] = misc.nodes_by_owner(ast.Assign).get(fn, [])  # type: ignore[assignment]
     marks = sorted({c.lineno for c in calls if _is_mark(host, c)})
     if len(marks) < 3 or not compares:
         return
     # the calls between two consecutive marks are one timed region; regions with nothing that
     # computes (an ``elif`` between ``end.record()`` and the next ``start.record()``) are skipped
     regions: list[tuple[int, str]] = []
+    paths = _Paths(host, misc, model, custom)
     for a, b in zip(marks, marks[1:], strict=False):
         inside = [c for c in calls if a < c.lineno < b or (c.lineno == a and not _is_mark(host, c))]
-        kind = _region_kind(host, inside, model, custom)
+        kind = paths.region_kind(inside)
         if kind is not None:
             regions.append((a, kind))
     kinds = {k for _, k in regions}
@@ -116,7 +131,7 @@ def _race_in(ctx: ScanContext, host, fn: ast.FunctionDef, model: ast.ClassDef,
     # the decision follows the last clock read (``if ms < best_ms``); a dispatch on the method's name
     # between the regions (``elif method == "half"``) is not it
     # ... and reads a measured time: ``if max_diff > 1e-3`` (a correctness check) is not the decision
-    timed = _timing_names(host, assigns)
+    timed = _timing_names(host, calls)
     after = [c for c in compares if c.lineno > marks[1]]
     decide = [c for c in after if any(isinstance(n, ast.Name) and n.id in timed for n in ast.walk(c))] or \
         [c for c in after if c.lineno > marks[-1]] or after
@@ -129,14 +144,19 @@ def _race_in(ctx: ScanContext, host, fn: ast.FunctionDef, model: ast.ClassDef,
                   evidence={"regions": [{"line": line, "kind": k} for line, k in regions]})
 
 
-def _timing_names(host, assigns: list[ast.Assign]) -> frozenset[str]:
+def _timing_names(host, calls: list[ast.Call]) -> frozenset[str]:
     """Names assigned a measured time: a clock read (``dt = time.perf_counter() - t0``) or an
-    ``elapsed_time`` of two events."""
+    ``elapsed_time`` of two events; found from those calls up to their statement, not by a walk."""
     out = set()
-    for a in assigns:
-        if any(isinstance(n, ast.Call) and (_is_mark(host, n) or
-               (isinstance(n.func, ast.Attribute) and n.func.attr == "elapsed_time")) for n in ast.walk(a.value)):
-            out.update(t.id for t in a.targets if isinstance(t, ast.Name))
+    parents = host.parents
+    for c in calls:
+        if not ((isinstance(c.func, ast.Attribute) and c.func.attr == "elapsed_time") or _is_mark(host, c)):
+            continue
+        node = parents.get(c)
+        while node is not None and not isinstance(node, ast.stmt):
+            node = parents.get(node)
+        if isinstance(node, ast.Assign):
+            out.update(t.id for t in node.targets if isinstance(t, ast.Name))
     return frozenset(out)
 
 
@@ -148,23 +168,53 @@ def _is_mark(host, call: ast.Call) -> bool:
     return host.canonical(func) in _CLOCKS
 
 
-def _region_kind(host, calls: list[ast.Call], model: ast.ClassDef, custom: frozenset[str]) -> str | None:
-    """custom (runs a kernel), half (computes in half precision), torch (computes with torch only)."""
-    computes = half = False
-    for c in calls:
-        if _self_attr(c.func) in custom or _runs_custom(host, c, model, 0):
-            return "custom"
-        half = half or _half(host, c)
-        fn = _method(c.func, model)
-        if fn is not None:
-            for n in ast.walk(fn):
-                if isinstance(n, ast.Call):
-                    half = half or _half(host, n)
-                    computes = computes or _torch_compute(host, n)
-        computes = computes or _torch_compute(host, c)
-    if half and computes:
-        return "half"
-    return "torch" if computes else None
+class _Paths:
+    """What a timed region runs, call by call: custom code, half precision, torch compute.  A method of
+    the model called in a region is classified once from its own calls (two levels deep)."""
+
+    def __init__(self, host, misc, model: ast.ClassDef, custom: frozenset[str]):
+        self.host, self.model, self.custom = host, model, custom
+        self.by_owner = misc.nodes_by_owner(ast.Call)
+        self.memo: dict[ast.AST, tuple[bool, bool, bool]] = {}
+
+    def region_kind(self, calls: list[ast.Call]) -> str | None:
+        computes = half = False
+        for c in calls:
+            k_custom, k_half, k_computes = self.call(c, 0)
+            if k_custom:
+                return "custom"
+            half, computes = half or k_half, computes or k_computes
+        if half and computes:
+            return "half"
+        return "torch" if computes else None
+
+    def call(self, c: ast.Call, depth: int) -> tuple[bool, bool, bool]:
+        """(runs custom code, casts to half, computes with torch) for one call."""
+        host = self.host
+        if _self_attr(c.func) in self.custom or _custom_call(host, c):
+            return True, False, False
+        half, computes = _half(host, c), _torch_compute(host, c)
+        fn = _method(c.func, self.model)
+        if fn is not None and depth < 2:
+            m_custom, m_half, m_computes = self.method(fn, depth + 1)
+            if m_custom:
+                return True, False, False
+            half, computes = half or m_half, computes or m_computes
+        return False, half, computes
+
+    def method(self, fn: ast.AST, depth: int) -> tuple[bool, bool, bool]:
+        got = self.memo.get(fn)
+        if got is None:
+            self.memo[fn] = (False, False, False)  # a recursive method: nothing more from the cycle
+            custom = half = computes = False
+            for c in self.by_owner.get(fn, ()):
+                k = self.call(c, depth)
+                if k[0]:
+                    custom = True
+                    break
+                half, computes = half or k[1], computes or k[2]
+            got = self.memo[fn] = (custom, half, computes)
+        return got
 
 
 def _torch_compute(host, call: ast.Call) -> bool:
