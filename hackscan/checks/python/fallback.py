@@ -301,11 +301,41 @@ def forward_rebound(ctx: ScanContext) -> Iterator[Hit]:
                 continue
             handler = host.enclosing(node, ast.ExceptHandler)
             where = " in the except handler (when the build fails)" if handler is not None else ""
+            dispatch = None if handler is not None else _custom_sibling(host, node, target.attr, model)
+            if dispatch is not None:
+                where = f" on one arm of a choice whose other arm binds custom code (line {dispatch.lineno})"
             value = ast.unparse(node.value)  # type: ignore[attr-defined]
             yield ctx.hit(ctx.at(node), args={"target": ast.unparse(target), "how": how, "where": where,
                                               "target_attr": "`" + target.attr + "`",
+                                              "consequence": "when that arm is taken (init arguments, a build "
+                                                             "flag), the harness checks and times torch"
+                                              if dispatch is not None else
+                                              "the harness calls that instead of the forward the file shows",
                                               "value": value if len(value) <= 80 else value[:77] + "..."},
-                          evidence={"target": ast.unparse(target), "value": value[:200]})
+                          evidence={"target": ast.unparse(target), "value": value[:200],
+                                    "dispatch_line": dispatch.lineno if dispatch is not None else None},
+                          # which arm runs depends on init arguments or a build flag the static stage
+                          # cannot decide (as HS108's flag): the benchmark may well take the kernel's
+                          severity=Severity.WARNING if dispatch is not None else None,
+                          confidence=Confidence.MEDIUM if dispatch is not None else None)
+
+
+def _custom_sibling(host, node: ast.AST, attr: str, model: ast.ClassDef) -> ast.Assign | None:
+    """Another rebinding of ``attr`` to custom code in an ``if`` that also holds ``node`` (an
+    ``if return_indices: torch path / elif ...: kernel path`` chain at init)."""
+    for anc in host.ancestors(node):
+        if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return None
+        if not isinstance(anc, ast.If):
+            continue
+        for n in ast.walk(anc):
+            if n is node or not isinstance(n, ast.Assign):
+                continue
+            if any(isinstance(t, ast.Attribute) and t.attr == attr for t in n.targets):
+                bodies = _callable_bodies(host, n.value, model)
+                if bodies and any(_runs_custom(host, b, model, 0) for b in bodies):
+                    return n
+    return None
 
 
 def _rebinding(host, target: ast.Attribute, model: ast.ClassDef) -> str | None:
