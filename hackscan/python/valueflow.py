@@ -1171,6 +1171,12 @@ class _Analyser:
                 if st is not None and st > 1:
                     kind, step, start, axis = "strided", st, lo or 0, i
                     break
+                if st is None and self._size_derived(el.step):
+                    # ``flat[::max(1, flat.numel() // 1024)]``: a step computed from the input's size samples
+                    # a fixed number of elements whatever the size; step 0 records "computed", start -1 a
+                    # start that is not a literal (``flat[s::step]`` in a loop over ``s`` covers everything)
+                    kind, step, start, axis = "strided", 0, lo if lo is not None else -1, i
+                    break
                 if lo == 0 and hi == 1 and kind is None:
                     kind, axis = "first", i
             elif isinstance(el, ast.Constant) and el.value == 0 and kind is None and len(elts) == 1:
@@ -1183,6 +1189,11 @@ class _Analyser:
             self.slice_ids[e] = sid
             self.facts.slices.append(Slice(sid, e, self.stack[-1].qualname, kind, _src(e.value, 80), step, start, axis))
         return sid
+
+    def _size_derived(self, node: ast.AST | None) -> bool:
+        """An integer computed from an input's metadata (its numel, a dim) and not from its values."""
+        flow = self.flows.get(node) if node is not None else None
+        return flow is not None and bool(flow.meta) and not flow.inputs and not flow.tensorish
 
     def _const_int(self, node: ast.AST | None) -> int | None:
         if node is None:

@@ -188,6 +188,11 @@ def cuda_unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
                 continue
             if any(how != "store" for _, how in writers):
                 continue
+            hit = _row_geometry(ctx, flow, storing.get(o.node.id, []), shown, alloc, fn, export, o, where_unit)
+            if hit is not None:
+                reported.add(o.node.id)
+                yield hit
+                continue
             hit = _coverage(ctx, flow, o, storing.get(o.node.id, []), shown, alloc, fn, export, where_unit)
             if hit is not None:
                 reported.add(o.node.id)
@@ -220,6 +225,55 @@ def _coverage(ctx: ScanContext, flow: CudaFlow, o: Origin, launches: list, shown
     return ctx.hit(pos_of(where_unit, o.node), severity=Severity.WARNING, confidence=Confidence.MEDIUM,
                    args={"var": shown, "alloc": alloc, "function": fn.name, "why": why},
                    evidence={"export": export.name, "threads": most, "elements": need})
+
+
+def _row_geometry(ctx: ScanContext, flow: CudaFlow, launches: list, shown: str, alloc: str, fn: Function,
+                  export: Export, o: Origin, where_unit) -> Hit | None:
+    """Every launch writing the output indexes by ``blockIdx.y`` / ``.z`` on a one-dimensional grid:
+    ``gridDim.y`` is 1, so only the first row (plane) of blocks is written and the rest keeps what the
+    allocator left.  A kernel that reads ``gridDim.y`` / ``.z`` may loop over the axis and is left alone."""
+    if not launches:
+        return None
+    axes: set[str] = set()
+    for lc, kernel, _idx in launches:
+        body = (kernel.body.text or b"") if kernel.body is not None else b""  # bytes: no decode per launch
+        used = {a for a in ("y", "z") if b"blockIdx." + a.encode() in body and b"gridDim." + a.encode() not in body}
+        if not used or _grid_rank(lc.grid, lc.function) != 1:
+            return None
+        axes |= used
+    lc, kernel, _ = launches[0]
+    axis = sorted(axes)[0]
+    why = (f"`{kernel.name}` takes its {'row' if axis == 'y' else 'plane'} from `blockIdx.{axis}` while the launch "
+           f"(line {lc.pos.line}) has a one-dimensional grid (`gridDim.{axis}` is 1): only the first is written")
+    return ctx.hit(pos_of(where_unit, o.node), args={"var": shown, "alloc": alloc, "function": fn.name, "why": why},
+                   evidence={"export": export.name, "kernel": kernel.name, "axis": axis,
+                             "grid": " ".join(text(lc.grid).split())[:60] if lc.grid is not None else None})
+
+
+def _grid_rank(node: ts.Node | None, fn: Function) -> int | None:
+    """How many grid dimensions a launch's grid expression sets: 1 for an integer expression, the
+    argument count of ``dim3(...)`` (a local ``dim3 g(a, b)`` / ``dim3 g = {a, b}`` too); None unknown."""
+    if node is None:
+        return None
+    if node.type == "call_expression":
+        if callee_name(node.child_by_field_name("function")) == "dim3":
+            return len(call_args(node))
+        return None
+    if node.type == "identifier":
+        typ = fn.local_types.get(text(node), "")
+        if "dim3" in typ:
+            values = fn.assigned.get(text(node)) or []
+            if len(values) == 1 and values[0].type in ("argument_list", "initializer_list"):
+                return values[0].named_child_count
+            return None
+        return 1 if typ.replace("const", "").strip() in _INT_TYPES else None
+    if node.type in ("number_literal", "binary_expression", "parenthesized_expression"):
+        return 1
+    return None
+
+
+_INT_TYPES = frozenset({"int", "unsignedint", "unsigned", "int64_t", "int32_t", "uint32_t", "size_t", "long",
+                        "autoint", "auto"})
 
 
 class _SiteMapper:

@@ -18,6 +18,9 @@ from ...model import Confidence, Severity
 _DEFAULT_STREAMS = frozenset({"cudaStreamLegacy", "cudaStreamPerThread", "nullptr", "NULL", "0", "stream_default"})
 _GUARDS = ("CUDAStreamGuard", "OptionalCUDAStreamGuard", "StreamGuard")
 _GUARDS_BYTES = tuple(g.encode() for g in _GUARDS)
+# calls that bind a library handle to a stream: (handle, stream) arguments
+_LIBRARY_SET_STREAM = frozenset({"cublasSetStream", "cublasSetStream_v2", "cublasLtSetStream", "cusparseSetStream",
+                                 "cusolverDnSetStream", "cudnnSetStream", "cufftSetStream", "curandSetStream"})
 _CAPTURE = frozenset({"cudaStreamBeginCapture", "cudaStreamEndCapture", "capture_begin", "capture_end"})
 
 
@@ -199,6 +202,21 @@ def cuda_unjoined_stream(ctx: ScanContext) -> Iterator[Hit]:
                           evidence={"kernel": lc.kernel, "stream": stream, "export": root.name})
     if not created:
         return
+    # a library handle bound to a created stream (``cublasSetStream(handle, side)``): every call on the
+    # handle after it is work on that stream, as a launch on it would be
+    for root in roots:
+        for fn, c in flow.host_calls_from(root):
+            if c.base not in _LIBRARY_SET_STREAM or c.is_method or len(c.args) < 2 or c.node.id in reported:
+                continue
+            if _stream_kind(c.args[1], fn, flow, created, used) != "side" or _joined_after(joins(root), c):
+                continue
+            reported.add(c.node.id)
+            stream = " ".join(text(c.args[1]).split())
+            yield ctx.hit(c.pos, args={"what": f"`{c.name}` binds the library handle to `{stream}`, a stream the "
+                                                f"extension created, and nothing joins it back to the current "
+                                                f"stream before `{root.name}` returns: the library's kernels run "
+                                                "outside the harness's events"},
+                          evidence={"call": c.name, "stream": stream, "export": root.name})
     joined_anywhere = any(joins(r) for r in roots)
     for (_ext, name), c in created.items():
         if id(c) in used or joined_anywhere:

@@ -270,3 +270,128 @@ def _produces_output(arm: Arm) -> bool:
 
 def _first_line(ops: list[TorchOp]) -> ast.AST:
     return min(ops, key=lambda o: o.line).node
+
+
+_REBOUND = frozenset({"forward", "__call__"})
+
+
+def forward_rebound(ctx: ScanContext) -> Iterator[Hit]:
+    """HS120: ``self.forward = lambda x: torch.relu(x)``, ``type(self).forward = ...``,
+    ``self.__class__.__call__ = lambda self, _: cached``: what the harness calls is rebound at run time
+    to a callable that runs no custom kernel, so the ``forward`` the file shows (and the other rules
+    read) is not what is checked and timed.
+
+    A forward bound at init to one of several methods that each launch a custom kernel (a vectorised
+    and a scalar path chosen by dtype or architecture) is left alone: whichever is bound runs custom code.
+    """
+    host = ctx.host
+    facts = ctx.model_flow
+    if host is None or facts is None or facts.model is None:
+        return
+    model = facts.model
+    for node in host.of_type(ast.Assign):
+        for target in node.targets:  # type: ignore[attr-defined]
+            if not (isinstance(target, ast.Attribute) and target.attr in _REBOUND):
+                continue
+            how = _rebinding(host, target, model)
+            if how is None:
+                continue
+            bodies = _callable_bodies(host, node.value, model)  # type: ignore[attr-defined]
+            if bodies is None or any(_runs_custom(host, b, model, 0) for b in bodies):
+                continue
+            handler = host.enclosing(node, ast.ExceptHandler)
+            where = " in the except handler (when the build fails)" if handler is not None else ""
+            dispatch = None if handler is not None else _custom_sibling(host, node, target.attr, model)
+            if dispatch is not None:
+                where = f" on one arm of a choice whose other arm binds custom code (line {dispatch.lineno})"
+            value = ast.unparse(node.value)  # type: ignore[attr-defined]
+            yield ctx.hit(ctx.at(node), args={"target": ast.unparse(target), "how": how, "where": where,
+                                              "target_attr": "`" + target.attr + "`",
+                                              "consequence": "when that arm is taken (init arguments, a build "
+                                                             "flag), the harness checks and times torch"
+                                              if dispatch is not None else
+                                              "the harness calls that instead of the forward the file shows",
+                                              "value": value if len(value) <= 80 else value[:77] + "..."},
+                          evidence={"target": ast.unparse(target), "value": value[:200],
+                                    "dispatch_line": dispatch.lineno if dispatch is not None else None},
+                          # which arm runs depends on init arguments or a build flag the static stage
+                          # cannot decide (as HS108's flag): the benchmark may well take the kernel's
+                          severity=Severity.WARNING if dispatch is not None else None,
+                          confidence=Confidence.MEDIUM if dispatch is not None else None)
+
+
+def _custom_sibling(host, node: ast.AST, attr: str, model: ast.ClassDef) -> ast.Assign | None:
+    """Another rebinding of ``attr`` to custom code in an ``if`` that also holds ``node`` (an
+    ``if return_indices: torch path / elif ...: kernel path`` chain at init)."""
+    for anc in host.ancestors(node):
+        if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return None
+        if not isinstance(anc, ast.If):
+            continue
+        for n in ast.walk(anc):
+            if n is node or not isinstance(n, ast.Assign):
+                continue
+            if any(isinstance(t, ast.Attribute) and t.attr == attr for t in n.targets):
+                bodies = _callable_bodies(host, n.value, model)
+                if bodies and any(_runs_custom(host, b, model, 0) for b in bodies):
+                    return n
+    return None
+
+
+def _rebinding(host, target: ast.Attribute, model: ast.ClassDef) -> str | None:
+    """Whether ``target`` names the model's (or its instance's) forward / __call__, and how."""
+    owner = target.value
+    cls = host.enclosing(target, ast.ClassDef)
+    if isinstance(owner, ast.Name) and owner.id == model.name:
+        return "the class's"
+    if cls is not model:
+        return None
+    if isinstance(owner, ast.Name) and owner.id == "self":
+        return "the instance's"
+    if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "type" and \
+            len(owner.args) == 1 and isinstance(owner.args[0], ast.Name) and owner.args[0].id == "self":
+        return "the class's"
+    if isinstance(owner, ast.Attribute) and owner.attr == "__class__" and isinstance(owner.value, ast.Name) and \
+            owner.value.id == "self":
+        return "the class's"
+    return None
+
+
+def _callable_bodies(host, value: ast.AST, model: ast.ClassDef) -> list[ast.AST] | None:
+    """The code a rebound forward would run: a lambda's body, a def's or a method's; ``a if c else b``
+    gives both.  ``None`` when the value is something the analysis cannot open (a partial, a module)."""
+    if isinstance(value, ast.Lambda):
+        return [value.body]
+    if isinstance(value, ast.IfExp):
+        a, b = _callable_bodies(host, value.body, model), _callable_bodies(host, value.orelse, model)
+        return None if a is None or b is None else a + b
+    fn = _method(value, model)
+    if fn is None and isinstance(value, ast.Name):
+        found = host.scope_of(value).lookup(value.id, value.lineno)
+        fn = found[0] if found is not None and isinstance(found[0], (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    return list(fn.body) if fn is not None else None
+
+
+def _method(value: ast.AST, model: ast.ClassDef) -> ast.FunctionDef | None:
+    if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self":
+        for stmt in model.body:
+            if isinstance(stmt, ast.FunctionDef) and stmt.name == value.attr:
+                return stmt
+    return None
+
+
+def _runs_custom(host, body: ast.AST, model: ast.ClassDef, depth: int) -> bool:
+    """A compiled extension's function, a Triton launch or a method that runs one is called in ``body``."""
+    for n in ast.walk(body):
+        if not isinstance(n, ast.Call):
+            continue
+        if host.extension_for_call(n) is not None:
+            return True
+        func = n.func
+        if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name) and func.value.id in host.triton_kernels:
+            return True
+        fn = _method(func, model)
+        if fn is not None and fn.name not in _REBOUND and depth < 2 and \
+                any(_runs_custom(host, s, model, depth + 1) for s in fn.body):
+            return True
+    return False

@@ -51,6 +51,10 @@ class HarnessModel:
         self.depth = 0
         self.flags = frozenset(facts.fallback_flags)
         self.profile = ctx.profile
+        self.holders = facts.holders
+        self.flow_of = facts.flow_of
+        self.model = facts.model
+        self._stored: frozenset[str] | None = None
 
     # ------------------------------------------------------------------ values
     def value(self, e: ast.AST) -> Any:
@@ -68,6 +72,8 @@ class HarnessModel:
             return ("dtype", _DTYPES[canon])
         if isinstance(e, ast.Attribute):
             spec = self._input(e.value)
+            if spec is None and e.attr in ("is_cuda", "requires_grad", "dtype"):
+                spec = self._input_alias(e.value)
             if spec is not None:
                 if e.attr == "is_cuda":
                     return self._note(True, e, "is True (inputs are on the GPU)")
@@ -81,13 +87,17 @@ class HarnessModel:
                     return len(spec.shape)
             if isinstance(e.value, ast.Name) and e.value.id == self.self_name and f"self.{e.attr}" in self.flags:
                 return None
+            if isinstance(e.value, ast.Name) and e.value.id == self.self_name:
+                threshold = self._init_constant(e.attr)
+                if threshold is not None:
+                    return self._note(threshold, e, f"is {threshold:g} (a constant set in __init__)")
             if e.attr == "training" and self._is_self_chain(e.value):
                 # the premise is the harness profile's: KernelBench never calls ``.eval()``, others do
                 if self.profile.eval_mode:
                     return self._note(False, e, f"is False (the {self.profile.name} harness calls .eval())")
                 return self._note(True, e, f"is True (the {self.profile.name} harness never calls .eval())")
             if e.attr == "type" and isinstance(e.value, ast.Attribute) and e.value.attr == "device" and \
-                    self._input(e.value.value) is not None:
+                    self._input_alias(e.value.value) is not None:
                 return "cuda"
         if isinstance(e, ast.Subscript):
             base = self.value(e.value)
@@ -149,8 +159,53 @@ class HarnessModel:
             return spec.dtype.startswith(("float", "bfloat"))
         return None
 
+    def _init_constant(self, attr: str) -> int | float | None:
+        """``self.min_size = 10**9`` in ``__init__`` and never stored again: the threshold's value.
+
+        A size threshold kept in an attribute decides the harness's path as a literal would; one
+        that other methods rewrite (an autotuner's measured cut-over) is unknown.
+        """
+        holder = self.holders.get(attr)
+        if holder is None or holder.kind != "config":
+            return None
+        v = _fold(holder.node)
+        if v is None or attr in self._restored():
+            return None
+        return v
+
+    def _restored(self) -> frozenset[str]:
+        """``self`` attributes stored outside ``__init__`` (asked only when a branch reads a config one)."""
+        if self._stored is None:
+            out: set[str] = set()
+            model = self.model
+            for fn in (model.body if model is not None else ()):
+                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name == "__init__":
+                    continue
+                for n in ast.walk(fn):
+                    targets = n.targets if isinstance(n, ast.Assign) else \
+                        [n.target] if isinstance(n, (ast.AugAssign, ast.AnnAssign)) else ()
+                    for t in targets:
+                        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                            out.add(t.attr)
+                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr":
+                        out.add("*")  # ``setattr(self, name, v)``: any attribute may be rewritten
+            self._stored = frozenset(out)
+        return self._stored if "*" not in self._stored else frozenset(self.holders)
+
     def _input(self, e: ast.AST) -> InputSpec | None:
         return self.inputs.get(e.id) if isinstance(e, ast.Name) else None
+
+    def _input_alias(self, e: ast.AST) -> InputSpec | None:
+        """The input ``e`` is or shares storage with, for what every view of it keeps (``requires_grad``,
+        ``is_cuda``, ``dtype``, device): a submodule's parameter (``def forward(self, t)`` of a child
+        called with ``x``) is the input whatever it is called there.  Not for shapes: a view has its own."""
+        spec = self._input(e)
+        if spec is not None or not isinstance(e, ast.Name):
+            return spec
+        flow = self.flow_of(e)
+        if flow is not None and len(flow.alias) == 1 and not flow.ops and not flow.kernels:
+            return self.inputs.get(next(iter(flow.alias)))
+        return None
 
     def _is_self_chain(self, e: ast.AST) -> bool:
         while isinstance(e, ast.Attribute):
@@ -209,6 +264,34 @@ class HarnessModel:
             return result
         v = self.value(e)
         return v if isinstance(v, bool) else None
+
+
+_ARITH = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+          ast.Pow: operator.pow, ast.LShift: operator.lshift}
+
+
+def _fold(e: ast.AST, depth: int = 0) -> int | float | None:
+    """The number a constant expression (``10**9``, ``1 << 20``, ``4096 * 4096``, ``float("inf")``) stands for."""
+    if isinstance(e, ast.Constant) and isinstance(e.value, (int, float)) and not isinstance(e.value, bool):
+        return e.value
+    if depth > 4:
+        return None
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        v = _fold(e.operand, depth + 1)
+        return -v if v is not None else None
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in ("float", "int") and \
+            len(e.args) == 1 and isinstance(e.args[0], ast.Constant) and e.args[0].value in ("inf", "Infinity"):
+        return float("inf")
+    if isinstance(e, ast.BinOp) and type(e.op) in _ARITH:
+        a, b = _fold(e.left, depth + 1), _fold(e.right, depth + 1)
+        # exponents and shifts stay small: a literal such as ``2 ** 10**9`` must not hang the scan
+        if a is None or b is None or (isinstance(e.op, (ast.Pow, ast.LShift)) and not 0 <= b <= 64):
+            return None
+        try:
+            return _ARITH[type(e.op)](a, b)
+        except (ArithmeticError, TypeError, ValueError):
+            return None
+    return None
 
 
 def _reason_text(reason: tuple[ast.AST | None, str]) -> str:

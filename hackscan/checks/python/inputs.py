@@ -55,6 +55,8 @@ def _covered(facts: ModelFlow, p: PartialUse) -> bool:
     sl = p.slice
     if sl.kind != "strided":
         return False
+    if sl.step == 0:  # a computed step: covered when a slice of the same base starts at a variable offset
+        return any(s.kind == "strided" and s.base == sl.base and s.step == 0 and s.start == -1 for s in facts.slices)
     starts = {s.start % sl.step for s in facts.slices
               if s.kind == "strided" and s.base == sl.base and s.step == sl.step and s.axis == sl.axis}
     return len(starts) >= sl.step
@@ -76,7 +78,8 @@ def partial_computation(ctx: ScanContext) -> Iterator[Hit]:
         seen.add(p.line)
         sl = p.slice
         if p.kind == "strided-reduction":
-            what = (f"reduces only every {sl.step}th element of `{sl.base}` (slice at line {sl.node.lineno}) with "
+            every = f"{sl.step}th" if sl.step else "n-th (a step computed from the input's size)"
+            what = (f"reduces only every {every} element of `{sl.base}` (slice at line {sl.node.lineno}) with "
                     f"{p.op.replace('torch.', 'torch.').replace('Tensor.', '.')}: the rest of the input never "
                     "reaches the output")
         else:

@@ -8,6 +8,7 @@ a candidate may drop them.  Reads count through attributes folded at init from t
 * HS115: a parameter held in ``__init__`` (module weight / bias, ``nn.Parameter``, buffer) that no
   forward-reachable code reads.
 * HS116: the reference has parameters; the candidate holds none at all.
+* HS123: a parameter of the reference's name holds another number of elements than the reference's.
 """
 
 from __future__ import annotations
@@ -192,3 +193,130 @@ def parameters_missing(ctx: ScanContext) -> Iterator[Hit]:
                   evidence={"reference_parameters": [h.attr for h in ref_holders], "identity_init": identity},
                   severity=Severity.ERROR if identity else Severity.WARNING,
                   confidence=Confidence.HIGH if identity else Confidence.MEDIUM)
+
+
+_SHAPED_FACTORIES = frozenset({"ones", "zeros", "randn", "rand", "empty", "full", "eye"})
+_IDENTITY_FACTORIES = frozenset({"ones", "zeros", "eye"})
+
+
+def parameter_shape_mismatch(ctx: ScanContext) -> Iterator[Hit]:
+    """HS123: an ``nn.Parameter`` whose element count differs from the reference's parameter of the
+    same name, both shapes evaluated from the harness's ``get_init_inputs()``.
+
+    ``nn.Parameter(torch.ones(1))`` for the reference's ``torch.ones(channels, 1, 1)`` passes because
+    every element of the reference's is 1: a scale kept as one scalar.  A reshape that keeps the
+    element count (``(C,)`` for ``(C, 1, 1)``) holds the same values under the same seed and is left
+    alone, as are parameters whose shape cannot be evaluated.
+    """
+    facts = ctx.model_flow
+    if facts is None or facts.init is None:
+        return
+    mine = {a: h for a, h in facts.holders.items() if h.kind == "parameter" and "." not in a}
+    # most candidates hold no bare nn.Parameter: stop before the reference's value flow is built
+    ref = ctx.reference
+    # ... or none the reference (its cheap facts) holds under the same name
+    if not mine or ref is None or not any(a in ref.parameters for a in mine):
+        return
+    ref_flow = ctx.reference_flow
+    if ref_flow is None or ref_flow.init is None:
+        return
+    theirs = {a: h for a, h in ref_flow.holders.items() if h.kind == "parameter" and "." not in a}
+    common = [a for a in mine if a in theirs]
+    if not common:
+        return
+    init_args = tuple(ref.init_inputs)
+    for attr in common:
+        h, rh = mine[attr], theirs[attr]
+        got = _parameter_shape(facts.host, facts.init.node, h.node, init_args)
+        want = _parameter_shape(ref_flow.host, ref_flow.init.node, rh.node, init_args)
+        if got is None or want is None or _numel(got) == _numel(want):
+            continue
+        factory = _factory(h.node)
+        why = (" (it passes only because both start as the same constant)"
+               if factory in _IDENTITY_FACTORIES and _factory(rh.node) in _IDENTITY_FACTORIES else "")
+        yield ctx.hit(ctx.at(h.node), args={"attr": attr, "shape": _fmt(got), "numel": _numel(got),
+                                            "ref_shape": _fmt(want), "ref_numel": _numel(want), "why": why,
+                                            "ref_line": rh.line},
+                      evidence={"shape": list(got), "reference_shape": list(want)},
+                      severity=Severity.ERROR if why else Severity.WARNING,
+                      confidence=Confidence.HIGH if why else Confidence.MEDIUM)
+
+
+def _fmt(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _factory(node: ast.AST) -> str | None:
+    """``ones`` for ``nn.Parameter(torch.ones(...))``."""
+    inner = node.args[0] if isinstance(node, ast.Call) and node.args else None
+    if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute):
+        return inner.func.attr
+    return None
+
+
+def _parameter_shape(host, init: ast.FunctionDef, node: ast.AST, init_args: tuple) -> tuple[int, ...] | None:
+    """The shape ``nn.Parameter(torch.<factory>(...))`` gets when ``__init__`` is called with ``init_args``."""
+    factory = _factory(node)
+    if factory not in _SHAPED_FACTORIES:
+        return None
+    call = node.args[0]  # type: ignore[attr-defined]
+    params = [a.arg for a in init.args.args[1:]]
+    defaults = init.args.defaults
+    env: dict[str, object] = {}
+    for i, name in enumerate(params):
+        if i < len(init_args):
+            env[name] = init_args[i]
+        else:
+            j = i - (len(params) - len(defaults))
+            if j >= 0:
+                env[name] = _const(host, defaults[j], env)
+    args = call.args[:1] if factory in ("full", "eye") and call.args else call.args
+    if factory == "eye":
+        n = _const(host, args[0], env) if args else None
+        return (n, n) if isinstance(n, int) else None
+    dims: list[int] = []
+    for a in args:
+        starred = isinstance(a, ast.Starred)
+        v = _const(host, a.value if starred else a, env)
+        if isinstance(v, int) and not isinstance(v, bool) and not starred:
+            dims.append(v)
+        elif isinstance(v, (tuple, list)) and all(isinstance(d, int) and not isinstance(d, bool) for d in v):
+            dims.extend(v)
+        else:
+            return None
+    return tuple(dims)
+
+
+def _const(host, e: ast.AST, env: dict[str, object], depth: int = 0) -> object:
+    """An int or a tuple of ints from literals, ``__init__``'s arguments and module constants; else None."""
+    if depth > 6:
+        return None
+    if isinstance(e, ast.Constant):
+        return e.value if isinstance(e.value, int) else None
+    if isinstance(e, (ast.Tuple, ast.List)):
+        vals = [_const(host, x, env, depth + 1) for x in e.elts]
+        return tuple(vals) if all(isinstance(v, int) for v in vals) else None
+    if isinstance(e, ast.Name):
+        if e.id in env:
+            v = env[e.id]
+            return tuple(v) if isinstance(v, list) else v
+        v = host.resolver.try_value(e, host.module_scope, 10**9)
+        return v if isinstance(v, (int, tuple)) and not isinstance(v, bool) else None
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)):
+        a, b = _const(host, e.left, env, depth + 1), _const(host, e.right, env, depth + 1)
+        if isinstance(a, int) and isinstance(b, int):
+            if isinstance(e.op, ast.Add):
+                return a + b
+            if isinstance(e.op, ast.Sub):
+                return a - b
+            if isinstance(e.op, ast.Mult):
+                return a * b
+            return a // b if b else None
+    return None

@@ -11,13 +11,14 @@ escape and look for the join.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ...context import Hit, ScanContext
 from ...model import Confidence, Severity
 from ...python.module import subtree
 from ...python.patterns import MiscFacts, misc_facts
 from ...python.resolve import dotted_name
+from .harness_fallback import HarnessModel
 
 STREAM_CTORS = {"torch.cuda.Stream", "torch.cuda.streams.Stream", "torch.cuda.ExternalStream", "cupy.cuda.Stream",
                 "cupy.cuda.stream.Stream", "torch.Stream", "torch.cuda.streams.ExternalStream"}
@@ -130,16 +131,17 @@ def _is_join(host, call: ast.Call, side: set[str], blocking_only: bool = False) 
 
 
 def _joined_after(facts: MiscFacts, node: ast.AST, fn: ast.AST | None, side: set[str], depth: int = 0,
-                  blocking_only: bool = False, block_end: int | None = None) -> bool:
+                  blocking_only: bool = False, block_end: int | None = None,
+                  dead: Callable[[ast.AST], bool] | None = None) -> bool:
     host = facts.host
     line = node.lineno
     for call in facts.nodes_by_owner(ast.Call).get(fn, ()):
         if call.lineno < line:
             continue
         inside = block_end is not None and call.lineno <= block_end
-        if _is_join(host, call, side, blocking_only or inside):
+        if _is_join(host, call, side, blocking_only or inside) and (dead is None or not dead(call)):
             return True
-        if depth < 2:
+        if depth < 2 and (dead is None or not dead(call)):
             # a helper called after the launch may do the join (self._sync())
             for target in facts.call_targets(call):
                 if any(_is_join(host, c, side, blocking_only or inside)
@@ -148,8 +150,36 @@ def _joined_after(facts: MiscFacts, node: ast.AST, fn: ast.AST | None, side: set
     if fn is None or fn is facts.forward or depth >= 2:
         return False
     sites = [c for g in facts.runs for c in facts.nodes_by_owner(ast.Call).get(g, ()) if fn in facts.call_targets(c)]
-    return bool(sites) and all(_joined_after(facts, c, facts.owner(c), side, depth + 1, blocking_only)
+    return bool(sites) and all(_joined_after(facts, c, facts.owner(c), side, depth + 1, blocking_only, dead=dead)
                                for c in sites)
+
+
+def _harness_dead(ctx: ScanContext) -> Callable[[ast.AST], bool]:
+    """Whether a join sits in an ``if`` arm the benchmark never takes (``if x.requires_grad:`` under
+    ``no_grad`` inputs, ``if not self.training:`` under KernelBench): such a join never runs when timed.
+    The harness model (HS118's) is built on the first join asked about."""
+    host = ctx.host
+    model: list[HarnessModel | None] = []
+
+    def dead(call: ast.AST) -> bool:
+        if not model:
+            flow = ctx.model_flow
+            model.append(HarnessModel(ctx, flow) if flow is not None and flow.forward is not None else None)
+        harness = model[0]
+        if harness is None:
+            return False
+        child = call
+        for anc in host.ancestors(call):
+            if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                return False
+            if isinstance(anc, ast.If) and child is not anc.test:
+                harness.reasons = []
+                truth = harness.truth(anc.test)
+                if truth is not None and truth != (child in anc.body):
+                    return True
+            child = anc
+        return False
+    return dead
 
 
 def unjoined_side_stream(ctx: ScanContext) -> Iterator[Hit]:
@@ -164,14 +194,17 @@ def unjoined_side_stream(ctx: ScanContext) -> Iterator[Hit]:
     if not side:
         return
     runs = facts.runs
+    dead: Callable[[ast.AST], bool] | None = None
     for node, fn, how in _stream_uses(facts, side):
         if fn not in runs or facts.is_main_guarded(node):
             continue
         with_stmt = next((a for a in host.ancestors(node) if isinstance(a, (ast.With, ast.AsyncWith))), None) \
             if how.startswith("work in") else None
         block_end = with_stmt.end_lineno if with_stmt is not None else None
+        if dead is None:
+            dead = _harness_dead(ctx)
         if _joined_after(facts, node, fn, side, blocking_only="set_stream" in how or ".use()" in how,
-                         block_end=block_end):
+                         block_end=block_end, dead=dead):
             continue
         in_forward = fn in facts.reachable_set
         yield ctx.hit(ctx.at(node), args={"how": how, "where": f"{getattr(fn, 'name', 'module code')}()"},
