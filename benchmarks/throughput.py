@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--perf", default=None, help="performance mode (quick, thorough) where supported")
     ap.add_argument("--build-cache", default=None, help="extension cache folder (default: a fresh one)")
     ap.add_argument("--build-farm", default=None, choices=["auto", "on", "off"],
-                    help="hackscan's --build-farm (default: its own default, auto)")
+                    help="hackscan's --build-farm (default: its own default, off)")
     ap.add_argument("--cuda-arch", default=None, help="hackscan's --cuda-arch")
     ap.add_argument("--sample", type=Path, default=SAMPLE)
     ap.add_argument("--corpus", type=Path, default=None, help="the CUDA-L1 JSONL (default ../shared/corpora/...)")

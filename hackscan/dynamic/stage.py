@@ -176,7 +176,10 @@ class DynamicRun:
         ``off``: never.  What the farm cannot do the real worker does, as before."""
         from . import farm
 
-        mode = str(self.opts.get("build_farm") or "auto")
+        # off unless asked for: on the GPU (GPU_NOTES run 9) the farm pre-built only the builds made
+        # unconditionally at import; builds in __init__ or behind torch.cuda.is_available() (no GPU
+        # in the farm) still compiled in the workers, and the farm's sandboxes added their start-up
+        mode = str(self.opts.get("build_farm") or "off")
         if mode not in farm.MODES:
             raise DynamicFailure(f"build_farm must be one of {', '.join(farm.MODES)}, not {mode!r}")
         if mode == "off" or self.target.problem or not self.sub.reference or not farm.builds_at_import(self.target):
