@@ -57,6 +57,7 @@ from .facts import (
     TryBlock,
 )
 from .imports import CONVENTIONAL
+from .indirection import callees
 from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain, subtree
 from .module import HostModule, children
 from .program import host_model
@@ -577,6 +578,11 @@ class _Analyser:
                         rets = self.returns_of[fn] = _returns_of(fn)
                     for ret in rets:
                         desc = self._callable_of_value(ret, depth + 1)
+                        if desc is None and type(ret) is ast.Name:
+                            # a factory returning a function it defines (``def make(): def impl(..): ..;
+                            # return impl``): calling the result runs that closure
+                            desc = next((("def", f"{d.lineno}:{d.col_offset}") for d in self.index.defs(fn)
+                                         if d.name == ret.id), None)
                         if desc is not None:
                             return desc
             if isinstance(node.func, ast.Attribute) and node.func.attr in ("get_function", "get_kernel"):
@@ -1287,8 +1293,15 @@ class _Analyser:
     # ================================================================== calls
     def _call(self, e: ast.Call, discarded: bool) -> Provenance:
         func = e.func
-        frame = self.stack[-1]
         ft = type(func)
+        if ft is not ast.Name and ft is not ast.Attribute or ft is ast.Name and func.id == "getattr":  # type: ignore[attr-defined]
+            # ``getattr(X, "n")(...)``, ``partial(f, a)(...)``, ``(f, g)[i](...)``: call what it names
+            direct = callees(e, self._canon)
+            if direct is not None:
+                return self._indirect_call(e, direct, discarded)
+            if ft is ast.Lambda:  # ``(lambda t: ...)(x)``, as a table's element gives it
+                return self._lambda(func, e)  # type: ignore[arg-type]
+        frame = self.stack[-1]
         is_attr, is_name, is_sub = ft is ast.Attribute, ft is ast.Name, ft is ast.Subscript
         # the receiver's name of ``name.attr(...)`` (None for any other callee), read once for the tests below
         recv = func.value.id if is_attr and type(func.value) is ast.Name else None  # type: ignore[attr-defined]
@@ -1468,6 +1481,22 @@ class _Analyser:
         # --- anything else: an unknown callable
         callee = self._ev(func)
         return callee.join(self._args(e)).fresh().plus(OPAQUE, frozenset([e.lineno]))
+
+    def _indirect_call(self, e: ast.Call, direct: list[ast.AST], discarded: bool) -> Provenance:
+        """An indirectly spelled call (``indirection.callees``): the flows of everything it may run,
+        joined; a table's index is evaluated once, for the conditions it reads."""
+        func = e.func
+        if type(func) is ast.Subscript:
+            self._ev(func.slice)
+        elif type(func) is ast.Call and type(func.func) is ast.Attribute and func.func.attr == "get" and func.args:
+            self._ev(func.args[0])
+        parents = self.host.parents
+        out = EMPTY
+        for alt in direct:
+            if alt is not e and alt not in parents and e in parents:
+                parents[alt] = parents[e]  # rules that climb from an op's node find the statement it is in
+            out = out.join(self._ev(alt, discarded))
+        return out
 
     def _triton_name(self, node: ast.AST) -> str | None:
         if isinstance(node, ast.Name) and node.id in self.host.triton_kernels and node.id not in self.stack[-1].state:
