@@ -167,6 +167,31 @@ def table_elements(e: ast.AST) -> list[ast.AST] | None:
     return None
 
 
+def two_way(func: ast.AST, elements: list[ast.AST]) -> tuple[ast.expr, ast.AST, ast.AST] | None:
+    """A two-way table as the conditional it is: (condition, taken when true, taken when false).
+
+    ``(f, g)[int(c)]`` / ``(f, g)[bool(c)]`` / ``(f, g)[c]`` -> ``c``, ``g``, ``f``;
+    ``{k: f}.get(key, g)`` / ``{k: f, k2: g}[key]`` -> ``key == k``, ``f``, ``g``.
+    """
+    if len(elements) != 2:
+        return None
+    if type(func) is ast.Subscript:
+        table, index = func.value, func.slice  # type: ignore[attr-defined]
+        if type(table) in (ast.Tuple, ast.List):
+            while type(index) is ast.Call and type(index.func) is ast.Name and index.func.id in ("int", "bool") \
+                    and len(index.args) == 1:  # type: ignore[attr-defined]
+                index = index.args[0]  # type: ignore[attr-defined]
+            return index, elements[1], elements[0]  # type: ignore[return-value]
+        key = table.keys[0]  # type: ignore[attr-defined]
+    else:
+        table, index = func.func.value, func.args[0]  # type: ignore[attr-defined]
+        if len(table.keys) != 1:  # type: ignore[attr-defined]
+            return None
+        key = table.keys[0]  # type: ignore[attr-defined]
+    test = _at(ast.Compare(left=index, ops=[ast.Eq()], comparators=[key]), index)
+    return test, elements[0], elements[1]  # type: ignore[return-value]
+
+
 def namespace_writes(stmt: ast.stmt, canonical: Canonical) -> list[tuple[ast.AST, ast.AST]]:
     """The plain assignments a namespace write means, as (target, value) pairs: the target an
     ``ast.Attribute`` (``mod.name``) or, for the module's own namespace, an ``ast.Name``.

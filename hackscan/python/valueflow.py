@@ -57,7 +57,7 @@ from .facts import (
     TryBlock,
 )
 from .imports import CONVENTIONAL
-from .indirection import callees
+from .indirection import callees, two_way
 from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain, subtree
 from .module import HostModule, children
 from .program import host_model
@@ -104,6 +104,7 @@ _ALIAS_VIEWS = frozenset({
 })
 _SHAPE_VIEWS = frozenset({"view", "reshape", "expand", "broadcast_to", "repeat", "tile", "new_empty", "new_zeros",
                           "new_ones", "unflatten"})
+_TABLES = (ast.Tuple, ast.List, ast.Dict)  # literals a local table is bound to
 _WRAPPERS = frozenset({"torch.compile", "torch.jit.script", "torch.jit.trace", "functools.partial",
                        "torch.cuda.make_graphed_callables", "torch._dynamo.optimize"})
 # the last names of _WRAPPERS: an attribute call with another last name cannot canonicalise to one
@@ -140,6 +141,8 @@ class _Frame:
     bound: list[str] = field(default_factory=list)
     # locals holding a raw pointer of a tensor: ``p = out.data_ptr()``, ``p = cp.asarray(out.data_ptr())``
     pointers: dict[str, list[ast.AST]] = field(default_factory=dict)
+    # locals bound to a tuple, list or dict literal: a table a call may index (``_paths[i](x)``)
+    tables: dict[str, ast.AST] = field(default_factory=dict)
 
 
 class _Analyser:
@@ -504,7 +507,12 @@ class _Analyser:
                 del callables[name]
             if name in pointers:
                 del pointers[name]
+            tables = frame.tables
+            if name in tables:
+                del tables[name]
             if value_node is not None:
+                if type(value_node) in _TABLES:
+                    tables[name] = value_node
                 # ``fn = ext.relu`` / ``k = self.kernel`` / ``act = torch.relu``: what ``fn(...)`` runs
                 desc = self._callable_of_value(value_node)
                 if desc is not None:
@@ -1296,9 +1304,10 @@ class _Analyser:
         ft = type(func)
         if ft is not ast.Name and ft is not ast.Attribute or ft is ast.Name and func.id == "getattr":  # type: ignore[attr-defined]
             # ``getattr(X, "n")(...)``, ``partial(f, a)(...)``, ``(f, g)[i](...)``: call what it names
-            direct = callees(e, self._canon)
+            spelled = self._with_table(e)
+            direct = callees(spelled, self._canon)
             if direct is not None:
-                return self._indirect_call(e, direct, discarded)
+                return self._indirect_call(e, spelled.func, direct, discarded)
             if ft is ast.Lambda:  # ``(lambda t: ...)(x)``, as a table's element gives it
                 return self._lambda(func, e)  # type: ignore[arg-type]
         frame = self.stack[-1]
@@ -1482,19 +1491,51 @@ class _Analyser:
         callee = self._ev(func)
         return callee.join(self._args(e)).fresh().plus(OPAQUE, frozenset([e.lineno]))
 
-    def _indirect_call(self, e: ast.Call, direct: list[ast.AST], discarded: bool) -> Provenance:
-        """An indirectly spelled call (``indirection.callees``): the flows of everything it may run,
-        joined; a table's index is evaluated once, for the conditions it reads."""
+    def _with_table(self, e: ast.Call) -> ast.Call:
+        """``e`` with a local table it indexes written in place (``t = (f, g); t[i](x)`` ->
+        ``(f, g)[i](x)``), so ``indirection.callees`` sees the table; ``e`` itself otherwise."""
+        tables = self.stack[-1].tables
+        if not tables:
+            return e
         func = e.func
+        if type(func) is ast.Subscript and type(func.value) is ast.Name and func.value.id in tables:
+            new = ast.Subscript(value=tables[func.value.id], slice=func.slice, ctx=ast.Load())
+        elif type(func) is ast.Call and type(func.func) is ast.Attribute and func.func.attr == "get" and \
+                type(func.func.value) is ast.Name and func.func.value.id in tables:
+            new = ast.Call(func=ast.Attribute(value=tables[func.func.value.id], attr="get", ctx=ast.Load()),
+                           args=func.args, keywords=func.keywords)
+        else:
+            return e
+        ast.copy_location(new, func)
+        out = ast.Call(func=new, args=e.args, keywords=e.keywords)
+        return ast.copy_location(out, e)
+
+    def _indirect_call(self, e: ast.Call, func: ast.AST, direct: list[ast.AST], discarded: bool) -> Provenance:
+        """An indirectly spelled call (``indirection.callees``): the flows of everything it may run,
+        joined; a table's index is evaluated once, for the conditions it reads.  ``func`` is the callee
+        with a local table written in (``_with_table``)."""
+        index: ast.expr | None = None
         if type(func) is ast.Subscript:
-            self._ev(func.slice)
+            index = func.slice
         elif type(func) is ast.Call and type(func.func) is ast.Attribute and func.func.attr == "get" and func.args:
-            self._ev(func.args[0])
+            index = func.args[0]
         parents = self.host.parents
+        if e in parents:
+            for alt in direct:
+                if alt is not e and alt not in parents:
+                    parents[alt] = parents[e]  # rules that climb from an op's node find the statement it is in
+        cond = two_way(func, direct) if index is not None else None
+        if cond is not None:
+            # a two-way table is a conditional on its index: ``(f, g)[c]()`` is ``g() if c else f()``,
+            # ``{k: f}.get(key, g)()`` is ``f() if key == k else g()``; the branch rules read it as one
+            test, taken, other = cond
+            if test is not index and e in parents:
+                parents[test] = parents[e]
+            return self._branch_expr(e, test, taken, other, "ifexp")  # type: ignore[arg-type]
+        if index is not None:
+            self._ev(index)
         out = EMPTY
         for alt in direct:
-            if alt is not e and alt not in parents and e in parents:
-                parents[alt] = parents[e]  # rules that climb from an op's node find the statement it is in
             out = out.join(self._ev(alt, discarded))
         return out
 
