@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..util.lazy import cached_property
+from .indirection import namespace_writes
+from .resolve import dotted_name
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -95,6 +97,13 @@ def model_class(tree: ast.Module, canonical: Callable[[ast.AST], str] | None = N
         elif type(stmt) is ast.Assign and any(type(t) is ast.Name and t.id == MODEL_NAME for t in stmt.targets):
             value = stmt.value
             bound = classes.get(value.id) if type(value) is ast.Name else None
+        elif type(stmt) in (ast.Assign, ast.Expr):
+            # ``globals()["ModelNew"] = X``, ``vars(sys.modules[__name__])["ModelNew"] = X``,
+            # ``setattr(sys.modules[__name__], "ModelNew", X)``: the same binding, spelled as a write
+            # into the module's namespace
+            for target, value in namespace_writes(stmt, canonical or _spelled):
+                if type(target) is ast.Name and target.id == MODEL_NAME:
+                    bound = classes.get(value.id) if type(value) is ast.Name else None
     if bound is not None:
         return bound
     best: ast.ClassDef | None = None
@@ -114,6 +123,11 @@ def model_class(tree: ast.Module, canonical: Callable[[ast.AST], str] | None = N
     return best
 
 
+def _spelled(expr: ast.AST) -> str:
+    """A callee's dotted name as written, for callers without an import map."""
+    return dotted_name(expr)
+
+
 def is_harness_model(tree: ast.Module, cls: ast.ClassDef) -> bool:
     """Whether ``cls`` is the model by rule 1 (the name ``ModelNew`` holds it), not only by rule 2."""
     if cls.name == MODEL_NAME:
@@ -121,6 +135,10 @@ def is_harness_model(tree: ast.Module, cls: ast.ClassDef) -> bool:
     for stmt in tree.body:
         if type(stmt) is ast.Assign and any(type(t) is ast.Name and t.id == MODEL_NAME for t in stmt.targets) \
                 and type(stmt.value) is ast.Name and stmt.value.id == cls.name:
+            return True
+        if type(stmt) in (ast.Assign, ast.Expr) and any(
+                type(t) is ast.Name and t.id == MODEL_NAME and type(v) is ast.Name and v.id == cls.name
+                for t, v in namespace_writes(stmt, _spelled)):
             return True
     return False
 
