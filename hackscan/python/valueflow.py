@@ -57,7 +57,7 @@ from .facts import (
     TryBlock,
 )
 from .imports import CONVENTIONAL
-from .indirection import callees, two_way
+from .indirection import callees, lookup, two_way
 from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain, subtree
 from .module import HostModule, children
 from .program import host_model
@@ -321,6 +321,11 @@ class _Analyser:
         if fwd is None:
             return facts
         node, owner = fwd
+        if owner == "Model" and model.name != "Model" and "Model" not in self._all_bases(model.name):
+            # ``forward = Model.forward`` in the model's body: the reference's forward is the model's
+            alias = next((s for s in model.body if type(s) is ast.Assign and any(
+                type(t) is ast.Name and t.id == "forward" for t in s.targets)), model)
+            self._reference_call(alias, "model-forward", "forward is Model.forward")
         info = FunctionInfo(f"{owner}.forward", node, owner, "forward")
         facts.forward = info
         facts.functions[info.qualname] = info
@@ -357,7 +362,23 @@ class _Analyser:
             for f in cls.body:
                 if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     out[f.name] = (f, name)
+                elif type(f) is ast.Assign and len(f.targets) == 1 and type(f.targets[0]) is ast.Name:
+                    # ``forward = Other.forward`` / ``forward = getattr(Other, "forward")`` in the class
+                    # body: the method is Other's function, run with this class's ``self``
+                    alias = self._method_alias(f.value, name)
+                    if alias is not None:
+                        out[f.targets[0].id] = alias
         return out
+
+    def _method_alias(self, value: ast.AST, cls_name: str) -> tuple[ast.FunctionDef, str] | None:
+        direct = lookup(value, self._canon) if type(value) in (ast.Call, ast.Subscript) else None
+        value = direct if direct is not None else value
+        if type(value) is not ast.Attribute or type(value.value) is not ast.Name:
+            return None
+        other = value.value.id
+        if other == cls_name or other not in self.classes:
+            return None
+        return self._methods(other).get(value.attr)
 
     def _all_bases(self, cls_name: str, seen: set[str] | None = None) -> list[str]:
         seen = seen or {cls_name}
