@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 
 from ...context import Hit, ScanContext
 from ...model import Confidence, Severity
-from ...python.indirection import lookup, namespace_writes
+from ...python.indirection import lookup, namespace_writes, table_elements
 from ...python.patterns import MiscFacts, misc_facts, object_names
 from ...python.resolve import dotted_name
 
@@ -62,6 +62,12 @@ def _feeds_branch(facts: MiscFacts, read: ast.AST, helper_returns: dict[str, str
             cond = next((c for c in anc.ifs if _contains(c, read)), None)
             if cond is not None:
                 return cond
+        if type(anc) is ast.Call and table_elements(anc.func) is not None:
+            # ``{"1": fast, "0": full}.get(os.environ.get(...), full)()``: calling what a table gives
+            # for the value is a branch on it
+            key = anc.func.slice if type(anc.func) is ast.Subscript else anc.func.args[0]  # type: ignore[attr-defined]
+            if _contains(key, read):
+                return anc
         if isinstance(anc, ast.stmt):
             break
     owner = facts.owner(read)
