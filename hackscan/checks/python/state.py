@@ -60,6 +60,8 @@ def _global_containers(facts: MiscFacts) -> set[str]:
     # names written are module state as a ``global`` declaration makes them, and a local that holds
     # the namespace itself (``ns = globals()``) or one of its entries (``memo =
     # globals().setdefault("memo", {})``) reads and writes that state
+    if not facts.uses("globals", "vars", "__dict__", "setattr", "__setattr__"):
+        return out  # no namespace is written or held: most files (a pass over every call is not free)
     canonical = host.canonical
     for node in host.of_type(ast.Call, ast.Assign):
         if type(node) is ast.Call:
