@@ -406,7 +406,15 @@ class MemberScanner:
         if t is ast.Call and depth < 2:
             name = self.host.canonical(value.func)
             if name in _WRAPPERS and value.args:
-                return self._callable_ref(value.args[0], depth + 1)
+                inner = value.args[0]
+                ref = self._callable_ref(inner, depth + 1)
+                if ref is None and type(inner) is ast.Attribute and not _self_reads(inner):
+                    # ``functools.partial(torch.softmax, dim=1)``: the torch function it binds runs
+                    # (a torch name is what a ``callable`` holder's target holds, as for
+                    # ``self.act = torch.relu``)
+                    target = self.host.canonical(inner)
+                    ref = target if target.startswith("torch.") else None
+                return ref
             # ``self.fwd = self._build()`` where ``_build`` returns a closure it defines
             target = self._local_callee(value.func, cls_name)
             if target is not None:

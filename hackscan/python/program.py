@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..util.lazy import cached_property
+from .indirection import namespace_writes
+from .resolve import dotted_name
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -93,8 +95,14 @@ def model_class(tree: ast.Module, canonical: Callable[[ast.AST], str] | None = N
             if stmt.name == MODEL_NAME:
                 bound = stmt
         elif type(stmt) is ast.Assign and any(type(t) is ast.Name and t.id == MODEL_NAME for t in stmt.targets):
-            value = stmt.value
-            bound = classes.get(value.id) if type(value) is ast.Name else None
+            bound = _class_value(stmt.value, classes)
+        elif type(stmt) in (ast.Assign, ast.Expr):
+            # ``globals()["ModelNew"] = X``, ``vars(sys.modules[__name__])["ModelNew"] = X``,
+            # ``setattr(sys.modules[__name__], "ModelNew", X)``: the same binding, spelled as a write
+            # into the module's namespace
+            for target, value in namespace_writes(stmt, canonical or _spelled):
+                if type(target) is ast.Name and target.id == MODEL_NAME:
+                    bound = _class_value(value, classes)
     if bound is not None:
         return bound
     best: ast.ClassDef | None = None
@@ -114,13 +122,36 @@ def model_class(tree: ast.Module, canonical: Callable[[ast.AST], str] | None = N
     return best
 
 
+def _class_value(value: ast.AST, classes: dict[str, ast.ClassDef]) -> ast.ClassDef | None:
+    """The class of the file a value is: a class's name, or ``type("N", (Base,), {})`` (a subclass that
+    adds nothing behaves as its first base)."""
+    if type(value) is ast.Name:
+        return classes.get(value.id)
+    if type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "type" and \
+            len(value.args) == 3 and type(value.args[1]) is ast.Tuple and value.args[1].elts and \
+            type(value.args[2]) is ast.Dict and not value.args[2].keys:
+        first = value.args[1].elts[0]
+        return classes.get(first.id) if type(first) is ast.Name else None
+    return None
+
+
+def _spelled(expr: ast.AST) -> str:
+    """A callee's dotted name as written, for callers without an import map."""
+    return dotted_name(expr)
+
+
 def is_harness_model(tree: ast.Module, cls: ast.ClassDef) -> bool:
     """Whether ``cls`` is the model by rule 1 (the name ``ModelNew`` holds it), not only by rule 2."""
     if cls.name == MODEL_NAME:
         return True
+    classes = {cls.name: cls}
     for stmt in tree.body:
         if type(stmt) is ast.Assign and any(type(t) is ast.Name and t.id == MODEL_NAME for t in stmt.targets) \
-                and type(stmt.value) is ast.Name and stmt.value.id == cls.name:
+                and _class_value(stmt.value, classes) is cls:
+            return True
+        if type(stmt) in (ast.Assign, ast.Expr) and any(
+                type(t) is ast.Name and t.id == MODEL_NAME and _class_value(v, classes) is cls
+                for t, v in namespace_writes(stmt, _spelled)):
             return True
     return False
 

@@ -57,6 +57,7 @@ from .facts import (
     TryBlock,
 )
 from .imports import CONVENTIONAL
+from .indirection import callees, lookup, two_way
 from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain, subtree
 from .module import HostModule, children
 from .program import host_model
@@ -103,6 +104,7 @@ _ALIAS_VIEWS = frozenset({
 })
 _SHAPE_VIEWS = frozenset({"view", "reshape", "expand", "broadcast_to", "repeat", "tile", "new_empty", "new_zeros",
                           "new_ones", "unflatten"})
+_TABLES = (ast.Tuple, ast.List, ast.Dict)  # literals a local table is bound to
 _WRAPPERS = frozenset({"torch.compile", "torch.jit.script", "torch.jit.trace", "functools.partial",
                        "torch.cuda.make_graphed_callables", "torch._dynamo.optimize"})
 # the last names of _WRAPPERS: an attribute call with another last name cannot canonicalise to one
@@ -139,6 +141,8 @@ class _Frame:
     bound: list[str] = field(default_factory=list)
     # locals holding a raw pointer of a tensor: ``p = out.data_ptr()``, ``p = cp.asarray(out.data_ptr())``
     pointers: dict[str, list[ast.AST]] = field(default_factory=dict)
+    # locals bound to a tuple, list or dict literal: a table a call may index (``_paths[i](x)``)
+    tables: dict[str, ast.AST] = field(default_factory=dict)
 
 
 class _Analyser:
@@ -317,6 +321,11 @@ class _Analyser:
         if fwd is None:
             return facts
         node, owner = fwd
+        if owner == "Model" and model.name != "Model" and "Model" not in self._all_bases(model.name):
+            # ``forward = Model.forward`` in the model's body: the reference's forward is the model's
+            alias = next((s for s in model.body if type(s) is ast.Assign and any(
+                type(t) is ast.Name and t.id == "forward" for t in s.targets)), model)
+            self._reference_call(alias, "model-forward", "forward is Model.forward")
         info = FunctionInfo(f"{owner}.forward", node, owner, "forward")
         facts.forward = info
         facts.functions[info.qualname] = info
@@ -353,7 +362,23 @@ class _Analyser:
             for f in cls.body:
                 if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     out[f.name] = (f, name)
+                elif type(f) is ast.Assign and len(f.targets) == 1 and type(f.targets[0]) is ast.Name:
+                    # ``forward = Other.forward`` / ``forward = getattr(Other, "forward")`` in the class
+                    # body: the method is Other's function, run with this class's ``self``
+                    alias = self._method_alias(f.value, name)
+                    if alias is not None:
+                        out[f.targets[0].id] = alias
         return out
+
+    def _method_alias(self, value: ast.AST, cls_name: str) -> tuple[ast.FunctionDef, str] | None:
+        direct = lookup(value, self._canon) if type(value) in (ast.Call, ast.Subscript) else None
+        value = direct if direct is not None else value
+        if type(value) is not ast.Attribute or type(value.value) is not ast.Name:
+            return None
+        other = value.value.id
+        if other == cls_name or other not in self.classes:
+            return None
+        return self._methods(other).get(value.attr)
 
     def _all_bases(self, cls_name: str, seen: set[str] | None = None) -> list[str]:
         seen = seen or {cls_name}
@@ -503,7 +528,12 @@ class _Analyser:
                 del callables[name]
             if name in pointers:
                 del pointers[name]
+            tables = frame.tables
+            if name in tables:
+                del tables[name]
             if value_node is not None:
+                if type(value_node) in _TABLES:
+                    tables[name] = value_node
                 # ``fn = ext.relu`` / ``k = self.kernel`` / ``act = torch.relu``: what ``fn(...)`` runs
                 desc = self._callable_of_value(value_node)
                 if desc is not None:
@@ -577,6 +607,11 @@ class _Analyser:
                         rets = self.returns_of[fn] = _returns_of(fn)
                     for ret in rets:
                         desc = self._callable_of_value(ret, depth + 1)
+                        if desc is None and type(ret) is ast.Name:
+                            # a factory returning a function it defines (``def make(): def impl(..): ..;
+                            # return impl``): calling the result runs that closure
+                            desc = next((("def", f"{d.lineno}:{d.col_offset}") for d in self.index.defs(fn)
+                                         if d.name == ret.id), None)
                         if desc is not None:
                             return desc
             if isinstance(node.func, ast.Attribute) and node.func.attr in ("get_function", "get_kernel"):
@@ -1298,8 +1333,16 @@ class _Analyser:
     # ================================================================== calls
     def _call(self, e: ast.Call, discarded: bool) -> Provenance:
         func = e.func
-        frame = self.stack[-1]
         ft = type(func)
+        if ft is not ast.Name and ft is not ast.Attribute or ft is ast.Name and func.id == "getattr":  # type: ignore[attr-defined]
+            # ``getattr(X, "n")(...)``, ``partial(f, a)(...)``, ``(f, g)[i](...)``: call what it names
+            spelled = self._with_table(e)
+            direct = callees(spelled, self._canon)
+            if direct is not None:
+                return self._indirect_call(e, spelled.func, direct, discarded)
+            if ft is ast.Lambda:  # ``(lambda t: ...)(x)``, as a table's element gives it
+                return self._lambda(func, e)  # type: ignore[arg-type]
+        frame = self.stack[-1]
         is_attr, is_name, is_sub = ft is ast.Attribute, ft is ast.Name, ft is ast.Subscript
         # the receiver's name of ``name.attr(...)`` (None for any other callee), read once for the tests below
         recv = func.value.id if is_attr and type(func.value) is ast.Name else None  # type: ignore[attr-defined]
@@ -1479,6 +1522,54 @@ class _Analyser:
         # --- anything else: an unknown callable
         callee = self._ev(func)
         return callee.join(self._args(e)).fresh().plus(OPAQUE, frozenset([e.lineno]))
+
+    def _with_table(self, e: ast.Call) -> ast.Call:
+        """``e`` with a local table it indexes written in place (``t = (f, g); t[i](x)`` ->
+        ``(f, g)[i](x)``), so ``indirection.callees`` sees the table; ``e`` itself otherwise."""
+        tables = self.stack[-1].tables
+        if not tables:
+            return e
+        func = e.func
+        if type(func) is ast.Subscript and type(func.value) is ast.Name and func.value.id in tables:
+            new = ast.Subscript(value=tables[func.value.id], slice=func.slice, ctx=ast.Load())
+        elif type(func) is ast.Call and type(func.func) is ast.Attribute and func.func.attr == "get" and \
+                type(func.func.value) is ast.Name and func.func.value.id in tables:
+            new = ast.Call(func=ast.Attribute(value=tables[func.func.value.id], attr="get", ctx=ast.Load()),
+                           args=func.args, keywords=func.keywords)
+        else:
+            return e
+        ast.copy_location(new, func)
+        out = ast.Call(func=new, args=e.args, keywords=e.keywords)
+        return ast.copy_location(out, e)
+
+    def _indirect_call(self, e: ast.Call, func: ast.AST, direct: list[ast.AST], discarded: bool) -> Provenance:
+        """An indirectly spelled call (``indirection.callees``): the flows of everything it may run,
+        joined; a table's index is evaluated once, for the conditions it reads.  ``func`` is the callee
+        with a local table written in (``_with_table``)."""
+        index: ast.expr | None = None
+        if type(func) is ast.Subscript:
+            index = func.slice
+        elif type(func) is ast.Call and type(func.func) is ast.Attribute and func.func.attr == "get" and func.args:
+            index = func.args[0]
+        parents = self.host.parents
+        if e in parents:
+            for alt in direct:
+                if alt is not e and alt not in parents:
+                    parents[alt] = parents[e]  # rules that climb from an op's node find the statement it is in
+        cond = two_way(func, direct) if index is not None else None
+        if cond is not None:
+            # a two-way table is a conditional on its index: ``(f, g)[c]()`` is ``g() if c else f()``,
+            # ``{k: f}.get(key, g)()`` is ``f() if key == k else g()``; the branch rules read it as one
+            test, taken, other = cond
+            if test is not index and e in parents:
+                parents[test] = parents[e]
+            return self._branch_expr(e, test, taken, other, "ifexp")  # type: ignore[arg-type]
+        if index is not None:
+            self._ev(index)
+        out = EMPTY
+        for alt in direct:
+            out = out.join(self._ev(alt, discarded))
+        return out
 
     def _triton_name(self, node: ast.AST) -> str | None:
         if isinstance(node, ast.Name) and node.id in self.host.triton_kernels and node.id not in self.stack[-1].state:

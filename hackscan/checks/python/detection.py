@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 
 from ...context import Hit, ScanContext
 from ...model import Confidence, Severity
+from ...python.indirection import lookup, namespace_writes, table_elements
 from ...python.patterns import MiscFacts, misc_facts, object_names
 from ...python.resolve import dotted_name
 
@@ -61,6 +62,12 @@ def _feeds_branch(facts: MiscFacts, read: ast.AST, helper_returns: dict[str, str
             cond = next((c for c in anc.ifs if _contains(c, read)), None)
             if cond is not None:
                 return cond
+        if type(anc) is ast.Call and table_elements(anc.func) is not None:
+            # ``{"1": fast, "0": full}.get(os.environ.get(...), full)()``: calling what a table gives
+            # for the value is a branch on it
+            key = anc.func.slice if type(anc.func) is ast.Subscript else anc.func.args[0]  # type: ignore[attr-defined]
+            if _contains(key, read):
+                return anc
         if isinstance(anc, ast.stmt):
             break
     owner = facts.owner(read)
@@ -229,8 +236,23 @@ def environment_dependent_branch(ctx: ScanContext) -> Iterator[Hit]:
                           evidence={"read": what, "key": key, "branch_line": branch.lineno})
 
 
+def _named(host, node: ast.AST) -> str:
+    """The dotted name ``node`` reads, seen through a namespace lookup (``globals()["n"]``,
+    ``globals().get("n", 0)``, ``vars(self)["n"]`` read as ``n`` / ``self.n``)."""
+    direct = lookup(node, host.canonical) if type(node) in (ast.Call, ast.Subscript) else None
+    return dotted_name(direct if direct is not None else node)
+
+
 def _counter_name(host, node: ast.AST) -> str | None:
-    """``self.calls`` for ``self.calls += 1`` / ``self.calls = self.calls + 1``; globals too."""
+    """``self.calls`` for ``self.calls += 1`` / ``self.calls = self.calls + 1``; globals too, also
+    written through the module's namespace (``globals()["n"] = globals().get("n", 0) + 1``)."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and type(node.targets[0]) is ast.Subscript:
+        writes = namespace_writes(node, host.canonical)
+        if len(writes) == 1 and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add):
+            name = dotted_name(writes[0][0])
+            if name and _named(host, node.value.left) == name and isinstance(node.value.right, ast.Constant):
+                return name
+        return None
     if isinstance(node, ast.AugAssign) and isinstance(node.op, (ast.Add, ast.Sub)) and isinstance(
             node.value, ast.Constant) and isinstance(node.value.value, int):
         name = dotted_name(node.target)
@@ -256,7 +278,11 @@ def call_counter_branch(ctx: ScanContext) -> Iterator[Hit]:
     if host is None:
         return
     facts = misc_facts(host)
-    if not host.of_type(ast.AugAssign):
+    # ``itertools.count()`` held across calls is a counter too: ``next()`` on it is the increment
+    tickers = {dotted_name(t): node for node in host.of_type(ast.Assign)
+               if type(node.value) is ast.Call and host.canonical(node.value.func) == "itertools.count"
+               for t in node.targets if dotted_name(t)}
+    if not tickers and not host.of_type(ast.AugAssign):
         # without an augmented assignment only ``x = x + <constant>`` counts (``_counter_name``),
         # and that needs a BinOp adding a constant: looked for before the text search, which reads
         # the whole source (an exact pre-check of the pass below; the text test stays as it was)
@@ -266,17 +292,23 @@ def call_counter_branch(ctx: ScanContext) -> Iterator[Hit]:
             return
     # a counter increment anywhere in the file (the reachable functions' are among them) before the
     # reachability the rest needs
-    if not any(_counter_name(host, node) is not None for node in host.of_type(ast.AugAssign, ast.Assign)):
+    if not tickers and not any(_counter_name(host, node) is not None
+                               for node in host.of_type(ast.AugAssign, ast.Assign)):
         return
     reach = facts.reachable
     if not reach:
         return
     counters: dict[str, ast.AST] = {}
+    for name, node in tickers.items():
+        if "." in name or facts.owner(node) is None:  # held by self or by the module: it outlives a call
+            counters[name] = node
     for node in facts.in_functions(reach, ast.AugAssign, ast.Assign):
         name = _counter_name(host, node)
         if name is None:
             continue
-        if "." not in name:
+        if "." not in name and type(node.targets[0] if isinstance(node, ast.Assign) else node.target) is ast.Subscript:
+            pass  # written through the module's namespace: a global by construction
+        elif "." not in name:
             owner = facts.owner(node)
             if not any(isinstance(g, ast.Global) and name in g.names for g in facts.in_functions([owner], ast.Global)):
                 continue  # a local loop counter, reset on every call
@@ -285,7 +317,8 @@ def call_counter_branch(ctx: ScanContext) -> Iterator[Hit]:
         return
     reported: set[int] = set()
     for branch, test in _branches(facts, reach):
-        used = {dotted_name(n) for n in ast.walk(test) if isinstance(n, (ast.Attribute, ast.Name))}
+        used = {_named(host, n) for n in ast.walk(test) if isinstance(n, (ast.Attribute, ast.Name, ast.Subscript,
+                                                                         ast.Call))}
         hit = sorted(used & counters.keys())
         if not hit or branch.lineno in reported or not isinstance(branch, (ast.If, ast.IfExp, ast.While)):
             continue

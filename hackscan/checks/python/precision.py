@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from ...context import Hit, ScanContext
 from ...model import Confidence, Severity
+from ...python.indirection import lookup, namespace_writes, table_elements
 from ...python.module import subtree
 from ...python.patterns import misc_facts
 from ...python.resolve import dotted_name
@@ -24,6 +25,8 @@ HALF_DTYPES = {
     "torch.float8_e4m3fn": "float8", "torch.float8_e5m2": "float8", "torch.float8_e4m3fnuz": "float8",
     "torch.float8_e5m2fnuz": "float8", "torch.cuda.HalfTensor": "float16", "torch.HalfTensor": "float16",
     "torch.cuda.BFloat16Tensor": "bfloat16", "torch.BFloat16Tensor": "bfloat16",
+    # the same rounding done by numpy on a zero-copy view (``x.numpy().astype(np.float16)``)
+    "numpy.float16": "float16", "numpy.half": "float16",
 }
 _HALF_STRINGS = {"float16": "float16", "torch.float16": "float16", "half": "float16", "bfloat16": "bfloat16",
                  "torch.bfloat16": "bfloat16", "torch.cuda.HalfTensor": "float16", "torch.HalfTensor": "float16"}
@@ -142,6 +145,15 @@ def _half_expr(host, expr: ast.AST | None, dtype_vars: dict[str, str]) -> str | 
     if isinstance(expr, ast.IfExp):
         a, b = _half_expr(host, expr.body, dtype_vars), _half_expr(host, expr.orelse, dtype_vars)
         return a if a and b else None
+    if isinstance(expr, ast.Subscript) and isinstance(expr.value, (ast.Tuple, ast.List)):
+        # ``(torch.float32, torch.bfloat16)[int(x.numel() > 1024)]``: a tuple of dtypes indexed by a
+        # value computed at run time may give any of them (a branch that tests a condition would be
+        # an IfExp, which needs both arms half)
+        elements = table_elements(expr) or []
+        return next((got for got in (_half_expr(host, el, dtype_vars) for el in elements) if got), None)
+    if isinstance(expr, (ast.Call, ast.Subscript)):
+        direct = lookup(expr, host.canonical)  # ``getattr(torch, "float" + "16")``
+        return _half_expr(host, direct, dtype_vars) if direct is not None else None
     name = host.canonical(expr) if isinstance(expr, (ast.Name, ast.Attribute)) else ""
     if name in HALF_DTYPES:
         return HALF_DTYPES[name]
@@ -174,7 +186,7 @@ def _cast_of(host, call: ast.Call, dtype_vars: dict[str, str]) -> str | None:
     if isinstance(f, ast.Attribute):
         if f.attr in HALF_METHODS and not call.args and not call.keywords:
             return HALF_METHODS[f.attr]
-        if f.attr in ("to", "type"):
+        if f.attr in ("to", "type", "astype"):
             for a in call.args:
                 got = _half_expr(host, a, dtype_vars)
                 if got:
@@ -333,7 +345,8 @@ def _real_share(ctx: ScanContext, kind: str) -> tuple[bool, str]:
 def tf32_enabled(ctx: ScanContext) -> Iterator[Hit]:
     """HS172: TF32 switches (allow_tf32, fp32_precision, set_float32_matmul_precision) turned on."""
     host = ctx.host
-    if host is None or not misc_facts(host).uses("allow_tf32", "fp32_precision", "set_float32_matmul_precision"):
+    if host is None or not misc_facts(host).uses("allow_tf32", "fp32_precision", "set_float32_matmul_precision",
+                                                 "setattr", "__setattr__", "__dict__", "vars"):
         return
     ref = ctx.reference
     if ref is not None and not ref.is_fp32:
@@ -348,6 +361,16 @@ def tf32_enabled(ctx: ScanContext) -> Iterator[Hit]:
             flag = host.canonical(t)
             if flag in TF32_FLAGS:
                 events.append((t, flag, TF32_FLAGS[flag][0], _flag_value(host, node.value)))
+    # the same switches written as ``setattr(torch.backends.cuda.matmul, "allow_tf32", True)``,
+    # ``torch.backends.cudnn.__setattr__("allow_tf32", True)``, ``vars(torch.backends.cudnn)[...] = ...``
+    for node in host.of_type(ast.Expr, ast.Assign):
+        if type(node) is ast.Assign and not any(type(t) is ast.Subscript for t in node.targets):
+            continue
+        for t, value in namespace_writes(node, host.canonical):
+            if isinstance(t, ast.Attribute) and t.attr in ("allow_tf32", "fp32_precision"):
+                flag = host.canonical(t)
+                if flag in TF32_FLAGS:
+                    events.append((node, flag, TF32_FLAGS[flag][0], _flag_value(host, value)))
     for call in facts.calls_named("set_float32_matmul_precision"):
         if facts.cname(call) == MATMUL_PRECISION and call.args:
             events.append((call, MATMUL_PRECISION, "matmul", _flag_value(host, call.args[0])))

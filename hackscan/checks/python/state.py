@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ...context import Hit, ScanContext
 from ...model import Confidence, Severity
+from ...python.indirection import namespace_of, write_call
 from ...python.module import HostModule, subtree
 from ...python.patterns import (
     VIEW_METHODS,
@@ -41,14 +42,44 @@ def _global_containers(facts: MiscFacts) -> set[str]:
     """Module-level state functions may fill: containers bound at module level (``_CACHE = {}``,
     read through a subscript) and names that some function declares ``global``."""
     out: set[str] = set()
-    for stmt in facts.host.tree.body:
+    host = facts.host
+    for stmt in host.tree.body:
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, (ast.Dict, ast.List, ast.Call)):
             for t in stmt.targets:
                 if isinstance(t, ast.Name):
                     out.add(t.id)
-    for g in facts.host.of_type(ast.Global):
+        elif isinstance(stmt, ast.ClassDef):
+            # a container in a module-level class's body (``class _Store: entries = {}``) is module
+            # state too, shared by every instance and every call
+            for sub in stmt.body:
+                if isinstance(sub, ast.Assign) and isinstance(sub.value, (ast.Dict, ast.List)):
+                    out.update(f"{stmt.name}.{t.id}" for t in sub.targets if isinstance(t, ast.Name))
+    for g in host.of_type(ast.Global):
         out.update("global:" + n for n in g.names)
+    # the module's namespace written through ``globals()`` / ``vars(sys.modules[__name__])``: the
+    # names written are module state as a ``global`` declaration makes them, and a local that holds
+    # the namespace itself (``ns = globals()``) or one of its entries (``memo =
+    # globals().setdefault("memo", {})``) reads and writes that state
+    if not facts.uses("globals", "vars", "__dict__", "setattr", "__setattr__"):
+        return out  # no namespace is written or held: most files (a pass over every call is not free)
+    canonical = host.canonical
+    for node in host.of_type(ast.Call, ast.Assign):
+        if type(node) is ast.Call:
+            out.update("global:" + t.id for t, _ in write_call(node, canonical) if type(t) is ast.Name)
+            continue
+        if _namespace_handle(node.value, host):
+            out.update("global:" + t.id for t in node.targets if type(t) is ast.Name)
     return out
+
+
+def _namespace_handle(value: ast.AST, host: HostModule) -> bool:
+    """Whether ``value`` is the module's namespace or an entry fetched from it (``globals()``,
+    ``vars(sys.modules[__name__])``, ``globals().setdefault("memo", {})``, ``globals().get("memo")``)."""
+    held = namespace_of(value, host.canonical)
+    if held is None and type(value) is ast.Call and type(value.func) is ast.Attribute and \
+            value.func.attr in ("setdefault", "get"):
+        held = namespace_of(value.func.value, host.canonical)
+    return held is not None and type(held) is ast.Name and held.id == "__module__"
 
 
 def _state_of(expr: ast.AST, globals_: set[str]) -> str | None:
@@ -66,6 +97,8 @@ def _state_of(expr: ast.AST, globals_: set[str]) -> str | None:
         e, through = e.func.value, True
     if through and isinstance(e, ast.Name) and (e.id in globals_ or "global:" + e.id in globals_):
         return e.id
+    if type(e) is ast.Attribute and type(e.value) is ast.Name and f"{e.value.id}.{e.attr}" in globals_:
+        return f"{e.value.id}.{e.attr}"  # a module-level class's container
     return None
 
 
@@ -153,6 +186,8 @@ def _refreshes(facts: MiscFacts, nodes: list[ast.AST], key: str | None, local: s
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target]
                 for t in targets:
                     if isinstance(t, (ast.Attribute, ast.Subscript, ast.Name)) and _state_of(t, globals_) == key:
+                        if _namespace_handle(n.value, host):
+                            continue  # ``memo = globals().setdefault("memo", {})`` fetches the state, keeps it
                         if depth > 0 or value_refs(n.value, inputs) or isinstance(n.value, ast.Call):
                             return True
             elif isinstance(n, ast.Assign) and local:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 from ...context import Hit, ScanContext
 from ...model import Severity
+from ...python.indirection import PARTIALS
 from ...python.patterns import CONFIG_PREFIXES, misc_facts, object_names
 
 # roots whose attributes a harness relies on (``sys`` is handled by the interpreter-state rule)
@@ -118,12 +119,11 @@ def harness_function_patched(ctx: ScanContext) -> Iterator[Hit]:
                 verb = "deletes" if isinstance(node, ast.Delete) else "assigns"
                 yield ctx.hit(ctx.at(t), args={"verb": verb, "target": target, "what": _what(target)},
                               evidence={"target": target})
-    for call in facts.calls_named(*_SETTERS):
-        fname = facts.cname(call)
+    for call, fname, args in _setter_calls(facts, host):
         obj_expr: ast.AST | None = None
         attr_expr: ast.AST | None = None
-        if fname in ("setattr", "builtins.setattr", "delattr", "object.__setattr__", "type.__setattr__") and len(call.args) >= 2:
-            obj_expr, attr_expr = call.args[0], call.args[1]
+        if fname in ("setattr", "builtins.setattr", "delattr", "object.__setattr__", "type.__setattr__") and len(args) >= 2:
+            obj_expr, attr_expr = args[0], args[1]
         elif isinstance(call.func, ast.Attribute) and call.func.attr in ("__setattr__", "__delattr__") and call.args:
             obj_expr, attr_expr = call.func.value, call.args[0]
         elif isinstance(call.func, ast.Attribute) and call.func.attr in ("update", "__setitem__", "setdefault"):
@@ -143,6 +143,32 @@ def harness_function_patched(ctx: ScanContext) -> Iterator[Hit]:
         if _harness_name(target) or (key is None and obj.split(".", 1)[0] in _PATCH_ROOTS):
             yield ctx.hit(ctx.at(call), args={"verb": "sets", "target": target, "what": _what(target)},
                           evidence={"target": target, "via": fname or "__dict__"})
+
+
+def _setter_calls(facts, host) -> Iterator[tuple[ast.Call, str, list[ast.AST]]]:
+    """The calls that may set an attribute, as (call, the setter's name, its arguments).
+
+    ``functools.partial(setattr, torch)("allclose", f)`` and ``set_ = partial(setattr, torch);
+    set_("allclose", f)`` are calls of ``setattr`` with the bound arguments first; building a partial
+    alone sets nothing."""
+    for call in facts.calls_named(*_SETTERS, "partial"):
+        fname = facts.cname(call)
+        if fname not in PARTIALS:
+            yield call, fname, list(call.args)
+            continue
+        if not call.args:
+            continue
+        outer = host.parents.get(call)
+        if type(outer) is ast.Call and outer.func is call:
+            uses = [outer]
+        elif type(outer) is ast.Assign and len(outer.targets) == 1 and type(outer.targets[0]) is ast.Name:
+            name = outer.targets[0].id
+            uses = [c for c in facts.calls_named(name) if type(c.func) is ast.Name and c.func.id == name]
+        else:
+            continue
+        setter = host.canonical(call.args[0])
+        for use in uses:
+            yield use, setter, list(call.args[1:]) + list(use.args)
 
 
 _GC_WALKS = {"gc.get_objects", "gc.get_referrers", "gc.get_referents"}
