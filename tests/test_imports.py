@@ -54,11 +54,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 # Circles other branches are removing; the lead empties this list when they are merged.  Each
 # entry is the set of modules of one circle: a circle passes while it stays inside a listed set,
 # and an entry no circle needs any more fails the test, so the list cannot go stale.
-KNOWN_CIRCLES: dict[frozenset[str], str] = {
-    frozenset({"hackscan.dynamic.pool", "hackscan.dynamic.sandbox"}):
-        "the pool starts sandboxes, the sandbox raises the pool's WorkerFailure and builds its Session "
-        "(function-level both ways; for `dynsides` or after it)",
-}
+KNOWN_CIRCLES: dict[frozenset[str], str] = {}
 
 # Upward imports to be removed, with the same rule: a listed one that is gone fails the test.
 KNOWN_UPWARD: dict[tuple[str, str], str] = {}

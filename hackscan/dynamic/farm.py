@@ -35,7 +35,7 @@ import threading
 import time
 from typing import Any
 
-from .pool import WorkerFailure, total_memory
+from .session import WorkerFailure, total_memory
 
 # extension kinds the static stage finds (python/module.py) that compile at import
 BUILD_KINDS = ("load_inline", "load")

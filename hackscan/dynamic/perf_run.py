@@ -27,7 +27,7 @@ from typing import Any
 
 from hackscan.perf.options import normalise_baseline
 
-from .pool import Session, WorkerFailure
+from .session import Session, WorkerFailure
 
 # distinct fresh input sets the timing rotates through (the two fresh draws of the correctness
 # probes count): with fewer than 3, a result cache keyed by the input's address can go unseen on

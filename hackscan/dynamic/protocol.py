@@ -15,7 +15,7 @@ from typing import Any
 
 from ..model import Finding, Report
 from .compare import Tolerance, compare
-from .pool import WorkerFailure
+from .session import WorkerFailure
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .session import Session, WorkerFailure
 from .shared import wire
 
 # --sandbox: the first is the default
@@ -957,8 +958,6 @@ class Launcher:
             return
         msg = self._recv(h, timeout)
         if not msg or not msg.get("ready"):
-            from .pool import WorkerFailure
-
             why = (msg or {}).get("error") or "no answer in time"
             tail = ""
             try:
@@ -1037,8 +1036,6 @@ class Launcher:
 
     def spawn(self, spec: dict[str, Any], timeout: float, mem_bytes: int | None = None,
               source: str | None = None) -> Any:
-        from .pool import Session
-
         h = self._take()
         if h is None:
             h = self._start()
@@ -1059,8 +1056,6 @@ class Launcher:
             self._send(h, {"cmd": "spec", "spec": spec})
         except OSError as exc:
             h.destroy()
-            from .pool import WorkerFailure
-
             raise WorkerFailure("crash", f"the sandboxed worker took no work: {exc}") from exc
         return Session(self, h.pid, h.sock, h.log, timeout, mem_bytes, handle=h)
 

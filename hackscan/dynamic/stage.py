@@ -32,8 +32,9 @@ from .compare import Tolerance
 from .judge import R_DOES_NOT_RUN, R_FORGED, R_UNANSWERED, Judge, ProbeRecord, audit_probe_reply
 from .link import link_findings
 from .plan import FIRST_ROUND, Plan, make_plan, steering_from
-from .pool import Session, WorkerFailure, WorkerPool, default_pool, total_memory
+from .pool import WorkerPool, default_pool
 from .protocol import CheckedSession
+from .session import Session, WorkerFailure, total_memory
 from .shared.probes import derive
 from .shared.profiles import get_profile
 
