@@ -105,6 +105,20 @@ class CudaFacts:
             got = self._exported = self._find_exported_functions()
         return got
 
+    def exported_host_functions(self) -> list[tuple[Export, Function]]:
+        """``exported_functions`` cut to host functions, each once (the first export that binds
+        it): the rules that follow an export's body to its launches and returns."""
+        got = self.__dict__.get("_exported_host")
+        if got is None:
+            seen: set[int] = set()
+            got = []
+            for export, fn in self.exported_functions():
+                if fn.kind == "host" and id(fn) not in seen:
+                    seen.add(id(fn))
+                    got.append((export, fn))
+            self._exported_host = got
+        return got
+
     def _find_exported_functions(self) -> list[tuple[Export, Function]]:
         out = []
         for x in self.extensions.values():

@@ -373,11 +373,7 @@ def cuda_passthrough_export(ctx: ScanContext) -> Iterator[Hit]:
     """HS206."""
     facts = ctx.cuda
     flow = facts.flow
-    done: set[int] = set()
-    for export, fn in facts.exported_functions():
-        if fn.kind != "host" or id(fn) in done:
-            continue
-        done.add(id(fn))
+    for export, fn in facts.exported_host_functions():
         returns = [r for r in flow.returns(fn) if r.value is not None]
         if not returns:
             continue

@@ -104,11 +104,7 @@ def cuda_unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
     """HS207."""
     facts = ctx.cuda
     flow = facts.flow
-    done: set[int] = set()
-    for export, fn in facts.exported_functions():
-        if fn.kind != "host" or id(fn) in done:
-            continue
-        done.add(id(fn))
+    for export, fn in facts.exported_host_functions():
         outs: list[tuple[Origin, ts.Node, ts.Node]] = []  # (allocation, returned expression, return)
         for r in flow.returns(fn):
             if r.value is None or in_empty_branch(r.node, fn.node):

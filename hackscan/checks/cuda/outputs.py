@@ -35,11 +35,7 @@ def cuda_input_independent_output(ctx: ScanContext) -> Iterator[Hit]:
     if not facts.exports:
         return
     flow = facts.flow
-    done: set[int] = set()
-    for export, fn in facts.exported_functions():
-        if fn.kind != "host" or id(fn) in done:
-            continue
-        done.add(id(fn))
+    for export, fn in facts.exported_host_functions():
         outs = _returned_allocations(flow, fn)
         if not outs:
             continue

@@ -144,14 +144,24 @@ def main() -> None:
     except wire.PeerClosed:
         code = 0
     except BaseException:  # noqa: BLE001 - the worker's last words go to its log
-        try:
-            traceback.print_exc()
-        except Exception:
-            pass
+        last_words()
     finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except Exception:
-            pass
+        flush_streams()
         os._exit(code)
+
+
+def last_words() -> None:
+    """The traceback of what ended a worker, into its log (which the parent quotes); never raises."""
+    try:
+        traceback.print_exc()
+    except Exception:
+        pass
+
+
+def flush_streams() -> None:
+    """Flush stdout and stderr before ``os._exit`` (which skips the interpreter's own flush)."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:
+        pass

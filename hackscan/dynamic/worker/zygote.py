@@ -20,8 +20,9 @@ import signal
 import socket
 import sys
 import tempfile
-import traceback
 from typing import Any
+
+from .boot import flush_streams, last_words
 
 
 def _send(ctrl: socket.socket, msg: dict[str, Any]) -> None:
@@ -140,16 +141,9 @@ def _child(ctrl: socket.socket, fd: int, spec: dict[str, Any]) -> None:
         serve(sock, spec)
         code = 0
     except BaseException:  # noqa: BLE001 - the worker's last words go to its log
-        try:
-            traceback.print_exc()
-        except Exception:
-            pass
+        last_words()
     finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except Exception:
-            pass
+        flush_streams()
         if workdir:
             shutil.rmtree(workdir, ignore_errors=True)
         os._exit(code)
