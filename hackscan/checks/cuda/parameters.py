@@ -46,7 +46,7 @@ class _Reads:
     def __init__(self, facts: CudaFacts) -> None:
         self.facts = facts
         self._memo: dict[tuple[int, str], bool] = {}
-        self._idents: dict[int, list[ts.Node]] = {}
+        self._idents: dict[int, dict[str, list[ts.Node]]] = {}
 
     def param_read(self, fn: Function, name: str, depth: int = 0) -> bool:
         key = (id(fn), name)
@@ -61,14 +61,22 @@ class _Reads:
             return True
         names = {name}
         work = [name]
-        idents = self._idents.get(id(fn))
-        if idents is None:  # the body's identifiers, listed once per function
-            idents = self._idents[id(fn)] = list(identifiers(fn.body))
+        by_name = self._idents.get(id(fn))
+        if by_name is None:
+            # the body's identifiers grouped by their text, once per function: each name followed
+            # then visits its own uses (in body order, as a scan of the whole list would) without
+            # decoding every identifier of the body again for every parameter and local
+            by_name = self._idents[id(fn)] = {}
+            for node in identifiers(fn.body):
+                key = text(node)
+                bucket = by_name.get(key)
+                if bucket is None:
+                    by_name[key] = [node]
+                else:
+                    bucket.append(node)
         while work:
             n = work.pop()
-            for node in idents:
-                if text(node) != n:
-                    continue
+            for node in by_name.get(n, ()):
                 use = self._use(fn, node, depth)
                 if use is True:
                     return True

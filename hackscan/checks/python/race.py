@@ -28,6 +28,8 @@ _CLOCK_WORDS = ("elapsed_time", "perf_counter", "perf_counter_ns", "time", "time
 # the last name of a clock or of ``Event.record``: calls spelled otherwise are not resolved
 _MARK_NAMES = frozenset({"record"} | {c.rsplit(".", 1)[-1] for c in _CLOCKS})
 _HALF_DTYPES = frozenset({"torch.float16", "torch.half", "torch.bfloat16"})
+# the last names in ``_HALF`` and ``_HALF_DTYPES``: a file without any of them has no half cast
+_HALF_WORDS = tuple(_HALF | {d.rsplit(".", 1)[-1] for d in _HALF_DTYPES})
 
 
 def timed_path_race(ctx: ScanContext) -> Iterator[Hit]:
@@ -163,8 +165,12 @@ def _timing_names(host, calls: list[ast.Call]) -> frozenset[str]:
 def _is_mark(host, call: ast.Call) -> bool:
     """A clock read or an event record: the ends of a timed region."""
     func = call.func
-    if isinstance(func, ast.Attribute) and func.attr == "record" and not call.args:
-        return True
+    if type(func) is ast.Attribute:
+        # ``canonical`` keeps an attribute chain's last name: only those of a clock can resolve to one
+        attr = func.attr
+        if attr == "record" and not call.args:
+            return True
+        return attr in _MARK_NAMES and host.canonical(func) in _CLOCKS
     return host.canonical(func) in _CLOCKS
 
 
@@ -176,6 +182,12 @@ class _Paths:
         self.host, self.model, self.custom = host, model, custom
         self.by_owner = misc.nodes_by_owner(ast.Call)
         self.memo: dict[ast.AST, tuple[bool, bool, bool]] = {}
+        # ``_half`` needs ``half`` / ``bfloat16`` as an attribute, or a dtype whose canonical name
+        # ends in ``half`` / ``float16`` / ``bfloat16``: ``canonical`` is syntactic (an attribute
+        # chain keeps its last name; a bare name is renamed only by an import, whose names are in
+        # ``idents`` too), so a file with none of the three identifiers casts nothing to half and
+        # the scope look-ups ``_half`` makes for every argument are skipped
+        self.half_possible = misc.uses(*_HALF_WORDS)
 
     def region_kind(self, calls: list[ast.Call]) -> str | None:
         computes = half = False
@@ -193,7 +205,7 @@ class _Paths:
         host = self.host
         if _self_attr(c.func) in self.custom or _custom_call(host, c):
             return True, False, False
-        half, computes = _half(host, c), _torch_compute(host, c)
+        half, computes = self.half_possible and _half(host, c), _torch_compute(host, c)
         fn = _method(c.func, self.model)
         if fn is not None and depth < 2:
             m_custom, m_half, m_computes = self.method(fn, depth + 1)
