@@ -11,13 +11,14 @@ a kernel whose matching parameter is itself never read.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import tree_sitter as ts
 
 from ...context import Hit, ScanContext
 from ...cuda.facts import CudaFacts
-from ...cuda.parser import call_args, callee_name, identifiers, text
+from ...cuda.parser import call_args, callee_name, in_walk_order, language, text
 from ...cuda.records import Function, pos_of
 from ...model import Confidence, Severity
 
@@ -38,6 +39,22 @@ def _direct_arg(call: ts.Node, node: ts.Node) -> int | None:
         if a.start_byte <= node.start_byte and node.end_byte <= a.end_byte:
             return i
     return None
+
+
+def _identifiers(body: ts.Node) -> list[ts.Node]:
+    """``parser.identifiers(body)`` from a query (in C) rather than a walk from Python that builds
+    every node of the body, in the order the walk gives them: identifiers are leaves, so its
+    pre-order, last child first, is descending position (``in_walk_order``)."""
+    cur = getattr(_local, "cursor", None)
+    if cur is None:  # QueryCursor objects are not thread-safe: one per thread
+        cur = _local.cursor = ts.QueryCursor(ts.Query(language(), "(identifier) @id"))
+    found = cur.captures(body).get("id", [])
+    if len(found) > 1:
+        found = in_walk_order(found)
+    return found
+
+
+_local = threading.local()
 
 
 class _Reads:
@@ -67,7 +84,7 @@ class _Reads:
             # then visits its own uses (in body order, as a scan of the whole list would) without
             # decoding every identifier of the body again for every parameter and local
             by_name = self._idents[id(fn)] = {}
-            for node in identifiers(fn.body):
+            for node in _identifiers(fn.body):
                 key = text(node)
                 bucket = by_name.get(key)
                 if bucket is None:
