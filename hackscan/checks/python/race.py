@@ -12,12 +12,12 @@ the reference's precision.
 from __future__ import annotations
 
 import ast
+from bisect import bisect_right
 from collections.abc import Iterator
 
 from ...context import Hit, ScanContext
 from ...python.catalog import classify_torch
 from ...python.patterns import misc_facts
-from .fallback import _method
 
 _CLOCKS = frozenset({"time.perf_counter", "time.perf_counter_ns", "time.time", "time.time_ns", "time.monotonic",
                      "time.monotonic_ns", "timeit.default_timer"})
@@ -111,15 +111,22 @@ def _race_in(ctx: ScanContext, host, fn: ast.FunctionDef, model: ast.ClassDef,
     misc = misc_facts(host)
     calls: list[ast.Call] = misc.nodes_by_owner(ast.Call).get(fn, [])  # type: ignore[assignment]
     compares: list[ast.Compare] = misc.nodes_by_owner(ast.Compare).get(fn, [])  # type: ignore[assignment]
-    marks = sorted({c.lineno for c in calls if _is_mark(host, c)})
+    is_mark = [_is_mark(host, c) for c in calls]
+    marks = sorted({c.lineno for c, m in zip(calls, is_mark, strict=True) if m})
     if len(marks) < 3 or not compares:
         return
     # the calls between two consecutive marks are one timed region; regions with nothing that
-    # computes (an ``elif`` between ``end.record()`` and the next ``start.record()``) are skipped
+    # computes (an ``elif`` between ``end.record()`` and the next ``start.record()``) are skipped.
+    # Each call falls in at most one region (``a < line < b``, or on ``a`` itself when it is not a
+    # mark): one pass that places each by bisection, keeping the calls' order within a region
+    inside_of: list[list[ast.Call]] = [[] for _ in marks[1:]]
+    for c, m in zip(calls, is_mark, strict=True):
+        i = bisect_right(marks, c.lineno) - 1
+        if 0 <= i < len(inside_of) and not (m and marks[i] == c.lineno):
+            inside_of[i].append(c)
     regions: list[tuple[int, str]] = []
     paths = _Paths(host, misc, model, custom)
-    for a, b in zip(marks, marks[1:], strict=False):
-        inside = [c for c in calls if a < c.lineno < b or (c.lineno == a and not _is_mark(host, c))]
+    for a, inside in zip(marks, inside_of, strict=False):
         kind = paths.region_kind(inside)
         if kind is not None:
             regions.append((a, kind))
@@ -135,7 +142,8 @@ def _race_in(ctx: ScanContext, host, fn: ast.FunctionDef, model: ast.ClassDef,
     # ... and reads a measured time: ``if max_diff > 1e-3`` (a correctness check) is not the decision
     timed = _timing_names(host, calls)
     after = [c for c in compares if c.lineno > marks[1]]
-    decide = [c for c in after if any(isinstance(n, ast.Name) and n.id in timed for n in ast.walk(c))] or \
+    # (no timing name: no compare reads one, and the walks are skipped)
+    decide = [c for c in after if timed and any(isinstance(n, ast.Name) and n.id in timed for n in ast.walk(c))] or \
         [c for c in after if c.lineno > marks[-1]] or after
     if not decide:
         return
@@ -182,6 +190,11 @@ class _Paths:
         self.host, self.model, self.custom = host, model, custom
         self.by_owner = misc.nodes_by_owner(ast.Call)
         self.memo: dict[ast.AST, tuple[bool, bool, bool]] = {}
+        # ``fallback._method`` as a dictionary: the first ``def`` of each name, as its scan finds
+        self.methods: dict[str, ast.FunctionDef] = {}
+        for stmt in model.body:
+            if type(stmt) is ast.FunctionDef:
+                self.methods.setdefault(stmt.name, stmt)
         # ``_half`` needs ``half`` / ``bfloat16`` as an attribute, or a dtype whose canonical name
         # ends in ``half`` / ``float16`` / ``bfloat16``: ``canonical`` is syntactic (an attribute
         # chain keeps its last name; a bare name is renamed only by an import, whose names are in
@@ -206,7 +219,9 @@ class _Paths:
         if _self_attr(c.func) in self.custom or _custom_call(host, c):
             return True, False, False
         half, computes = self.half_possible and _half(host, c), _torch_compute(host, c)
-        fn = _method(c.func, self.model)
+        func = c.func
+        fn = self.methods.get(func.attr) if type(func) is ast.Attribute and type(func.value) is ast.Name and \
+            func.value.id == "self" else None
         if fn is not None and depth < 2:
             m_custom, m_half, m_computes = self.method(fn, depth + 1)
             if m_custom:
