@@ -110,10 +110,18 @@ def _race_in(ctx: ScanContext, host, fn: ast.FunctionDef, model: ast.ClassDef,
     # the module's nodes grouped by function (shared with the stream rules), not a walk of ``fn``
     misc = misc_facts(host)
     calls: list[ast.Call] = misc.nodes_by_owner(ast.Call).get(fn, [])  # type: ignore[assignment]
-    compares: list[ast.Compare] = misc.nodes_by_owner(ast.Compare).get(fn, [])  # type: ignore[assignment]
     is_mark = [_is_mark(host, c) for c in calls]
     marks = sorted({c.lineno for c, m in zip(calls, is_mark, strict=True) if m})
-    if len(marks) < 3 or not compares:
+    if len(marks) < 3:
+        return
+    # the compares whose innermost function is ``fn``, in the module's order, as
+    # ``nodes_by_owner(ast.Compare)`` would group them, without grouping every compare of the
+    # file: only those within ``fn``'s lines (its decorators', which it owns too, included) can be ``fn``'s
+    first = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
+    last = fn.end_lineno or fn.lineno
+    compares: list[ast.Compare] = [c for c in host.of_type(ast.Compare)  # type: ignore[misc]
+                                   if first <= c.lineno <= last and misc.owner(c) is fn]
+    if not compares:
         return
     # the calls between two consecutive marks are one timed region; regions with nothing that
     # computes (an ``elif`` between ``end.record()`` and the next ``start.record()``) are skipped.
