@@ -213,20 +213,26 @@ class _Paths:
     def region_kind(self, calls: list[ast.Call]) -> str | None:
         computes = half = False
         for c in calls:
-            k_custom, k_half, k_computes = self.call(c, 0)
+            k_custom, k_half, k_computes = self.call(c, 0, own_half=False)
             if k_custom:
                 return "custom"
             half, computes = half or k_half, computes or k_computes
+        # whether the region's own calls cast to half (``_half``, pure: asked in any order gives the
+        # same answer) matters only for a region with no custom code that computes and has no half
+        # cast in the methods it calls: asked last, and only then (its scope look-ups cost the most)
+        if computes and not half and self.half_possible:
+            half = any(_half(self.host, c) for c in calls)
         if half and computes:
             return "half"
         return "torch" if computes else None
 
-    def call(self, c: ast.Call, depth: int) -> tuple[bool, bool, bool]:
-        """(runs custom code, casts to half, computes with torch) for one call."""
+    def call(self, c: ast.Call, depth: int, own_half: bool = True) -> tuple[bool, bool, bool]:
+        """(runs custom code, casts to half, computes with torch) for one call; with ``own_half``
+        False, the half cast of the methods it calls only (``region_kind`` asks for the rest)."""
         host = self.host
         if _self_attr(c.func) in self.custom or _custom_call(host, c):
             return True, False, False
-        half, computes = self.half_possible and _half(host, c), _torch_compute(host, c)
+        half, computes = own_half and self.half_possible and _half(host, c), _torch_compute(host, c)
         func = c.func
         fn = self.methods.get(func.attr) if type(func) is ast.Attribute and type(func.value) is ast.Name and \
             func.value.id == "self" else None
