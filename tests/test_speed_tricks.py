@@ -249,23 +249,3 @@ def test_identifier_query_matches_the_walk() -> None:
             bodies += 1
             assert [n.id for n in _identifiers(body)] == [n.id for n in identifiers(body)], f"{name}: {fn.start_point}"
     assert bodies > 100  # the comparison reached enough functions to mean something
-
-
-def test_parameter_ancestors_match_parent() -> None:
-    """HS219's ``_Ancestors`` (one descent from a function body) gives ``.parent`` for every
-    identifier of every function body of the fixtures' and kernels' CUDA, all the way up."""
-    from hackscan.checks.cuda.parameters import _Ancestors, _identifiers
-    from hackscan.cuda.parser import descendants, parse
-
-    chains = 0
-    for name, src in _cuda_sources():
-        for fn in descendants(parse(src).root_node, "function_definition"):
-            body = fn.child_by_field_name("body")
-            for node in _identifiers(body) if body is not None else ():
-                ups, a = _Ancestors(body, node), node
-                while a is not None:
-                    want, got = a.parent, ups.parent(a)
-                    assert (want.id if want else None) == (got.id if got else None), f"{name}: {node.start_point}"
-                    a = want
-                chains += 1
-    assert chains > 1000  # enough identifiers for the comparison to mean something

@@ -57,24 +57,6 @@ def _identifiers(body: ts.Node) -> list[ts.Node]:
 _local = threading.local()
 
 
-class _Ancestors:
-    """``n.parent`` for ``node`` and its ancestors up to ``body``, from one descent from ``body``
-    (``child_with_descendant``); above ``body``, ``.parent`` itself."""
-
-    def __init__(self, body: ts.Node, node: ts.Node) -> None:
-        self._up: dict[int, ts.Node] = {}
-        cur = body
-        while cur is not None and cur != node:
-            nxt = cur.child_with_descendant(node)
-            if nxt is not None:
-                self._up[nxt.id] = cur
-            cur = nxt
-
-    def parent(self, n: ts.Node) -> ts.Node | None:
-        got = self._up.get(n.id)
-        return got if got is not None else n.parent
-
-
 class _Reads:
     """Whether a function reads the values held by a parameter, following locals and callees."""
 
@@ -122,15 +104,12 @@ class _Reads:
 
     def _use(self, fn: Function, node: ts.Node, depth: int) -> bool | str | None:
         """True: the values are read here; a local's name: they flow into it; None: not read here."""
-        # the ancestors from one descent from the body (``.parent`` walks down from the root of the
-        # unit's tree at every call: a long climb on a large file, and the rule's main cost)
-        ups = _Ancestors(fn.body, node)
-        child, cur = node, ups.parent(node)
+        child, cur = node, node.parent
         while cur is not None and cur.type not in _BOUNDARY:
             t = cur.type
             if t == "field_expression" and cur.child_by_field_name("argument") == child:
                 field = cur.child_by_field_name("field")
-                call = ups.parent(cur)
+                call = cur.parent
                 if field is not None and text(field) in _META and call is not None and call.type == "call_expression":
                     return None  # ``x.size(1)``: metadata
                 if field is not None and text(field) in _META:
@@ -142,7 +121,7 @@ class _Reads:
                 if base in _CHECKS or base.startswith(("CHECK_", "TORCH_CHECK")):
                     return None  # a check rejects inputs; it computes nothing of the output
                 if func is not None and func.type == "field_expression":
-                    child, cur = cur, ups.parent(cur)  # ``x.contiguous()``, ``sc.data_ptr<float>()``: the value goes on
+                    child, cur = cur, cur.parent  # ``x.contiguous()``, ``sc.data_ptr<float>()``: the value goes on
                     continue
                 i = _direct_arg(cur, node)
                 target = self._callee(fn, cur, base)
@@ -170,7 +149,7 @@ class _Reads:
                 return True
             elif t == "declaration" or t == "parameter_declaration":
                 return None
-            child, cur = cur, ups.parent(cur)
+            child, cur = cur, cur.parent
         if cur is not None and cur.type == "function_definition":
             return None  # a parameter's own declaration
         return True
