@@ -216,3 +216,36 @@ def test_cached_property_behaves_as_functools() -> None:
         with pytest.raises(RuntimeError) as err:
             type("_Twice", (), {"x": (d := kind(lambda self: 1)), "y": d})
         assert isinstance(err.value.__cause__, TypeError)
+
+
+
+def _cuda_sources() -> list[tuple[str, str]]:
+    """The CUDA / C++ of the fixtures and demo kernels: ``.cu`` files and the units of the Python files."""
+    out = [(str(p.relative_to(ROOT)), p.read_text()) for folder in ("fixtures", "kernels")
+           for p in sorted((ROOT / folder).rglob("*.cu"))]
+    for folder in ("fixtures", "kernels"):
+        for name, src in _sources(folder):
+            try:
+                host = HostModule.parse(src, name)
+            except (SyntaxError, ValueError):
+                continue
+            out.extend((f"{name}:{u.id}", u.text) for u in host.units if u.language in ("cuda", "cpp"))
+    return out
+
+
+def test_identifier_query_matches_the_walk() -> None:
+    """HS219's ``_identifiers`` (a tree-sitter query, sorted) gives ``parser.identifiers``' nodes in
+    its walk order, for every function body of the fixtures' and kernels' CUDA: the order decides
+    which use of a parameter is followed first."""
+    from hackscan.checks.cuda.parameters import _identifiers
+    from hackscan.cuda.parser import descendants, identifiers, parse
+
+    bodies = 0
+    for name, src in _cuda_sources():
+        for fn in descendants(parse(src).root_node, "function_definition"):
+            body = fn.child_by_field_name("body")
+            if body is None:
+                continue
+            bodies += 1
+            assert [n.id for n in _identifiers(body)] == [n.id for n in identifiers(body)], f"{name}: {fn.start_point}"
+    assert bodies > 100  # the comparison reached enough functions to mean something

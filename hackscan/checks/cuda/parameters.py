@@ -11,13 +11,14 @@ a kernel whose matching parameter is itself never read.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import tree_sitter as ts
 
 from ...context import Hit, ScanContext
 from ...cuda.facts import CudaFacts
-from ...cuda.parser import call_args, callee_name, identifiers, text
+from ...cuda.parser import call_args, callee_name, in_walk_order, language, text
 from ...cuda.records import Function, pos_of
 from ...model import Confidence, Severity
 
@@ -40,13 +41,29 @@ def _direct_arg(call: ts.Node, node: ts.Node) -> int | None:
     return None
 
 
+def _identifiers(body: ts.Node) -> list[ts.Node]:
+    """``parser.identifiers(body)`` from a query (in C) rather than a walk from Python that builds
+    every node of the body, in the order the walk gives them: identifiers are leaves, so its
+    pre-order, last child first, is descending position (``in_walk_order``)."""
+    cur = getattr(_local, "cursor", None)
+    if cur is None:  # QueryCursor objects are not thread-safe: one per thread
+        cur = _local.cursor = ts.QueryCursor(ts.Query(language(), "(identifier) @id"))
+    found = cur.captures(body).get("id", [])
+    if len(found) > 1:
+        found = in_walk_order(found)
+    return found
+
+
+_local = threading.local()
+
+
 class _Reads:
     """Whether a function reads the values held by a parameter, following locals and callees."""
 
     def __init__(self, facts: CudaFacts) -> None:
         self.facts = facts
         self._memo: dict[tuple[int, str], bool] = {}
-        self._idents: dict[int, list[ts.Node]] = {}
+        self._idents: dict[int, dict[str, list[ts.Node]]] = {}
 
     def param_read(self, fn: Function, name: str, depth: int = 0) -> bool:
         key = (id(fn), name)
@@ -61,14 +78,22 @@ class _Reads:
             return True
         names = {name}
         work = [name]
-        idents = self._idents.get(id(fn))
-        if idents is None:  # the body's identifiers, listed once per function
-            idents = self._idents[id(fn)] = list(identifiers(fn.body))
+        by_name = self._idents.get(id(fn))
+        if by_name is None:
+            # the body's identifiers grouped by their text, once per function: each name followed
+            # then visits its own uses (in body order, as a scan of the whole list would) without
+            # decoding every identifier of the body again for every parameter and local
+            by_name = self._idents[id(fn)] = {}
+            for node in _identifiers(fn.body):
+                key = text(node)
+                bucket = by_name.get(key)
+                if bucket is None:
+                    by_name[key] = [node]
+                else:
+                    bucket.append(node)
         while work:
             n = work.pop()
-            for node in idents:
-                if text(node) != n:
-                    continue
+            for node in by_name.get(n, ()):
                 use = self._use(fn, node, depth)
                 if use is True:
                     return True

@@ -279,9 +279,11 @@ def call_counter_branch(ctx: ScanContext) -> Iterator[Hit]:
         return
     facts = misc_facts(host)
     # ``itertools.count()`` held across calls is a counter too: ``next()`` on it is the increment
+    # (``canonical`` is syntactic: a callee that resolves to ``itertools.count`` is spelled ``....count``
+    # or is a name imported as ``count``, so a file without the identifier has no ticker to look for)
     tickers = {dotted_name(t): node for node in host.of_type(ast.Assign)
                if type(node.value) is ast.Call and host.canonical(node.value.func) == "itertools.count"
-               for t in node.targets if dotted_name(t)}
+               for t in node.targets if dotted_name(t)} if facts.uses("count") else {}
     if not tickers and not host.of_type(ast.AugAssign):
         # without an augmented assignment only ``x = x + <constant>`` counts (``_counter_name``),
         # and that needs a BinOp adding a constant: looked for before the text search, which reads

@@ -12,12 +12,12 @@ the reference's precision.
 from __future__ import annotations
 
 import ast
+from bisect import bisect_right
 from collections.abc import Iterator
 
 from ...context import Hit, ScanContext
 from ...python.catalog import classify_torch
 from ...python.patterns import misc_facts
-from .fallback import _method
 
 _CLOCKS = frozenset({"time.perf_counter", "time.perf_counter_ns", "time.time", "time.time_ns", "time.monotonic",
                      "time.monotonic_ns", "timeit.default_timer"})
@@ -28,6 +28,8 @@ _CLOCK_WORDS = ("elapsed_time", "perf_counter", "perf_counter_ns", "time", "time
 # the last name of a clock or of ``Event.record``: calls spelled otherwise are not resolved
 _MARK_NAMES = frozenset({"record"} | {c.rsplit(".", 1)[-1] for c in _CLOCKS})
 _HALF_DTYPES = frozenset({"torch.float16", "torch.half", "torch.bfloat16"})
+# the last names in ``_HALF`` and ``_HALF_DTYPES``: a file without any of them has no half cast
+_HALF_WORDS = tuple(_HALF | {d.rsplit(".", 1)[-1] for d in _HALF_DTYPES})
 
 
 def timed_path_race(ctx: ScanContext) -> Iterator[Hit]:
@@ -108,16 +110,31 @@ def _race_in(ctx: ScanContext, host, fn: ast.FunctionDef, model: ast.ClassDef,
     # the module's nodes grouped by function (shared with the stream rules), not a walk of ``fn``
     misc = misc_facts(host)
     calls: list[ast.Call] = misc.nodes_by_owner(ast.Call).get(fn, [])  # type: ignore[assignment]
-    compares: list[ast.Compare] = misc.nodes_by_owner(ast.Compare).get(fn, [])  # type: ignore[assignment]
-    marks = sorted({c.lineno for c in calls if _is_mark(host, c)})
-    if len(marks) < 3 or not compares:
+    is_mark = [_is_mark(host, c) for c in calls]
+    marks = sorted({c.lineno for c, m in zip(calls, is_mark, strict=True) if m})
+    if len(marks) < 3:
+        return
+    # the compares whose innermost function is ``fn``, in the module's order, as
+    # ``nodes_by_owner(ast.Compare)`` would group them, without grouping every compare of the
+    # file: only those within ``fn``'s lines (its decorators', which it owns too, included) can be ``fn``'s
+    first = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
+    last = fn.end_lineno or fn.lineno
+    compares: list[ast.Compare] = [c for c in host.of_type(ast.Compare)  # type: ignore[misc]
+                                   if first <= c.lineno <= last and misc.owner(c) is fn]
+    if not compares:
         return
     # the calls between two consecutive marks are one timed region; regions with nothing that
-    # computes (an ``elif`` between ``end.record()`` and the next ``start.record()``) are skipped
+    # computes (an ``elif`` between ``end.record()`` and the next ``start.record()``) are skipped.
+    # Each call falls in at most one region (``a < line < b``, or on ``a`` itself when it is not a
+    # mark): one pass that places each by bisection, keeping the calls' order within a region
+    inside_of: list[list[ast.Call]] = [[] for _ in marks[1:]]
+    for c, m in zip(calls, is_mark, strict=True):
+        i = bisect_right(marks, c.lineno) - 1
+        if 0 <= i < len(inside_of) and not (m and marks[i] == c.lineno):
+            inside_of[i].append(c)
     regions: list[tuple[int, str]] = []
     paths = _Paths(host, misc, model, custom)
-    for a, b in zip(marks, marks[1:], strict=False):
-        inside = [c for c in calls if a < c.lineno < b or (c.lineno == a and not _is_mark(host, c))]
+    for a, inside in zip(marks, inside_of, strict=False):
         kind = paths.region_kind(inside)
         if kind is not None:
             regions.append((a, kind))
@@ -133,7 +150,8 @@ def _race_in(ctx: ScanContext, host, fn: ast.FunctionDef, model: ast.ClassDef,
     # ... and reads a measured time: ``if max_diff > 1e-3`` (a correctness check) is not the decision
     timed = _timing_names(host, calls)
     after = [c for c in compares if c.lineno > marks[1]]
-    decide = [c for c in after if any(isinstance(n, ast.Name) and n.id in timed for n in ast.walk(c))] or \
+    # (no timing name: no compare reads one, and the walks are skipped)
+    decide = [c for c in after if timed and any(isinstance(n, ast.Name) and n.id in timed for n in ast.walk(c))] or \
         [c for c in after if c.lineno > marks[-1]] or after
     if not decide:
         return
@@ -163,8 +181,12 @@ def _timing_names(host, calls: list[ast.Call]) -> frozenset[str]:
 def _is_mark(host, call: ast.Call) -> bool:
     """A clock read or an event record: the ends of a timed region."""
     func = call.func
-    if isinstance(func, ast.Attribute) and func.attr == "record" and not call.args:
-        return True
+    if type(func) is ast.Attribute:
+        # ``canonical`` keeps an attribute chain's last name: only those of a clock can resolve to one
+        attr = func.attr
+        if attr == "record" and not call.args:
+            return True
+        return attr in _MARK_NAMES and host.canonical(func) in _CLOCKS
     return host.canonical(func) in _CLOCKS
 
 
@@ -176,25 +198,44 @@ class _Paths:
         self.host, self.model, self.custom = host, model, custom
         self.by_owner = misc.nodes_by_owner(ast.Call)
         self.memo: dict[ast.AST, tuple[bool, bool, bool]] = {}
+        # ``fallback._method`` as a dictionary: the first ``def`` of each name, as its scan finds
+        self.methods: dict[str, ast.FunctionDef] = {}
+        for stmt in model.body:
+            if type(stmt) is ast.FunctionDef:
+                self.methods.setdefault(stmt.name, stmt)
+        # ``_half`` needs ``half`` / ``bfloat16`` as an attribute, or a dtype whose canonical name
+        # ends in ``half`` / ``float16`` / ``bfloat16``: ``canonical`` is syntactic (an attribute
+        # chain keeps its last name; a bare name is renamed only by an import, whose names are in
+        # ``idents`` too), so a file with none of the three identifiers casts nothing to half and
+        # the scope look-ups ``_half`` makes for every argument are skipped
+        self.half_possible = misc.uses(*_HALF_WORDS)
 
     def region_kind(self, calls: list[ast.Call]) -> str | None:
         computes = half = False
         for c in calls:
-            k_custom, k_half, k_computes = self.call(c, 0)
+            k_custom, k_half, k_computes = self.call(c, 0, own_half=False)
             if k_custom:
                 return "custom"
             half, computes = half or k_half, computes or k_computes
+        # whether the region's own calls cast to half (``_half``, pure: asked in any order gives the
+        # same answer) matters only for a region with no custom code that computes and has no half
+        # cast in the methods it calls: asked last, and only then (its scope look-ups cost the most)
+        if computes and not half and self.half_possible:
+            half = any(_half(self.host, c) for c in calls)
         if half and computes:
             return "half"
         return "torch" if computes else None
 
-    def call(self, c: ast.Call, depth: int) -> tuple[bool, bool, bool]:
-        """(runs custom code, casts to half, computes with torch) for one call."""
+    def call(self, c: ast.Call, depth: int, own_half: bool = True) -> tuple[bool, bool, bool]:
+        """(runs custom code, casts to half, computes with torch) for one call; with ``own_half``
+        False, the half cast of the methods it calls only (``region_kind`` asks for the rest)."""
         host = self.host
         if _self_attr(c.func) in self.custom or _custom_call(host, c):
             return True, False, False
-        half, computes = _half(host, c), _torch_compute(host, c)
-        fn = _method(c.func, self.model)
+        half, computes = own_half and self.half_possible and _half(host, c), _torch_compute(host, c)
+        func = c.func
+        fn = self.methods.get(func.attr) if type(func) is ast.Attribute and type(func.value) is ast.Name and \
+            func.value.id == "self" else None
         if fn is not None and depth < 2:
             m_custom, m_half, m_computes = self.method(fn, depth + 1)
             if m_custom:
