@@ -83,6 +83,23 @@ def in_walk_order(nodes: list[ts.Node]) -> list[ts.Node]:
     return out
 
 
+_query_cursors = threading.local()  # QueryCursor objects are not thread-safe: one per thread and kind
+
+
+def nodes_of_kind(body: ts.Node, kind: str) -> list[ts.Node]:
+    """The ``kind`` nodes under ``body`` (``body`` itself included), from a tree-sitter query (in C)
+    rather than a walk from Python that builds every node, in the order that walk (``descendants``:
+    pre-order, last child first) gives them (``in_walk_order``)."""
+    cursors = _query_cursors.__dict__
+    cur = cursors.get(kind)
+    if cur is None:
+        cur = cursors[kind] = ts.QueryCursor(ts.Query(language(), f"({kind}) @n"))
+    found = cur.captures(body).get("n", [])
+    if len(found) > 1:
+        found = in_walk_order(found)
+    return found
+
+
 def strip_parens(node: ts.Node) -> ts.Node:
     while node.type == "parenthesized_expression" and node.named_child_count == 1:
         node = node.named_children[0]

@@ -11,14 +11,13 @@ a kernel whose matching parameter is itself never read.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import tree_sitter as ts
 
 from ...context import Hit, ScanContext
 from ...cuda.facts import CudaFacts
-from ...cuda.parser import call_args, callee_name, in_walk_order, language, text
+from ...cuda.parser import call_args, callee_name, nodes_of_kind, text
 from ...cuda.records import Function, pos_of
 from ...model import Confidence, Severity
 
@@ -42,19 +41,9 @@ def _direct_arg(call: ts.Node, node: ts.Node) -> int | None:
 
 
 def _identifiers(body: ts.Node) -> list[ts.Node]:
-    """``parser.identifiers(body)`` from a query (in C) rather than a walk from Python that builds
-    every node of the body, in the order the walk gives them: identifiers are leaves, so its
-    pre-order, last child first, is descending position (``in_walk_order``)."""
-    cur = getattr(_local, "cursor", None)
-    if cur is None:  # QueryCursor objects are not thread-safe: one per thread
-        cur = _local.cursor = ts.QueryCursor(ts.Query(language(), "(identifier) @id"))
-    found = cur.captures(body).get("id", [])
-    if len(found) > 1:
-        found = in_walk_order(found)
-    return found
-
-
-_local = threading.local()
+    """``parser.identifiers(body)``, from a query: identifiers are leaves, so the walk's order
+    (``in_walk_order``) is descending position."""
+    return nodes_of_kind(body, "identifier")
 
 
 class _Reads:

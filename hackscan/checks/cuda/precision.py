@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import re
-import threading
 from collections.abc import Callable, Container, Iterator
 from fractions import Fraction
 
@@ -15,7 +14,7 @@ from ...context import Hit, Pos, ScanContext
 from ...cuda import names
 from ...cuda.facts import CudaFacts
 from ...cuda.flow import CudaFlow, pointer_base, strip_casts
-from ...cuda.parser import call_args, contains, identifiers, in_walk_order, language, strip_parens, text
+from ...cuda.parser import call_args, contains, identifiers, nodes_of_kind, strip_parens, text
 from ...cuda.records import Call, Function, pos_of
 from ...model import Confidence, Severity
 
@@ -772,20 +771,9 @@ def _truncated_loops(ctx: ScanContext, fn: Function, loops: list[ts.Node],
 
 
 def _subscripts(body: ts.Node) -> list[ts.Node]:
-    """The subscript expressions under ``body``, from a query (in C) rather than a walk from Python,
-    in the order the former walk (``descendants``: pre-order, last child first) gave them: outer
-    before inner, later before earlier, i.e. descending end then ascending start (a subscript
-    never spans exactly the range of another).  The order picks the reported array on ties."""
-    cur = getattr(_sub_local, "cursor", None)
-    if cur is None:  # QueryCursor objects are not thread-safe: one per thread
-        cur = _sub_local.cursor = ts.QueryCursor(ts.Query(language(), "(subscript_expression) @sub"))
-    found = cur.captures(body).get("sub", [])
-    if len(found) > 1:
-        found = in_walk_order(found)
-    return found
-
-
-_sub_local = threading.local()
+    """The subscript expressions under ``body`` in the former walk's order (outer before inner,
+    later before earlier): the order picks the reported array on ties."""
+    return nodes_of_kind(body, "subscript_expression")
 
 
 def _accumulates(body: ts.Node, fn: Function) -> bool:
