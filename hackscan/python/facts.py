@@ -191,7 +191,7 @@ class PartialUse:
     slice: Slice
     consumer: ast.AST
     op: str  # the reduction or broadcast: torch.sum, Tensor.expand, ...
-    kind: str  # strided-reduction | first-broadcast
+    kind: str  # strided-reduction | strided-kernel (a strided slice handed to a kernel) | first-broadcast
 
     @property
     def line(self) -> int:
@@ -440,6 +440,24 @@ class ModelFlow:
 
     def partials_of(self, flow: Provenance) -> list[PartialUse]:
         return sorted((self.partials[i] for i in flow.partial), key=lambda p: p.line)
+
+    def returned_test(self, node: ast.expr, depth: int = 0) -> ast.expr:
+        """What a condition written as a helper call tests: ``if _is_tuned(x):`` with ``def _is_tuned(t):
+        return t.shape[-1] == 4096`` tests that comparison.  The helper's one ``return`` value, through up
+        to two helpers; ``node`` itself when it is no call to an analysed helper or the helper returns
+        more than one expression (which arm is which is then unclear)."""
+        if type(node) is not ast.Call or depth > 1:
+            return node
+        for e in self.calls:  # only for conditions that are calls: few, and few edges
+            if e.node is node:
+                info = self.functions.get(e.callee)
+                if info is None:
+                    return node
+                rets = [s.value for s in ast.walk(info.node) if isinstance(s, ast.Return) and s.value is not None]
+                if len(rets) != 1:
+                    return node
+                return self.returned_test(rets[0], depth + 1)
+        return node
 
     def reads(self, chain: str) -> bool:
         """Whether reachable code reads ``self.<chain>`` or something inside it."""

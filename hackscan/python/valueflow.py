@@ -143,6 +143,8 @@ class _Frame:
     pointers: dict[str, list[ast.AST]] = field(default_factory=dict)
     # locals bound to a tuple, list or dict literal: a table a call may index (``_paths[i](x)``)
     tables: dict[str, ast.AST] = field(default_factory=dict)
+    # locals bound to an ``arange`` call: an index ``index_select`` may be handed (``cols = torch.arange(0, n, 8)``)
+    aranges: dict[str, ast.Call] = field(default_factory=dict)
 
 
 class _Analyser:
@@ -223,6 +225,9 @@ class _Analyser:
         self.kernel_ids: dict[ast.AST, int] = {}
         self.alloc_ids: dict[ast.AST, int] = {}
         self.slice_ids: dict[ast.AST, int] = {}
+        # call node -> the local function ``_invoke`` analysed for it (latest context): a condition that
+        # calls a helper (``if _is_tuned(x):``) reads the comparisons the helper returns
+        self.invoked: dict[ast.AST, ast.FunctionDef] = {}
         self.partial_ids: dict[tuple[int, ast.AST], int] = {}
         self.returns: dict[ast.AST, Return] = {}
         self.branch_nodes: set[ast.AST] = set()
@@ -531,9 +536,15 @@ class _Analyser:
             tables = frame.tables
             if name in tables:
                 del tables[name]
+            aranges = frame.aranges
+            if name in aranges:
+                del aranges[name]
             if value_node is not None:
-                if type(value_node) in _TABLES:
+                vt = type(value_node)
+                if vt in _TABLES:
                     tables[name] = value_node
+                elif vt is ast.Call and _names_arange(value_node.func):  # type: ignore[attr-defined]
+                    aranges[name] = value_node  # type: ignore[assignment]
                 # ``fn = ext.relu`` / ``k = self.kernel`` / ``act = torch.relu``: what ``fn(...)`` runs
                 desc = self._callable_of_value(value_node)
                 if desc is not None:
@@ -953,8 +964,36 @@ class _Analyser:
                 if any(flows.get(x, EMPTY).meta for x in sides):
                     for x in sides:
                         shape_lits.extend(self._int_literals(x))
+            elif t is ast.Call and flows.get(n, EMPTY).meta:
+                helper = self.invoked.get(n)
+                if helper is not None:
+                    shape_lits.extend(self._returned_shape_literals(helper))
         return Condition(test, flow, frozenset(flow.inputs), tuple(value_reads), frozenset(flow.meta),
                          tuple(shape_lits), frozenset(state))
+
+    def _returned_shape_literals(self, fn: ast.FunctionDef, depth: int = 0) -> list[tuple[int, ast.AST]]:
+        """Literals compared with metadata in what a helper returns (``return t.shape[-1] == 4096``): a
+        condition written as ``if _is_tuned(x):`` tests the shape as much as the comparison inlined.
+        Only the returned expressions are read (a helper's body is its own business), through helpers
+        they call in turn, two levels deep; the flows are those of the helper's latest analysis."""
+        out: list[tuple[int, ast.AST]] = []
+        flows = self.facts._flows
+        rets = self.returns_of.get(fn)
+        if rets is None:
+            rets = self.returns_of[fn] = _returns_of(fn)
+        for r in rets:
+            for n in subtree(r):
+                t = type(n)
+                if t is ast.Compare:
+                    sides = [n.left, *n.comparators]  # type: ignore[attr-defined]
+                    if any(flows.get(x, EMPTY).meta for x in sides):
+                        for x in sides:
+                            out.extend(self._int_literals(x))
+                elif t is ast.Call and depth < 1:
+                    inner = self.invoked.get(n)
+                    if inner is not None and inner is not fn:
+                        out.extend(self._returned_shape_literals(inner, depth + 1))
+        return out
 
     def _int_literals(self, node: ast.AST) -> list[tuple[int, ast.AST]]:
         out: list[tuple[int, ast.AST]] = []
@@ -1196,6 +1235,45 @@ class _Analyser:
 
     def _partial_slice(self, e: ast.Subscript) -> int | None:
         idx = e.slice
+        if type(idx) is ast.Subscript or type(idx) is ast.Name and idx.id not in self.stack[-1].state:
+            # an index kept in a module-level table (``x[_SAMPLE[x.shape[1] > 1024]]`` with ``_SAMPLE =
+            # (slice(None), (slice(None), slice(None, None, 4)))``): any entry the key can pick may be used
+            for entry in self._index_table(idx):
+                sid = self._partial_slice_of(e, entry)
+                if sid is not None:
+                    return sid
+            return None
+        return self._partial_slice_of(e, idx)
+
+    def _index_table(self, idx: ast.Subscript | ast.Name) -> list[ast.expr]:
+        """The indices a module-level table of ``slice(...)`` objects holds, as subscript syntax (``slice(None,
+        None, 4)`` as ``::4``); empty when the table is not one.  Only a literal tuple / list / dict bound once
+        at module level is read."""
+        name = idx.value if type(idx) is ast.Subscript else idx
+        value = self.module_values.get(name.id) if type(name) is ast.Name else None  # type: ignore[union-attr]
+        if value is None:
+            return []
+        key = self._const_int(idx.slice) if type(idx) is ast.Subscript else None
+        if type(idx) is ast.Name:
+            entries = [value]
+        elif type(value) in (ast.Tuple, ast.List):
+            entries = list(value.elts)  # type: ignore[attr-defined]
+            if key is not None:  # ``_HALVES[1]``: that entry alone
+                entries = [entries[key]] if -len(entries) <= key < len(entries) else []
+        elif type(value) is ast.Dict:
+            entries = [v for v in value.values if v is not None]  # type: ignore[attr-defined]
+        else:
+            return []
+        out = []
+        for entry in entries:
+            parts = entry.elts if type(entry) is ast.Tuple else [entry]  # type: ignore[attr-defined]
+            conv = [_as_slice(p) for p in parts]
+            if any(c is None for c in conv):
+                continue
+            out.append(ast.Tuple(elts=conv, ctx=ast.Load()) if type(entry) is ast.Tuple else conv[0])
+        return out  # type: ignore[return-value]
+
+    def _partial_slice_of(self, e: ast.Subscript, idx: ast.expr) -> int | None:
         elts = list(idx.elts) if isinstance(idx, ast.Tuple) else [idx]
         kind, step, start, axis = None, 1, 0, 0
         for i, el in enumerate(elts):
@@ -1259,6 +1337,8 @@ class _Analyser:
                 pid = len(self.facts.partials)
                 self.partial_ids[key] = pid
                 kind = "strided-reduction" if want == "strided" else "first-broadcast"
+                if want == "strided" and consumer in self.kernel_ids:
+                    kind = "strided-kernel"
                 self.facts.partials.append(PartialUse(pid, sl, consumer, op, kind))
             new.add(pid)
         return flow.plus(PARTIAL, frozenset(new)) if new else flow
@@ -1621,10 +1701,14 @@ class _Analyser:
         joined = Provenance.join_all(arg_flows)
         kid = self._kernel(e, kind, name, target, ext, joined, not discarded)
         result = joined.fresh().plus(KERNELS, frozenset([kid]))
-        # a strided slice reduced inside a kernel is the kernel's business; a first row stays a first row
-        first = frozenset(i for i in result.slices if self.facts.slices[i].kind == "first")
-        result = Provenance(result.inputs, result.meta, frozenset(), result.kernels, result.ops, result.allocs, result.state,
-                      result.opaque, first, result.partial, result.via)
+        # a first row stays a first row.  A strided slice handed to a kernel is consumed there: what the
+        # kernel does with it is its business, so it is recorded as a use of its own kind
+        # (``strided-kernel``), which HS114 weighs against what the reference computes
+        if result.slices:
+            first = frozenset(i for i in result.slices if self.facts.slices[i].kind == "first")
+            result = self._consume_slices(result, e, name, "strided")
+            result = Provenance(result.inputs, result.meta, frozenset(), result.kernels, result.ops, result.allocs,
+                                result.state, result.opaque, first, result.partial, result.via)
         # the kernel writes through pointer arguments: fresh buffers passed to it carry its result.
         # Inputs passed to it are written only when nothing else could be the output.
         buffers, inputs = [], []
@@ -1870,8 +1954,9 @@ class _Analyser:
         if kind == "alloc":
             aid = self._alloc(e, canon)
             if short in ("tensor", "as_tensor", "from_numpy", "frombuffer"):
+                # the same values in a new tensor: a strided subsample stays one through a numpy round trip
                 return Provenance(inputs=joined.inputs, meta=joined.meta, allocs=frozenset([aid]), state=joined.state,
-                            opaque=joined.opaque)
+                            opaque=joined.opaque, slices=joined.slices, partial=joined.partial)
             return Provenance(meta=joined.meta | joined.inputs | joined.alias, allocs=frozenset([aid]), state=joined.state,
                         opaque=joined.opaque)
         if kind == "view":
@@ -1880,6 +1965,8 @@ class _Analyser:
             out = joined if short in _ALIAS_VIEWS else joined.fresh()
             if short in ("narrow", "select") and len(e.args) >= 3:
                 out = self._narrow_slice(e, out)
+            elif short == "index_select" and len(e.args) >= 3:
+                out = self._index_slice(e, e.args[0], e.args[1], e.args[2], out)
             if short in BROADCASTS:
                 out = self._consume_slices(out, e, canon, "first")
             return out
@@ -1915,6 +2002,26 @@ class _Analyser:
                                                vals[0] or 0))
             return out.plus(SLICES, frozenset([sid]))
         return out
+
+    def _index_slice(self, e: ast.Call, base: ast.AST, dim: ast.AST, index: ast.AST, out: Provenance) -> Provenance:
+        """``x.index_select(1, torch.arange(0, n, 4))``: the same every-k-th subsample as ``x[:, ::4]``."""
+        if type(index) is ast.Name:
+            index = self.stack[-1].aranges.get(index.id, index)
+        if not out.inputs or type(index) is not ast.Call or not _names_arange(index.func):
+            return out
+        a = index.args
+        step_node = a[2] if len(a) >= 3 else next((k.value for k in index.keywords if k.arg == "step"), None)
+        step = self._const_int(step_node)
+        if step is None or step <= 1:
+            return out
+        start = self._const_int(a[0]) if len(a) >= 2 else 0
+        sid = self.slice_ids.get(e)
+        if sid is None:
+            sid = len(self.facts.slices)
+            self.slice_ids[e] = sid
+            self.facts.slices.append(Slice(sid, e, self.stack[-1].qualname, "strided", _src(base, 80), step,
+                                           start if start is not None else -1, self._const_int(dim) or 0))
+        return out.plus(SLICES, frozenset([sid]))
 
     # ------------------------------------------------------------------ methods on values
     def _method(self, e: ast.Call, func: ast.Attribute, discarded: bool) -> Provenance:
@@ -1972,6 +2079,8 @@ class _Analyser:
             out = base.join(extra) if name in _ALIAS_VIEWS else base.join(extra).fresh()
             if name == "narrow":
                 out = self._narrow_slice(e, out)
+            elif name == "index_select" and len(e.args) >= 2:
+                out = self._index_slice(e, func.value, e.args[0], e.args[1], out)
             if name in BROADCASTS:
                 out = self._consume_slices(out, e, f"Tensor.{name}", "first")
             if is_inplace_method(name) and base.alias:
@@ -2005,6 +2114,7 @@ class _Analyser:
         kw_flows = {k.arg: ev(k.value) for k in call.keywords if k.arg} if call.keywords else {}
         facts = self.facts
         facts.calls.append(CallEdge(caller.qualname, qualname, call))
+        self.invoked[call] = fn
         if qualname not in facts.functions:
             facts.functions[qualname] = FunctionInfo(qualname, fn, cls, kind)
         recursive = False
@@ -2194,6 +2304,26 @@ def _module_level_defs(tree: ast.Module) -> list[ast.FunctionDef]:
         elif t is ast.ExceptHandler:
             stack.extend(reversed(n.body))  # type: ignore[attr-defined]
     return out  # type: ignore[return-value]
+
+
+def _names_arange(func: ast.AST) -> bool:
+    """``torch.arange`` / ``arange`` spelled at a call: the callee's name alone (a bind asks it for every call)."""
+    t = type(func)
+    return t is ast.Attribute and func.attr == "arange" or t is ast.Name and func.id == "arange"  # type: ignore[attr-defined]
+
+
+def _as_slice(node: ast.expr) -> ast.expr | None:
+    """``slice(a, b, c)`` as the subscript syntax ``a:b:c`` (a ``Constant`` index stays one); None otherwise."""
+    if type(node) is ast.Constant:
+        return node
+    if type(node) is not ast.Call or type(node.func) is not ast.Name or node.func.id != "slice" or node.keywords:
+        return None
+    a = [None if type(x) is ast.Constant and x.value is None else x for x in node.args]  # type: ignore[attr-defined]
+    if len(a) == 1:
+        return ast.Slice(lower=None, upper=a[0], step=None)
+    if len(a) in (2, 3):
+        return ast.Slice(lower=a[0], upper=a[1], step=a[2] if len(a) == 3 else None)
+    return None
 
 
 def _returns_of(fn: ast.FunctionDef) -> list[ast.AST]:

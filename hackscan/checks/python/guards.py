@@ -153,7 +153,7 @@ def shape_guarded_shortcut(ctx: ScanContext) -> Iterator[Hit]:
         lits = [v for v, _ in cond.shape_literals if v in dims]
         if not lits or not (any(v in distinct for v in lits) or len(set(lits)) >= 2):
             continue
-        which = _test_arm(cond.node)
+        which = _test_arm(facts.returned_test(cond.node))
         test, rest = (b.body, b.orelse) if which != "orelse" else (b.orelse, b.body)
         shown = ", ".join(f"{v} ({names[v]})" if v in names else str(v) for v in dict.fromkeys(lits))
         base = {"condition": _src(cond.node), "dims": shown}

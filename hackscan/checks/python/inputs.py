@@ -62,6 +62,24 @@ def _covered(facts: ModelFlow, p: PartialUse) -> bool:
     return len(starts) >= sl.step
 
 
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def _reference_reduces_all(ctx: ScanContext) -> bool:
+    """The reference reduces (``sum``, ``mean``, ``norm``, ``softmax`` ...) and takes no strided slice itself:
+    a kernel handed every k-th element of the input then cannot be computing the same function.  A strided
+    view passed to a kernel is otherwise ordinary (a stride-2 1x1 convolution, a pooling window, the
+    reference's own ``x[:, ::2]``)."""
+    from ...python.catalog import REDUCTIONS
+
+    ref = ctx.reference
+    if ref is None or not (ref.families & REDUCTIONS):
+        return False
+    flow = ctx.reference_flow
+    return flow is not None and not any(s.kind == "strided" for s in flow.slices)
+
+
 def partial_computation(ctx: ScanContext) -> Iterator[Hit]:
     """HS114."""
     facts = ctx.model_flow
@@ -71,14 +89,24 @@ def partial_computation(ctx: ScanContext) -> Iterator[Hit]:
     for r in facts.forward_returns:
         reaching |= r.flow.partial
     seen: set[int] = set()
+    reduces: bool | None = None  # asked once, and only when a strided slice reaches a kernel
     for pid in sorted(reaching):
         p = facts.partials[pid]
         if _covered(facts, p) or p.line in seen:
             continue
+        if p.kind == "strided-kernel":
+            if reduces is None:
+                reduces = _reference_reduces_all(ctx)
+            if not reduces:
+                continue
         seen.add(p.line)
         sl = p.slice
-        if p.kind == "strided-reduction":
-            every = f"{sl.step}th" if sl.step else "n-th (a step computed from the input's size)"
+        if p.kind == "strided-kernel":
+            every = _ordinal(sl.step) if sl.step else "n-th (a step computed from the input's size)"
+            what = (f"hands the kernel only every {every} element of `{sl.base}` (slice at line {sl.node.lineno}), "
+                    f"while the reference reduces over all of them: the rest of the input never reaches the output")
+        elif p.kind == "strided-reduction":
+            every = _ordinal(sl.step) if sl.step else "n-th (a step computed from the input's size)"
             what = (f"reduces only every {every} element of `{sl.base}` (slice at line {sl.node.lineno}) with "
                     f"{p.op.replace('torch.', 'torch.').replace('Tensor.', '.')}: the rest of the input never "
                     "reaches the output")
