@@ -438,7 +438,8 @@ class _UnitBuilder:
         for i, c in enumerate(kids):
             t = c.type
             if t == "storage_class_specifier":
-                static = static or c.text == b"static"
+                # a block-scope ``thread_local`` has static storage duration too: it outlives the call
+                static = static or c.text == b"static" or c.text == b"thread_local"
             elif t == "type_qualifier":
                 raw = c.text
                 const = const or raw == b"const"

@@ -45,6 +45,11 @@ ATOMIC_PREFIX = ("atomic", "__atomic", "__nv_atomic", "red_", "cuda::atomic")
 STORE_INTRINSICS = frozenset({"__stcs", "__stcg", "__stwb", "__stwt", "store_matrix_sync", "memcpy", "memset",
                               "__pipeline_memcpy_async", "cudaMemcpyAsync", "cudaMemsetAsync", "cudaMemcpy",
                               "cudaMemset", "st_global", "store", "__builtin_memcpy", "cp_async", "stmatrix"})
+# host calls that write through their first argument (``host_fills``)
+HOST_FILLS = frozenset({"memset", "memcpy", "memmove", "__builtin_memset", "__builtin_memcpy", "cudaMemset",
+                        "cudaMemsetAsync", "cudaMemcpy", "cudaMemcpyAsync", "cudaMemset2D", "cudaMemset2DAsync",
+                        "cudaMemcpy2D", "cudaMemcpy2DAsync", "cuMemsetD8", "cuMemsetD32", "cuMemsetD8Async",
+                        "cuMemsetD32Async", "fill", "fill_n"})
 # kernel-side calls that read pointers but never store through them
 PURE_READS = frozenset({"__ldg", "__ldcs", "__ldca", "__ldcg", "__ldlu", "__ldcv", "load_matrix_sync", "printf",
                         "min", "max", "fminf", "fmaxf", "__shfl_sync", "__shfl_down_sync", "__shfl_xor_sync",
@@ -357,6 +362,22 @@ class CudaFlow:
         if got is None:
             got = self._host_stores[id(fn)] = self._find_host_stores(fn)
         return got
+
+    def host_fills(self, fn: Function) -> list[tuple[ts.Node, list[Origin]]]:
+        """Writes host code makes through a library call rather than an assignment: ``std::memset(
+        x.data_ptr(), 0, x.nbytes())``, ``cudaMemcpyAsync(dst, ...)``, ``std::fill(p, p + n, v)``, with where
+        the destination's storage comes from (the call's first argument).  Not part of ``host_stores``,
+        whose readers count assignments."""
+        out: list[tuple[ts.Node, list[Origin]]] = []
+        for call in fn.calls:
+            if call.is_method or call.base not in HOST_FILLS:
+                continue
+            if call.base.startswith("fill") and call.namespace != "std":
+                continue  # a helper of the file's own named ``fill`` is followed by ``stores``
+            args = call.args
+            if args:
+                out.append((call.node, self.origins(args[0], fn)))
+        return out
 
     def _find_host_stores(self, fn: Function) -> list[tuple[ts.Node, list[Origin]]]:
         out: list[tuple[ts.Node, list[Origin]]] = []

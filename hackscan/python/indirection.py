@@ -17,7 +17,7 @@ the obfuscation rules' business, not a name this analysis can know.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 Canonical = Callable[[ast.AST], str]
 
@@ -257,3 +257,35 @@ def write_call(call: ast.Call, canonical: Canonical) -> list[tuple[ast.AST, ast.
         return []
     owner = _module_itself(owner, canonical) or owner
     return [(_member(owner, n, call, ast.Store()), value)]
+
+
+def loop_iterations(node: ast.AST, ancestors: Iterator[ast.AST]) -> list[dict[str, ast.AST]]:
+    """What each name the innermost enclosing ``for`` binds holds on each iteration, when that loop
+    runs over a literal table: ``for owner, name in ((torch.cuda, "synchronize"), (torch,
+    "allclose")): setattr(owner, name, f)`` is two ``setattr`` calls with those arguments.  Empty when
+    ``node`` is in no such loop (or the loop's target or table is anything else); a ``def`` or
+    ``class`` between the two ends the search (the loop does not bind its names there)."""
+    for anc in ancestors:
+        t = type(anc)
+        if t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.Module):
+            return []
+        if t is not ast.For:
+            continue
+        target, table = anc.target, anc.iter  # type: ignore[attr-defined]
+        if type(table) not in (ast.Tuple, ast.List) or not table.elts:  # type: ignore[attr-defined]
+            return []
+        names = [target] if type(target) is ast.Name else list(target.elts) \
+            if type(target) in (ast.Tuple, ast.List) else []  # type: ignore[attr-defined]
+        if not names or any(type(n) is not ast.Name for n in names):
+            return []
+        out = []
+        for row in table.elts:  # type: ignore[attr-defined]
+            if len(names) == 1:
+                out.append({names[0].id: row})  # type: ignore[attr-defined]
+            elif type(row) in (ast.Tuple, ast.List) and len(row.elts) == len(names):  # type: ignore[attr-defined]
+                out.append({n.id: v for n, v in zip(names, row.elts, strict=True)})  # type: ignore[attr-defined]
+            else:
+                return []
+        return out
+    return []
+

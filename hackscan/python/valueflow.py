@@ -487,10 +487,16 @@ class _Analyser:
         elif t is ast.Try or t.__name__ == "TryStar":
             return self._try(s)  # type: ignore[arg-type]
         elif t is ast.With or t is ast.AsyncWith:
+            suppressed = None
             for item in s.items:
                 f = self._ev(item.context_expr)
                 if item.optional_vars is not None:
                     self._bind(item.optional_vars, f, item.context_expr)
+                ce = item.context_expr
+                if type(ce) is ast.Call and self._canon(ce.func) == "contextlib.suppress":  # type: ignore[attr-defined]
+                    suppressed = ce
+            if suppressed is not None:
+                return self._suppress(s, suppressed)  # type: ignore[arg-type]
             return self._block(s.body)
         elif t is ast.Raise:
             if s.exc is not None:
@@ -682,7 +688,8 @@ class _Analyser:
             t = type(e)  # exact types: a parsed tree has no subclasses
             if t is ast.Call:
                 f = e.func  # type: ignore[attr-defined]
-                if type(f) is not ast.Attribute or f.attr not in _ALIAS_VIEWS:
+                if type(f) is not ast.Attribute or f.attr not in _ALIAS_VIEWS and not (
+                        f.attr == "numpy" and _same_storage(f.value)):
                     break
                 e = f.value
             elif t is ast.Subscript:
@@ -922,6 +929,29 @@ class _Analyser:
             if self._block(s.finalbody):
                 return True
         return all_term and bool(s.handlers)
+
+    def _suppress(self, s: ast.With, cm: ast.Call) -> bool:
+        """``with contextlib.suppress(E): body`` is ``try: body except E: pass``: an exception skips the
+        rest of the body and forward goes on after the block, where a fallback can wait.  Recorded as a
+        try whose one handler falls through (its node a stand-in at the ``with``), so HS107 reads the code
+        after the block as the handler's work, as it does for ``except: pass``."""
+        frame = self.stack[-1]
+        before = dict(frame.state)
+        start = len(self.log)
+        body_term = self._block(s.body)
+        first = s not in self.try_nodes
+        if first:
+            body = self._arm("try", s.body, start, frame.depth, body_term)
+            handler = ast.copy_location(ast.ExceptHandler(type=None, name=None, body=[ast.Pass()]), s)
+            types = tuple(self._canon(a) or dotted_name(a) for a in cm.args)
+            broad = not types or any(t.rsplit(".", 1)[-1] in _BROAD_EXCEPTIONS for t in types)
+            arm = self._arm("handler", [], len(self.log), frame.depth, False, {})
+            self.try_nodes.add(s)
+            self.facts.tries.append(TryBlock(s, frame.qualname, frame.depth, body,  # type: ignore[arg-type]
+                                             (Handler(handler, types, broad, arm),)))
+        # the body may stop at any statement: what follows sees the state before it and after it
+        frame.state = self._join_states([before, frame.state]) if not body_term else before
+        return False
 
     def _exception_types(self, node: ast.AST | None) -> tuple[str, ...]:
         if node is None:
@@ -2065,6 +2095,8 @@ class _Analyser:
         if kind == "meta":
             return base.metadata()
         if kind == "host":
+            if name == "numpy" and base.alias and not e.args and _same_storage(func.value):
+                return base  # ``x.detach().numpy()`` shares x's memory: a write through it writes x
             return base.fresh()
         if kind == "cast":
             return base.join(args.metadata())
@@ -2304,6 +2336,22 @@ def _module_level_defs(tree: ast.Module) -> list[ast.FunctionDef]:
         elif t is ast.ExceptHandler:
             stack.extend(reversed(n.body))  # type: ignore[attr-defined]
     return out  # type: ignore[return-value]
+
+
+# calls that may copy to another device or dtype: ``x.cpu().numpy()`` of a CUDA tensor is a copy
+_COPYING = frozenset({"cpu", "cuda", "to", "float", "double", "half", "type", "clone", "contiguous"})
+
+
+def _same_storage(e: ast.AST) -> bool:
+    """Whether ``e.numpy()`` shares ``e``'s storage as written: a chain of views (``x.detach()``,
+    ``x.view(-1)``) only.  ``.numpy()`` raises on a CUDA tensor, so a chain without ``.cpu()`` / ``.to()``
+    is a CPU tensor whose array is a view; one with them may be a copy, and is not taken for a view."""
+    while type(e) is ast.Call:
+        f = e.func  # type: ignore[attr-defined]
+        if type(f) is not ast.Attribute or f.attr in _COPYING or f.attr not in _ALIAS_VIEWS:
+            return False
+        e = f.value
+    return True
 
 
 def _names_arange(func: ast.AST) -> bool:

@@ -466,12 +466,18 @@ def cuda_input_mutation(ctx: ScanContext) -> Iterator[Hit]:
                         continue
                     writes.append((lc.pos, f"kernel `{kernel.name}`", pname, o))
         for g in flow.host_closure(root):
-            for node, origins in flow.host_stores(g):
+            # assignments through pointers, and library calls that fill or copy into one (memset, cudaMemcpy)
+            for node, origins in flow.host_stores(g) + flow.host_fills(g):
                 for o in origins:
                     if o.kind != "input" or o.function is not root or o.aggregate:
                         continue
-                    writes.append((pos_of(g.unit, node), f"host code in `{g.name}`",
-                                   " ".join(text(node.child_by_field_name("left") or node).split())[:30], o))
+                    if node.type == "call_expression":  # a fill: what it writes is its first argument
+                        args = node.child_by_field_name("arguments")
+                        first = args.named_children[0] if args is not None and args.named_children else node
+                        written = f"{text(first)} (through {callee_name(node.child_by_field_name('function') or node)})"
+                    else:
+                        written = text(node.child_by_field_name("left") or node)
+                    writes.append((pos_of(g.unit, node), f"host code in `{g.name}`", " ".join(written.split())[:60], o))
         for pos, writer, pname, o in writes:
             key = (export.ext, export.name, o.index, writer)
             if key in done:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from ...context import Hit, ScanContext
 from ...model import Severity
-from ...python.indirection import PARTIALS
+from ...python.indirection import PARTIALS, loop_iterations
 from ...python.patterns import CONFIG_PREFIXES, misc_facts, object_names
 
 # roots whose attributes a harness relies on (``sys`` is handled by the interpreter-state rule)
@@ -136,13 +136,22 @@ def harness_function_patched(ctx: ScanContext) -> Iterator[Hit]:
             continue
         owner = facts.owner(call)
         obj = names.resolve(obj_expr, owner)
-        if not obj:
-            continue
-        key = names.fold_text(attr_expr, owner) if attr_expr is not None else None
-        target = f"{obj}.{key if key is not None else '<computed>'}"
-        if _harness_name(target) or (key is None and obj.split(".", 1)[0] in _PATCH_ROOTS):
-            yield ctx.hit(ctx.at(call), args={"verb": "sets", "target": target, "what": _what(target)},
-                          evidence={"target": target, "via": fname or "__dict__"})
+        rows: list[dict[str, ast.AST]] = [{}]
+        if not obj and type(obj_expr) is ast.Name:
+            # ``for owner, name in ((torch.cuda, "synchronize"), ...): setattr(owner, name, f)``: one
+            # setattr per row of the literal table the loop walks
+            rows = loop_iterations(call, host.ancestors(call))
+        for row in rows:
+            o = names.resolve(row[obj_expr.id], owner) if row and obj_expr.id in row else obj  # type: ignore[attr-defined]
+            if not o:
+                continue
+            a = row.get(attr_expr.id, attr_expr) if row and type(attr_expr) is ast.Name else attr_expr  # type: ignore[union-attr]
+            key = names.fold_text(a, owner) if a is not None else None
+            target = f"{o}.{key if key is not None else '<computed>'}"
+            if _harness_name(target) or (key is None and o.split(".", 1)[0] in _PATCH_ROOTS):
+                yield ctx.hit(ctx.at(call), args={"verb": "sets", "target": target, "what": _what(target)},
+                              evidence={"target": target, "via": fname or "__dict__"})
+                break
 
 
 def _setter_calls(facts, host) -> Iterator[tuple[ast.Call, str, list[ast.AST]]]:

@@ -50,14 +50,25 @@ def _side_streams(facts: MiscFacts) -> set[str]:
     ctor_calls = {id(c) for c in facts.calls_named("Stream", "ExternalStream") if facts.cname(c) in STREAM_CTORS}
     if not ctor_calls:
         return out
+    calls = []
     for node in host.of_type(ast.Assign):
         if any(id(n) in ctor_calls for n in subtree(node.value)):
-            for t in node.targets:
-                for tt in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
-                    name = dotted_name(tt)
-                    if name:
-                        out.add(name)
+            _add_targets(node, out)
+        elif isinstance(node.value, ast.Call):
+            calls.append(node)
+    # ``side = streams[int(x.is_cuda)]()``: what calling a name that holds a stream factory gives
+    for node in calls:
+        if _is_side(host, node.value, out):
+            _add_targets(node, out)
     return out
+
+
+def _add_targets(node: ast.Assign, out: set[str]) -> None:
+    for t in node.targets:
+        for tt in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+            name = dotted_name(tt)
+            if name:
+                out.add(name)
 
 
 def _is_side(host, expr: ast.AST | None, side: set[str]) -> bool:
@@ -72,6 +83,13 @@ def _is_side(host, expr: ast.AST | None, side: set[str]) -> bool:
             return True
         if name in CURRENT_STREAMS:
             return False
+        # calling what a side name holds: ``_streams[int(x.is_cuda)]()`` with ``_streams =
+        # (torch.cuda.current_stream, lambda: torch.cuda.Stream())``, a factory bound to a name: any entry
+        # the index can pick may be the stream the candidate created
+        f = e.func
+        while isinstance(f, ast.Subscript):
+            f = f.value
+        return bool(dotted_name(f)) and dotted_name(f) in side
     return bool(dotted_name(e)) and dotted_name(e) in side
 
 
