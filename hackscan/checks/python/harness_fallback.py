@@ -314,8 +314,8 @@ def harness_path_torch_fallback(ctx: ScanContext) -> Iterator[Hit]:
             continue  # HS101 speaks for these; a flag only matters if the truth depends on it (then it is None)
         # whichever arm the harness takes, it must be a torch path with a kernel on the other arm:
         # when neither way round qualifies, the condition's truth (the costly part) cannot matter
-        if not ((b.orelse.kernels and _torch_path(b.body, b.body.terminates)) or
-                (b.body.kernels and _torch_path(b.orelse, b.body.terminates))):
+        if not ((b.orelse.kernels and _bypass(facts, b.body, b.body.terminates)) or
+                (b.body.kernels and _bypass(facts, b.orelse, b.body.terminates))):
             continue
         model.reasons = []
         t = model.truth(cond.node)
@@ -323,7 +323,7 @@ def harness_path_torch_fallback(ctx: ScanContext) -> Iterator[Hit]:
             continue
         taken, other = (b.body, b.orelse) if t else (b.orelse, b.body)
         # the kernel must sit on the arm the benchmark skips: a choice between two torch paths is not ours
-        if not _torch_path(taken, b.body.terminates) or not other.kernels:
+        if not _bypass(facts, taken, b.body.terminates) or not other.kernels:
             continue
         ranked = rank_ops(taken.ops, ref)
         ref_ops = [o for o in ranked if is_reference_op(o, ref)]
@@ -332,7 +332,16 @@ def harness_path_torch_fallback(ctx: ScanContext) -> Iterator[Hit]:
         args = {"why": why, "ops": describe_ops(ref_ops or ranked), "kernel": describe_kernel(kernel),
                 "kernel_line": kernel.line, "harness": model.profile.name}
         message = None
-        if never_runs(ctx, other.kernels) is not None:  # HS119 says why; the torch path is all that runs
+        skipped = None if _torch_path(taken, b.body.terminates) else _skipping(facts, taken)
+        if skipped is not None and ctx.reference is not None and \
+                any(v in ctx.reference.dims for v, _ in cond.shape_literals):
+            continue  # a test against the task's own dims that skips the work is HS102's finding
+        if skipped is not None:
+            # ``x if x.numel() > 0 else kernel(x)``: the benchmark's arm computes nothing at all
+            message = (f"under the benchmark ({model.profile.name} harness) {why}, so forward returns {skipped} "
+                       f"without computing; the kernel {args['kernel']} (line {kernel.line}) only runs in cases "
+                       "the benchmark never exercises")
+        elif never_runs(ctx, other.kernels) is not None:  # HS119 says why; the torch path is all that runs
             message = (f"under the benchmark ({model.profile.name} harness) {why}, so forward takes the torch path ({args['ops']}); the kernel "
                        f"{args['kernel']} (line {kernel.line}) can never run at all (HS119), so the torch path is "
                        "what runs")
@@ -340,8 +349,30 @@ def harness_path_torch_fallback(ctx: ScanContext) -> Iterator[Hit]:
                       evidence={"condition": ast.unparse(cond.node)[:200], "truth": t, "arm": taken.label,
                                 "harness": model.profile.name,
                                 "ops": [o.name for o in ranked]},
-                      severity=Severity.ERROR if ref_ops else Severity.WARNING,
-                      confidence=Confidence.HIGH if ref_ops else Confidence.MEDIUM)
+                      # an error when the torch path computes the reference's op, or nothing is computed at all
+                      severity=Severity.ERROR if ref_ops or skipped else Severity.WARNING,
+                      confidence=Confidence.HIGH if ref_ops or skipped else Confidence.MEDIUM)
+
+
+def _skipping(facts: ModelFlow, arm: Arm) -> str | None:
+    """What an arm with no kernel and no torch compute hands back, when that is an input (or a view of
+    one) or a constant: ``"its input `x`"`` / ``"a constant"``; None otherwise."""
+    if arm.empty or arm.kernels or arm.raises and not arm.returns:
+        return None
+    for f in [r.flow for r in arm.returns] + ([arm.value] if arm.value is not None else []):
+        if f.kernels:
+            continue
+        if f.passthrough:
+            return "its input " + ", ".join(f"`{a}`" for a in sorted(f.inputs)) + " unchanged"
+        if f.constant:
+            allocs = facts.allocs_of(f)
+            return f"a constant ({allocs[0].name}, line {allocs[0].line})" if allocs else "a constant"
+    return None
+
+
+def _bypass(facts: ModelFlow, arm: Arm, body_terminates: bool) -> bool:
+    """The arm computes with torch, or hands back an input or a constant, and no kernel touched it."""
+    return _torch_path(arm, body_terminates) or _skipping(facts, arm) is not None
 
 
 def _torch_path(arm: Arm, body_terminates: bool) -> bool:
