@@ -26,6 +26,8 @@ from .common import describe_kernel, describe_ops, is_reference_op, rank_ops, re
 _DTYPES = {"torch.float32": "float32", "torch.float": "float32", "torch.float16": "float16", "torch.half": "float16",
            "torch.bfloat16": "bfloat16", "torch.float64": "float64", "torch.double": "float64",
            "torch.int64": "int64", "torch.long": "int64", "torch.int32": "int32", "torch.int": "int32"}
+_ARITH = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+          ast.Mod: operator.mod, ast.LShift: operator.lshift, ast.RShift: operator.rshift, ast.Pow: operator.pow}
 _CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
         ast.Gt: operator.gt, ast.GtE: operator.ge}
 
@@ -67,6 +69,14 @@ class HarnessModel:
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
             v = self.value(e.operand)
             return -v if isinstance(v, (int, float)) else None
+        if isinstance(e, ast.BinOp) and type(e.op) in _ARITH:
+            # ``1 << 28``, ``64 * 1024``, ``x.size(0) * x.size(1)``: integer arithmetic on known values
+            a, b = self.value(e.left), self.value(e.right)
+            if type(a) is int and type(b) is int and (type(e.op) is not ast.Pow or 0 <= b <= 64) and \
+                    (type(e.op) not in (ast.LShift, ast.RShift) or 0 <= b <= 64) and \
+                    (type(e.op) not in (ast.FloorDiv, ast.Mod) or b != 0):
+                return _ARITH[type(e.op)](a, b)
+            return None
         canon = self.host.canonical(e) if isinstance(e, (ast.Name, ast.Attribute)) else ""
         if canon in _DTYPES:
             return ("dtype", _DTYPES[canon])
