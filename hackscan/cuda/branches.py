@@ -120,6 +120,12 @@ def _value_reads(fn: Function, facts: CudaFacts | None, _depth: int) -> list[Val
             out.append(ValueRead(c.node, _short(c.node)))
         elif names.MEMCPY_D2H.fullmatch(base) and any(_D2H.search(text(a)) for a in c.args[3:5]):
             out.append(ValueRead(c.node, _short(c.node)))
+    # ``std::all_of(p, p + x.numel(), pred)`` / ``std::accumulate`` / ``std::max_element`` over a host
+    # pointer into a tensor (``p = x.data_ptr<float>()``): a standard algorithm reads every value
+    for c in fn.calls:
+        if not c.is_method and c.namespace == "std" and c.base in _STD_VALUE_READS and c.args and \
+                _tensor_data(fn, c.args[0]):
+            out.append(ValueRead(c.node, _short(c.node)))
     # ``*x.data_ptr<float>()`` / ``x.data_ptr<float>()[0]`` in host code
     for c in fn.calls:
         if c.is_method and c.base in ("data_ptr", "data", "const_data_ptr"):
@@ -130,6 +136,21 @@ def _value_reads(fn: Function, facts: CudaFacts | None, _depth: int) -> list[Val
                     or (parent.type == "subscript_expression" and parent.child_by_field_name("argument") == c.node)):
                 out.append(ValueRead(parent, _short(parent)))
     return out
+
+
+# standard algorithms that read the values of the range they are given
+_STD_VALUE_READS = frozenset({"all_of", "any_of", "none_of", "accumulate", "reduce", "max_element", "min_element",
+                              "minmax_element", "count_if", "count", "find_if", "find", "inner_product"})
+_DATA_METHODS = (".data_ptr", ".data<", ".const_data_ptr", ".mutable_data_ptr")  # not a std::vector's .data()
+
+
+def _tensor_data(fn: Function, arg: ts.Node, depth: int = 0) -> bool:
+    """``arg`` is a tensor's data pointer: ``x.data_ptr<float>()`` itself or a local assigned from one."""
+    if any(m in text(arg) for m in _DATA_METHODS):
+        return True
+    if arg.type == "identifier" and depth < 2:
+        return any(_tensor_data(fn, v, depth + 1) for v in fn.assigned.get(text(arg), ()))
+    return False
 
 
 def _returns_void(fn: Function) -> bool:
