@@ -174,6 +174,17 @@ def test_paired_blocks_alternate_between_the_workers_and_give_the_speedup() -> N
     ref, cand = _sessions(raw.candidate(1.0, wall_ms=1.0), raw.reference(strict_ms=6.0, tf32_ms=3.0),
                           spin_s=0.0008, perf_block=_block(1.5))
     cand.replies["perf_block"] = _block(1.0)
+    # the fresh pairs of workers the rounds go on in (stage._fresh_pair starts them from the worker
+    # server; here scripted): each is asked for blocks only, and closed after its rounds
+    fresh: list[tuple[FakeSession, FakeSession]] = []
+    closed: list[int] = []
+
+    def fresh_pair(i: int, specs: Any, sets: Any, opts: Any, device: str) -> Any:
+        pair = (FakeSession({"perf_block": _block(1.5)}), FakeSession({"perf_block": _block(1.0)}))
+        fresh.append(pair)
+        return pair[0], pair[1], lambda: closed.append(i)
+
+    run._fresh_pair = fresh_pair
     perf, _ = _perf(run, ref, cand)
     blocks_c = [m for m in cand.requests if m["cmd"] == "perf_block"]
     blocks_r = [m for m in ref.requests if m["cmd"] == "perf_block"]
@@ -183,8 +194,25 @@ def test_paired_blocks_alternate_between_the_workers_and_give_the_speedup() -> N
     assert [m["round"] for m in blocks_c] == list(range(len(blocks_c)))
     assert perf["speedup"]["eager_tf32"] == pytest.approx(1.5)
     assert perf["unpaired_speedup"]["eager_tf32"] == pytest.approx(3.0, rel=0.02)
+    # four pairs of processes that agree: the interval over them is narrow at the minimum
+    assert len(fresh) == 3 and closed == [1, 2, 3]
+    assert all(set(r.cmds()) == {"perf_block"} and set(c.cmds()) == {"perf_block"} for r, c in fresh)
     assert perf["convergence"]["paired"]["converged"] is True
-    assert perf["paired"]["rounds"] == len(blocks_c) >= 16
+    assert perf["convergence"]["paired"]["processes"] == perf["paired"]["processes"] == 4
+    assert perf["paired"]["rounds_per_process"][0] == len(blocks_c) >= 16
+
+
+def test_paired_speedup_without_fresh_workers_says_the_spread_between_processes_is_unknown() -> None:
+    run = _run(RunOptions(seed=1))
+    ref, cand = _sessions(raw.candidate(1.0, wall_ms=1.0), raw.reference(strict_ms=6.0, tf32_ms=3.0),
+                          spin_s=0.0008, perf_block=_block(1.5))
+    cand.replies["perf_block"] = _block(1.0)
+    perf, _ = _perf(run, ref, cand)  # no worker server here: no fresh pair can be started
+    conv = perf["convergence"]["paired"]
+    assert perf["speedup"]["eager_tf32"] == pytest.approx(1.5)
+    assert conv["converged"] is False and conv["processes"] == 1
+    assert "spread between processes is not known" in conv["note"] and "no worker server" in conv["note"]
+    assert perf["speedup_rerun_confidence"] == 0.95
 
 
 def test_honest_worker_passes_the_parent_clock() -> None:
