@@ -61,6 +61,7 @@ class DynamicRun:
         self._work_held: Any = None
         # what a fresh pair of timing workers needs to load again (set once the first pair loads)
         self._again: dict[str, Any] | None = None
+        self._fresh_failed = False  # a fresh timing pair's candidate failed: reported once (_fresh_pair)
         self.on_phase = on_phase
         self.report = report
         self.options = options
@@ -946,13 +947,20 @@ class DynamicRun:
         made: list[Session] = []
         t_ready = time.perf_counter()
 
-        def close() -> None:
+        def close(report_death: bool = True) -> None:
+            cand_now = made[1] if len(made) > 1 else None
+            if report_death and cand_now is not None and cand_now.dead is not None \
+                    and not _memory_failure(str(cand_now.dead), cand_now.dead):
+                # it died, hung or broke its channel while timed: the candidate did it, as in the
+                # first pair (the rounds it left stay in the figure, the death is a finding)
+                self.protocol_findings.append(self._crash_finding(cand_now.dead, "being timed in a fresh pair of workers"))
             for sess in made:
                 try:
                     sess.close()
                 except Exception:  # noqa: BLE001 - a worker that will not close is killed at the end
                     pass
 
+        blame = None  # "candidate" once a failure is the candidate's own (it ran the same requests before)
         try:
             ref = self._spawn(zygote, "reference", sub.reference_path or "<reference>", device, timeout)
             made.append(ref)
@@ -961,11 +969,14 @@ class DynamicRun:
             cand.compile_allowance = float(again["compile_allowance"])
             cand.send(again["candidate"])  # the two loads overlap, as in the scan
             r_load = self._ask(ref, again["reference"])
+            blame = "candidate"
             c_load = cand.recv()
+            if not isinstance(c_load, dict) or not c_load.get("ok") or c_load.get("failed"):
+                why = (c_load.get("error") or {}).get("message") if isinstance(c_load, dict) else None
+                raise RuntimeError(f"ModelNew did not load again in a fresh worker: {str(why or c_load)[-200:]}")
+            blame = None
             if not r_load.get("ok"):
                 raise RuntimeError(f"the reference did not load: {str((r_load.get('error') or {}).get('message'))[-200:]}")
-            if not isinstance(c_load, dict) or not c_load.get("ok") or c_load.get("failed"):
-                raise RuntimeError("the candidate did not load again in a fresh worker")
             r_probe = self._ask(ref, {"cmd": "probe", "probes": specs})
             drawn = {p["id"]: p for p in r_probe.get("probes", []) if isinstance(p, dict) and "inputs" in p} \
                 if r_probe.get("ok") else {}
@@ -973,19 +984,31 @@ class DynamicRun:
             if missing:
                 raise RuntimeError(f"the reference did not draw the timing inputs again ({', '.join(missing[:4])})")
             tok = self.alias.token
+            blame = "candidate"
             stored = self._ask(cand, {"cmd": "probe", "probes": [
                 {"id": tok(pid), "setup": tok("harness"), "inputs": drawn[pid]["inputs"], "store_only": True}
                 for pid in drawn]})
             if not stored.get("ok"):
-                raise RuntimeError("the candidate did not take the timing inputs")
+                raise RuntimeError(f"the candidate worker did not take the timing inputs: "
+                                   f"{str((stored.get('error') or {}).get('message'))[-200:]}")
             for role, sess in (("reference", ref), ("candidate", cand)):
+                blame = role if role == "candidate" else None
                 role_sets = sets if role == "reference" else {k: [tok(i) for i in ids] for k, ids in sets.items()}
                 ready = self._ask(sess, {"cmd": "perf_setup", "sets": role_sets, "options": opts})
                 if not ready.get("ok") or not ready.get("ready"):
                     why = ready.get("reason") or (ready.get("error") or {}).get("message") or "?"
                     raise RuntimeError(f"the {role} worker could not ready its blocks: {str(why)[-200:]}")
         except (WorkerFailure, RuntimeError, KeyError, TypeError) as exc:
-            close()
+            dead = made[1].dead if len(made) > 1 else None
+            if blame == "candidate" and not self._fresh_failed and not _memory_failure(str(exc), dead):
+                # it loaded, passed every probe and was timed in the first pair; in a pair started
+                # the same way it fails: the candidate tells the two apart (fail closed), reported once
+                self.protocol_findings.append(self.make(
+                    R_DOES_NOT_RUN, f"ModelNew passed correctness, then failed in a fresh pair of workers started "
+                                    f"for timing: {str(exc)[-300:]}", {"seed": self.seed, "phase": "timing pair",
+                                                                        "pair": index + 1}))
+                self._fresh_failed = True
+            close(report_death=blame != "candidate")
             return f"pair {index + 1}: {exc}"
         self.timings["perf_pair_ready_s"] = self.timings.get("perf_pair_ready_s", 0.0) + time.perf_counter() - t_ready
         if hasattr(zygote, "quiet"):
@@ -1127,6 +1150,14 @@ def _sane_load(c_load: dict[str, Any]) -> dict[str, Any]:
     if "crash" in c_load:
         out["crash"] = c_load["crash"]  # the parent's own description of the death
     return out
+
+
+def _memory_failure(text: str, dead: WorkerFailure | None) -> bool:
+    """A fresh timing pair that ran out of memory: the first pair's workers are still alive beside
+    it (the torch.compile baseline and the final ping need them), so this can be the harness's
+    doing, not the candidate's; stated in the convergence note, never a finding."""
+    return (dead is not None and dead.kind == "memory") or "out of memory" in text.lower() \
+        or "memoryerror" in text.lower()
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:
