@@ -356,7 +356,9 @@ def paired_rounds(ref: Session, cand: Session, candidate_raw: Any, reference_raw
 # while the combined interval is wider than the target, at most PROCESS_MAX or PROCESS_CAP_S in all.
 # A pair times for PROCESS_ROUNDS_S at most (or until its own rounds are narrow).  A fresh pair costs
 # its two loads (a cached extension is imported, never rebuilt) and two spare interpreters starting
-# behind it, waited for before its rounds; on the 2-core host about 4 s a pair.
+# behind it, waited for before its rounds; on the 2-core host about 4 s a pair.  The interval is
+# looked at only from PROCESS_MIN pairs on: with fewer, a sample variance that happens to come out
+# low would stop the loop on a stated interval narrower than the pairs really scatter.
 PROCESS_MIN = 4
 PROCESS_MAX = {"cuda": 5, "cpu": 5}
 PROCESS_ROUNDS_S = {"cuda": 1.5, "cpu": 2.0}
@@ -364,8 +366,9 @@ PROCESS_CAP_S = {"cuda": 40.0, "cpu": 40.0}
 
 
 def headline_row(raw: Any, device: str) -> dict[str, Any]:
-    """The headline baseline's paired speedup over one pair's rounds (as parent_side recomputes it,
-    without the escaped-work correction, which only ever widens nothing here: a stopping rule)."""
+    """The headline baseline's paired speedup over one pair's rounds, for the stopping rule only
+    (parent_side recomputes every reported figure from the calls, with the escaped-work correction
+    that a GPU candidate whose work escaped the events needs)."""
     from hackscan.perf.stats import block_statistic, paired_speedup
 
     if not isinstance(raw, dict) or not isinstance(raw.get("rounds"), list):
