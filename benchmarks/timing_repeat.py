@@ -4,10 +4,11 @@ state.
 
 Each run is a separate ``hackscan`` process (fresh workers, fresh sandboxes, the same ``--seed``),
 as a user re-running an audit would do.  The figure is the headline speedup, a paired statistic
-(candidate and baseline in alternating blocks, the median of per-round ratios).  Every report
-states two spreads for it: the 95 % interval of the speedup (``speedup_ci``) and where a re-run's
-figure should land (``speedup_rerun_ci``, the same interval sqrt(2) wider: a re-run's figure has
-its own scatter).
+(candidate and baseline in alternating blocks, the median of per-round ratios in each of several
+pairs of fresh worker processes, the geometric mean over the pairs).  Every report states two
+spreads for it: the 95 % interval of the speedup (``speedup_ci``) and where a re-run's figure
+should land (``speedup_rerun_ci``: a 99 % prediction interval over the pairs of worker processes,
+``stats.between_processes``; ``speedup_rerun_confidence`` says which).
 
 "Stays within the spread" means, precisely: for each of the R(R-1) ordered pairs of runs (i, j),
 i != j, run i's headline speedup lies inside run j's stated re-run interval (stats.agreement).  A
@@ -97,7 +98,8 @@ def describe(conv: dict) -> str:
     for side, c in sorted(conv.items()):
         if isinstance(c, dict) and "spread" in c:
             state = "ok" if c.get("converged") else "NOT converged"
-            parts.append(f"{side} +-{c['spread']:.1%} {state} ({c.get('calls')} {c.get('unit') or 'calls'}, "
+            procs = f" in {c['processes']} process pairs" if c.get("processes") else ""
+            parts.append(f"{side} +-{c['spread']:.1%} {state} ({c.get('calls')} {c.get('unit') or 'calls'}{procs}, "
                          f"{c.get('elapsed_s') or 0:.1f} s)")
     return "; ".join(parts) or "-"
 

@@ -174,6 +174,17 @@ def test_paired_blocks_alternate_between_the_workers_and_give_the_speedup() -> N
     ref, cand = _sessions(raw.candidate(1.0, wall_ms=1.0), raw.reference(strict_ms=6.0, tf32_ms=3.0),
                           spin_s=0.0008, perf_block=_block(1.5))
     cand.replies["perf_block"] = _block(1.0)
+    # the fresh pairs of workers the rounds go on in (stage._fresh_pair starts them from the worker
+    # server; here scripted): each is asked for blocks only, and closed after its rounds
+    fresh: list[tuple[FakeSession, FakeSession]] = []
+    closed: list[int] = []
+
+    def fresh_pair(i: int, specs: Any, sets: Any, opts: Any, device: str) -> Any:
+        pair = (FakeSession({"perf_block": _block(1.5)}), FakeSession({"perf_block": _block(1.0)}))
+        fresh.append(pair)
+        return pair[0], pair[1], lambda: closed.append(i)
+
+    run._fresh_pair = fresh_pair
     perf, _ = _perf(run, ref, cand)
     blocks_c = [m for m in cand.requests if m["cmd"] == "perf_block"]
     blocks_r = [m for m in ref.requests if m["cmd"] == "perf_block"]
@@ -183,8 +194,25 @@ def test_paired_blocks_alternate_between_the_workers_and_give_the_speedup() -> N
     assert [m["round"] for m in blocks_c] == list(range(len(blocks_c)))
     assert perf["speedup"]["eager_tf32"] == pytest.approx(1.5)
     assert perf["unpaired_speedup"]["eager_tf32"] == pytest.approx(3.0, rel=0.02)
+    # four pairs of processes that agree: the interval over them is narrow at the minimum
+    assert len(fresh) == 3 and closed == [1, 2, 3]
+    assert all(set(r.cmds()) == {"perf_block"} and set(c.cmds()) == {"perf_block"} for r, c in fresh)
     assert perf["convergence"]["paired"]["converged"] is True
-    assert perf["paired"]["rounds"] == len(blocks_c) >= 16
+    assert perf["convergence"]["paired"]["processes"] == perf["paired"]["processes"] == 4
+    assert perf["paired"]["rounds_per_process"][0] == len(blocks_c) >= 16
+
+
+def test_paired_speedup_without_fresh_workers_says_the_spread_between_processes_is_unknown() -> None:
+    run = _run(RunOptions(seed=1))
+    ref, cand = _sessions(raw.candidate(1.0, wall_ms=1.0), raw.reference(strict_ms=6.0, tf32_ms=3.0),
+                          spin_s=0.0008, perf_block=_block(1.5))
+    cand.replies["perf_block"] = _block(1.0)
+    perf, _ = _perf(run, ref, cand)  # no worker server here: no fresh pair can be started
+    conv = perf["convergence"]["paired"]
+    assert perf["speedup"]["eager_tf32"] == pytest.approx(1.5)
+    assert conv["converged"] is False and conv["processes"] == 1
+    assert "spread between processes is not known" in conv["note"] and "no worker server" in conv["note"]
+    assert perf["speedup_rerun_confidence"] == 0.95
 
 
 def test_honest_worker_passes_the_parent_clock() -> None:
@@ -372,6 +400,15 @@ def test_cpu_pipeline_measures_with_a_pre_import_baseline_and_the_parent_clock(p
     assert perf["outside_clock"]["checked"] and perf["outside_clock"]["informational"]
     assert "off on the CPU by default" in perf["baselines"]["compile"]["skipped"]
     assert perf["baselines"]["eager_fp32"]["speedup"] > 0
+    # the paired rounds went on in fresh pairs of real workers (loaded again, readied by perf_setup),
+    # and the headline's interval is taken over the pairs
+    pair = perf["paired"]
+    assert pair["processes"] >= 4 and len(pair["rounds_per_process"]) == pair["processes"], pair.get("spawn_errors")
+    assert all(n > 0 for n in pair["rounds_per_process"]) and not pair.get("spawn_errors")
+    row = pair["baselines"]["eager_fp32"]
+    assert row["between_processes"] is True and len(row["process_speedups"]) == pair["processes"]
+    assert perf["speedup_rerun_confidence"] == 0.99
+    assert perf["speedup_rerun_ci"]["eager_fp32"][0] < perf["speedup"]["eager_fp32"] < perf["speedup_rerun_ci"]["eager_fp32"][1]
     assert not [f for f in rep.findings if f.stage is Stage.PERFORMANCE and f.severity is not Severity.INFO]
     from hackscan.output.text import render_text
 
@@ -399,3 +436,66 @@ def test_protocol_documents_the_pipeline_requests() -> None:
     text = (ROOT / "hackscan" / "dynamic" / "PROTOCOL.md").read_text()
     for word in ("`spin`", "`ping`", "`perf_compile`", "prepare(", "exclusive_device", "--baselines"):
         assert word in text, word
+
+
+# ----------------------------------------------------------------------------- fresh timing pairs
+class PairSession(FakeSession):
+    """A freshly spawned worker: ``load`` arrives by send/recv (the two loads overlap), the rest by
+    request; ``close`` is recorded."""
+
+    def __init__(self, replies: dict[str, Any]):
+        super().__init__(replies)
+        self.closed = False
+        self.compile_allowance = 0.0
+        self._sent: dict[str, Any] | None = None
+
+    def send(self, msg: dict[str, Any]) -> None:
+        self._sent = msg
+
+    def recv(self) -> Any:
+        assert self._sent is not None
+        return self.request(self._sent)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _fresh_run(cand_load: dict[str, Any]) -> tuple[Any, list[PairSession]]:
+    run = _run(RunOptions(seed=1))
+    run._again = {"zygote": object(), "timeout": 30.0, "reference": {"cmd": "load", "code": "ref"},
+                  "candidate": {"cmd": "load", "code": "cand"}, "compile_allowance": 60.0}
+    probes = {"ok": True, "probes": [{"id": "original", "inputs": ["x"]}, {"id": "perf_0", "inputs": ["y"]}]}
+    made = [PairSession({"load": {"ok": True}, "probe": probes, "perf_setup": {"ok": True, "ready": True}}),
+            PairSession({"load": cand_load, "probe": {"ok": True}, "perf_setup": {"ok": True, "ready": True}})]
+    queue = list(made)
+    run._spawn = lambda zygote, role, path, device, timeout: queue.pop(0)
+    return run, made
+
+
+def test_a_fresh_pair_loads_again_gets_the_timing_inputs_and_readies_its_blocks() -> None:
+    run, (ref, cand) = _fresh_run({"ok": True})
+    specs = [{"id": "original", "family": "original"}, {"id": "perf_0", "family": "original"}]
+    got = run._fresh_pair(1, specs, {"original": ["original", "perf_0"]}, {"budget_s": 1.0}, "cpu")
+    assert not isinstance(got, str), got
+    assert ref.cmds() == ["load", "probe", "perf_setup"] and cand.cmds() == ["load", "probe", "perf_setup"]
+    assert ref.requests[1]["probes"] == specs
+    # the candidate sees tokens, never probe names; its inputs are stored, not run
+    stored = cand.requests[1]["probes"]
+    assert all(p["store_only"] for p in stored) and {p["inputs"][0] for p in stored} == {"x", "y"}
+    ids = [p["id"] for p in stored] + cand.requests[2]["sets"]["original"]
+    assert not {"original", "perf_0"} & set(ids) and sorted(ids[:2]) == sorted(ids[2:])
+    assert cand.compile_allowance == 60.0
+    got[2]()
+    assert ref.closed and cand.closed and not run.protocol_findings
+
+
+def test_a_candidate_that_fails_in_a_fresh_pair_is_reported_once_and_the_pair_closed() -> None:
+    run, (ref, cand) = _fresh_run({"ok": False, "error": {"message": "RuntimeError: refusing to run twice"}})
+    got = run._fresh_pair(1, [{"id": "original"}], {"original": ["original"]}, {}, "cpu")
+    assert isinstance(got, str) and "refusing to run twice" in got
+    assert ref.closed and cand.closed
+    assert [f.rule for f in run.protocol_findings] == ["HS408"] and "fresh pair" in run.protocol_findings[0].message
+    run2, _ = _fresh_run({"ok": False, "error": {"message": "torch.OutOfMemoryError: CUDA out of memory"}})
+    got = run2._fresh_pair(1, [{"id": "original"}], {"original": ["original"]}, {}, "cpu")
+    # out of memory beside the first pair's workers: the harness's doing as much as the candidate's
+    assert isinstance(got, str) and not run2.protocol_findings

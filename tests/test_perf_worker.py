@@ -381,3 +381,26 @@ def test_paired_blocks_time_the_setup_of_the_perf_request(prepared: Any) -> None
     assert cand["cpu"] is None
     # the compile baseline is not timed in blocks (its own request compiles it): said, not faked
     assert "error" in worker_side.time_block(keep_r["setup"], 4, 0, baseline="compile")
+
+
+def test_a_fresh_worker_readies_its_blocks_without_measuring(prepared: Any) -> None:
+    # a fresh pair of timing workers (stage._fresh_pair) builds the block setup alone: the same
+    # input plan as the perf request's (the same inputs digest), and blocks timed on it
+    calls: list[int] = []
+
+    class Counted(Scale):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            calls.append(1)
+            return super().forward(x)
+
+    s = sets()
+    st = worker_side.block_setup(Counted(), {"original": s}, device="cpu", options=FAST, prepared=prepared)
+    warm = len(calls)
+    assert 1 <= warm <= 3  # a few untimed calls, no series
+    keep: dict[str, Any] = {}
+    worker_side.measure(Scale(), {"original": s}, role="reference", options=FAST, prepared=prepared, keep=keep)
+    assert st.plan.digest() == keep["setup"].plan.digest()
+    block = worker_side.time_block(st, 3, round_index=0, baseline="eager_fp32")
+    assert len(block["wall_ms"]) == 3 and all(v > 0 for v in block["wall_ms"]) and len(calls) == warm + 3
+    with pytest.raises(ValueError):
+        worker_side.block_setup(Scale(), {"original": []}, device="cpu", options=FAST, prepared=prepared)

@@ -350,6 +350,104 @@ def paired_rounds(ref: Session, cand: Session, candidate_raw: Any, reference_raw
     return out
 
 
+# ----------------------------------------------------------------------------- several pairs of processes
+# Each pair of worker processes carries a bias of its own for its whole life (stats.between_processes
+# says why), so the paired rounds are spread over several fresh pairs: at least PROCESS_MIN, more
+# while the combined interval is wider than the target, at most PROCESS_MAX or PROCESS_CAP_S in all.
+# A pair times for PROCESS_ROUNDS_S at most (or until its own rounds are narrow).  A fresh pair costs
+# its two loads (a cached extension is imported, never rebuilt) and two spare interpreters starting
+# behind it, waited for before its rounds; on the 2-core host about 4 s a pair.  The interval is
+# looked at only from PROCESS_MIN pairs on: with fewer, a sample variance that happens to come out
+# low would stop the loop on a stated interval narrower than the pairs really scatter.
+PROCESS_MIN = 4
+PROCESS_MAX = {"cuda": 5, "cpu": 5}
+PROCESS_ROUNDS_S = {"cuda": 1.5, "cpu": 2.0}
+PROCESS_CAP_S = {"cuda": 40.0, "cpu": 40.0}
+
+
+def headline_row(raw: Any, device: str) -> dict[str, Any]:
+    """The headline baseline's paired speedup over one pair's rounds, for the stopping rule only
+    (parent_side recomputes every reported figure from the calls, with the escaped-work correction
+    that a GPU candidate whose work escaped the events needs)."""
+    from hackscan.perf.stats import block_statistic, paired_speedup
+
+    if not isinstance(raw, dict) or not isinstance(raw.get("rounds"), list):
+        return {"n": 0}
+    key, stat, head = ("event_ms" if device == "cuda" else "wall_ms"), ("median" if device == "cuda" else "min"), raw.get("headline")
+    pairs = []
+    for rd in raw["rounds"]:
+        blocks = rd.get("blocks") or {}
+        if head not in blocks or "candidate" not in blocks:
+            continue
+        b = block_statistic(blocks[head].get(key) or [], stat)
+        c = block_statistic(blocks["candidate"].get(key) or [], stat)
+        if b is not None and c is not None:
+            pairs.append((b, c))
+    return paired_speedup(pairs)
+
+
+def process_pairs(first: tuple[Session, Session], spawn: Any, candidate_raw: Any, reference_raw: Any, device: str,
+                  target_rel: float, *, min_processes: int = PROCESS_MIN, max_processes: int | None = None,
+                  rounds_s: float | None = None, cap_s: float | None = None, timeout: float = 60.0,
+                  relayout: bool = True, pin: bool = True) -> dict[str, Any] | None:
+    """Paired rounds (``paired_rounds``) in the pair of workers that ran the scan, then in fresh
+    pairs from ``spawn(i)`` (returns ``(reference, candidate, close)`` ready for ``perf_block``, or
+    a string saying why not), until at least ``min_processes`` pairs timed and the headline's
+    combined interval (stats.between_processes) is within ``target_rel``, or ``max_processes``
+    pairs or ``cap_s`` seconds are spent.  Returns ``{"processes": [paired_rounds result, ...],
+    ...}`` for ``parent_side.evaluate``, or None when the first pair timed nothing."""
+    from hackscan.perf.stats import between_processes
+
+    most = max(1, int(max_processes if max_processes is not None else PROCESS_MAX.get(device, 6)))
+    least = max(1, min(int(min_processes), most))
+    per = PROCESS_ROUNDS_S.get(device, 2.5) if rounds_s is None else float(rounds_s)
+    cap = PROCESS_CAP_S.get(device, 45.0) if cap_s is None else float(cap_s)
+    t0 = time.perf_counter()
+    procs: list[dict[str, Any]] = []
+    spawn_errors: list[str] = []
+    spawn_s: list[float] = []  # what readying each fresh pair took (loads, inputs, spares started behind it)
+    stopped = "max_processes"
+    ref, cand = first
+    close = None
+    while True:
+        raw = paired_rounds(ref, cand, candidate_raw, reference_raw, device, target_rel, per, timeout,
+                            relayout=relayout, pin=pin)
+        if close is not None:
+            close()
+        if raw is None:
+            if not procs:
+                return None
+        else:
+            procs.append(raw)
+        usable = [r for r in procs if "rounds" in r]
+        if not usable:
+            stopped = "error"
+            break
+        if len(procs) >= least:
+            comb = between_processes([headline_row(r, device) for r in usable])
+            if comb.get("between_processes") and comb["spread"] <= target_rel:
+                stopped = "narrow"
+                break
+        if len(procs) >= most:
+            break
+        if time.perf_counter() - t0 >= cap:
+            stopped = "cap"
+            break
+        t_spawn = time.perf_counter()
+        got = spawn(len(procs))
+        spawn_s.append(round(time.perf_counter() - t_spawn, 3))
+        if isinstance(got, str):
+            # a pair that could not be started: the spread is stated over the pairs that timed
+            spawn_errors.append(got[:300])
+            stopped = "spawn_failed"
+            break
+        ref, cand, close = got
+    return {"processes": procs, "target": target_rel, "stopped": stopped, "min_processes": least,
+            "max_processes": most, "rounds_s": per, "cap_s": cap, "spawn_errors": spawn_errors, "spawn_s": spawn_s,
+            "headline": procs[0].get("headline") if procs else None,
+            "elapsed_s": round(time.perf_counter() - t0, 3)}
+
+
 # ----------------------------------------------------------------------------- device ceilings
 CEILINGS_FILE = "ceilings-parent.json"
 _BW_RANGE = (1e8, 1e14)

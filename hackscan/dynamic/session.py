@@ -212,6 +212,9 @@ class Session:
                 pass
 
     def close(self) -> None:
+        if getattr(self, "_closed", False):
+            return  # closed early (a fresh pair of timing workers, stage._fresh_pair), then again at the end
+        self._closed = True
         if self.dead is None and not self.pending:
             try:
                 self.request({"cmd": "exit"}, timeout=2.0)

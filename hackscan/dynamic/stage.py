@@ -59,6 +59,9 @@ class DynamicRun:
         # where this candidate runs among others (schedule.py): its device gate and GPU; None: alone
         self.slot = slot
         self._work_held: Any = None
+        # what a fresh pair of timing workers needs to load again (set once the first pair loads)
+        self._again: dict[str, Any] | None = None
+        self._fresh_failed = False  # a fresh timing pair's candidate failed: reported once (_fresh_pair)
         self.on_phase = on_phase
         self.report = report
         self.options = options
@@ -302,8 +305,8 @@ class DynamicRun:
         ref = self._spawn(zygote, "reference", sub.reference_path or "<reference>", device, timeout)
         # get_init_inputs() and the warm-up draw under the harness's construction seed (KernelBench:
         # set_seed(42) before get_init_inputs()): the init inputs reach the candidate
-        r_load = self._ask(ref, {"cmd": "load", "code": sub.reference, "seed": self.profile.construction_seed,
-                                 "setups": setups})
+        ref_load_msg = {"cmd": "load", "code": sub.reference, "seed": self.profile.construction_seed, "setups": setups}
+        r_load = self._ask(ref, ref_load_msg)
         if not r_load.get("ok"):
             # nothing can be compared: the candidate is unproven, not clean
             err = r_load.get("error") or {}
@@ -335,6 +338,9 @@ class DynamicRun:
         load_msg = {"cmd": "load", "code": sub.code, "setups": cand_setups, "profile": self.profile.to_dict()}
         t_cand = time.perf_counter()
         cand.send(load_msg)
+        # what a fresh pair of workers for the paired timing loads again (_fresh_pair)
+        self._again = {"zygote": zygote, "timeout": timeout, "reference": ref_load_msg, "candidate": load_msg,
+                       "compile_allowance": compile_allowance}
 
         has_params = any(getattr(v, "size", 0) for v in r_load["states"].get("harness", {}).values())
         steer = steering_from(self.report.findings, self.registry)
@@ -884,13 +890,21 @@ class DynamicRun:
                 and self.opts.get("perf_paired", True)):
             # the speedup a user acts on: candidate and baselines in alternating short blocks, the
             # ratio taken per pair (perf_run.paired_rounds); absolute times above move with the load
+            # The rounds are spread over several pairs of fresh worker processes: each pair carries
+            # a bias of its own that no statistic over its rounds can see (stats.between_processes)
             t = time.perf_counter()
             cap = self.opts.get("perf_pair_cap_s")
-            paired = perf_run.paired_rounds(ref, cand, raw["candidate"], raw["reference"], device,
-                                            float(self.opts.get("perf_target_rel") or 0.05),
-                                            float(cap) if cap else None, max(float(self.options.timeout), 60.0),
-                                            relayout=bool(self.opts.get("perf_pair_relayout", True)),
-                                            pin=bool(self.opts.get("perf_pair_pin", True)))
+            per = self.opts.get("perf_pair_process_s")
+            most = self.opts.get("perf_pair_processes_max")
+            originals_specs = [p for p in plan.probes if p["id"] in set(originals)]
+            paired = perf_run.process_pairs(
+                (ref, cand), lambda i: self._fresh_pair(i, originals_specs, sets, opts, device),
+                raw["candidate"], raw["reference"], device, float(self.opts.get("perf_target_rel") or 0.05),
+                min_processes=int(self.opts.get("perf_pair_processes") or perf_run.PROCESS_MIN),
+                max_processes=int(most) if most else None, rounds_s=float(per) if per else None,
+                cap_s=float(cap) if cap else None, timeout=max(float(self.options.timeout), 60.0),
+                relayout=bool(self.opts.get("perf_pair_relayout", True)),
+                pin=bool(self.opts.get("perf_pair_pin", True)))
             self.timings["perf_paired_s"] = time.perf_counter() - t
 
         if isinstance(raw.get("reference"), dict) and isinstance(raw["reference"].get("baselines"), dict):
@@ -916,6 +930,91 @@ class DynamicRun:
             performance["input_sets"] = perf_run.timing_sets_report(self.timing_sets, len(originals), performance)
         self.info["_performance"] = performance
         return list(findings)
+
+    def _fresh_pair(self, index: int, specs: list[dict[str, Any]], sets: dict[str, list[str]], opts: dict[str, Any],
+                    device: str) -> tuple[Session, Session, Callable[[], None]] | str:
+        """A new reference and candidate worker, loaded as the first ones were, given the timing
+        sets (drawn again by the new reference from the same probe specs, handed to the candidate as
+        stored inputs) and readied for ``perf_block`` (``perf_setup``: no measurement of their own).
+        Returns the two sessions and a function that closes them, or why they could not be readied
+        (the paired speedup is then stated over the pairs that timed).  Their channels are checked
+        like the first pair's (they join ``self.sessions``)."""
+        again = self._again
+        if again is None:
+            return f"pair {index + 1}: no worker server to start it from"
+        zygote, timeout = again["zygote"], float(again["timeout"])
+        sub = self.sub
+        made: list[Session] = []
+        t_ready = time.perf_counter()
+
+        def close(report_death: bool = True) -> None:
+            cand_now = made[1] if len(made) > 1 else None
+            if report_death and cand_now is not None and cand_now.dead is not None \
+                    and not _memory_failure(str(cand_now.dead), cand_now.dead):
+                # it died, hung or broke its channel while timed: the candidate did it, as in the
+                # first pair (the rounds it left stay in the figure, the death is a finding)
+                self.protocol_findings.append(self._crash_finding(cand_now.dead, "being timed in a fresh pair of workers"))
+            for sess in made:
+                try:
+                    sess.close()
+                except Exception:  # noqa: BLE001 - a worker that will not close is killed at the end
+                    pass
+
+        blame = None  # "candidate" once a failure is the candidate's own (it ran the same requests before)
+        try:
+            ref = self._spawn(zygote, "reference", sub.reference_path or "<reference>", device, timeout)
+            made.append(ref)
+            cand = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout)
+            made.append(cand)
+            cand.compile_allowance = float(again["compile_allowance"])
+            cand.send(again["candidate"])  # the two loads overlap, as in the scan
+            r_load = self._ask(ref, again["reference"])
+            blame = "candidate"
+            c_load = cand.recv()
+            if not isinstance(c_load, dict) or not c_load.get("ok") or c_load.get("failed"):
+                why = (c_load.get("error") or {}).get("message") if isinstance(c_load, dict) else None
+                raise RuntimeError(f"ModelNew did not load again in a fresh worker: {str(why or c_load)[-200:]}")
+            blame = None
+            if not r_load.get("ok"):
+                raise RuntimeError(f"the reference did not load: {str((r_load.get('error') or {}).get('message'))[-200:]}")
+            r_probe = self._ask(ref, {"cmd": "probe", "probes": specs})
+            drawn = {p["id"]: p for p in r_probe.get("probes", []) if isinstance(p, dict) and "inputs" in p} \
+                if r_probe.get("ok") else {}
+            missing = [p["id"] for p in specs if p["id"] not in drawn]
+            if missing:
+                raise RuntimeError(f"the reference did not draw the timing inputs again ({', '.join(missing[:4])})")
+            tok = self.alias.token
+            blame = "candidate"
+            stored = self._ask(cand, {"cmd": "probe", "probes": [
+                {"id": tok(pid), "setup": tok("harness"), "inputs": drawn[pid]["inputs"], "store_only": True}
+                for pid in drawn]})
+            if not stored.get("ok"):
+                raise RuntimeError(f"the candidate worker did not take the timing inputs: "
+                                   f"{str((stored.get('error') or {}).get('message'))[-200:]}")
+            for role, sess in (("reference", ref), ("candidate", cand)):
+                blame = role if role == "candidate" else None
+                role_sets = sets if role == "reference" else {k: [tok(i) for i in ids] for k, ids in sets.items()}
+                ready = self._ask(sess, {"cmd": "perf_setup", "sets": role_sets, "options": opts})
+                if not ready.get("ok") or not ready.get("ready"):
+                    why = ready.get("reason") or (ready.get("error") or {}).get("message") or "?"
+                    raise RuntimeError(f"the {role} worker could not ready its blocks: {str(why)[-200:]}")
+        except (WorkerFailure, RuntimeError, KeyError, TypeError) as exc:
+            dead = made[1].dead if len(made) > 1 else None
+            if blame == "candidate" and not self._fresh_failed and not _memory_failure(str(exc), dead):
+                # it loaded, passed every probe and was timed in the first pair; in a pair started
+                # the same way it fails: the candidate tells the two apart (fail closed), reported once
+                self.protocol_findings.append(self.make(
+                    R_DOES_NOT_RUN, f"ModelNew passed correctness, then failed in a fresh pair of workers started "
+                                    f"for timing: {str(exc)[-300:]}", {"seed": self.seed, "phase": "timing pair",
+                                                                        "pair": index + 1}))
+                self._fresh_failed = True
+            close(report_death=blame != "candidate")
+            return f"pair {index + 1}: {exc}"
+        self.timings["perf_pair_ready_s"] = self.timings.get("perf_pair_ready_s", 0.0) + time.perf_counter() - t_ready
+        if hasattr(zygote, "quiet"):
+            # the two spares started behind this pair import torch: CPU work the rounds must not share
+            zygote.quiet()
+        return ref, cand, close
 
     def _compile_baseline(self, ref: Session, sets: dict[str, list[str]], run_base: dict[str, bool],
                           why_not: dict[str, str], raw: dict[str, Any], device: str,
@@ -1051,6 +1150,14 @@ def _sane_load(c_load: dict[str, Any]) -> dict[str, Any]:
     if "crash" in c_load:
         out["crash"] = c_load["crash"]  # the parent's own description of the death
     return out
+
+
+def _memory_failure(text: str, dead: WorkerFailure | None) -> bool:
+    """A fresh timing pair that ran out of memory: the first pair's workers are still alive beside
+    it (the torch.compile baseline and the final ping need them), so this can be the harness's
+    doing, not the candidate's; stated in the convergence note, never a finding."""
+    return (dead is not None and dead.kind == "memory") or "out of memory" in text.lower() \
+        or "memoryerror" in text.lower()
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:

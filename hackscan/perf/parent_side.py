@@ -23,6 +23,8 @@ from .options import SCHEMA
 from .stats import (
     PAIR_CONFIDENCE,
     RATIO_CONFIDENCE,
+    RERUN_CONFIDENCE,
+    between_processes,
     block_statistic,
     interval_of,
     median_of,
@@ -372,6 +374,10 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
         perf["absolute_times_note"] = ("absolute times (and the unpaired speedups from them) depend on the host's "
                                        "load while they ran: not comparable across runs; the speedups are paired")
         perf["speedup_rerun_ci"] = {}
+        # a prediction interval for another scan's figure (stats.between_processes); from one pair
+        # of processes only, the 95 % interval sqrt(2) wider (stats.paired_speedup)
+        head_row = pair["baselines"].get(headline_of(ref, cuda, base_times)) or {}
+        perf["speedup_rerun_confidence"] = RERUN_CONFIDENCE if head_row.get("between_processes") else PAIR_CONFIDENCE
         for n, row in pair["baselines"].items():
             if n in base_times and row.get("n"):
                 perf["speedup"][n] = row["speedup"]
@@ -445,12 +451,13 @@ def headline_of(ref: dict[str, Any], cuda: bool, base_times: Mapping[str, float]
     return headline
 
 
-def _paired(raw: dict[str, Any], cuda: bool, escaped: bool, c_cal: float) -> dict[str, Any] | None:
-    """The paired speedups from the alternating blocks (``perf_run.paired_rounds``), recomputed here
-    from the calls: per round, each baseline's block statistic over the candidate's block of the
-    same round (the minimum of the wall clock on a CPU, the median of events on a GPU; the
-    candidate's median wall clock, less the host overhead, once its work escaped the events, as
-    the unpaired figures do).  None when no round is usable."""
+def _process_pairs(raw: dict[str, Any], cuda: bool, escaped: bool,
+                   c_cal: float) -> tuple[list[dict[str, Any]], dict[str, list[tuple[float, float]]]]:
+    """One pair of workers' rounds (``perf_run.paired_rounds``) as (usable rounds, per baseline
+    its (baseline, candidate) block statistics in time order), recomputed from the calls: per
+    round, each baseline's block statistic over the candidate's block of the same round (the
+    minimum of the wall clock on a CPU, the median of events on a GPU; the candidate's median wall
+    clock, less the host overhead, once its work escaped the events, as the unpaired figures do)."""
     rounds = [r for r in raw.get("rounds", [])[:10_000] if isinstance(r, dict)] if isinstance(raw.get("rounds"), list) else []
     stat = "median" if cuda else "min"
     key = "event_ms" if cuda else "wall_ms"
@@ -472,32 +479,88 @@ def _paired(raw: dict[str, Any], cuda: bool, escaped: bool, c_cal: float) -> dic
             b = block_statistic(_floats(_d(block).get(key)), stat)
             if b is not None:
                 per.setdefault(name, []).append((b, c))
-    if not per:
+    return rounds, per
+
+
+def _paired(raw: dict[str, Any], cuda: bool, escaped: bool, c_cal: float) -> dict[str, Any] | None:
+    """The paired speedups from the alternating blocks, None when no round is usable.
+
+    ``raw`` is ``perf_run.process_pairs``'s: the rounds of several pairs of worker processes
+    (``processes``), each pair's speedup taken over its own rounds (``stats.paired_speedup``) and
+    the pairs combined by ``stats.between_processes`` (the headline's interval then holds the
+    spread between processes).  A bare ``paired_rounds`` result (one pair) is read as one process."""
+    procs_raw = raw.get("processes") if isinstance(raw.get("processes"), list) else [raw]
+    procs_raw = [_d(p) for p in procs_raw[:64]]
+    stat = "median" if cuda else "min"
+    per_proc: list[dict[str, list[tuple[float, float]]]] = []
+    n_rounds: list[int] = []
+    first: dict[str, Any] = {}
+    for praw in procs_raw:
+        rounds, per = _process_pairs(praw, cuda, escaped, c_cal)
+        if per:
+            per_proc.append(per)
+            n_rounds.append(len(rounds))
+            first = first or praw
+    if not per_proc:
         return None
-    out: dict[str, Any] = {"baselines": {n: paired_speedup(p) for n, p in per.items()}, "rounds": len(rounds),
-                           "calls_per_block": raw.get("calls_per_block") if isinstance(raw.get("calls_per_block"), int) else None,
-                           "relayout": bool(raw.get("relayout")), "pinned": bool(raw.get("pinned")),
+    names = sorted({n for per in per_proc for n in per})
+    baselines: dict[str, Any] = {}
+    for n in names:
+        rows = [paired_speedup(per[n]) for per in per_proc if per.get(n)]
+        rows = [r for r in rows if r.get("n")]
+        if not rows:
+            continue
+        comb = between_processes(rows)
+        if not comb.get("k"):
+            continue
+        baselines[n] = dict(comb, n=sum(r["n"] for r in rows),
+                            processes=[{"n": r["n"], "speedup": r["speedup"], "ci": r["ci"],
+                                        "group_speedups": r["group_speedups"]} for r in rows])
+    if not baselines:
+        return None
+    out: dict[str, Any] = {"baselines": baselines, "rounds": sum(n_rounds), "rounds_per_process": n_rounds,
+                           "processes": len(per_proc),
+                           "calls_per_block": first.get("calls_per_block") if isinstance(first.get("calls_per_block"), int) else None,
+                           "relayout": bool(first.get("relayout")), "pinned": bool(first.get("pinned")),
                            # blocks whose worker said which CPU it was pinned to (time_block's "cpu")
-                           "pinned_blocks": sum(1 for r in rounds for b in _d(r.get("blocks")).values()
+                           "pinned_blocks": sum(1 for p in procs_raw for r in (p.get("rounds") or [])[:10_000]
+                                                if isinstance(r, dict) for b in _d(r.get("blocks")).values()
                                                 if isinstance(_d(b).get("cpu"), int)),
-                           "statistic": f"{stat} of each block; speedup = median over rounds of baseline block / candidate block"}
-    head = _s(raw.get("headline"), 40)
-    row = out["baselines"].get(head) or next(iter(out["baselines"].values()))
-    # the headline's pairs themselves (baseline ms, candidate ms per round, in time order): what a
-    # reader needs to see the load the run went through and how the ratio followed it
-    out["pairs"] = [[round(b, 6), round(c, 6)] for b, c in (per.get(head) or next(iter(per.values())))[:2000]]
+                           "statistic": f"{stat} of each block; per pair of worker processes the median over its rounds "
+                                        "of baseline block / candidate block; the speedup is the geometric mean over "
+                                        "the pairs, its interval a t-interval over them"}
+    spawn_errors = [_s(e, 300) for e in raw.get("spawn_errors", [])[:8]] if isinstance(raw.get("spawn_errors"), list) else []
+    if spawn_errors:
+        out["spawn_errors"] = spawn_errors
+    if isinstance(raw.get("spawn_s"), list):
+        out["spawn_s"] = _floats(raw["spawn_s"])[:64]
+    head = _s(raw.get("headline") or first.get("headline"), 40)
+    row = baselines.get(head) or next(iter(baselines.values()))
+    head_name = head if head in baselines else next(iter(baselines))
+    # the headline's pairs themselves (baseline ms, candidate ms per round, in time order, pair of
+    # processes after pair): what a reader needs to see the load the run went through
+    out["pairs"] = [[round(b, 6), round(c, 6)] for per in per_proc for b, c in per.get(head_name, [])][:2000]
     target = _f(raw.get("target"))
     spread = row.get("spread")
-    conv: dict[str, Any] = {"target": target, "calls": len(rounds), "unit": "rounds", "elapsed_s": _f(raw.get("elapsed_s")),
-                            "cap_s": _f(raw.get("cap_s")), "stopped": _s(raw.get("stopped"), 20), "spread": spread,
-                            "converged": spread is not None and target is not None and spread <= target}
+    elapsed = _f(raw.get("elapsed_s"))
+    conv: dict[str, Any] = {"target": target, "calls": sum(n_rounds), "unit": "rounds", "processes": len(per_proc),
+                            "elapsed_s": elapsed, "cap_s": _f(raw.get("cap_s")), "stopped": _s(raw.get("stopped"), 20),
+                            "spread": spread, "between_processes": bool(row.get("between_processes")),
+                            "converged": (spread is not None and target is not None and spread <= target
+                                          and bool(row.get("between_processes")))}
     if not conv["converged"]:
         shown = f"+-{spread:.1%}" if isinstance(spread, float) else "unknown"
-        conv["note"] = (f"paired speedup did not converge: spread {shown} > target "
-                        f"{f'+-{target:.0%}' if target is not None else '?'} after {len(rounds)} rounds/"
-                        f"{conv['elapsed_s'] or 0:.1f} s")
-    if raw.get("error"):
-        conv["note"] = (conv.get("note", "") + "; " if conv.get("note") else "") + f"stopped early: {_s(raw.get('error'), 200)}"
+        goal = f"+-{target:.0%}" if target is not None else "?"
+        if not row.get("between_processes"):
+            conv["note"] = (f"paired speedup timed in one pair of worker processes only: spread {shown} over its "
+                            f"{sum(n_rounds)} rounds, but the spread between processes is not known")
+        else:
+            conv["note"] = (f"paired speedup did not converge: spread {shown} > target {goal} after {len(per_proc)} "
+                            f"pairs of worker processes, {sum(n_rounds)} rounds/{elapsed or 0:.1f} s")
+    errors = [_s(p.get("error"), 200) for p in procs_raw if p.get("error")]
+    if errors or spawn_errors:
+        conv["note"] = (conv.get("note", "") + "; " if conv.get("note") else "") + \
+            f"stopped early: {(errors + spawn_errors)[0]}"
     out["convergence"] = conv
     return out
 

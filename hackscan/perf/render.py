@@ -74,12 +74,20 @@ def table(perf: Mapping[str, Any] | None) -> str:
     lines.extend(_convergence(perf.get("convergence")))
     pair = perf.get("paired")
     if isinstance(pair, Mapping) and pair.get("rounds"):
+        procs = pair.get("processes") if isinstance(pair.get("processes"), int) else 1
         lines.append(f"    speedups paired: {pair.get('rounds')} rounds of alternating blocks "
-                     f"({pair.get('calls_per_block')} calls each), median of per-round ratios; the times above "
-                     "depend on the host's load and are not comparable across runs")
+                     f"({pair.get('calls_per_block')} calls each) in {procs} pair(s) of worker processes, median of "
+                     "per-round ratios per pair, geometric mean over the pairs; the times above depend on the "
+                     "host's load and are not comparable across runs")
+        head_row = (pair.get("baselines") or {}).get(perf.get("headline_baseline"))
+        if isinstance(head_row, Mapping) and isinstance(head_row.get("process_speedups"), list) and procs > 1:
+            each = ", ".join(f"{v:.2f}x" for v in head_row["process_speedups"] if isinstance(v, (int, float)))
+            lines.append(f"    per pair of processes: {each} (the interval is taken over these)")
         rerun = (perf.get("speedup_rerun_ci", {}) or {}).get(perf.get("headline_baseline"))
         if isinstance(rerun, (list, tuple)) and len(rerun) == 2 and all(isinstance(v, (int, float)) for v in rerun):
-            lines.append(f"    a re-run's headline speedup should land within {rerun[0]:.2f}-{rerun[1]:.2f}x (95%)")
+            conf = perf.get("speedup_rerun_confidence")
+            conf_s = f"{conf:.0%}" if isinstance(conf, (int, float)) else "95%"
+            lines.append(f"    a re-run's headline speedup should land within {rerun[0]:.2f}-{rerun[1]:.2f}x ({conf_s})")
     tf32 = perf.get("reference_tf32_speedup")
     if isinstance(tf32, (int, float)):
         lines.append(f"    reference: TF32 is {tf32:.2f}x faster than strict fp32")

@@ -114,6 +114,12 @@ class CandidateWorker(Worker):
             from .perf import run_block
 
             return run_block(self, msg, role="candidate")
+        if cmd == "perf_setup":
+            from .perf import run_setup
+
+            # as for ``perf``: correctness was judged in the first pair of workers
+            self.cache.uncount()
+            return run_setup(self, msg, role="candidate")
         if cmd == "spin":
             from .perf import run_spin
 

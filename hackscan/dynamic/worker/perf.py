@@ -24,7 +24,7 @@ from .values import clone_all
 # names in the measuring module does not change what this worker calls
 _MEASURE, _PREPARE, _SPIN, _MEASURE_COMPILE = (perf_measure.measure, perf_measure.prepare, perf_measure.spin,
                                                perf_measure.measure_compile)
-_BLOCK = perf_measure.time_block
+_BLOCK, _BLOCK_SETUP = perf_measure.time_block, perf_measure.block_setup
 
 
 def prepare(worker: Any) -> None:
@@ -96,6 +96,23 @@ def run_spin(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
         return {"spin": None, "reason": "nothing to time (no perf request before)"}
     result = _SPIN(worker.perf_model(), [inputs], int(msg.get("calls", 1)), worker.perf_prepared)
     return {"spin": result}
+
+
+def run_setup(worker: Any, msg: dict[str, Any], role: str) -> dict[str, Any]:
+    """Ready a fresh worker for ``perf_block`` without the ``perf`` request's measurements: the
+    parent times the paired blocks in several pairs of processes, and only the first pair needs
+    the main series, fingerprints, memory and bounds (PROTOCOL.md, ``perf_setup``)."""
+    input_sets = _sets(worker, msg)
+    model = worker.perf_model()
+    _release(worker)
+    try:
+        worker.perf_setup = _BLOCK_SETUP(model, input_sets, device=worker.device, timers=worker.timers,
+                                         options=dict(msg.get("options") or {}), prepared=worker.perf_prepared)
+    except Exception as exc:
+        worker.perf_setup = None
+        return {"ready": False, "reason": f"{type(exc).__name__}: {exc}"[:500]}
+    _collect(worker)
+    return {"ready": True, "changes": worker.note_changes("perf_setup")}
 
 
 def run_block(worker: Any, msg: dict[str, Any], role: str) -> dict[str, Any]:

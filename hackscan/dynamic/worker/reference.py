@@ -50,6 +50,10 @@ class ReferenceWorker(Worker):
             from .perf import run_block
 
             return run_block(self, msg, role="reference")
+        if cmd == "perf_setup":
+            from .perf import run_setup
+
+            return run_setup(self, msg, role="reference")
         if cmd == "spin":
             from .perf import run_spin
 

@@ -515,6 +515,33 @@ PAIRED_STRIDE = 10_000
 MAX_BLOCK_CALLS = 1_000
 
 
+def block_setup(model: Any, input_sets: Mapping[str, Sequence[Sequence[Any]]] | Sequence[Sequence[Any]], *,
+                device: str | torch.device = "cpu", timers: Any = None,
+                options: PerfOptions | Mapping[str, Any] | None = None,
+                prepared: Prepared | None = None) -> _Setup:
+    """The setup ``time_block`` times with, built without measuring anything (PROTOCOL.md,
+    ``perf_setup``): for a fresh pair of workers that only times paired blocks (the parent spreads
+    the paired speedup over several pairs of processes, stats.between_processes).  The same input
+    plan, flush and clocks as ``measure`` builds, then a few untimed calls so the first block does
+    not pay for first-call work (allocator growth, lazy initialisation)."""
+    sets = dict(input_sets) if isinstance(input_sets, Mapping) else {"original": list(input_sets)}
+    original = sets.get("original") or next((v for v in sets.values() if v), None)
+    if not original:
+        raise ValueError("no input sets to time")
+    if prepared is None and timers is not None:
+        prepared = _from_timers(timers, device)
+    if prepared is None:
+        prepared = _late(_device(device))
+    st = _setup(model, original, {}, options, prepared)
+    with _threads(st):
+        for k in range(max(1, min(st.opts.warmup, 3))):
+            st.flush()
+            out = st.call(st.plan.inputs_for(k))
+            del out
+        st.prepared.clock.sync()
+    return st
+
+
 def time_block(st: _Setup, calls: int, round_index: int, baseline: str | None = None,
                relayout: bool = True, cpu: int | None = None) -> dict[str, Any]:
     """One block of a paired measurement (PROTOCOL.md, ``perf_block``): ``calls`` timed calls of the
