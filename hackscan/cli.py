@@ -113,6 +113,7 @@ class Sandbox(StrEnum):
 
 class PerfMode(StrEnum):
     target = "target"
+    quick = "quick"
     thorough = "thorough"
 
 
@@ -219,7 +220,9 @@ def scan(
     perf_mode: PerfMode = typer.Option(
         PerfMode.target, "--perf", help="target: repeat each timing until its 95% interval is within +-5% (at most a "
                                         "few seconds per series; the report says when it did not get there). "
-                                        "thorough: the fixed counts and budgets, whatever the interval."),
+                                        "quick: as target, but the paired speedup is timed in the scan's own pair of worker "
+                                        "processes only (an RL gate's budget; the report says the spread between processes "
+                                        "is unknown). thorough: the fixed counts and budgets, whatever the interval."),
     sandbox: Sandbox = typer.Option(
         Sandbox.required, "--sandbox", help="required: every process that runs candidate code is in its own OS "
                                              "sandbox (bubblewrap; refuses to run without one). off: no walls, "

@@ -202,6 +202,22 @@ def test_paired_blocks_alternate_between_the_workers_and_give_the_speedup() -> N
     assert perf["paired"]["rounds_per_process"][0] == len(blocks_c) >= 16
 
 
+def test_quick_perf_mode_times_in_the_scans_own_pair_only() -> None:
+    # --perf quick (an RL gate's budget): no fresh pair is started, and the report says why the
+    # spread between processes is unknown; the worker itself is asked for the "target" series
+    run = _run(RunOptions(seed=1, extra={"perf_mode": "quick"}))
+    ref, cand = _sessions(raw.candidate(1.0, wall_ms=1.0), raw.reference(strict_ms=6.0, tf32_ms=3.0),
+                          spin_s=0.0008, perf_block=_block(1.5))
+    cand.replies["perf_block"] = _block(1.0)
+    spawned: list[int] = []
+    run._fresh_pair = lambda i, *a: spawned.append(i)
+    perf, _ = _perf(run, ref, cand)
+    assert spawned == []
+    assert perf["speedup"]["eager_tf32"] == pytest.approx(1.5)
+    assert perf["convergence"]["paired"]["processes"] == 1 and perf["convergence"]["paired"]["converged"] is False
+    assert [m["options"]["mode"] for m in ref.requests if m["cmd"] == "perf"] == ["target"]
+
+
 def test_paired_speedup_without_fresh_workers_says_the_spread_between_processes_is_unknown() -> None:
     run = _run(RunOptions(seed=1))
     ref, cand = _sessions(raw.candidate(1.0, wall_ms=1.0), raw.reference(strict_ms=6.0, tf32_ms=3.0),

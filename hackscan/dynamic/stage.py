@@ -839,9 +839,11 @@ class DynamicRun:
             run_base, why_not = perf_run.wanted_baselines(None, device)
             self.info["performance_note"] = str(exc)
         budget = float(self.opts.get("perf_budget_s") or perf_run.PERF_BUDGET_S.get(device, 1.0))
+        perf_mode = str(self.opts.get("perf_mode") or "target")
         opts = {"budget_s": budget, "seed": derive(self.seed, "perf"), "sets": len(originals),
                 # "target" (repeat until each main series' interval is narrow) or "thorough" (fixed)
-                "mode": str(self.opts.get("perf_mode") or "target"),
+                # ("quick" is "target" in the worker: it only spares the fresh pairs below)
+                "mode": "target" if perf_mode == "quick" else perf_mode,
                 # the torch.compile baseline has a request of its own (below), with its own allowance
                 "compile": "never", "tf32": run_base["tf32"],
                 # the other worker stays alive: the device's free memory is not this worker's alone
@@ -896,11 +898,16 @@ class DynamicRun:
             cap = self.opts.get("perf_pair_cap_s")
             per = self.opts.get("perf_pair_process_s")
             most = self.opts.get("perf_pair_processes_max")
+            least = self.opts.get("perf_pair_processes")
+            if perf_mode == "quick":
+                # the RL gate's budget (issue 16: about 10 s of timing per candidate): the scan's
+                # own pair only; the report then says the spread between processes is unknown
+                least = most = 1
             originals_specs = [p for p in plan.probes if p["id"] in set(originals)]
             paired = perf_run.process_pairs(
                 (ref, cand), lambda i: self._fresh_pair(i, originals_specs, sets, opts, device),
                 raw["candidate"], raw["reference"], device, float(self.opts.get("perf_target_rel") or 0.05),
-                min_processes=int(self.opts.get("perf_pair_processes") or perf_run.PROCESS_MIN),
+                min_processes=int(least or perf_run.PROCESS_MIN),
                 max_processes=int(most) if most else None, rounds_s=float(per) if per else None,
                 cap_s=float(cap) if cap else None, timeout=max(float(self.options.timeout), 60.0),
                 relayout=bool(self.opts.get("perf_pair_relayout", True)),
