@@ -203,6 +203,7 @@ def _make_index_tree() -> Any:
              "    parents = {}",
              "    nodes = {}  # by type (the other types as first met, then the hot ones)",
              "    seen = {}  # per other node type met in this tree: its indexer and its list's append",
+             "    seen_get = seen.get",
              "    stack = []",
              "    pop, push, extend = stack.pop, stack.append, stack.extend"]
     for i in range(len(hot)):
@@ -212,16 +213,19 @@ def _make_index_tree() -> Any:
         lines += [f"        {'if' if i == 0 else 'elif'} t is T{i}:",
                   f"            A{i}(node)"]
         lines += _child_code(t, "            ", "node = v; continue")
+    # ``seen_get``, not a subscript in a ``try``: each type's first node in a tree misses, and a
+    # KeyError raised and caught costs ten lookups (a dozen such types per file)
     lines += ["        else:",
-              "            try:",
-              "                index, append = seen[t]",
-              "            except KeyError:",
+              "            got = seen_get(t)",
+              "            if got is None:",
               "                try:",
               "                    index = MAKERS[t]",
               "                except KeyError:",
               "                    index = make(t)",
               "                append = nodes.setdefault(t, []).append",
               "                seen[t] = (index, append)",
+              "            else:",
+              "                index, append = got",
               "            append(node)",
               "            if index is not None:",
               "                node = index(node, parents, push, extend)",
