@@ -249,3 +249,37 @@ def test_identifier_query_matches_the_walk() -> None:
             bodies += 1
             assert [n.id for n in _identifiers(body)] == [n.id for n in identifiers(body)], f"{name}: {fn.start_point}"
     assert bodies > 100  # the comparison reached enough functions to mean something
+
+
+def test_member_scan_alone_gives_the_flow_holders() -> None:
+    """``build_model_holders`` (what HS115 / HS116 read of the reference, without the walk of its
+    forward) gives the holders ``build_model_flow`` fixes before that walk, for the model a file
+    defines and for a ``Model`` class, over every fixture and demo kernel."""
+    from hackscan.python.valueflow import build_model_flow, build_model_holders
+
+    held = 0
+    for name, text, _ in trees("fixtures") + trees("kernels"):
+        for cls in (None, "Model"):
+            host = HostModule.parse(text, name)
+            got = build_model_holders(host, cls)
+            want = build_model_flow(host, cls).holders
+            assert got == want, f"{name} ({cls or 'the model'}): {sorted(got)} != {sorted(want)}"
+            held += bool(want)
+    assert held > 50  # the comparison covers files that hold parameters, modules and kernels
+
+
+def test_member_scan_alone_on_corpus_references(corpus_path: Path) -> None:
+    """The same on the references of the real corpus, where HS116 asks for them."""
+    from hackscan.python.valueflow import build_model_flow, build_model_holders
+
+    held = 0
+    for line in corpus_path.read_text().splitlines()[:120]:
+        text = json.loads(line).get("ref_code") or ""
+        try:
+            host = HostModule.parse(text, "<reference>")
+        except (SyntaxError, ValueError):
+            continue
+        got = build_model_holders(host, "Model")
+        assert got == build_model_flow(host, "Model").holders
+        held += bool(got)
+    assert held > 20
