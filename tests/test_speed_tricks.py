@@ -283,3 +283,29 @@ def test_member_scan_alone_on_corpus_references(corpus_path: Path) -> None:
         assert got == build_model_flow(host, "Model").holders
         held += bool(got)
     assert held > 20
+
+
+def test_try_value_shortcut_matches_evaluation() -> None:
+    """``Resolver.try_value`` answers a name that is unknown, bound other than by an assignment or
+    bound to a method call ``_call`` does not evaluate without raising; every name of every fixture
+    and demo kernel gets what the plain evaluation (``value``, ``Unresolved`` when it raises) gives."""
+    from hackscan.python.resolve import Unresolved
+
+    shortcut = resolved = 0
+    for name, text, _ in trees("fixtures") + trees("kernels"):
+        try:
+            host = HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        for node in host.of_type(ast.Name):
+            scope = host.scope_of(node)
+            try:
+                want = host.resolver.value(node, scope)
+            except (Unresolved, RecursionError):
+                want = Unresolved
+            got = host.resolver.try_value(node, scope)
+            assert type(got) is type(want) and got == want, f"{name}:{node.lineno} {node.id}: {got!r} != {want!r}"
+            shortcut += want is Unresolved
+            resolved += want is not Unresolved
+    assert shortcut > 1000 and resolved > 100
+

@@ -585,13 +585,20 @@ class HostModule:
 
     def in_try_body(self, node: ast.AST) -> ast.Try | None:
         """The ``try`` whose body (not handler) contains ``node``, if any."""
+        # ``ancestors`` and ``any`` written out: a generator left before its end is closed by a
+        # raised GeneratorExit, which costs more than this whole walk
+        parents = self.parents
         child = node
-        for anc in self.ancestors(node):
-            if isinstance(anc, ast.Try) and any(child is s for s in anc.body):
-                return anc
+        anc = parents.get(node)
+        while anc is not None:
+            if isinstance(anc, ast.Try):
+                for s in anc.body:
+                    if child is s:
+                        return anc
             if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 return None
             child = anc
+            anc = parents.get(anc)
         return None
 
     def canonical(self, expr: ast.AST) -> str:
@@ -745,7 +752,7 @@ class HostModule:
             line, col = self.position(node)
             self.problems.append(SourceProblem(line, col, role, "not a string or list of strings", ext.name))
             return
-        if not pieces or not any(p.text.strip() for p in pieces):
+        if not pieces or not any([p.text.strip() for p in pieces]):  # a list: see ``in_try_body``
             return
         label = node.id if isinstance(node, ast.Name) else dotted_name(node) or role
         unit_id = f"{ext.name}:{label}"

@@ -23,6 +23,10 @@ from .literals import HostSource, decode_literal
 MAX_DEPTH = 40
 
 
+# the method names ``Resolver._call`` evaluates (a call of any other method is ``Unresolved``)
+_EVALUATED_METHODS = frozenset({"dedent", "strip", "lstrip", "rstrip", "join", "format", "replace"})
+
+
 class Unresolved(Exception):
     """The expression's value is not known statically."""
 
@@ -296,8 +300,29 @@ class Resolver:
         return self._eval(expr, scope, expr.lineno if line is None else line, 0)
 
     def try_value(self, expr: ast.AST, scope: Scope, line: int | None = None) -> Any:
+        line = expr.lineno if line is None else line
+        if type(expr) is ast.Name:
+            # what ``_eval`` does for a name, with the commonest failures answered without raising:
+            # a raised ``Unresolved`` goes through three or four frames, and Python 3.11 works out
+            # each frame's line for the traceback, more than the whole evaluation costs.  A name
+            # that is unknown, bound other than by an assignment, or bound to a method call that
+            # ``_call`` does not evaluate (``n = x.size(0)``) is ``Unresolved`` however it is asked
+            found = scope.lookup(expr.id, line)
+            if found is None:
+                return Unresolved
+            node, kind, where, at = found
+            if kind == "assign":
+                if type(node) is ast.Call and type(node.func) is ast.Attribute and \
+                        node.func.attr not in _EVALUATED_METHODS:  # type: ignore[attr-defined]
+                    return Unresolved
+            elif kind != "aug":
+                return Unresolved
+            try:
+                return self._binding_value(expr.id, node, kind, where, at, 1)  # ``_eval``'s depth + 1
+            except (Unresolved, RecursionError):
+                return Unresolved
         try:
-            return self._eval(expr, scope, expr.lineno if line is None else line, 0)  # ``value``, one call less
+            return self._eval(expr, scope, line, 0)  # ``value``, one call less
         except (Unresolved, RecursionError):
             return Unresolved
 

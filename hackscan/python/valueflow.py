@@ -898,7 +898,7 @@ class _Analyser:
                 arm = self._arm("handler", h.body, start, frame.depth, term,
                                 {n: frame.state[n] for n in names if n in frame.state})
                 types = self._exception_types(h.type)
-                broad = not types or any(t.rsplit(".", 1)[-1] in _BROAD_EXCEPTIONS for t in types)
+                broad = not types or any([t.rsplit(".", 1)[-1] in _BROAD_EXCEPTIONS for t in types])
                 handlers.append(Handler(h, types, broad, arm))
             if not term:
                 states.append(frame.state)
@@ -950,7 +950,7 @@ class _Analyser:
                     state.add("self." + chain)
             elif t is ast.Compare:
                 sides = [n.left, *n.comparators]  # type: ignore[attr-defined]
-                if any(flows.get(x, EMPTY).meta for x in sides):
+                if any([flows.get(x, EMPTY).meta for x in sides]):  # a list: a generator left early is closed by a raised GeneratorExit
                     for x in sides:
                         shape_lits.extend(self._int_literals(x))
         return Condition(test, flow, frozenset(flow.inputs), tuple(value_reads), frozenset(flow.meta),

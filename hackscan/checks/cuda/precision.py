@@ -481,7 +481,11 @@ def cuda_strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
             start_names = [text(i) for i in identifiers(start)] if start is not None else []
             if start_names and threads is None:
                 threads = _Derived(fn)
-            start_threaded = bool(start_names) and any(n in threads for n in start_names)  # type: ignore[operator]
+            start_threaded = False
+            for n in start_names:  # a loop, not ``any`` on a generator left early (GeneratorExit)
+                if n in threads:  # type: ignore[operator]
+                    start_threaded = True
+                    break
             c = flow.fold(step, fn)
             if isinstance(c, int):
                 if c <= 1:
