@@ -309,3 +309,27 @@ def test_try_value_shortcut_matches_evaluation() -> None:
             resolved += want is not Unresolved
     assert shortcut > 1000 and resolved > 100
 
+
+def test_identifiers_by_name_match_the_query() -> None:
+    """HS219 follows a parameter through ``_identifiers_named`` (the name's occurrences in the body's
+    bytes, one node lookup each): for every function body of the fixtures' and kernels' CUDA and
+    every name spelled there (and a few that occur only inside longer words, comments or fields),
+    the same nodes in the same order as the query's identifiers with that text."""
+    from hackscan.checks.cuda.parameters import _identifiers, _identifiers_named
+    from hackscan.cuda.parser import descendants, parse, text
+
+    names_seen = 0
+    for name, src in _cuda_sources():
+        for fn in descendants(parse(src).root_node, "function_definition"):
+            body = fn.child_by_field_name("body")
+            if body is None:
+                continue
+            want: dict[str, list[int]] = {}
+            for node in _identifiers(body):
+                want.setdefault(text(node), []).append(node.id)
+            for n in [*want, "x", "i", "idx", "data", "size", "float", "threadIdx"]:
+                got = [node.id for node in _identifiers_named(body, n)]
+                assert got == want.get(n, []), f"{name}: {fn.start_point} {n}"
+                names_seen += 1
+    assert names_seen > 1000
+
