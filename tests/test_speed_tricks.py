@@ -333,3 +333,30 @@ def test_identifiers_by_name_match_the_query() -> None:
                 names_seen += 1
     assert names_seen > 1000
 
+
+def test_function_index_span_matches_a_filter() -> None:
+    """``FunctionIndex._within`` (which reads each type's list only up to the end of the function's
+    run, trusting the index's pre-order to keep a subtree's nodes of a type together) gives the nodes
+    a plain filter of the whole list gives, in position order (ties in the index's order), for every
+    function, lambda and module of the fixtures and kernels."""
+    from hackscan.python.members import FunctionIndex
+
+    groups = [(ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda), (ast.Assign, ast.AnnAssign), (ast.Call,)]
+    spans = 0
+    for name, text, _ in trees("<rare>") + trees("fixtures") + trees("kernels"):
+        host = HostModule.parse(text, name)
+        index = FunctionIndex(host)
+        for fn in [host.tree, *host.of_type(ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)]:
+            if isinstance(fn, ast.Module):
+                lo, hi, start = (0, -1), (10**9, 0), (0, -1)
+            else:
+                lo, hi = (fn.lineno, fn.col_offset), (fn.end_lineno, fn.end_col_offset)
+                start = min([lo, *((d.lineno, d.col_offset) for d in getattr(fn, "decorator_list", ()))])
+            for types in groups:
+                want = [n for t in types for n in host.nodes.get(t, ())
+                        if start <= (n.lineno, n.col_offset) and (n.end_lineno, n.end_col_offset) <= hi
+                        and lo < (n.lineno, n.col_offset)]
+                want.sort(key=lambda n: (n.lineno, n.col_offset))
+                assert _ids(index._within(types, lo, hi, start)) == _ids(want), f"{name}: {getattr(fn, 'name', fn)}"
+                spans += 1
+    assert spans > 2000

@@ -195,6 +195,12 @@ _HOT_TYPES = (ast.Name, ast.Attribute, ast.Constant, ast.Call, ast.Assign, ast.k
               ast.Return)
 
 
+class _End:
+    """The type of ``index_tree``'s stack sentinel (no node of a tree has it)."""
+
+    __slots__ = ()
+
+
 def _make_index_tree() -> Any:
     """Generate ``index_tree``'s loop, with one branch per type of ``_HOT_TYPES`` (code from the
     type's child fields, as ``_indexer``'s) and ``_indexer``'s indexers for the others."""
@@ -204,7 +210,7 @@ def _make_index_tree() -> Any:
              "    nodes = {}  # by type (the other types as first met, then the hot ones)",
              "    seen = {}  # per other node type met in this tree: its indexer and its list's append",
              "    seen_get = seen.get",
-             "    stack = []",
+             "    stack = [END]  # popped last: the end of the walk, without an IndexError from pop",
              "    pop, push, extend = stack.pop, stack.append, stack.extend"]
     for i in range(len(hot)):
         lines += [f"    T{i} = HOT[{i}]", f"    L{i} = []", f"    A{i} = L{i}.append"]
@@ -214,10 +220,15 @@ def _make_index_tree() -> Any:
                   f"            A{i}(node)"]
         lines += _child_code(t, "            ", "node = v; continue")
     # ``seen_get``, not a subscript in a ``try``: each type's first node in a tree misses, and a
-    # KeyError raised and caught costs ten lookups (a dozen such types per file)
+    # KeyError raised and caught costs ten lookups (a dozen such types per file).  The walk ends at
+    # the sentinel under the stack, found on that same miss path: an ``IndexError`` from ``pop`` on
+    # the empty stack cost more than indexing a small tree (Python 3.11 works out the raising
+    # line of this long function for the traceback)
     lines += ["        else:",
               "            got = seen_get(t)",
               "            if got is None:",
+              "                if t is End:",
+              "                    break",
               "                try:",
               "                    index = MAKERS[t]",
               "                except KeyError:",
@@ -231,14 +242,11 @@ def _make_index_tree() -> Any:
               "                node = index(node, parents, push, extend)",
               "                if node is not None:",
               "                    continue",
-              "        try:",
-              "            node = pop()",
-              "        except IndexError:  # the stack is empty (nothing else here raises it)",
-              "            break",
+              "        node = pop()",
               ]
     lines += [f"    if L{i}:\n        nodes[T{i}] = L{i}" for i in range(len(hot))]
     lines += ["    return parents, nodes"]
-    namespace: dict[str, Any] = {"HOT": tuple(hot), "MAKERS": _INDEXERS, "make": _indexer}
+    namespace: dict[str, Any] = {"HOT": tuple(hot), "MAKERS": _INDEXERS, "make": _indexer, "End": _End, "END": _End()}
     exec(compile("\n".join(lines), "<index_tree>", "exec"), namespace)
     return namespace["index_tree"]
 
@@ -840,12 +848,15 @@ class HostModule:
             if fn not in holders:
                 continue
             locals_from_load: set[str] = set()
+            assign_t, return_t, call_t, name_t = ast.Assign, ast.Return, ast.Call, ast.Name
             for node in subtree(fn):
-                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                    name = self.canonical(node.value.func)
-                    if name.endswith(("load_inline", "cpp_extension.load")) or name in CUPY_KERNELS:
-                        locals_from_load.update(t.id for t in node.targets if isinstance(t, ast.Name))
-                if isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id in locals_from_load:
+                t = type(node)  # exact types (a parsed tree holds no subclasses): the walk's every node
+                if t is assign_t:
+                    if type(node.value) is call_t:  # type: ignore[attr-defined]
+                        name = self.canonical(node.value.func)  # type: ignore[attr-defined]
+                        if name.endswith(("load_inline", "cpp_extension.load")) or name in CUPY_KERNELS:
+                            locals_from_load.update(tg.id for tg in node.targets if isinstance(tg, ast.Name))  # type: ignore[attr-defined]
+                elif t is return_t and type(node.value) is name_t and node.value.id in locals_from_load:  # type: ignore[attr-defined]
                     found[fn.name] = fn
         return found
 

@@ -2107,9 +2107,10 @@ class _Analyser:
             return None
         first, last = after[0].node.lineno, max(r.node.lineno for r in after)
         start_line = end + 1
-        kernels = tuple(k for k in kernels_of.get(function, ()) if k.node.lineno >= start_line)
-        ops = tuple(o for o in ops_of.get(function, ()) if getattr(o.node, "lineno", 0) >= start_line)
-        allocs = tuple(a for a in allocs_of.get(function, ()) if a.node.lineno >= start_line)
+        # lists built by comprehensions, not generators: ``_after_arm`` runs for every ``if`` without ``else``
+        kernels = tuple([k for k in kernels_of.get(function, ()) if k.node.lineno >= start_line])
+        ops = tuple([o for o in ops_of.get(function, ()) if getattr(o.node, "lineno", 0) >= start_line])
+        allocs = tuple([a for a in allocs_of.get(function, ()) if a.node.lineno >= start_line])
         # helpers called after the node, and what they call, contribute their kernels and ops
         callees = {e.callee for e in calls_of.get(function, ()) if e.node.lineno >= start_line}
         frontier = list(callees)
@@ -2120,8 +2121,8 @@ class _Analyser:
                     callees.add(e.callee)
                     frontier.append(e.callee)
         if callees:  # the lists in their own order, as a reader of the whole list would meet them
-            kernels += tuple(k for k in self.facts.kernels if k.function in callees)
-            ops += tuple(o for o in self.facts.ops if o.function in callees)
+            kernels += tuple([k for k in self.facts.kernels if k.function in callees])
+            ops += tuple([o for o in self.facts.ops if o.function in callees])
             kernels, ops = tuple(_uniq(list(kernels))), tuple(_uniq(list(ops)))
         # without callees each record came from its function's group once: no repeat to drop
         return Arm("after", min(first, start_line), last, kernels, ops, allocs, tuple(after), False, bindings,
