@@ -25,6 +25,8 @@ MAX_DEPTH = 40
 
 # the method names ``Resolver._call`` evaluates (a call of any other method is ``Unresolved``)
 _EVALUATED_METHODS = frozenset({"dedent", "strip", "lstrip", "rstrip", "join", "format", "replace"})
+# ... and the functions it evaluates (``dedent(s)``, ``str(x)``, ``int(x)``, ``list(x)``, ``tuple(x)``)
+_EVALUATED_FUNCTIONS = frozenset({"dedent", "str", "int", "list", "tuple"})
 
 
 class Unresolved(Exception):
@@ -348,6 +350,8 @@ class Resolver:
                 raise Unresolved(f"unknown name {e.id}")  # type: ignore[attr-defined]
             node, kind, where, at = found
             return self._binding_value(e.id, node, kind, where, at, d)  # type: ignore[attr-defined]
+        if t is ast.Call:  # near the top: most calls raise, and a raise's traceback line is looked up
+            return self._call(e, scope, line, d)  # type: ignore[arg-type]
         if t is ast.Constant:
             if isinstance(e.value, str):
                 decoded = decode_literal(self.host, e)
@@ -394,8 +398,6 @@ class Resolver:
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 return -v if isinstance(e.op, ast.USub) else v
             raise Unresolved("unary on non-number")
-        if t is ast.Call:
-            return self._call(e, scope, line, d)  # type: ignore[arg-type]
         if t is ast.IfExp:
             raise Unresolved("conditional")
         raise Unresolved(type(e).__name__)
@@ -493,6 +495,13 @@ class Resolver:
 
     def _call(self, e: ast.Call, scope: Scope, line: int, d: int) -> Any:
         func = e.func
+        # a callee none of the branches below evaluates, answered here rather than at the end: the
+        # traceback of a raise records its line, and Python 3.11 finds it by reading the function's
+        # line table up to the raise
+        tf = type(func)
+        if tf is ast.Attribute and func.attr not in _EVALUATED_METHODS or \
+                tf is ast.Name and func.id not in _EVALUATED_FUNCTIONS or tf is not ast.Attribute and tf is not ast.Name:  # type: ignore[attr-defined]
+            raise Unresolved("call")
         # str methods: "".join(...), s.format(...), s.strip(), s.replace(...)
         if isinstance(func, ast.Attribute):
             attr = func.attr
