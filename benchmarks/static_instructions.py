@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Instructions per scanned file (callgrind): the static scan's cost, independent of machine load.
 
-    PYTHONHASHSEED=0 python benchmarks/static_instructions.py [CORPUS.jsonl] [--files 60] [--batch]
+    PYTHONHASHSEED=0 python benchmarks/static_instructions.py [CORPUS.jsonl] [--files 60] [--batch] [--root DIR]
 
 The development machine's speed swings by 20 % within minutes, which hides a 5 % change in
 ``static_speed.py``'s files per second.  This counts the instructions the interpreter executes
@@ -11,7 +11,8 @@ start-up, imports and tree-sitter query compilation cancel out.  Set ``PYTHONHAS
 iteration order moves the count by about 3 % between runs otherwise.  Needs valgrind (Debian:
 ``apt-get install valgrind``); each run takes a few minutes.  Counts compare only between runs of
 one interpreter build (a PGO build runs fewer instructions for the same work): the line printed
-names it.
+names it.  ``--root`` scans with the ``hackscan`` package of another tree (a ``git archive`` of an
+older commit, say), so that two versions are measured by the same program in the same session.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ for _ in range({passes}):
 """
 
 
-def _instructions(corpus: str, files: int, passes: int, batch: bool) -> int:
-    program = _PROGRAM.format(root=str(ROOT), corpus=corpus, files=files, passes=passes, batch=batch)
+def _instructions(corpus: str, files: int, passes: int, batch: bool, root: Path = ROOT) -> int:
+    program = _PROGRAM.format(root=str(root), corpus=corpus, files=files, passes=passes, batch=batch)
     proc = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
                            sys.executable, "-c", program], capture_output=True, text=True)
     m = re.search(r"Collected : (\d+)", proc.stderr)
@@ -61,7 +62,13 @@ def main() -> int:
     ap.add_argument("corpus", nargs="?", default=str(DEFAULT))
     ap.add_argument("--files", type=int, default=60, help="first N readable submissions (default 60)")
     ap.add_argument("--batch", action="store_true", help="time scan_many instead of one scan per call")
+    ap.add_argument("--root", type=Path, default=ROOT,
+                    help="the tree whose hackscan package is measured (default: this one)")
     args = ap.parse_args()
+    root = args.root.resolve()
+    if not (root / "hackscan" / "engine.py").is_file():
+        print(f"no hackscan package under {root}", file=sys.stderr)
+        return 2
     if not Path(args.corpus).is_file():
         print(f"corpus not found: {args.corpus}", file=sys.stderr)
         return 2
@@ -71,14 +78,15 @@ def main() -> int:
     if os.environ.get("PYTHONHASHSEED") != "0":
         print("note: PYTHONHASHSEED is not 0; counts vary by about 3% between runs", file=sys.stderr)
     try:
-        base = _instructions(args.corpus, args.files, 0, args.batch)
-        more = _instructions(args.corpus, args.files, 2, args.batch)
+        base = _instructions(args.corpus, args.files, 0, args.batch, root)
+        more = _instructions(args.corpus, args.files, 2, args.batch, root)
     except RuntimeError as exc:
         print(str(exc), file=sys.stderr)
         return 1
     per_file = (more - base) / (2 * args.files)
     mode = "batch (scan_many)" if args.batch else "one scan per call"
-    print(f"{per_file / 1e6:.2f} M instructions per file ({mode}, first {args.files} submissions of {args.corpus}; {sys.executable}, Python {sys.version.split()[0]})")
+    print(f"{per_file / 1e6:.2f} M instructions per file ({mode}, first {args.files} submissions of {args.corpus}; "
+          f"hackscan of {root}; {sys.executable}, Python {sys.version.split()[0]})")
     return 0
 
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # imported lazily at run time: listing rules must not pay for
 
     from .cuda.facts import CudaFacts
     from .inputs import Submission
-    from .python.facts import ModelFlow
+    from .python.facts import Holder, ModelFlow
     from .python.module import HostModule
     from .python.program import Program
     from .python.reference import ReferenceFacts
@@ -68,12 +68,13 @@ class ReferenceEntry:
     field both compute it, and either result is the same).
     """
 
-    __slots__ = ("module", "facts", "flow")
+    __slots__ = ("module", "facts", "flow", "holders")
 
     def __init__(self, module: HostModule | None):
         self.module = module
         self.facts: Any = _UNSET
         self.flow: Any = _UNSET
+        self.holders: Any = _UNSET
 
 
 class ReferenceCache:
@@ -250,6 +251,17 @@ class ScanContext:
         from .python.valueflow import build_model_flow
 
         return self._reference_derived("flow", lambda m: build_model_flow(m, "Model"))  # type: ignore[no-any-return]
+
+    @cached_property
+    def reference_holders(self) -> dict[str, Holder] | None:
+        """``reference_flow.holders`` (the reference ``Model``'s members), without the walk of its
+        forward when no rule has asked for the whole flow yet: most files need the members alone."""
+        flow = self.__dict__.get("reference_flow")
+        if flow is not None:
+            return flow.holders
+        from .python.valueflow import build_model_holders
+
+        return self._reference_derived("holders", lambda m: build_model_holders(m, "Model"))  # type: ignore[no-any-return]
 
     @cached_property
     def program(self) -> Program:

@@ -249,3 +249,114 @@ def test_identifier_query_matches_the_walk() -> None:
             bodies += 1
             assert [n.id for n in _identifiers(body)] == [n.id for n in identifiers(body)], f"{name}: {fn.start_point}"
     assert bodies > 100  # the comparison reached enough functions to mean something
+
+
+def test_member_scan_alone_gives_the_flow_holders() -> None:
+    """``build_model_holders`` (what HS115 / HS116 read of the reference, without the walk of its
+    forward) gives the holders ``build_model_flow`` fixes before that walk, for the model a file
+    defines and for a ``Model`` class, over every fixture and demo kernel."""
+    from hackscan.python.valueflow import build_model_flow, build_model_holders
+
+    held = 0
+    for name, text, _ in trees("fixtures") + trees("kernels"):
+        for cls in (None, "Model"):
+            host = HostModule.parse(text, name)
+            got = build_model_holders(host, cls)
+            want = build_model_flow(host, cls).holders
+            assert got == want, f"{name} ({cls or 'the model'}): {sorted(got)} != {sorted(want)}"
+            held += bool(want)
+    assert held > 50  # the comparison covers files that hold parameters, modules and kernels
+
+
+def test_member_scan_alone_on_corpus_references(corpus_path: Path) -> None:
+    """The same on the references of the real corpus, where HS116 asks for them."""
+    from hackscan.python.valueflow import build_model_flow, build_model_holders
+
+    held = 0
+    for line in corpus_path.read_text().splitlines()[:120]:
+        text = json.loads(line).get("ref_code") or ""
+        try:
+            host = HostModule.parse(text, "<reference>")
+        except (SyntaxError, ValueError):
+            continue
+        got = build_model_holders(host, "Model")
+        assert got == build_model_flow(host, "Model").holders
+        held += bool(got)
+    assert held > 20
+
+
+def test_try_value_shortcut_matches_evaluation() -> None:
+    """``Resolver.try_value`` answers a name that is unknown, bound other than by an assignment or
+    bound to a method call ``_call`` does not evaluate without raising; every name of every fixture
+    and demo kernel gets what the plain evaluation (``value``, ``Unresolved`` when it raises) gives."""
+    from hackscan.python.resolve import Unresolved
+
+    shortcut = resolved = 0
+    for name, text, _ in trees("fixtures") + trees("kernels"):
+        try:
+            host = HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        for node in host.of_type(ast.Name):
+            scope = host.scope_of(node)
+            try:
+                want = host.resolver.value(node, scope)
+            except (Unresolved, RecursionError):
+                want = Unresolved
+            got = host.resolver.try_value(node, scope)
+            assert type(got) is type(want) and got == want, f"{name}:{node.lineno} {node.id}: {got!r} != {want!r}"
+            shortcut += want is Unresolved
+            resolved += want is not Unresolved
+    assert shortcut > 1000 and resolved > 100
+
+
+def test_identifiers_by_name_match_the_query() -> None:
+    """HS219 follows a parameter through ``_identifiers_named`` (the name's occurrences in the body's
+    bytes, one node lookup each): for every function body of the fixtures' and kernels' CUDA and
+    every name spelled there (and a few that occur only inside longer words, comments or fields),
+    the same nodes in the same order as the query's identifiers with that text."""
+    from hackscan.checks.cuda.parameters import _identifiers, _identifiers_named
+    from hackscan.cuda.parser import descendants, parse, text
+
+    names_seen = 0
+    for name, src in _cuda_sources():
+        for fn in descendants(parse(src).root_node, "function_definition"):
+            body = fn.child_by_field_name("body")
+            if body is None:
+                continue
+            want: dict[str, list[int]] = {}
+            for node in _identifiers(body):
+                want.setdefault(text(node), []).append(node.id)
+            for n in [*want, "x", "i", "idx", "data", "size", "float", "threadIdx"]:
+                got = [node.id for node in _identifiers_named(body, n)]
+                assert got == want.get(n, []), f"{name}: {fn.start_point} {n}"
+                names_seen += 1
+    assert names_seen > 1000
+
+
+def test_function_index_span_matches_a_filter() -> None:
+    """``FunctionIndex._within`` (which reads each type's list only up to the end of the function's
+    run, trusting the index's pre-order to keep a subtree's nodes of a type together) gives the nodes
+    a plain filter of the whole list gives, in position order (ties in the index's order), for every
+    function, lambda and module of the fixtures and kernels."""
+    from hackscan.python.members import FunctionIndex
+
+    groups = [(ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda), (ast.Assign, ast.AnnAssign), (ast.Call,)]
+    spans = 0
+    for name, text, _ in trees("<rare>") + trees("fixtures") + trees("kernels"):
+        host = HostModule.parse(text, name)
+        index = FunctionIndex(host)
+        for fn in [host.tree, *host.of_type(ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)]:
+            if isinstance(fn, ast.Module):
+                lo, hi, start = (0, -1), (10**9, 0), (0, -1)
+            else:
+                lo, hi = (fn.lineno, fn.col_offset), (fn.end_lineno, fn.end_col_offset)
+                start = min([lo, *((d.lineno, d.col_offset) for d in getattr(fn, "decorator_list", ()))])
+            for types in groups:
+                want = [n for t in types for n in host.nodes.get(t, ())
+                        if start <= (n.lineno, n.col_offset) and (n.end_lineno, n.end_col_offset) <= hi
+                        and lo < (n.lineno, n.col_offset)]
+                want.sort(key=lambda n: (n.lineno, n.col_offset))
+                assert _ids(index._within(types, lo, hi, start)) == _ids(want), f"{name}: {getattr(fn, 'name', fn)}"
+                spans += 1
+    assert spans > 2000

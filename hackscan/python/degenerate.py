@@ -42,8 +42,11 @@ def constant_reference(ref: ReferenceFacts | None) -> tuple[int, str] | None:
     if ref is None or not ref.has_model:
         return None
     model = ref.module.classes().get("Model")
-    fwd = next((s for s in (model.body if model else []) if isinstance(s, ast.FunctionDef) and s.name == "forward"),
-               None)
+    fwd = None
+    for s in (model.body if model else []):  # a loop, not ``next`` on a generator left early (GeneratorExit)
+        if isinstance(s, ast.FunctionDef) and s.name == "forward":
+            fwd = s
+            break
     if fwd is None:
         return None
     kept: dict[str, set[object]] = {}  # name -> dims reduced to size 1

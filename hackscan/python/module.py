@@ -195,6 +195,12 @@ _HOT_TYPES = (ast.Name, ast.Attribute, ast.Constant, ast.Call, ast.Assign, ast.k
               ast.Return)
 
 
+class _End:
+    """The type of ``index_tree``'s stack sentinel (no node of a tree has it)."""
+
+    __slots__ = ()
+
+
 def _make_index_tree() -> Any:
     """Generate ``index_tree``'s loop, with one branch per type of ``_HOT_TYPES`` (code from the
     type's child fields, as ``_indexer``'s) and ``_indexer``'s indexers for the others."""
@@ -203,7 +209,8 @@ def _make_index_tree() -> Any:
              "    parents = {}",
              "    nodes = {}  # by type (the other types as first met, then the hot ones)",
              "    seen = {}  # per other node type met in this tree: its indexer and its list's append",
-             "    stack = []",
+             "    seen_get = seen.get",
+             "    stack = [END]  # popped last: the end of the walk, without an IndexError from pop",
              "    pop, push, extend = stack.pop, stack.append, stack.extend"]
     for i in range(len(hot)):
         lines += [f"    T{i} = HOT[{i}]", f"    L{i} = []", f"    A{i} = L{i}.append"]
@@ -212,29 +219,34 @@ def _make_index_tree() -> Any:
         lines += [f"        {'if' if i == 0 else 'elif'} t is T{i}:",
                   f"            A{i}(node)"]
         lines += _child_code(t, "            ", "node = v; continue")
+    # ``seen_get``, not a subscript in a ``try``: each type's first node in a tree misses, and a
+    # KeyError raised and caught costs ten lookups (a dozen such types per file).  The walk ends at
+    # the sentinel under the stack, found on that same miss path: an ``IndexError`` from ``pop`` on
+    # the empty stack cost more than indexing a small tree (Python 3.11 works out the raising
+    # line of this long function for the traceback)
     lines += ["        else:",
-              "            try:",
-              "                index, append = seen[t]",
-              "            except KeyError:",
+              "            got = seen_get(t)",
+              "            if got is None:",
+              "                if t is End:",
+              "                    break",
               "                try:",
               "                    index = MAKERS[t]",
               "                except KeyError:",
               "                    index = make(t)",
               "                append = nodes.setdefault(t, []).append",
               "                seen[t] = (index, append)",
+              "            else:",
+              "                index, append = got",
               "            append(node)",
               "            if index is not None:",
               "                node = index(node, parents, push, extend)",
               "                if node is not None:",
               "                    continue",
-              "        try:",
-              "            node = pop()",
-              "        except IndexError:  # the stack is empty (nothing else here raises it)",
-              "            break",
+              "        node = pop()",
               ]
     lines += [f"    if L{i}:\n        nodes[T{i}] = L{i}" for i in range(len(hot))]
     lines += ["    return parents, nodes"]
-    namespace: dict[str, Any] = {"HOT": tuple(hot), "MAKERS": _INDEXERS, "make": _indexer}
+    namespace: dict[str, Any] = {"HOT": tuple(hot), "MAKERS": _INDEXERS, "make": _indexer, "End": _End, "END": _End()}
     exec(compile("\n".join(lines), "<index_tree>", "exec"), namespace)
     return namespace["index_tree"]
 
@@ -581,13 +593,20 @@ class HostModule:
 
     def in_try_body(self, node: ast.AST) -> ast.Try | None:
         """The ``try`` whose body (not handler) contains ``node``, if any."""
+        # ``ancestors`` and ``any`` written out: a generator left before its end is closed by a
+        # raised GeneratorExit, which costs more than this whole walk
+        parents = self.parents
         child = node
-        for anc in self.ancestors(node):
-            if isinstance(anc, ast.Try) and any(child is s for s in anc.body):
-                return anc
+        anc = parents.get(node)
+        while anc is not None:
+            if isinstance(anc, ast.Try):
+                for s in anc.body:
+                    if child is s:
+                        return anc
             if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 return None
             child = anc
+            anc = parents.get(anc)
         return None
 
     def canonical(self, expr: ast.AST) -> str:
@@ -741,7 +760,7 @@ class HostModule:
             line, col = self.position(node)
             self.problems.append(SourceProblem(line, col, role, "not a string or list of strings", ext.name))
             return
-        if not pieces or not any(p.text.strip() for p in pieces):
+        if not pieces or not any([p.text.strip() for p in pieces]):  # a list: see ``in_try_body``
             return
         label = node.id if isinstance(node, ast.Name) else dotted_name(node) or role
         unit_id = f"{ext.name}:{label}"
@@ -829,12 +848,15 @@ class HostModule:
             if fn not in holders:
                 continue
             locals_from_load: set[str] = set()
+            assign_t, return_t, call_t, name_t = ast.Assign, ast.Return, ast.Call, ast.Name
             for node in subtree(fn):
-                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                    name = self.canonical(node.value.func)
-                    if name.endswith(("load_inline", "cpp_extension.load")) or name in CUPY_KERNELS:
-                        locals_from_load.update(t.id for t in node.targets if isinstance(t, ast.Name))
-                if isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id in locals_from_load:
+                t = type(node)  # exact types (a parsed tree holds no subclasses): the walk's every node
+                if t is assign_t:
+                    if type(node.value) is call_t:  # type: ignore[attr-defined]
+                        name = self.canonical(node.value.func)  # type: ignore[attr-defined]
+                        if name.endswith(("load_inline", "cpp_extension.load")) or name in CUPY_KERNELS:
+                            locals_from_load.update(tg.id for tg in node.targets if isinstance(tg, ast.Name))  # type: ignore[attr-defined]
+                elif t is return_t and type(node.value) is name_t and node.value.id in locals_from_load:  # type: ignore[attr-defined]
                     found[fn.name] = fn
         return found
 

@@ -23,6 +23,12 @@ from .literals import HostSource, decode_literal
 MAX_DEPTH = 40
 
 
+# the method names ``Resolver._call`` evaluates (a call of any other method is ``Unresolved``)
+_EVALUATED_METHODS = frozenset({"dedent", "strip", "lstrip", "rstrip", "join", "format", "replace"})
+# ... and the functions it evaluates (``dedent(s)``, ``str(x)``, ``int(x)``, ``list(x)``, ``tuple(x)``)
+_EVALUATED_FUNCTIONS = frozenset({"dedent", "str", "int", "list", "tuple"})
+
+
 class Unresolved(Exception):
     """The expression's value is not known statically."""
 
@@ -296,8 +302,29 @@ class Resolver:
         return self._eval(expr, scope, expr.lineno if line is None else line, 0)
 
     def try_value(self, expr: ast.AST, scope: Scope, line: int | None = None) -> Any:
+        line = expr.lineno if line is None else line
+        if type(expr) is ast.Name:
+            # what ``_eval`` does for a name, with the commonest failures answered without raising:
+            # a raised ``Unresolved`` goes through three or four frames, and Python 3.11 works out
+            # each frame's line for the traceback, more than the whole evaluation costs.  A name
+            # that is unknown, bound other than by an assignment, or bound to a method call that
+            # ``_call`` does not evaluate (``n = x.size(0)``) is ``Unresolved`` however it is asked
+            found = scope.lookup(expr.id, line)
+            if found is None:
+                return Unresolved
+            node, kind, where, at = found
+            if kind == "assign":
+                if type(node) is ast.Call and type(node.func) is ast.Attribute and \
+                        node.func.attr not in _EVALUATED_METHODS:  # type: ignore[attr-defined]
+                    return Unresolved
+            elif kind != "aug":
+                return Unresolved
+            try:
+                return self._binding_value(expr.id, node, kind, where, at, 1)  # ``_eval``'s depth + 1
+            except (Unresolved, RecursionError):
+                return Unresolved
         try:
-            return self._eval(expr, scope, expr.lineno if line is None else line, 0)  # ``value``, one call less
+            return self._eval(expr, scope, line, 0)  # ``value``, one call less
         except (Unresolved, RecursionError):
             return Unresolved
 
@@ -323,6 +350,8 @@ class Resolver:
                 raise Unresolved(f"unknown name {e.id}")  # type: ignore[attr-defined]
             node, kind, where, at = found
             return self._binding_value(e.id, node, kind, where, at, d)  # type: ignore[attr-defined]
+        if t is ast.Call:  # near the top: most calls raise, and a raise's traceback line is looked up
+            return self._call(e, scope, line, d)  # type: ignore[arg-type]
         if t is ast.Constant:
             if isinstance(e.value, str):
                 decoded = decode_literal(self.host, e)
@@ -369,8 +398,6 @@ class Resolver:
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 return -v if isinstance(e.op, ast.USub) else v
             raise Unresolved("unary on non-number")
-        if t is ast.Call:
-            return self._call(e, scope, line, d)  # type: ignore[arg-type]
         if t is ast.IfExp:
             raise Unresolved("conditional")
         raise Unresolved(type(e).__name__)
@@ -468,6 +495,13 @@ class Resolver:
 
     def _call(self, e: ast.Call, scope: Scope, line: int, d: int) -> Any:
         func = e.func
+        # a callee none of the branches below evaluates, answered here rather than at the end: the
+        # traceback of a raise records its line, and Python 3.11 finds it by reading the function's
+        # line table up to the raise
+        tf = type(func)
+        if tf is ast.Attribute and func.attr not in _EVALUATED_METHODS or \
+                tf is ast.Name and func.id not in _EVALUATED_FUNCTIONS or tf is not ast.Attribute and tf is not ast.Name:  # type: ignore[attr-defined]
+            raise Unresolved("call")
         # str methods: "".join(...), s.format(...), s.strip(), s.replace(...)
         if isinstance(func, ast.Attribute):
             attr = func.attr

@@ -916,7 +916,7 @@ class _Analyser:
                 arm = self._arm("handler", h.body, start, frame.depth, term,
                                 {n: frame.state[n] for n in names if n in frame.state})
                 types = self._exception_types(h.type)
-                broad = not types or any(t.rsplit(".", 1)[-1] in _BROAD_EXCEPTIONS for t in types)
+                broad = not types or any([t.rsplit(".", 1)[-1] in _BROAD_EXCEPTIONS for t in types])
                 handlers.append(Handler(h, types, broad, arm))
             if not term:
                 states.append(frame.state)
@@ -991,7 +991,7 @@ class _Analyser:
                     state.add("self." + chain)
             elif t is ast.Compare:
                 sides = [n.left, *n.comparators]  # type: ignore[attr-defined]
-                if any(flows.get(x, EMPTY).meta for x in sides):
+                if any([flows.get(x, EMPTY).meta for x in sides]):  # a list: a generator left early is closed by a raised GeneratorExit
                     for x in sides:
                         shape_lits.extend(self._int_literals(x))
             elif t is ast.Call and flows.get(n, EMPTY).meta:
@@ -2249,9 +2249,10 @@ class _Analyser:
             return None
         first, last = after[0].node.lineno, max(r.node.lineno for r in after)
         start_line = end + 1
-        kernels = tuple(k for k in kernels_of.get(function, ()) if k.node.lineno >= start_line)
-        ops = tuple(o for o in ops_of.get(function, ()) if getattr(o.node, "lineno", 0) >= start_line)
-        allocs = tuple(a for a in allocs_of.get(function, ()) if a.node.lineno >= start_line)
+        # lists built by comprehensions, not generators: ``_after_arm`` runs for every ``if`` without ``else``
+        kernels = tuple([k for k in kernels_of.get(function, ()) if k.node.lineno >= start_line])
+        ops = tuple([o for o in ops_of.get(function, ()) if getattr(o.node, "lineno", 0) >= start_line])
+        allocs = tuple([a for a in allocs_of.get(function, ()) if a.node.lineno >= start_line])
         # helpers called after the node, and what they call, contribute their kernels and ops
         callees = {e.callee for e in calls_of.get(function, ()) if e.node.lineno >= start_line}
         frontier = list(callees)
@@ -2262,8 +2263,8 @@ class _Analyser:
                     callees.add(e.callee)
                     frontier.append(e.callee)
         if callees:  # the lists in their own order, as a reader of the whole list would meet them
-            kernels += tuple(k for k in self.facts.kernels if k.function in callees)
-            ops += tuple(o for o in self.facts.ops if o.function in callees)
+            kernels += tuple([k for k in self.facts.kernels if k.function in callees])
+            ops += tuple([o for o in self.facts.ops if o.function in callees])
             kernels, ops = tuple(_uniq(list(kernels))), tuple(_uniq(list(ops)))
         # without callees each record came from its function's group once: no repeat to drop
         return Arm("after", min(first, start_line), last, kernels, ops, allocs, tuple(after), False, bindings,
@@ -2448,3 +2449,19 @@ def build_model_flow(host: HostModule, class_name: str | None = None) -> ModelFl
     facts = ModelFlow(host=host)
     _Analyser(host, facts).run(class_name)
     return facts
+
+
+def build_model_holders(host: HostModule, class_name: str | None = None) -> dict[str, Holder]:
+    """``build_model_flow(host, class_name).holders`` without the walk of forward.
+
+    ``_Analyser.run`` fixes the holders by the member scan before it walks forward (the walk only
+    reads them), so a rule that needs no more of the reference than its members (HS116: does it
+    hold parameters?) need not pay for the walk.  The same scan, on the same tables, as ``run``.
+    """
+    analyser = _Analyser(host, ModelFlow(host=host))
+    model = analyser._find_model(class_name)
+    if model is None:
+        return {}
+    members = MemberScanner(host, analyser.classes, analyser.local_bases, analyser.index)
+    members.scan(model.name)
+    return members.holders

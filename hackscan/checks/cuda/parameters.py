@@ -46,13 +46,47 @@ def _identifiers(body: ts.Node) -> list[ts.Node]:
     return nodes_of_kind(body, "identifier")
 
 
+# bytes that continue an identifier on its right, or end a token that would take in a following
+# letter on its left (an identifier or keyword; a number's suffix letters are taken by the number)
+_WORD_AFTER = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_WORD_BEFORE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
+
+
+def _identifiers_named(body: ts.Node, name: str) -> list[ts.Node]:
+    """The ``identifier`` nodes of ``body`` spelled ``name``, in ``_identifiers``' order (last first).
+
+    Found from the name's occurrences in the body's bytes, one node lookup each, rather than from
+    a query that builds every identifier of the body and decodes each one's text: a parameter is
+    followed through a handful of names, a body holds hundreds of identifiers.  An occurrence is
+    an identifier exactly when the smallest node spanning it is an identifier of the same span;
+    those glued to a word character are skipped first (the lexer would have made them part of a
+    longer token)."""
+    raw = body.text
+    key = name.encode()
+    if not raw or not key:
+        return []
+    base, size, end = body.start_byte, len(key), len(raw)
+    out: list[ts.Node] = []
+    i = raw.find(key)
+    while i != -1:
+        j = i + size
+        if (i == 0 or raw[i - 1] not in _WORD_BEFORE) and (j == end or raw[j] not in _WORD_AFTER):
+            node = body.descendant_for_byte_range(base + i, base + j)
+            if node is not None and node.type == "identifier" and node.start_byte == base + i and \
+                    node.end_byte == base + j:
+                out.append(node)
+        i = raw.find(key, j)
+    out.reverse()
+    return out
+
+
 class _Reads:
     """Whether a function reads the values held by a parameter, following locals and callees."""
 
     def __init__(self, facts: CudaFacts) -> None:
         self.facts = facts
         self._memo: dict[tuple[int, str], bool] = {}
-        self._idents: dict[int, dict[str, list[ts.Node]]] = {}
+        self._idents: dict[tuple[int, str], list[ts.Node]] = {}
 
     def param_read(self, fn: Function, name: str, depth: int = 0) -> bool:
         key = (id(fn), name)
@@ -67,22 +101,15 @@ class _Reads:
             return True
         names = {name}
         work = [name]
-        by_name = self._idents.get(id(fn))
-        if by_name is None:
-            # the body's identifiers grouped by their text, once per function: each name followed
-            # then visits its own uses (in body order, as a scan of the whole list would) without
-            # decoding every identifier of the body again for every parameter and local
-            by_name = self._idents[id(fn)] = {}
-            for node in _identifiers(fn.body):
-                key = text(node)
-                bucket = by_name.get(key)
-                if bucket is None:
-                    by_name[key] = [node]
-                else:
-                    bucket.append(node)
+        idents = self._idents
         while work:
             n = work.pop()
-            for node in by_name.get(n, ()):
+            # each name followed visits its own uses (in body order, as a scan of the whole list
+            # would), found once per function and name
+            uses = idents.get((id(fn), n))
+            if uses is None:
+                uses = idents[(id(fn), n)] = _identifiers_named(fn.body, n)
+            for node in uses:
                 use = self._use(fn, node, depth)
                 if use is True:
                     return True

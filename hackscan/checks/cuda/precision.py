@@ -17,6 +17,7 @@ from ...cuda.flow import CudaFlow, pointer_base, strip_casts
 from ...cuda.parser import call_args, contains, identifiers, nodes_of_kind, strip_parens, text
 from ...cuda.records import Call, Function, pos_of
 from ...model import Confidence, Severity
+from ...python.module import subtree
 
 _HALF_CAST = re.compile(rb"static_cast\s*<\s*(at::Half|c10::Half|__half|half|__nv_bfloat16|at::BFloat16|c10::BFloat16)"
                         rb"\s*>\s*\(|\(\s*(__half|half|at::Half|c10::Half|__nv_bfloat16)\s*\)\s*(?=[\w(])")
@@ -245,7 +246,7 @@ def _flag_position(ctx: ScanContext, ext_name: str, flag: str) -> Pos | None:
         return None
     best: ast.Constant | None = None
     for kw in ext.call.keywords:
-        for node in ast.walk(kw.value):
+        for node in subtree(kw.value):
             if isinstance(node, ast.Constant) and node.value == flag:
                 best = node
                 break
@@ -480,7 +481,11 @@ def cuda_strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
             start_names = [text(i) for i in identifiers(start)] if start is not None else []
             if start_names and threads is None:
                 threads = _Derived(fn)
-            start_threaded = bool(start_names) and any(n in threads for n in start_names)  # type: ignore[operator]
+            start_threaded = False
+            for n in start_names:  # a loop, not ``any`` on a generator left early (GeneratorExit)
+                if n in threads:  # type: ignore[operator]
+                    start_threaded = True
+                    break
             c = flow.fold(step, fn)
             if isinstance(c, int):
                 if c <= 1:

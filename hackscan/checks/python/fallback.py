@@ -43,7 +43,7 @@ def output_bypasses_kernel(ctx: ScanContext) -> Iterator[Hit]:
     if facts is None or not facts.defines_kernel:
         return
     rets = facts.forward_returns
-    if not rets or any(r.flow.kernels for r in rets):
+    if not rets or any([r.flow.kernels for r in rets]):
         return
     out = facts.output
     # unsorted (not ``ops_of``): ``rank_ops`` orders them totally

@@ -392,4 +392,4 @@ def _torch_path(arm: Arm, body_terminates: bool) -> bool:
     if arm.label == "after" and not body_terminates:
         return any(not r.flow.kernels for r in arm.returns) and all(not r.flow.kernels for r in arm.returns)
     outputs = [r.flow for r in arm.returns] + ([arm.value] if arm.value is not None else [])
-    return any(not f.kernels for f in outputs) or bool(arm.bindings and not arm.raises)
+    return any([not f.kernels for f in outputs]) or bool(arm.bindings and not arm.raises)

@@ -95,10 +95,10 @@ def _parent_read(facts: ModelFlow, attr: str) -> bool:
 
 
 def _reference_has_same(ctx: ScanContext, h: Holder) -> bool:
-    ref = ctx.reference_flow
-    if ref is None:
+    holders = ctx.reference_holders
+    if holders is None:
         return False
-    for rh in ref.holders.values():
+    for rh in holders.values():
         if h.kind == "module" and rh.kind == "module" and rh.cls == h.cls:
             return True
         if h.kind in ("parameter", "buffer", "tensor") and rh.attr == h.attr:
@@ -121,8 +121,8 @@ def _reference_has_parameters(ctx: ScanContext) -> bool:
     ref = ctx.reference
     if ref is not None and ref.parameters:
         return True
-    ref_py = ctx.reference_flow
-    return ref_py is not None and any(h.holds_parameters for h in ref_py.holders.values())
+    holders = ctx.reference_holders
+    return holders is not None and any(h.holds_parameters for h in holders.values())
 
 
 def unread_parameters(ctx: ScanContext) -> Iterator[Hit]:
@@ -176,9 +176,10 @@ def parameters_missing(ctx: ScanContext) -> Iterator[Hit]:
         return
     if any(h.holds_parameters or h.kind == "unknown" for h in facts.holders.values()):
         return
-    ref_py = ctx.reference_flow
+    # the reference's members alone: its forward's flow is not needed to know what it holds
+    ref_members = ctx.reference_holders
     ref = ctx.reference
-    ref_holders = [h for h in (ref_py.holders.values() if ref_py is not None else ())
+    ref_holders = [h for h in (ref_members.values() if ref_members is not None else ())
                    if h.holds_parameters and (h.kind != "module" or h.params)]
     if not ref_holders and not (ref is not None and ref.parameters):
         return

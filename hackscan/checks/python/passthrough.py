@@ -61,7 +61,7 @@ def passthrough_output(ctx: ScanContext) -> Iterator[Hit]:
     if facts is None:
         return
     rets = facts.forward_returns
-    if not all(r.flow.passthrough for r in rets):
+    if not all([r.flow.passthrough for r in rets]):  # a list: a generator left early raises GeneratorExit
         return
     if not _reference_computes(ctx):
         return

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 from ...context import Hit, ScanContext
 from ...python.catalog import classify_torch
+from ...python.module import subtree
 from ...python.patterns import misc_facts
 
 _CLOCKS = frozenset({"time.perf_counter", "time.perf_counter_ns", "time.time", "time.time_ns", "time.monotonic",
@@ -151,7 +152,7 @@ def _race_in(ctx: ScanContext, host, fn: ast.FunctionDef, model: ast.ClassDef,
     timed = _timing_names(host, calls)
     after = [c for c in compares if c.lineno > marks[1]]
     # (no timing name: no compare reads one, and the walks are skipped)
-    decide = [c for c in after if timed and any(isinstance(n, ast.Name) and n.id in timed for n in ast.walk(c))] or \
+    decide = [c for c in after if timed and any(isinstance(n, ast.Name) and n.id in timed for n in subtree(c))] or \
         [c for c in after if c.lineno > marks[-1]] or after
     if not decide:
         return

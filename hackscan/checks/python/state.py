@@ -159,7 +159,7 @@ def _refreshes(facts: MiscFacts, nodes: list[ast.AST], key: str | None, local: s
     """Whether any of ``nodes`` (re)writes the state ``key`` or the storage of ``local`` this call."""
     host = facts.host
     for root in nodes:
-        for n in ast.walk(root):
+        for n in subtree(root):
             if isinstance(n, ast.Call):
                 f = n.func
                 if isinstance(f, ast.Attribute) and f.attr == "replay":
@@ -206,7 +206,7 @@ def _key_kind(facts: MiscFacts, point: ast.AST, fn: ast.AST) -> str:
         if anc is fn:
             break
     flow = facts.flow(fn)
-    names = {n.id for t in tests for n in ast.walk(t) if isinstance(n, ast.Name)}
+    names = {n.id for t in tests for n in subtree(t) if isinstance(n, ast.Name)}
     exprs = tests + [e for nm in names for e in flow.defs.get(nm, [])]
     text = " ".join(ast.unparse(e) for e in exprs)
     if "data_ptr" in text:
@@ -368,9 +368,9 @@ def _stale_at_some_call_site(facts: MiscFacts, helper: ast.AST, globals_: set[st
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         if not all(isinstance(t, (ast.Name, ast.Tuple, ast.List)) for t in targets):
             return True  # stored into persistent state: the stale value outlives this call too
-        names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        names = {n.id for t in targets for n in subtree(t) if isinstance(n, ast.Name)}
         rets = [r for r in facts.in_functions([caller], ast.Return) if r.lineno > stmt.lineno and r.value is not None
-                and any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(r.value))]
+                and any(isinstance(n, ast.Name) and n.id in names for n in subtree(r.value))]
         if not rets:
             continue  # the cached value is not what the caller returns
         last = max(r.lineno for r in rets)
@@ -405,7 +405,7 @@ def _identity_keys(facts: MiscFacts, fn: ast.AST) -> tuple[dict[ast.AST, str], s
             found[call] = "contents"
         elif isinstance(f, ast.Attribute) and f.attr == "item" and _roots_in(f.value, aliases) and any(
                 isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr in ("sum", "mean", "norm")
-                for c in ast.walk(f.value)):
+                for c in subtree(f.value)):
             found[call] = "contents"
     names: set[str] = set()
     flow = facts.flow(fn)
@@ -429,7 +429,7 @@ def _reduced(expr: ast.AST) -> bool:
 
 
 def _roots_in(expr: ast.AST, names: frozenset[str] | set[str]) -> bool:
-    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(expr))
+    return any(isinstance(n, ast.Name) and n.id in names for n in subtree(expr))
 
 
 def _miss_arm(test: ast.AST) -> str | None:
@@ -466,7 +466,7 @@ def identity_keyed_state(ctx: ScanContext) -> Iterator[Hit]:
         if fn is None:
             continue  # module level is never among the reachable functions
         ifs = [node for node in facts.in_functions([fn], ast.If)
-               if any(_state_of(n, globals_) for n in ast.walk(node.test)
+               if any(_state_of(n, globals_) for n in subtree(node.test)
                       if isinstance(n, (ast.Attribute, ast.Subscript, ast.Call)))]
         if ifs:
             state_ifs[fn] = ifs
@@ -482,14 +482,14 @@ def identity_keyed_state(ctx: ScanContext) -> Iterator[Hit]:
         inputs = facts.input_values(fn)
         for node in ifs:
             test = node.test
-            if not any((n in found) or (isinstance(n, ast.Name) and n.id in names) for n in ast.walk(test)):
+            if not any((n in found) or (isinstance(n, ast.Name) and n.id in names) for n in subtree(test)):
                 continue
-            kinds = sorted({found[n] for n in ast.walk(test) if n in found} or
-                           {found[c] for nm in names for e in facts.flow(fn).defs.get(nm, []) for c in ast.walk(e)
+            kinds = sorted({found[n] for n in subtree(test) if n in found} or
+                           {found[c] for nm in names for e in facts.flow(fn).defs.get(nm, []) for c in subtree(e)
                             if c in found})
             kind = ", ".join(kinds) or "identity"
             returns_state = any(isinstance(r, ast.Return) and r.value is not None and _state_of(
-                _unwrap(r.value), globals_) for arm in (node.body, node.orelse) for s in arm for r in ast.walk(s))
+                _unwrap(r.value), globals_) for arm in (node.body, node.orelse) for s in arm for r in subtree(s))
             if returns_state:
                 continue  # HS130 reports the stale return itself
             refresh = {arm: _arm_refreshes_input_copy(facts, getattr(node, arm), inputs, globals_)
@@ -512,7 +512,7 @@ def _arm_refreshes_input_copy(facts: MiscFacts, stmts: list[ast.stmt], inputs: f
                               globals_: set[str]) -> bool:
     """The arm copies input values into persistent state (or computes state from them)."""
     for s in stmts:
-        for n in ast.walk(s):
+        for n in subtree(s):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _MUTATORS and \
                     _state_of(_unwrap(n.func.value), globals_) and any(value_refs(a, inputs) for a in n.args):
                 return True
@@ -604,7 +604,7 @@ def _inputs_copied_before(facts: MiscFacts, node: ast.AST, fn: ast.AST, depth: i
     prefix = facts.dominating_prefix(node, fn)
     host = facts.host
     for root in prefix:
-        for n in ast.walk(root):
+        for n in subtree(root):
             if isinstance(n, ast.Call):
                 name = host.canonical(n.func)
                 if name in _HARMLESS_CALLS:
