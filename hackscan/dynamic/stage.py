@@ -372,11 +372,11 @@ class DynamicRun:
         # the probes that always run (two fresh draws, the redrawn parameters) must fit in memory
         from .plan import probe_bytes
 
-        mem_budget = self._memory_budget_gb()
+        mem_budget, held_in = self._holding_budget_gb(r_load)
         need = 3 * probe_bytes(r_load)
         if need > mem_budget * 2**30:
             return self._skip(f"the task's outputs are too large to compare here: about {need / 2**30:.1f} GiB for "
-                              f"the probes that always run, over memory_budget_gb = {mem_budget:g} "
+                              f"the probes that always run, over {held_in} "
                               f"(output: {r_load.get('output_numel')} elements)")
 
         # candidate: load in the background (compilation overlaps the reference's probes)
@@ -681,6 +681,24 @@ class DynamicRun:
         # candidates in flight together (schedule.py) split the default budget between them
         share = self.slot.share if self.slot is not None else 1
         return float(value) if value else total_memory() * 0.25 / 2**30 / share
+
+    def _holding_budget_gb(self, r_load: dict[str, Any]) -> tuple[float, str]:
+        """What the parent may hold of this task's probes, and where (for the reason of a skip).
+        A probe whose reference frame (inputs and output) is at least ``spill.SPILL_BYTES`` is
+        received into a file (spill.py), and compared a chunk at a time: its budget is the spill
+        folder's free space (half of it, split between the candidates in flight; option
+        ``spill_budget_gb``), not the parent's memory."""
+        from . import spill
+
+        numel = int(r_load.get("input_numel") or 0)
+        out = int(r_load.get("output_numel") or numel)
+        if 4 * (numel + out) < spill.SPILL_BYTES:
+            budget = self._memory_budget_gb()
+            return budget, f"memory_budget_gb = {budget:g}"
+        share = self.slot.share if self.slot is not None else 1
+        value = self.opts.get("spill_budget_gb")
+        budget = float(value) if value else spill.room() * 0.5 / 2**30 / share
+        return budget, f"the spill folder's budget ({budget:.1f} GiB free for this candidate in {spill.spill_dir()})"
 
     def _fetch_extras(self, ref: Session, refs: dict[str, dict[str, Any]], cands: dict[str, dict[str, Any]],
                       integrity: list[dict[str, Any]]) -> None:
