@@ -201,3 +201,54 @@ def test_a_farm_build_failure_is_reported_when_the_stage_stops_before_the_load(t
     ok = _scan(tmp_path / "ok", code, "on", tmp_path / "cache-ok")
     assert "compile" in ok.dynamic
     assert not any("seen in the build farm" in f.message for f in ok.findings)
+
+
+def test_a_candidate_waits_for_its_farm_without_holding_the_gpu() -> None:
+    """While a candidate waits for its farm build (no GPU in the farm's sandbox, nothing of the
+    candidate on the device), another candidate can be timed on its GPU; the wait ends with the
+    candidate holding its share of the gate again, and the farm's results taken."""
+    import threading
+    from types import SimpleNamespace
+
+    from hackscan.dynamic.schedule import DeviceGate, Slot
+    from hackscan.dynamic.stage import DynamicRun
+
+    class Bare(DynamicRun):
+        def __init__(self, slot: Slot) -> None:  # only what the gate and the farm's results need
+            self.slot, self._work_held, self.on_phase = slot, None, None
+            self.timings, self.info, self.build_failures = {}, {}, {}
+            self._farm_thread, self._farm_out = None, None
+            self.sub = SimpleNamespace(path="candidate.py")
+
+    gate = DeviceGate(log=[])
+    run = Bare(Slot(gate, "cuda:0", None))
+    run._hold_work()
+    release = threading.Event()
+
+    def farm() -> None:
+        release.wait(20)
+        run._farm_out = {"builds": [{"name": "ext", "key": "k1", "failed": True, "error": "error: x"}],
+                         "failures": {"k1": "Error building extension 'ext'"}, "seconds": 1.5, "waited_s": 0.0}
+
+    run._farm_thread = threading.Thread(target=farm)
+    run._farm_thread.start()
+    waiter = threading.Thread(target=run._await_prebuild)
+    waiter.start()
+    timed = threading.Event()
+
+    def other_candidate_timed() -> None:
+        with gate.timing("cuda:0", "other"):
+            timed.set()
+
+    t = threading.Thread(target=other_candidate_timed)
+    t.start()
+    assert timed.wait(10), "the waiting candidate kept its hold on the GPU's gate"
+    assert waiter.is_alive()  # the farm is still building
+    release.set()
+    waiter.join(10)
+    t.join(10)
+    assert run._work_held is not None  # back to its share of the gate for the rest of its run
+    assert run.build_failures == {"k1": "Error building extension 'ext'"}
+    assert run.info["build_farm"]["failed_builds"] == ["k1"] and run.timings["farm_s"] == 1.5
+    run._release_work()
+    assert not waiter.is_alive() and not t.is_alive()

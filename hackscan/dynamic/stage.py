@@ -41,6 +41,8 @@ from .shared.profiles import get_profile
 
 BATCHES = (("original", "params"), ("value", "magnitude", "layout"), ("shape",))
 MAX_RESPAWNS = 2
+# what the build farm's sandbox may spend outside its builds (see _start_prebuild)
+FARM_RUN_S = 120.0
 
 
 class DynamicFailure(Exception):
@@ -205,8 +207,11 @@ class DynamicRun:
         # on the CPU a build is CPU work: it shares the CPU's gate like any other (no timing meanwhile)
         gate = (lambda: slot.gate.work(slot.key, f"{self.sub.path} (farm)")) \
             if slot is not None and slot.key == "cpu" else None
+        # the farm's clock stops during builds (compile_timeout each, as in a worker); the rest (an
+        # import, a construction, one CPU call) gets FARM_RUN_S at most: the candidate waits for it
         args = (self.pool, self.sub.code, self.sub.file or self.sub.path, self.profile.name, self.profile.to_dict(),
-                float(self.options.timeout), float(self.opts.get("compile_timeout", 900.0)), self.mem_bytes, gate,
+                min(float(self.options.timeout), FARM_RUN_S), float(self.opts.get("compile_timeout", 900.0)),
+                self.mem_bytes, gate,
                 self.sub.reference, self.profile.construction_seed)
 
         def run() -> None:
