@@ -164,9 +164,10 @@ def test_the_farm_worker_reads_a_gpu_where_a_build_asks() -> None:
 
 @pytest.mark.slow
 def test_farm_builds_what_a_first_call_builds(tmp_path: Path) -> None:
-    """A build made on ModelNew's first call (after a .cuda() in __init__ that would raise without
-    a GPU) is reached by the farm: constructed with the reference's init inputs, then called once
-    on the CPU; the candidate's own worker then compiles nothing."""
+    """A build made on ModelNew's first call is reached by the farm: constructed with the
+    reference's init inputs, then called once on the CPU; the candidate's own worker then compiles
+    nothing.  (On the CPU the farm does not pretend a GPU, as the real worker sees none: the
+    ``.cuda()`` branch is the GPU's, covered by the test above.)"""
     assert "def build():" in LAZY and "self.ext = build()" in LAZY
     r = _scan(tmp_path, LAZY, "on", tmp_path / "cache")
     dyn = r.dynamic

@@ -103,7 +103,7 @@ class BuildFarm:
 
     def build(self, pool: Any, code: str, path: str, harness: str | None, profile: dict[str, Any],
               timeout: float, compile_allowance: float, mem_bytes: int | None,
-              gate: Any = None, reference: str | None = None, seed: int = 0) -> dict[str, Any]:
+              gate: Any = None, reference: str | None = None, seed: int = 0, gpu: bool = True) -> dict[str, Any]:
         """Import ``code`` in a farm sandbox (which builds its extensions into the cache; with
         ``reference``, also constructs ModelNew with its init inputs and, if that built nothing,
         calls it once: ``worker/prebuild.py``) and say what it built: ``builds`` (as the worker's
@@ -118,7 +118,7 @@ class BuildFarm:
                 held.__enter__()
             try:
                 out = self._build(pool, code, path, harness, profile, timeout, compile_allowance, mem_bytes,
-                                  reference, seed)
+                                  reference, seed, gpu)
             finally:
                 if held is not None:
                     held.__exit__(None, None, None)
@@ -128,7 +128,7 @@ class BuildFarm:
 
     def _build(self, pool: Any, code: str, path: str, harness: str | None, profile: dict[str, Any],
                timeout: float, compile_allowance: float, mem_bytes: int | None, reference: str | None,
-               seed: int) -> dict[str, Any]:
+               seed: int, gpu: bool) -> dict[str, Any]:
         try:
             launcher = pool.zygote("cpu", harness, farm=self)
             session = launcher.spawn({"role": "candidate", "path": path, "device": "cpu", "threads": 1,
@@ -142,7 +142,8 @@ class BuildFarm:
         try:
             msg: dict[str, Any] = {"cmd": "load", "code": code, "setups": [], "profile": profile}
             if reference:
-                msg["prebuild"] = {"reference": reference, "seed": int(seed)}
+                # gpu: the real worker sees a GPU, so the farm's must read as if it did (prebuild.py)
+                msg["prebuild"] = {"reference": reference, "seed": int(seed), "gpu": bool(gpu)}
             reply = session.request(msg)
         except WorkerFailure as exc:
             # the builds it finished are harvested all the same (close below)

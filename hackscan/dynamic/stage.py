@@ -212,7 +212,7 @@ class DynamicRun:
         args = (self.pool, self.sub.code, self.sub.file or self.sub.path, self.profile.name, self.profile.to_dict(),
                 min(float(self.options.timeout), FARM_RUN_S), float(self.opts.get("compile_timeout", 900.0)),
                 self.mem_bytes, gate,
-                self.sub.reference, self.profile.construction_seed)
+                self.sub.reference, self.profile.construction_seed, self._on_gpu())
 
         def run() -> None:
             try:
@@ -223,6 +223,14 @@ class DynamicRun:
 
         self._farm_thread = threading.Thread(target=run, name="hackscan-farm", daemon=True)
         self._farm_thread.start()
+
+    def _on_gpu(self) -> bool:
+        """Whether this candidate's own workers will see a GPU (then the farm's reads as if it did)."""
+        if self.slot is not None:
+            return self.slot.key != "cpu"
+        from .schedule import visible_gpus
+
+        return bool(visible_gpus(str(self.options.device)))
 
     def _await_prebuild(self) -> None:
         """Wait for the farm (``_start_prebuild``) without holding the device's gate, then take

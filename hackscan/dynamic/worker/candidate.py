@@ -132,7 +132,7 @@ class CandidateWorker(Worker):
         # the build farm's worker only (farm.py; the parent's spec, not the message, decides):
         # reach the builds made in __init__, on first use or behind torch.cuda.is_available()
         prebuild = msg.get("prebuild") if self.spec.get("build_only") else None
-        if isinstance(prebuild, dict):
+        if isinstance(prebuild, dict) and prebuild.get("gpu"):
             from .prebuild import pretend_gpu
 
             pretend_gpu()

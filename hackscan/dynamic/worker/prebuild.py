@@ -6,7 +6,8 @@ reaches only the builds made unconditionally at import; on the GPU sample (GPU_N
 others were made in ``__init__`` (directly or through a helper), or behind
 ``if torch.cuda.is_available():``, which reads False where no GPU is visible.  So the farm worker:
 
-- shows the candidate the device a real worker has, as far as a build can tell:
+- when the candidate's real workers see a GPU (the parent says so: ``gpu`` in the request), shows
+  the candidate the device they have, as far as a build can tell:
   ``torch.cuda.is_available()`` reads True, and ``Tensor.cuda()`` / ``Module.cuda()`` leave the
   value on the CPU instead of raising (a buffer moved to the GPU in ``__init__`` before the build);
   nothing can run on a GPU here, so anything that really needs one fails, after the build;
