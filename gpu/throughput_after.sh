@@ -5,8 +5,10 @@
 #   cp ../shared/corpora/cuda-l1/a100.jsonl .gl/corpus.jsonl
 #   python3 -c "r=open('.gl/corpus.jsonl').read().splitlines(); print('\\n'.join(r[int(l[7:])] for l in open('benchmarks/throughput_sample_gpu.txt') if l.startswith('corpus:')))" > .gl/sample_gpu.jsonl
 #   bash gpu/throughput_after.sh TAG JOBS [TIMEOUT] [FARM]   # this checkout; FARM: --build-farm auto|on|off
-#   (auto, the default, compiles each candidate's extensions in the build farm first when --jobs > 1;
-#   run once with FARM=off for the same run's baseline)
+#   (auto, the default, compiles each candidate's extensions in the build farm while its reference
+#   loads, when --jobs > 1; run once with FARM=off for the same run's baseline).  Issue 16's figure
+#   after the farm2 branch, one device call (each run has its own cold build cache):
+#   bash gpu/throughput_after.sh f2auto 8 230 auto; bash gpu/throughput_after.sh f2off 8 230 off
 set -u
 cd "$(dirname "$0")/.."
 mkdir -p /tmp/debs; for d in .whl/*.deb; do dpkg -x "$d" /tmp/debs; done
@@ -31,8 +33,13 @@ for r in d["results"]:
     dyn = r.get("dynamic") or {}
     t = dyn.get("timings") or {}
     # the build farm: its seconds, builds the worker still compiled under the gate, the wait for timing
-    print("   farm", t.get("farm_s"), "wait", t.get("farm_wait_s"), "worker compile_s", t.get("compile_s"),
+    farm = dyn.get("build_farm") or {}
+    print("   farm", t.get("farm_s"), "slot wait", t.get("farm_wait_s"), "waited for the farm (no gate)",
+          t.get("farm_join_wait_s"), "worker compile_s", t.get("compile_s"),
           "compiled under the gate", (dyn.get("compile") or {}).get("compiled"), "timing_wait_s",
-          t.get("timing_wait_s"), "farm error", (dyn.get("build_farm") or {}).get("error"))
+          t.get("timing_wait_s"), "total_s", t.get("total_s"), "farm error", farm.get("error"))
+    print("   farm builds", [(b.get("name"), b.get("compiled"), b.get("failed")) for b in farm.get("builds") or []],
+          "exercised", farm.get("exercised"), "later builds",
+          [(b.get("name"), b.get("compiled")) for b in (dyn.get("compile") or {}).get("later_builds") or []])
 print(json.dumps(d["summary"].get("claimed_vs_verified"), indent=0)[:1500])
 PY

@@ -236,10 +236,11 @@ def scan(
         None, "--build-cache", metavar="DIR", help="Folder of compiled extensions, by source hash; shareable between runs and "
                                                    "hosts (default: HACKSCAN_CACHE_DIR or ~/.cache/hackscan)."),
     build_farm: str = typer.Option(
-        "off", "--build-farm", metavar="auto|on|off", help="Compile each candidate's extensions first in a sandbox "
-                                                           "without the GPU, so no build holds a GPU (auto: when "
-                                                           "candidates share a GPU, i.e. --jobs > 1 on a GPU; off by "
-                                                           "default until it pre-builds lazy builds too, see GPU_NOTES)."),
+        "auto", "--build-farm", metavar="auto|on|off", help="Compile each candidate's extensions first in a sandbox "
+                                                            "without the GPU (import, ModelNew(*get_init_inputs()), "
+                                                            "a first call), so no build holds a GPU (auto, the "
+                                                            "default: when candidates share a GPU, i.e. --jobs > 1 "
+                                                            "on a GPU)."),
     cuda_arch: str | None = typer.Option(
         None, "--cuda-arch", metavar="LIST", help="TORCH_CUDA_ARCH_LIST for every extension build (default: the "
                                                   "caller's own, else the visible GPUs' compute capability)."),
@@ -343,7 +344,7 @@ def scan(
     options = RunOptions(static_only=static, device=device.value, seed=seed, timeout=timeout, perf=not no_perf, jobs=jobs,
                          baselines=chosen, sandbox=sandbox.value,
                          extra={**({"build_cache": str(build_cache)} if build_cache is not None else {}),
-                                **({"build_farm": build_farm} if build_farm != "off" else {}),
+                                "build_farm": build_farm,
                                 **({"cuda_arch": cuda_arch} if cuda_arch else {}),
                                 **({"perf_mode": perf_mode.value} if perf_mode is not PerfMode.target else {})})
     # a bar on a terminal; in CI logs and pipes, where a redrawn line would be noise, plain log lines

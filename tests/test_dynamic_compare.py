@@ -117,3 +117,56 @@ def test_scalar_outputs_compare_like_tensors() -> None:
     o = compare_leaf(np.array(2.5, np.float32), np.array(1.5, np.float32), np.array(1.5), TOL)
     assert o.level == "wrong" and o.first_mismatch == []
     assert max_difference([np.array(1.5)], [np.array(1.25)]) == 0.25
+
+
+def _whole(a, b, value):
+    """The whole-array definitions the chunked helpers replaced (issue 16, item 5): the oracle.
+    The difference of a and b; the share of b equal to value, and b's largest finite |value|."""
+    from hackscan.dynamic.compare import as_f64
+
+    fx, fy = np.atleast_1d(as_f64(a)), np.atleast_1d(as_f64(b))
+    both_nan = np.isnan(fx) & np.isnan(fy)
+    with np.errstate(invalid="ignore"):
+        d = np.abs(fx - fy)
+    d[both_nan] = 0.0
+    d[np.isnan(d)] = np.inf
+    diff = float(np.max(d)) if d.size else 0.0
+    frac = (int(np.count_nonzero(np.isnan(fy))) if value != value else int(np.count_nonzero(fy == value))) / fy.size
+    fin = fy[np.isfinite(fy)]
+    return diff, frac, float(np.max(np.abs(fin))) if fin.size else 0.0
+
+
+@pytest.mark.parametrize("kind", ["float32", "complex64", "bfloat16", "nan"])
+def test_chunked_helpers_equal_the_whole_array_definitions(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """max_difference, fraction_equal, bitwise_equal and abs_max read an output CHUNK elements at a
+    time, so the parent never makes a float64 copy of a whole output; the answers are the same."""
+    import hackscan.dynamic.compare as cmp
+    from hackscan.dynamic.compare import abs_max, max_difference
+    from hackscan.dynamic.shared.wire import BF16Array
+
+    monkeypatch.setattr(cmp, "CHUNK", 7)  # many pieces, the last one short
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((5, 11)).astype(np.float32)
+    b = a.copy()
+    b[3, 4] += 0.5
+    b[0, 0] = 0.25
+    value = 0.25
+    if kind == "complex64":
+        a = (a + 1j * a[::-1]).astype(np.complex64)
+        b = (b + 1j * a.imag).astype(np.complex64)
+    elif kind == "nan":
+        a[1, 2] = b[1, 2] = np.nan  # both NaN: no difference
+        b[4, 10] = np.nan  # NaN on one side only: infinite
+        value = float("nan")
+    if kind == "bfloat16":
+        a16 = BF16Array((a.view(np.uint32) >> 16).astype(np.uint16))
+        b16 = BF16Array((b.view(np.uint32) >> 16).astype(np.uint16))
+        want = _whole(a16.to_float32(), b16.to_float32(), value)
+        a, b = a16, b16
+    else:
+        want = _whole(a, b, value)
+    assert max_difference([a], [b]) == want[0]
+    assert fraction_equal([b], value) == want[1]
+    assert abs_max(b) == want[2]
+    assert bitwise_equal([a], [a]) and not bitwise_equal([a], [b])
+    assert max_difference([a], [a]) == 0.0

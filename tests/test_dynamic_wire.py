@@ -115,3 +115,39 @@ def test_the_parent_side_never_imports_torch() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[0] == "False", "the parent side imported torch"
+
+
+def _spilled_read(msg, monkeypatch: pytest.MonkeyPatch, tmp_path, threshold: int):
+    """Receive ``msg`` the way a parent session does (spill.buffer), with frames of at least
+    ``threshold`` bytes received into the spill folder."""
+    import mmap
+
+    from hackscan.dynamic import spill
+
+    monkeypatch.setattr(spill, "SPILL_BYTES", threshold)
+    monkeypatch.setenv("HACKSCAN_SPILL_DIR", str(tmp_path / "spill"))
+    a, b = socket.socketpair()
+    reader = wire.FrameReader(b, spill.buffer)
+    t = threading.Thread(target=wire.send, args=(a, msg))
+    t.start()
+    frame = None
+    while frame is None:
+        frame = reader.poll(5.0)
+    t.join(10)
+    a.close()
+    b.close()
+    return wire.decode(frame[0], frame[1], side="parent"), isinstance(frame[1], mmap.mmap)
+
+
+def test_a_large_frame_is_received_into_the_spill_folder(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """Issue 16, item 5: a large reply lands in an unlinked file (file-backed pages, not the parent's
+    heap); the arrays read back the same, read-only, and the folder keeps no file."""
+    x = np.random.default_rng(0).standard_normal((64, 512)).astype(np.float32)
+    msg, spilled = _spilled_read({"out": [x, x[::2] * 2]}, monkeypatch, tmp_path, threshold=1 << 16)
+    assert spilled
+    assert np.array_equal(msg["out"][0], x) and np.array_equal(msg["out"][1], x[::2] * 2)
+    assert not msg["out"][0].flags.writeable
+    assert list((tmp_path / "spill").iterdir()) == []  # unlinked as soon as it was made
+    # below the threshold: in memory, as before
+    small, spilled = _spilled_read({"out": [x[:2]]}, monkeypatch, tmp_path, threshold=1 << 16)
+    assert not spilled and np.array_equal(small["out"][0], x[:2])

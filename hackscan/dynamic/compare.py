@@ -334,6 +334,27 @@ def compare(cand: Sequence[Any], cand_structure: str, r32: Sequence[Any], r64: S
     return worst or Outcome("pass")
 
 
+def _f64_pieces(a: Any) -> Any:
+    """``as_f64`` of ``a`` flattened, CHUNK elements at a time: never a float64 copy of a whole
+    output (a probe output may be GiBs, and held on disk, ``spill.py``)."""
+    if isinstance(a, BF16Array):
+        flat: Any = BF16Array(a.bits.reshape(-1))
+        n = flat.bits.size
+    else:
+        flat = np.asarray(a).reshape(-1)
+        n = flat.size
+    for lo in range(0, n, CHUNK):
+        hi = min(n, lo + CHUNK)
+        yield as_f64(BF16Array(flat.bits[lo:hi]) if isinstance(flat, BF16Array) else flat[lo:hi])
+
+
+def _raw_pieces(a: Any) -> Any:
+    """The raw values of ``a`` (bfloat16: its bits) flattened, CHUNK elements at a time."""
+    flat = (a.bits if isinstance(a, BF16Array) else np.asarray(a)).reshape(-1)
+    for lo in range(0, flat.size, CHUNK):
+        yield flat[lo:lo + CHUNK]
+
+
 def max_difference(a: Sequence[Any], b: Sequence[Any]) -> float:
     """Largest element difference between two outputs of the same structure (inf if shapes differ)."""
     worst = 0.0
@@ -344,15 +365,15 @@ def max_difference(a: Sequence[Any], b: Sequence[Any]) -> float:
             if x != y:
                 return float("inf")
             continue
-        fx, fy = np.atleast_1d(as_f64(x)), np.atleast_1d(as_f64(y))
-        if fx.size == 0:
-            continue
-        both_nan = np.isnan(fx) & np.isnan(fy)
-        with np.errstate(invalid="ignore"):
-            d = np.abs(fx - fy)
-        d[both_nan] = 0.0
-        d[np.isnan(d)] = np.inf
-        worst = max(worst, float(np.max(d)))
+        for fx, fy in zip(_f64_pieces(x), _f64_pieces(y), strict=True):
+            if fx.size == 0:
+                continue
+            both_nan = np.isnan(fx) & np.isnan(fy)
+            with np.errstate(invalid="ignore"):
+                d = np.abs(fx - fy)
+            d[both_nan] = 0.0
+            d[np.isnan(d)] = np.inf
+            worst = max(worst, float(np.max(d)))
     return worst
 
 
@@ -364,10 +385,9 @@ def bitwise_equal(a: Sequence[Any], b: Sequence[Any]) -> bool:
             if x != y:
                 return False
             continue
-        xa = x.bits if isinstance(x, BF16Array) else np.asarray(x)
-        ya = y.bits if isinstance(y, BF16Array) else np.asarray(y)
-        if xa.tobytes() != ya.tobytes():
-            return False
+        for px, py in zip(_raw_pieces(x), _raw_pieces(y), strict=True):
+            if px.tobytes() != py.tobytes():
+                return False
     return True
 
 
@@ -377,7 +397,17 @@ def fraction_equal(a: Sequence[Any], value: float) -> float:
     for x in a:
         if x is None or isinstance(x, bool):
             continue
-        f = as_f64(x)
-        total += f.size
-        hit += int(np.count_nonzero(np.isnan(f))) if value != value else int(np.count_nonzero(f == value))
+        for f in _f64_pieces(x):
+            total += f.size
+            hit += int(np.count_nonzero(np.isnan(f))) if value != value else int(np.count_nonzero(f == value))
     return hit / total if total else 0.0
+
+
+def abs_max(x: Any) -> float:
+    """The largest finite |value| of one output leaf (0.0 when none is finite)."""
+    worst = 0.0
+    for f in _f64_pieces(x):
+        f = f[np.isfinite(f)]
+        if f.size:
+            worst = max(worst, float(np.max(np.abs(f))))
+    return worst

@@ -3,7 +3,11 @@
 A candidate that builds a C++/CUDA extension at import (``load_inline``, ``load``) spends 35-105 s
 compiling.  Compiled by its own worker, that time was spent holding its device's gate shared
 (schedule.py), so no other candidate could be timed on that GPU meanwhile (GPU run 7: the first
-timing could start only at 108 s).  The farm imports the candidate first in a sandbox of its own:
+timing could start only at 108 s).  The farm runs the candidate first in a sandbox of its own, while
+its reference loads (``stage.DynamicRun._start_prebuild``): it imports it, constructs ModelNew with
+the reference's init inputs and, if nothing was built yet, calls it once on the CPU, with
+``torch.cuda.is_available()`` reading True (``worker/prebuild.py``), so that builds made in
+``__init__``, on first use or behind ``is_available()`` are reached too (GPU_NOTES run 9):
 
 - the same walls as every worker (bubblewrap, cgroup, seccomp, its own uid; ``sandbox.py``), but
   no GPU visible and no device gate held (on a GPU host; on the CPU the builds are CPU work, so
@@ -99,10 +103,12 @@ class BuildFarm:
 
     def build(self, pool: Any, code: str, path: str, harness: str | None, profile: dict[str, Any],
               timeout: float, compile_allowance: float, mem_bytes: int | None,
-              gate: Any = None) -> dict[str, Any]:
-        """Import ``code`` in a farm sandbox (which builds its extensions into the cache) and say
-        what it built: ``builds`` (as the worker's ExtensionCache lists them), ``failures`` (build
-        key -> torch's error, compile errors only), ``seconds``, ``waited_s``; ``error`` when the
+              gate: Any = None, reference: str | None = None, seed: int = 0, gpu: bool = True) -> dict[str, Any]:
+        """Import ``code`` in a farm sandbox (which builds its extensions into the cache; with
+        ``reference``, also constructs ModelNew with its init inputs and, if that built nothing,
+        calls it once: ``worker/prebuild.py``) and say what it built: ``builds`` (as the worker's
+        ExtensionCache lists them), ``failures`` (build key -> torch's error, compile errors only),
+        ``exercised`` (what the farm worker ran), ``seconds``, ``waited_s``; ``error`` when the
         farm could not run (the real worker then builds as before)."""
         t0 = time.perf_counter()
         with self._sem:
@@ -111,7 +117,8 @@ class BuildFarm:
             if held is not None:
                 held.__enter__()
             try:
-                out = self._build(pool, code, path, harness, profile, timeout, compile_allowance, mem_bytes)
+                out = self._build(pool, code, path, harness, profile, timeout, compile_allowance, mem_bytes,
+                                  reference, seed, gpu)
             finally:
                 if held is not None:
                     held.__exit__(None, None, None)
@@ -120,7 +127,8 @@ class BuildFarm:
         return out
 
     def _build(self, pool: Any, code: str, path: str, harness: str | None, profile: dict[str, Any],
-               timeout: float, compile_allowance: float, mem_bytes: int | None) -> dict[str, Any]:
+               timeout: float, compile_allowance: float, mem_bytes: int | None, reference: str | None,
+               seed: int, gpu: bool) -> dict[str, Any]:
         try:
             launcher = pool.zygote("cpu", harness, farm=self)
             session = launcher.spawn({"role": "candidate", "path": path, "device": "cpu", "threads": 1,
@@ -132,7 +140,11 @@ class BuildFarm:
         session.compile_allowance = compile_allowance
         session = CheckedSession(session, "candidate")
         try:
-            reply = session.request({"cmd": "load", "code": code, "setups": [], "profile": profile})
+            msg: dict[str, Any] = {"cmd": "load", "code": code, "setups": [], "profile": profile}
+            if reference:
+                # gpu: the real worker sees a GPU, so the farm's must read as if it did (prebuild.py)
+                msg["prebuild"] = {"reference": reference, "seed": int(seed), "gpu": bool(gpu)}
+            reply = session.request(msg)
         except WorkerFailure as exc:
             # the builds it finished are harvested all the same (close below)
             return {"error": f"the farm worker {exc.kind}: {exc}", "builds": list(session.builds), "failures": {}}
@@ -148,4 +160,7 @@ class BuildFarm:
             if isinstance(msg, str) and b.get("error_type") == "RuntimeError" and \
                     msg.startswith("Error building extension") and isinstance(b.get("key"), str):
                 failures[b["key"]] = msg
-        return {"builds": [{k: v for k, v in b.items() if k != "error_text"} for b in builds], "failures": failures}
+        out = {"builds": [{k: v for k, v in b.items() if k != "error_text"} for b in builds], "failures": failures}
+        if isinstance(reply.get("prebuild"), dict):
+            out["exercised"] = {str(k): str(v)[:200] for k, v in reply["prebuild"].items()}
+        return out

@@ -483,15 +483,9 @@ def _ratio(rec: ProbeRecord) -> str:
 
 
 def _amax(x: Any) -> float:
-    import numpy as np
+    from .compare import abs_max
 
-    from .compare import as_f64
-
-    f = as_f64(x)
-    if f.size == 0:
-        return 0.0
-    f = f[np.isfinite(f)]
-    return float(np.max(np.abs(f))) if f.size else 0.0
+    return abs_max(x)
 
 
 # ----------------------------------------------------------------------------------- answers

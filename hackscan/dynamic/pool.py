@@ -216,6 +216,8 @@ class WorkerPool:
         nondumpable()
         self._zygotes: dict[str, Any] = {}
         self._lock = threading.Lock()
+        # per launcher key, held while that launcher starts (zygote)
+        self._starting: dict[str, threading.Lock] = {}
         self._dir: tempfile.TemporaryDirectory[str] | None = None
         self.failures: dict[str, str] = {}
 
@@ -251,21 +253,38 @@ class WorkerPool:
                 return z
             if key in self.failures:
                 raise WorkerFailure("sandbox", self.failures[key])
-            if self.sandbox == "off":
-                z = Zygote("cpu" if gpu == "cpu" else "cuda", self._log_dir(), extra_env=env)
-            else:
-                from .sandbox import Launcher, SandboxUnavailable, load_profile
-
-                try:
-                    z = Launcher("cpu" if gpu == "cpu" else "cuda", self._log_dir(), warm=self.warm,
-                                 profile=load_profile(harness), gpu=only,
-                                 spares=farm.slots if farm is not None else self.spares,
-                                 cache_root=Path(self.cache_root) if self.cache_root else None, extra_env=env)
-                except SandboxUnavailable as exc:
-                    self.failures[key] = f"no sandbox for untrusted code: {exc}"
-                    raise WorkerFailure("sandbox", self.failures[key]) from exc
-            self._zygotes[key] = z
+            starting = self._starting.setdefault(key, threading.Lock())
+        # one launcher per key, but launchers of different keys start side by side: a launcher
+        # waits for its first sandbox (10-25 s), and the build farm's starts while the GPU's does
+        with starting:
+            with self._lock:
+                z = self._zygotes.get(key)
+                if z is not None and z.alive():
+                    return z
+                if key in self.failures:
+                    raise WorkerFailure("sandbox", self.failures[key])
+            z = self._make_zygote(key, gpu, only, harness, farm, env)
+            with self._lock:
+                self._zygotes[key] = z
             return z
+
+    def _make_zygote(self, key: str, gpu: str, only: str | None, harness: str | None, farm: Any,
+                     env: dict[str, str]) -> Any:
+        with self._lock:
+            log_dir = self._log_dir()
+        if self.sandbox == "off":
+            return Zygote("cpu" if gpu == "cpu" else "cuda", log_dir, extra_env=env)
+        from .sandbox import Launcher, SandboxUnavailable, load_profile
+
+        try:
+            return Launcher("cpu" if gpu == "cpu" else "cuda", log_dir, warm=self.warm,
+                            profile=load_profile(harness), gpu=only,
+                            spares=farm.slots if farm is not None else self.spares,
+                            cache_root=Path(self.cache_root) if self.cache_root else None, extra_env=env)
+        except SandboxUnavailable as exc:
+            with self._lock:
+                self.failures[key] = f"no sandbox for untrusted code: {exc}"
+            raise WorkerFailure("sandbox", self.failures[key]) from exc
 
     def close(self) -> None:
         with self._lock:

@@ -457,10 +457,20 @@ def _tree(root: int) -> set[int]:
 
 
 # ----------------------------------------------------------------------------------- staging
+_WORKER_MODULES_LOCK = threading.Lock()
+
+
 def worker_modules() -> list[str]:
     """Module paths (relative to the package root) the worker side imports, from ``dynamic/worker/boot.py``
     by its relative imports (it has no other kind: tests/test_dynamic_neutral_name.py): only these
-    are staged into a sandbox, not the rules, the judge or the thresholds."""
+    are staged into a sandbox, not the rules, the judge or the thresholds.  One launcher at a time:
+    launchers start side by side (pool.py), and CPython 3.11's ``ast.parse`` is not safe in two
+    threads at once ("AST constructor recursion depth mismatch", seen here)."""
+    with _WORKER_MODULES_LOCK:
+        return _worker_modules()
+
+
+def _worker_modules() -> list[str]:
     root = Path(__file__).resolve().parent.parent
     seen: set[str] = set()
     todo = ["dynamic/worker/boot.py"]

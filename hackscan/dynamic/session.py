@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import spill
 from .shared import wire
 
 
@@ -78,7 +79,8 @@ class Session:
         self.log = log
         self.deadline = time.monotonic() + timeout
         self.mem_bytes = mem_bytes
-        self.reader = wire.FrameReader(sock)
+        # large replies (probe outputs) go to a file, not the parent's heap (spill.py)
+        self.reader = wire.FrameReader(sock, spill.buffer)
         self.dead: WorkerFailure | None = None
         self.peak_rss = 0
         self.pending = False

@@ -16,6 +16,7 @@ static verdict and says why in ``report.dynamic["reason"]``.
 from __future__ import annotations
 
 import os
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -40,6 +41,8 @@ from .shared.profiles import get_profile
 
 BATCHES = (("original", "params"), ("value", "magnitude", "layout"), ("shape",))
 MAX_RESPAWNS = 2
+# what the build farm's sandbox may spend outside its builds (see _start_prebuild)
+FARM_RUN_S = 120.0
 
 
 class DynamicFailure(Exception):
@@ -94,6 +97,8 @@ class DynamicRun:
         self.protocol_findings: list[Finding] = []
         # build key -> torch's error, for builds that failed to compile in the build farm (farm.py)
         self.build_failures: dict[str, str] = {}
+        self._farm_thread: threading.Thread | None = None
+        self._farm_out: dict[str, Any] | None = None
 
     def _phase(self, name: str) -> None:
         """Tell the caller (a progress display) which phase the run is entering: setup, build,
@@ -121,8 +126,8 @@ class DynamicRun:
         t0 = time.perf_counter()
         findings: list[Finding] = []
         try:
-            # the candidate's extensions are compiled before it takes its device (farm.py)
-            self._prebuild()
+            # the candidate's extensions are compiled while its reference loads (farm.py)
+            self._start_prebuild()
             self._hold_work()
             findings = self._run()
             findings += self.protocol_findings + self._channel_findings()
@@ -135,6 +140,8 @@ class DynamicRun:
                          traceback=traceback.format_exc(limit=8))
         finally:
             self._release_work()
+            # the farm's outcome is reported even when the stage stopped before the candidate loaded
+            self._await_prebuild()
             for s in self.sessions:
                 try:
                     s.close()
@@ -143,6 +150,7 @@ class DynamicRun:
         if self.info.get("failed"):
             # what the candidate was already caught at stays in the report; the verdict is error anyway
             findings = list(self.protocol_findings)
+        findings += self._unreported_build_failures()
         self.timings["total_s"] = time.perf_counter() - t0
         self.info["timings"] = {k: round(v, 4) for k, v in self.timings.items()}
         return self._finish(findings)
@@ -173,24 +181,28 @@ class DynamicRun:
             self._work_held = self.slot.gate.work(self.slot.key, self.sub.path)
             self._work_held.__enter__()
 
-    def _prebuild(self) -> None:
-        """Compile the candidate's extensions in the build farm (farm.py), without its device and
-        without the device's gate, so that its real worker finds them in the cache.  ``build_farm``
-        ``auto`` (the default): when the candidate has a GPU's gate to keep free; ``on``: always;
-        ``off``: never.  What the farm cannot do the real worker does, as before."""
+    def _start_prebuild(self) -> None:
+        """Compile the candidate's extensions in the build farm (farm.py), in a thread, while this
+        candidate's worker server starts and its reference loads: the farm's sandbox sees no GPU and
+        holds no device gate, so its builds hold no GPU.  ``build_farm`` ``auto`` (the default):
+        when the candidate shares a GPU with others (``--jobs`` > 1 on a GPU); ``on``: always;
+        ``off``: never.  What the farm cannot do the real worker does, as before.
+
+        Why ``auto`` never holds a GPU longer than no farm: the candidate's worker is started only
+        once the farm is done (``_await_prebuild``, which gives up this candidate's hold on the
+        gate while it waits: nothing of the candidate runs on the device meanwhile), so a build is
+        never compiled twice at once, and whatever the farm built the worker loads from the cache
+        (the same flags and folder, GPU_NOTES run 8).  A build the farm did not reach is compiled
+        by the worker as before; it costs this candidate the farm's time, not the GPU's."""
         from . import farm
 
-        # off unless asked for: on the GPU (GPU_NOTES run 9) the farm pre-built only the builds made
-        # unconditionally at import; builds in __init__ or behind torch.cuda.is_available() (no GPU
-        # in the farm) still compiled in the workers, and the farm's sandboxes added their start-up
-        mode = str(self.opts.get("build_farm") or "off")
+        mode = str(self.opts.get("build_farm") or "auto")
         if mode not in farm.MODES:
             raise DynamicFailure(f"build_farm must be one of {', '.join(farm.MODES)}, not {mode!r}")
         if mode == "off" or self.target.problem or not self.sub.reference or not farm.builds_at_import(self.target):
             return
         if mode == "auto" and (self.slot is None or self.slot.key == "cpu"):
             return
-        self._phase("build")
         bf = getattr(self.pool, "farm", None)
         if bf is None:
             bf = self.pool.farm = farm.BuildFarm()
@@ -198,14 +210,74 @@ class DynamicRun:
         # on the CPU a build is CPU work: it shares the CPU's gate like any other (no timing meanwhile)
         gate = (lambda: slot.gate.work(slot.key, f"{self.sub.path} (farm)")) \
             if slot is not None and slot.key == "cpu" else None
-        out = bf.build(self.pool, self.sub.code, self.sub.file or self.sub.path, self.profile.name,
-                       self.profile.to_dict(), float(self.options.timeout),
-                       float(self.opts.get("compile_timeout", 900.0)), self.mem_bytes, gate)
+        # the farm's clock stops during builds (compile_timeout each, as in a worker); the rest (an
+        # import, a construction, one CPU call) gets FARM_RUN_S at most: the candidate waits for it
+        args = (self.pool, self.sub.code, self.sub.file or self.sub.path, self.profile.name, self.profile.to_dict(),
+                min(float(self.options.timeout), FARM_RUN_S), float(self.opts.get("compile_timeout", 900.0)),
+                self.mem_bytes, gate,
+                self.sub.reference, self.profile.construction_seed, self._on_gpu())
+
+        def run() -> None:
+            try:
+                self._farm_out = bf.build(*args)
+            except Exception as exc:  # noqa: BLE001 - a farm that cannot run leaves the build to the worker
+                self._farm_out = {"error": f"the build farm failed: {type(exc).__name__}: {exc}", "builds": [],
+                                  "failures": {}}
+
+        self._farm_thread = threading.Thread(target=run, name="hackscan-farm", daemon=True)
+        self._farm_thread.start()
+
+    def _on_gpu(self) -> bool:
+        """Whether this candidate's own workers will see a GPU (then the farm's reads as if it did)."""
+        if self.slot is not None:
+            return self.slot.key != "cpu"
+        from .schedule import visible_gpus
+
+        return bool(visible_gpus(str(self.options.device)))
+
+    def _await_prebuild(self) -> None:
+        """Wait for the farm (``_start_prebuild``) without holding the device's gate, then take
+        its results: the builds that failed to compile are replayed by the worker."""
+        thread, self._farm_thread = self._farm_thread, None
+        if thread is None:
+            return
+        if thread.is_alive():
+            held = self._work_held is not None
+            self._release_work()
+            self._phase("build")
+            t = time.perf_counter()
+            thread.join()
+            self.timings["farm_join_wait_s"] = time.perf_counter() - t
+            if held:
+                self._hold_work()
+        out = self._farm_out or {}
         self.build_failures = dict(out.get("failures") or {})
         self.timings["farm_s"] = float(out.get("seconds") or 0.0)
         self.timings["farm_wait_s"] = float(out.get("waited_s") or 0.0)
-        self.info["build_farm"] = {k: out[k] for k in ("seconds", "waited_s", "builds", "error") if k in out}
+        self.info["build_farm"] = {k: out[k] for k in ("seconds", "waited_s", "builds", "error", "exercised")
+                                   if k in out}
         self.info["build_farm"]["failed_builds"] = sorted(self.build_failures)
+
+    def _unreported_build_failures(self) -> list[Finding]:
+        """HS412 for the farm's compile errors when the stage stopped before the candidate's own
+        load reported its builds (a task too large to compare, a reference that does not run):
+        the extension does not build whatever happens next, and no report said so (GPU_NOTES run 9,
+        record 225).  Only compile errors count (``farm.BuildFarm``: the ones the worker would replay)."""
+        if "compile" in self.info or not self.build_failures:
+            return []
+        failed = [{"name": str(b.get("name", "?"))[:80], "error": str(b.get("error", ""))[:300]}
+                  for b in (self.info.get("build_farm") or {}).get("builds") or []
+                  if isinstance(b, dict) and b.get("key") in self.build_failures]
+        if not failed:
+            return []
+        first = failed[0]
+        why = self.info.get("reason") or "the dynamic stage stopped"
+        return [self.make(confirm.R_BUILD_FAILED,
+                          f"the extension '{first['name']}' does not build (first error: {first['error'] or '?'}), "
+                          f"seen in the build farm; the dynamic stage stopped before ModelNew was loaded "
+                          f"({str(why)[:200]}), so what runs in its place was not seen",
+                          {"seed": self.seed, "builds_failed": failed, "compiler_error": first["error"],
+                           "seen_in": "build farm"})]
 
     def _release_work(self) -> None:
         if self._work_held is not None:
@@ -316,11 +388,11 @@ class DynamicRun:
         # the probes that always run (two fresh draws, the redrawn parameters) must fit in memory
         from .plan import probe_bytes
 
-        mem_budget = self._memory_budget_gb()
+        mem_budget, held_in = self._holding_budget_gb(r_load)
         need = 3 * probe_bytes(r_load)
         if need > mem_budget * 2**30:
             return self._skip(f"the task's outputs are too large to compare here: about {need / 2**30:.1f} GiB for "
-                              f"the probes that always run, over memory_budget_gb = {mem_budget:g} "
+                              f"the probes that always run, over {held_in} "
                               f"(output: {r_load.get('output_numel')} elements)")
 
         # candidate: load in the background (compilation overlaps the reference's probes)
@@ -333,6 +405,8 @@ class DynamicRun:
         # compile_timeout per build), and restarts for the probes after the load
         compile_allowance = float(self.opts.get("compile_timeout", 900.0))
         self._phase("build")  # the candidate's import, and its extension builds
+        # the worker finds what the farm built (or failed to build) only once the farm is done
+        self._await_prebuild()
         cand = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout)
         cand.compile_allowance = compile_allowance
         load_msg = {"cmd": "load", "code": sub.code, "setups": cand_setups, "profile": self.profile.to_dict()}
@@ -473,6 +547,14 @@ class DynamicRun:
                     {"seed": self.seed, "batch": bi, "probes": [self.alias.restore(p["id"]) for p in msg["probes"]][:20],
                      "checks": [i["kind"] for i in self._named_request(msg, plan).get("plan", [])]}))
                 return True
+            later = [{k: b.get(k) for k in ("name", "key", "seconds", "compiled", "failed", "replayed") if k in b}
+                     for b in reply.get("builds") or [] if isinstance(b, dict)]
+            if later:
+                # built on first use, during the probes: compiled here (under the gate) or found in
+                # the cache the farm filled; the worker's word, for the run's timings only
+                info = self.info["compile"]
+                info["later_builds"] = info.get("later_builds", []) + later[:20]
+                info["compiled"] += sum(1 for b in later if b.get("compiled") is True)
             # every probe and check asked for comes back once, as raw outputs (judge.audit_probe_reply)
             answered, checks, problems = audit_probe_reply(self._named_request(msg, plan), reply)
             if problems:
@@ -618,6 +700,24 @@ class DynamicRun:
         # candidates in flight together (schedule.py) split the default budget between them
         share = self.slot.share if self.slot is not None else 1
         return float(value) if value else total_memory() * 0.25 / 2**30 / share
+
+    def _holding_budget_gb(self, r_load: dict[str, Any]) -> tuple[float, str]:
+        """What the parent may hold of this task's probes, and where (for the reason of a skip).
+        A probe whose reference frame (inputs and output) is at least ``spill.SPILL_BYTES`` is
+        received into a file (spill.py), and compared a chunk at a time: its budget is the spill
+        folder's free space (half of it, split between the candidates in flight; option
+        ``spill_budget_gb``), not the parent's memory."""
+        from . import spill
+
+        numel = int(r_load.get("input_numel") or 0)
+        out = int(r_load.get("output_numel") or numel)
+        if 4 * (numel + out) < spill.SPILL_BYTES:
+            budget = self._memory_budget_gb()
+            return budget, f"memory_budget_gb = {budget:g}"
+        share = self.slot.share if self.slot is not None else 1
+        value = self.opts.get("spill_budget_gb")
+        budget = float(value) if value else spill.room() * 0.5 / 2**30 / share
+        return budget, f"the spill folder's budget ({budget:.1f} GiB free for this candidate in {spill.spill_dir()})"
 
     def _fetch_extras(self, ref: Session, refs: dict[str, dict[str, Any]], cands: dict[str, dict[str, Any]],
                       integrity: list[dict[str, Any]]) -> None:

@@ -155,19 +155,22 @@ def send(sock: socket.socket, msg: Any) -> int:
 class FrameReader:
     """Reads one frame in pieces, so the caller can check deadlines and memory between reads."""
 
-    def __init__(self, sock: socket.socket):
+    def __init__(self, sock: socket.socket, alloc: Callable[[int], Any] | None = None):
         self.sock = sock
+        # the payload's buffer for a frame of n bytes (the parent's: ``dynamic/spill.buffer``, which
+        # receives large frames into a file); a bytearray by default
+        self.alloc = alloc or bytearray
         self._reset()
 
     def _reset(self) -> None:
         self._head = bytearray()
         self._header: bytearray | None = None
-        self._payload: bytearray | None = None
+        self._payload: Any = None
         self._got = 0
         self._hlen = 0
         self._plen = 0
 
-    def poll(self, timeout: float) -> tuple[bytes, bytearray] | None:
+    def poll(self, timeout: float) -> tuple[bytes, Any] | None:
         """Read what arrives within ``timeout`` seconds; the frame (header, payload) once complete."""
         end = time.monotonic() + max(timeout, 0.0)
         while True:
@@ -186,7 +189,7 @@ class FrameReader:
                         if magic != MAGIC or self._hlen > MAX_HEADER or self._plen > MAX_PAYLOAD:
                             raise WireError("malformed frame header")
                         self._header = bytearray(self._hlen)
-                        self._payload = bytearray(self._plen)
+                        self._payload = self.alloc(self._plen)
                         self._got = 0
                     continue
                 assert self._header is not None and self._payload is not None

@@ -44,6 +44,10 @@ class CandidateWorker(Worker):
         self.code_file: str | None = None
         self.eval_mode = False
         self.caller: Any = make_caller()
+        # builds already listed in a reply (load's, then each probe batch's)
+        self.builds_sent = 0
+        # what the build farm's worker did to reach the builds (prebuild.exercise)
+        self.prebuilt: dict[str, Any] = {}
 
     def _describe(self, exc: BaseException) -> dict[str, Any]:
         """``describe_error`` for the report: the line is found under the name the code was compiled
@@ -131,6 +135,13 @@ class CandidateWorker(Worker):
         self.cache.install()
         start = self.timers.perf_counter()
         phase = "import"
+        # the build farm's worker only (farm.py; the parent's spec, not the message, decides):
+        # reach the builds made in __init__, on first use or behind torch.cuda.is_available()
+        prebuild = msg.get("prebuild") if self.spec.get("build_only") else None
+        if isinstance(prebuild, dict) and prebuild.get("gpu"):
+            from .prebuild import pretend_gpu
+
+            pretend_gpu()
         try:
             profile = msg.get("profile") or {}
             self.code_file = self._harness(profile, msg["code"])
@@ -156,10 +167,16 @@ class CandidateWorker(Worker):
                 del model
                 matches[setup["name"]] = self.matches[(setup["name"], repr(init_inputs))]
             self.note_changes("init")
+            if isinstance(prebuild, dict):
+                from .prebuild import exercise
+
+                self.prebuilt = exercise(self.cls, str(prebuild.get("reference") or ""),
+                                               int(prebuild.get("seed") or 0), lambda: len(self.cache.builds))
         except BaseException as exc:  # noqa: BLE001
             return {"failed": phase, "error": self._describe(exc), "changes": self.changes,
                     "compile_s": self.cache.compile_seconds, "builds": self.cache.builds,
                     "cuda_builds": self.cache.cuda_builds}
+        self.builds_sent = len(self.cache.builds)
         return {
             "matches": matches,
             "changes": self.changes,
@@ -169,6 +186,7 @@ class CandidateWorker(Worker):
             "extensions": list(self.cache.loaded),
             "extensions_partial": list(self.cache.partial),
             "load_s": self.timers.perf_counter() - start - self.cache.compile_seconds,
+            **({"prebuild": self.prebuilt} if self.prebuilt else {}),
         }
 
     def _model(self, setup_name: str, init_inputs: list[Any], ref_state: dict[str, Any]) -> Any:
@@ -218,8 +236,12 @@ class CandidateWorker(Worker):
                 done.append({"id": item.get("id"), "error": self._describe(exc)})
             done[-1]["wall"] = self.timers.perf_counter() - start
         # "items", not a check's name: the worker's command loop keeps the last reply in a local
+        # builds made on first use (after the load reply listed the others): whether they compiled
+        # here, under the device's gate, or came from the build farm's cache
+        later = [{k: v for k, v in b.items() if k != "error_text"} for b in self.cache.builds[self.builds_sent:]]
+        self.builds_sent = len(self.cache.builds)
         return {"probes": results, "items": done, "changes": self.changes,
-                "compile_s": self.cache.compile_seconds}
+                "compile_s": self.cache.compile_seconds, "builds": later}
 
     def _model_for(self, case: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
         setup = self.setups[case["setup"]]
