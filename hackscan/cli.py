@@ -607,6 +607,8 @@ def mutate_cmd(
     show_missed: bool = typer.Option(False, "--show-missed", help="List the mutants no stage detected."),
     readme: Path | None = typer.Option(None, "--readme", metavar="FILE", help="Write the table between the adequacy markers of this file."),
     jobs: int = typer.Option(1, "--jobs", "-j", min=0, metavar="N", help="Parallel processes for the static scans (0: one per core)."),
+    perf: bool = typer.Option(False, "--perf", help="Also time the mutants (the performance stage: side streams, "
+                                                    "timer escapes); worth it on a GPU only."),
     budget: float | None = typer.Option(None, "--budget", metavar="SECONDS",
                                         help="Start no further dynamic run after this many seconds of the dynamic stage."),
     merge: list[Path] | None = typer.Option(None, "--merge", metavar="FILE",
@@ -638,7 +640,7 @@ def mutate_cmd(
     from .parallel import default_jobs
 
     opts = AdequacyOptions(dynamic=dynamic, dynamic_limit=dynamic_limit, compile_limit=compile_limit, per_class=per_class,
-                           timeout=timeout, device=device, budget=budget,
+                           timeout=timeout, device=device, budget=budget, perf=perf,
                            classes=wanted, write_dir=str(write) if write else None, jobs=jobs or default_jobs())
     result = run_adequacy(targets, opts, progress=ProgressBar(sys.stderr) if sys.stderr.isatty() else None)
     sys.stdout.write(render_adequacy(result, fmt.value, show_missed=show_missed))

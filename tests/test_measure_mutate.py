@@ -188,6 +188,22 @@ def test_a_cpu_and_a_gpu_run_merge_into_one_table() -> None:
     assert "| 9 |" in "\n".join(table(merged, markdown=True))
 
 
+def test_mutate_merge_reads_saved_runs_and_writes_the_readme(tmp_path: Path) -> None:
+    import gzip
+    import json
+
+    result = run_adequacy([BUNDLED[0]], AdequacyOptions(classes=(6,)))
+    saved = tmp_path / "cpu.json.gz"
+    saved.write_bytes(gzip.compress(render_adequacy(result, "json").encode()))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{START}\n{END}\n")
+    res = CliRunner().invoke(app, ["mutate", "--merge", str(saved), "--readme", str(readme), "-f", "json"])
+    assert res.exit_code == 0, res.output
+    again = json.loads(res.output)
+    assert [m["id"] for m in again["mutants"]] == [r.mutant.id for r in result.results]
+    assert "| 6 | identity / constant |" in readme.read_text()
+
+
 def test_static_adequacy_run_and_readme_section(tmp_path: Path) -> None:
     result = run_adequacy(BUNDLED, AdequacyOptions(classes=(10, 19, 6)))
     rows = {r["class"]: r for r in result.by_class()}
