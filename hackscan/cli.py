@@ -624,7 +624,7 @@ def mutate_cmd(
         import json
 
         result = merge_saved([json.loads(gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes())
-                              for p in merge])
+                              for p in merge], [str(p) for p in merge])
         sys.stdout.write(render_adequacy(result, fmt.value, show_missed=show_missed))
         if readme is not None:
             write_readme_section(readme, result)

@@ -201,7 +201,7 @@ def test_mutate_merge_reads_saved_runs_and_writes_the_readme(tmp_path: Path) -> 
     assert res.exit_code == 0, res.output
     again = json.loads(res.output)
     assert [m["id"] for m in again["mutants"]] == [r.mutant.id for r in result.results]
-    assert "| 6 | identity / constant |" in readme.read_text()
+    assert "| 6 | identity / constant |" in readme.read_text() and f"--merge {saved} --readme" in readme.read_text()
 
 
 def test_static_adequacy_run_and_readme_section(tmp_path: Path) -> None:
@@ -246,6 +246,8 @@ def test_readme_names_the_limits_it_ran_with() -> None:
     assert command(AdequacyOptions(dynamic_limit=90, compile_limit=10)) == \
         "hackscan mutate --dynamic --dynamic-limit 90 --compile-limit 10 --readme README.md"
     assert command(AdequacyOptions(per_class=5)) == "hackscan mutate --dynamic --per-class 5 --readme README.md"
+    assert command(AdequacyOptions(device="cuda", budget=240)) == \
+        "hackscan mutate --dynamic --device cuda --budget 240 --readme README.md"
 
 
 def test_default_seeds_include_fixture_and_demo_kernels() -> None:

@@ -43,7 +43,7 @@ COMMAND = "hackscan mutate --dynamic --readme README.md"
 def command(opts: AdequacyOptions) -> str:
     """The command line that reproduces a run with these options (limits only where not the default)."""
     extra = [f"--{name.replace('_', '-')} {getattr(opts, name)}"
-             for name in ("dynamic_limit", "compile_limit", "per_class", "device")
+             for name in ("dynamic_limit", "compile_limit", "per_class", "device", "budget")
              if getattr(opts, name) != getattr(AdequacyOptions(), name)]
     return COMMAND.replace(" --readme", "".join(" " + e for e in extra) + " --readme")
 
@@ -106,6 +106,8 @@ class AdequacyResult:
     options: AdequacyOptions
     dynamic_available: str | None = None  # None when it ran, else why not
     seed_notes: dict[str, str] = field(default_factory=dict)
+    # the saved runs (-f json) this result was merged from (--merge); empty for a run
+    sources: list[str] = field(default_factory=list)
 
     def by_class(self) -> list[dict[str, Any]]:
         """One row per class: counts over all its mutants, and the same for the plain and evasive ones."""
@@ -361,7 +363,7 @@ def _why(rep: Report) -> str:
     return "did not run (no reason given)"
 
 
-def merge_saved(dicts: Sequence[dict[str, Any]]) -> AdequacyResult:
+def merge_saved(dicts: Sequence[dict[str, Any]], sources: Sequence[str] = ()) -> AdequacyResult:
     """One result from the JSON of several runs over the same seeds (``-f json``): typically this
     host's CPU run and a GPU host's CUDA run.  A mutant's static outcome is the same in every run; its
     dynamic outcome comes from the run that ran it, and it can run where any run could run it."""
@@ -386,7 +388,7 @@ def merge_saved(dicts: Sequence[dict[str, Any]]) -> AdequacyResult:
                      + ("ran" if d.get("dynamic_unavailable") is None else str(d["dynamic_unavailable"])) for d in dicts)
     notes["merged runs"] = runs
     return AdequacyResult(list(first["seeds"]), list(merged.values()), opts,
-                          None if any(d.get("dynamic_unavailable") is None for d in dicts) else runs, notes)
+                          None if any(d.get("dynamic_unavailable") is None for d in dicts) else runs, notes, list(sources))
 
 
 # ------------------------------------------------------------------------------------------ rendering
@@ -531,7 +533,10 @@ def readme_section(result: AdequacyResult) -> str:
             f"{n} mutants: every hack class of TAXONOMY.md injected into {len(result.seeds)} clean kernels, "
             "once the way the rules expect (plain: `hackscan/measure/mutators.py`) and once through the evasion "
             "families of issue 19 (evasive: `hackscan/measure/evasive.py`), then scanned.  "
-            f"Reproduce with `{command(result.options)}` (add `--show-missed` for the mutants no stage caught, by family).", ""]
+            f"Reproduce with `{command(result.options)}` (add `--show-missed` for the mutants no stage caught, by family)"
+            + (f"; this table merges saved runs: `hackscan mutate --merge {' '.join(result.sources)} --readme README.md` "
+               "(the CPU run above with `-f json`, and `gpu/dynamic_adequacy_gpu.sh` on a GPU host for the mutants that "
+               "need CUDA)." if result.sources else "."), ""]
     body += table(result, markdown=True) + [""]
     fam = family_table(result, markdown=True)
     if fam:
