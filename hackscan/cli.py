@@ -611,9 +611,8 @@ def mutate_cmd(
                                                     "timer escapes); worth it on a GPU only."),
     budget: float | None = typer.Option(None, "--budget", metavar="SECONDS",
                                         help="Start no further dynamic run after this many seconds of the dynamic stage."),
-    merge: list[Path] | None = typer.Option(None, "--merge", metavar="FILE",
-                                            help="Render the saved JSON of earlier runs (-f json; e.g. a CPU and a GPU run) "
-                                                 "instead of running."),
+    merge: bool = typer.Option(False, "--merge", help="PATH... are the saved JSON of earlier runs (-f json, .gz too; e.g. "
+                                                     "a CPU and a GPU run): render them as one instead of running."),
 ) -> None:
     """Mutation adequacy: inject each hack class into clean kernels and report the fraction detected."""
     from .measure.adequacy import AdequacyOptions, merge_saved, render_adequacy, run_adequacy, write_readme_section
@@ -623,8 +622,10 @@ def mutate_cmd(
         import gzip
         import json
 
+        if not seeds:
+            raise _fail("--merge takes the saved runs as PATH...")
         result = merge_saved([json.loads(gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes())
-                              for p in merge], [str(p) for p in merge])
+                              for p in seeds], [str(p) for p in seeds])
         sys.stdout.write(render_adequacy(result, fmt.value, show_missed=show_missed))
         if readme is not None:
             write_readme_section(readme, result)

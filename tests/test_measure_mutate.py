@@ -166,6 +166,13 @@ def test_misses_that_need_cuda_are_not_run_here_and_the_estimate_counts_them_mis
     missed_by_both = _counts([res(False, False, ran=True), res(True, False)])
     assert _misses_cell(missed_by_both) == "0/1 (0%)" and estimate(missed_by_both) == pytest.approx(1 / 2)
     assert estimate(_counts([res(False, False)])) is None  # a runnable miss that never ran: no estimate
+    # merged CPU + GPU: each stratum by its own rate.  CPU: 2 misses, 1 ran, caught; CUDA: 4 misses,
+    # 1 ran, missed; 4 static of 10: 4 + 2 x 1 + 4 x 0 = 6 (pooling the rates would say 4 + 6 x 1/2 = 7)
+    strat = [res(True, False) for _ in range(4)] + [res(False, False, ran=True, caught=True), res(False, False)]
+    strat += [res(False, True, ran=True)] + [res(False, True) for _ in range(3)]
+    for r in strat[-4:]:
+        r.runnable = True
+    assert estimate(_counts(strat)) == pytest.approx(6 / 10)
     assert _misses_cell(_counts([res(True, False)])) == "no misses"
 
 
@@ -197,11 +204,11 @@ def test_mutate_merge_reads_saved_runs_and_writes_the_readme(tmp_path: Path) -> 
     saved.write_bytes(gzip.compress(render_adequacy(result, "json").encode()))
     readme = tmp_path / "README.md"
     readme.write_text(f"{START}\n{END}\n")
-    res = CliRunner().invoke(app, ["mutate", "--merge", str(saved), "--readme", str(readme), "-f", "json"])
+    res = CliRunner().invoke(app, ["mutate", "--merge", str(saved), str(saved), "--readme", str(readme), "-f", "json"])
     assert res.exit_code == 0, res.output
     again = json.loads(res.output)
     assert [m["id"] for m in again["mutants"]] == [r.mutant.id for r in result.results]
-    assert "| 6 | identity / constant |" in readme.read_text() and f"--merge {saved} --readme" in readme.read_text()
+    assert "| 6 | identity / constant |" in readme.read_text() and f"--merge {saved} {saved} --readme" in readme.read_text()
 
 
 def test_static_adequacy_run_and_readme_section(tmp_path: Path) -> None:
@@ -246,7 +253,7 @@ def test_readme_names_the_limits_it_ran_with() -> None:
     assert command(AdequacyOptions(dynamic_limit=90, compile_limit=10)) == \
         "hackscan mutate --dynamic --dynamic-limit 90 --compile-limit 10 --readme README.md"
     assert command(AdequacyOptions(per_class=5)) == "hackscan mutate --dynamic --per-class 5 --readme README.md"
-    assert command(AdequacyOptions(device="cuda", budget=240)) == \
+    assert command(AdequacyOptions(device="cuda", budget=240.0)) == \
         "hackscan mutate --dynamic --device cuda --budget 240 --readme README.md"
 
 

@@ -42,7 +42,10 @@ COMMAND = "hackscan mutate --dynamic --readme README.md"
 
 def command(opts: AdequacyOptions) -> str:
     """The command line that reproduces a run with these options (limits only where not the default)."""
-    extra = [f"--{name.replace('_', '-')} {getattr(opts, name)}"
+    def text(v: Any) -> str:  # a budget of 2700.0 s reads as typed, 2700
+        return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+    extra = [f"--{name.replace('_', '-')} {text(getattr(opts, name))}"
              for name in ("dynamic_limit", "compile_limit", "per_class", "device", "budget")
              if getattr(opts, name) != getattr(AdequacyOptions(), name)]
     return COMMAND.replace(" --readme", "".join(" " + e for e in extra) + " --readme")
@@ -151,7 +154,12 @@ def _counts(rs: list[MutantResult]) -> dict[str, int]:
             "missed": sum(not r.static for r in rs),
             "missed_runnable": sum(not r.static and r.runnable for r in rs),
             "missed_ran": sum(not r.static for r in ran),
-            "missed_caught": sum(not r.static and r.dynamic for r in ran)}
+            "missed_caught": sum(not r.static and r.dynamic for r in ran),
+            # the same for the misses that need CUDA: a merged CPU + GPU result estimates each
+            # stratum with its own caught rate (the CPU's rate says nothing about CUDA mutants)
+            "missed_runnable_cuda": sum(not r.static and r.runnable and r.mutant.needs_cuda for r in rs),
+            "missed_ran_cuda": sum(not r.static and r.mutant.needs_cuda for r in ran),
+            "missed_caught_cuda": sum(not r.static and r.dynamic and r.mutant.needs_cuda for r in ran)}
 
 
 def _counted(report: Report, stages: set[Stage], taxonomy: dict[str, tuple[int, ...]]) -> Counter[str]:
@@ -406,7 +414,8 @@ def _render(header: list[str], body: list[list[str]], markdown: bool, numeric_fr
 
 
 _KEYS = ("mutants", "static", "static_attributed", "dynamic", "dynamic_ran", "static_on_ran", "either_on_ran", "either",
-         "missed", "missed_runnable", "missed_ran", "missed_caught")
+         "missed", "missed_runnable", "missed_ran", "missed_caught",
+         "missed_runnable_cuda", "missed_ran_cuda", "missed_caught_cuda")
 
 
 def _cells(c: dict[str, int]) -> list[str]:
@@ -425,23 +434,27 @@ def _misses_cell(c: dict[str, int]) -> str:
 
 
 def estimate(c: dict[str, int]) -> float | None:
-    """Static + dynamic over all the class's mutants: the static detections, plus the static misses
-    that can run here times the rate at which the dynamic stage caught the ones it ran; misses that
-    need CUDA count as missed (nothing here ran them).  None when no runnable miss ran."""
+    """Static + dynamic over all the class's mutants: the static detections, plus, in each stratum
+    (misses that need CUDA, misses that do not), the misses that could run times the rate at which
+    the dynamic stage caught the ones of that stratum it ran.  Misses that no run could run count as
+    missed, and so do those of a stratum none of whose misses ran.  None when no runnable miss ran."""
     if not c["mutants"]:
         return None
     if not c["missed_runnable"]:
         return c["static"] / c["mutants"]
     if not c["missed_ran"]:
         return None
-    caught = c["missed_runnable"] * c["missed_caught"] / c["missed_ran"]
+    strata = ((c["missed_runnable_cuda"], c["missed_ran_cuda"], c["missed_caught_cuda"]),
+              (c["missed_runnable"] - c["missed_runnable_cuda"], c["missed_ran"] - c["missed_ran_cuda"],
+               c["missed_caught"] - c["missed_caught_cuda"]))
+    caught = sum(runnable * hit / ran for runnable, ran, hit in strata if ran)
     return (c["static"] + caught) / c["mutants"]
 
 
 def _evasive_cells(c: dict[str, int]) -> list[str]:
     est = estimate(c)
     return [str(c["mutants"]), _pct(c["static"], c["mutants"]), _misses_cell(c), _pct(c["either"], c["mutants"]),
-            "–" if est is None else f"{100 * est:.0f}%"]
+            "–" if est is None else f"{100 * est:.0f}%" + (f" (n={c['missed_ran']})" if c["missed_runnable"] else "")]
 
 
 def table(result: AdequacyResult, markdown: bool = False) -> list[str]:
@@ -490,8 +503,10 @@ def _legend(result: AdequacyResult) -> list[str]:
         "static misses: dyn caught (ran) = of the evasive mutants the static stage missed and the dynamic stage ran, "
         "those it detected; not run here (N) = all N static misses of the class need CUDA or Triton, which this "
         "host lacks (`gpu/dynamic_adequacy_gpu.sh` runs exactly those on a GPU)",
-        "static+dyn (est.) = (static detections + the static misses that can run here x the caught rate of the "
-        "ones that ran) / mutants; misses that need CUDA count as missed",
+        "static+dyn (est.) = (static detections + in each stratum (needs CUDA or not) the static misses that could "
+        "run x the caught rate of the ones of that stratum that ran) / mutants; misses no run could run, or of a "
+        "stratum none of which ran, count as missed; n = the static misses that ran, on which the estimate rests "
+        "(a handful per class: it is an estimate, not a count)",
         dyn,
     ] + [f"note: {k}: {v}" for k, v in sorted(result.seed_notes.items())]
 
