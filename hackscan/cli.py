@@ -600,26 +600,52 @@ def mutate_cmd(
     dynamic: bool = typer.Option(False, "--dynamic", help="Also run CPU-runnable mutants in the dynamic stage."),
     dynamic_limit: int = typer.Option(60, "--dynamic-limit", metavar="N", help="Run at most this many mutants dynamically."),
     compile_limit: int = typer.Option(6, "--compile-limit", metavar="N", help="Of those, at most this many whose C++ changed (a compile each)."),
+    per_class: int = typer.Option(0, "--per-class", metavar="N", min=0,
+                                  help="Before --dynamic-limit, run up to N evasive mutants per class that the static stage missed."),
     timeout: float = typer.Option(60.0, "--timeout", metavar="SECONDS", help="Seconds per mutant for the dynamic stage."),
+    device: str = typer.Option("cpu", "--device", metavar="cpu|cuda",
+                               help="cpu: run the mutants that need no CUDA; cuda (a GPU host): the ones that do."),
     classes: list[str] | None = typer.Option(None, "--class", metavar="N", help="Only these hack classes (numbers, TAXONOMY.md)."),
     fmt: TableFormat = typer.Option(TableFormat.text, "--format", "-f", help="Output format."),
     write: Path | None = typer.Option(None, "--write", metavar="FOLDER", help="Write every mutant to this folder for inspection."),
     show_missed: bool = typer.Option(False, "--show-missed", help="List the mutants no stage detected."),
     readme: Path | None = typer.Option(None, "--readme", metavar="FILE", help="Write the table between the adequacy markers of this file."),
     jobs: int = typer.Option(1, "--jobs", "-j", min=0, metavar="N", help="Parallel processes for the static scans (0: one per core)."),
+    perf: bool = typer.Option(False, "--perf", help="Also time the mutants (the performance stage: side streams, "
+                                                    "timer escapes); worth it on a GPU only."),
+    budget: float | None = typer.Option(None, "--budget", metavar="SECONDS",
+                                        help="Start no further dynamic run after this many seconds of the dynamic stage."),
+    merge: bool = typer.Option(False, "--merge", help="PATH... are the saved JSON of earlier runs (-f json, .gz too; e.g. "
+                                                     "a CPU and a GPU run): render them as one instead of running."),
 ) -> None:
     """Mutation adequacy: inject each hack class into clean kernels and report the fraction detected."""
-    from .measure.adequacy import AdequacyOptions, render_adequacy, run_adequacy, write_readme_section
+    from .measure.adequacy import AdequacyOptions, merge_saved, render_adequacy, run_adequacy, write_readme_section
     from .measure.seeds import default_seed_paths
 
+    if merge:
+        import gzip
+        import json
+
+        if not seeds:
+            raise _fail("--merge takes the saved runs as PATH...")
+        result = merge_saved([json.loads(gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes())
+                              for p in seeds], [str(p) for p in seeds])
+        sys.stdout.write(render_adequacy(result, fmt.value, show_missed=show_missed))
+        if readme is not None:
+            write_readme_section(readme, result)
+        return
+
     targets = [str(p) for p in seeds] if seeds else default_seed_paths()
+    if device not in ("cpu", "cuda"):
+        raise _fail("--device takes cpu or cuda")
     try:
         wanted = tuple(int(c) for c in _split(classes))
     except ValueError:
         raise _fail("--class takes hack class numbers (1-20, see TAXONOMY.md)") from None
     from .parallel import default_jobs
 
-    opts = AdequacyOptions(dynamic=dynamic, dynamic_limit=dynamic_limit, compile_limit=compile_limit, timeout=timeout,
+    opts = AdequacyOptions(dynamic=dynamic, dynamic_limit=dynamic_limit, compile_limit=compile_limit, per_class=per_class,
+                           timeout=timeout, device=device, budget=budget, perf=perf,
                            classes=wanted, write_dir=str(write) if write else None, jobs=jobs or default_jobs())
     result = run_adequacy(targets, opts, progress=ProgressBar(sys.stderr) if sys.stderr.isatty() else None)
     sys.stdout.write(render_adequacy(result, fmt.value, show_missed=show_missed))

@@ -16,11 +16,16 @@ from hackscan.measure.adequacy import (
     AdequacyOptions,
     MutantResult,
     _counted,
+    _counts,
+    _misses_cell,
     _new,
     _pick_dynamic,
     command,
+    estimate,
+    merge_saved,
     render_adequacy,
     run_adequacy,
+    table,
     write_readme_section,
 )
 from hackscan.measure.evasive import FAMILIES
@@ -123,6 +128,89 @@ def test_dynamic_cap_spreads_over_classes_and_limits_compiles() -> None:
     assert {r.mutant.family for r in picked} >= {"dispatch-table", "other-library", "plain"}
 
 
+def test_per_class_quota_goes_to_each_class_s_evasive_static_misses() -> None:
+    def res(k: int, v: str, family: str, static: bool, cuda: bool = False) -> MutantResult:
+        return MutantResult(Mutant("s", k, v, "", "", "", needs_cuda=cuda, family=family),
+                            static_new=["HS101"] if static else [])
+
+    # class 2 has many plain and caught candidates; class 7's two misses must still get their turn
+    cands = [(res(2, f"p{i}", "plain", False), False) for i in range(20)] + \
+            [(res(2, f"e{i}", "dispatch-table", i % 2 == 0), False) for i in range(10)] + \
+            [(res(2, f"n{i}", "indirect-call", False), i == 0) for i in range(3)] + \
+            [(res(7, f"m{i}", "shape-elsewhere", False), False) for i in range(2)] + \
+            [(res(7, "s", "indirect-call", True), False)]
+    picked = _pick_dynamic(cands, limit=0, compile_limit=0, per_class=4)
+    assert all(r.mutant.evasive and not r.static for r in picked)
+    per = Counter(r.mutant.klass for r in picked)
+    assert per == {2: 4, 7: 2}
+    # families alternate within the quota; the compile the cap forbids is skipped, not counted
+    fams2 = [r.mutant.family for r in picked if r.mutant.klass == 2]
+    assert set(fams2) == {"dispatch-table", "indirect-call"} and "n0" not in {r.mutant.variant for r in picked}
+    # the global sample comes after the quota and does not pick a mutant twice
+    both = _pick_dynamic(cands, limit=3, compile_limit=0, per_class=4)
+    assert len(both) == 9 and len({id(r) for r in both}) == 9
+
+
+def test_misses_that_need_cuda_are_not_run_here_and_the_estimate_counts_them_missed() -> None:
+    def res(static: bool, cuda: bool, ran: bool = False, caught: bool = False) -> MutantResult:
+        r = MutantResult(Mutant("s", 9, "v", "", "", "", needs_cuda=cuda, family="indirect-call"),
+                         static_new=["HS301"] if static else [], runnable=not cuda, dynamic_ran=ran)
+        r.dynamic_new = ["HS401"] if caught else []
+        return r
+
+    side = _counts([res(True, True), res(False, True), res(False, True)])
+    assert _misses_cell(side) == "not run here (2)" and estimate(side) == pytest.approx(1 / 3)
+    # 2 runnable misses, 1 ran and was caught, 1 CUDA miss: 1 static + 2 x 1/1 of 4
+    mixed = _counts([res(True, False), res(False, False, ran=True, caught=True), res(False, False), res(False, True)])
+    assert _misses_cell(mixed) == "1/1 (100%)" and estimate(mixed) == pytest.approx(3 / 4)
+    missed_by_both = _counts([res(False, False, ran=True), res(True, False)])
+    assert _misses_cell(missed_by_both) == "0/1 (0%)" and estimate(missed_by_both) == pytest.approx(1 / 2)
+    assert estimate(_counts([res(False, False)])) is None  # a runnable miss that never ran: no estimate
+    # merged CPU + GPU: each stratum by its own rate.  CPU: 2 misses, 1 ran, caught; CUDA: 4 misses,
+    # 1 ran, missed; 4 static of 10: 4 + 2 x 1 + 4 x 0 = 6 (pooling the rates would say 4 + 6 x 1/2 = 7)
+    strat = [res(True, False) for _ in range(4)] + [res(False, False, ran=True, caught=True), res(False, False)]
+    strat += [res(False, True, ran=True)] + [res(False, True) for _ in range(3)]
+    for r in strat[-4:]:
+        r.runnable = True
+    assert estimate(_counts(strat)) == pytest.approx(6 / 10)
+    assert _misses_cell(_counts([res(True, False)])) == "no misses"
+
+
+def test_a_cpu_and_a_gpu_run_merge_into_one_table() -> None:
+    def mut(variant: str, cuda: bool, runnable: bool, ran: bool, caught: bool) -> dict:
+        m = Mutant("s", 9, variant, "", "", "", needs_cuda=cuda, family="handle-across")
+        return {"id": m.id, "seed": "s", "class": 9, "variant": variant, "family": "handle-across",
+                "needs_cuda": cuda, "runnable": runnable, "static_new": [], "static_attributed": False,
+                "dynamic_ran": ran, "dynamic_note": None, "dynamic_new": ["HS401"] if caught else [],
+                "dynamic_attributed": False}
+
+    cpu = {"seeds": ["s"], "options": {"device": "cpu", "per_class": 4, "classes": []}, "dynamic_unavailable": None,
+           "mutants": [mut("a", True, False, False, False), mut("b", False, True, True, False)]}
+    gpu = {"seeds": ["s"], "options": {"device": "cuda", "per_class": 4, "classes": []}, "dynamic_unavailable": None,
+           "mutants": [mut("a", True, True, True, True), mut("b", False, False, False, False)]}
+    merged = merge_saved([cpu, gpu])
+    ev = merged.by_class()[0]["evasive"]
+    assert ev["mutants"] == 2 and ev["missed_runnable"] == 2 and ev["missed_ran"] == 2 and ev["missed_caught"] == 1
+    assert merged.options.per_class == 4 and merged.dynamic_available is None
+    assert "| 9 |" in "\n".join(table(merged, markdown=True))
+
+
+def test_mutate_merge_reads_saved_runs_and_writes_the_readme(tmp_path: Path) -> None:
+    import gzip
+    import json
+
+    result = run_adequacy([BUNDLED[0]], AdequacyOptions(classes=(6,)))
+    saved = tmp_path / "cpu.json.gz"
+    saved.write_bytes(gzip.compress(render_adequacy(result, "json").encode()))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{START}\n{END}\n")
+    res = CliRunner().invoke(app, ["mutate", "--merge", str(saved), str(saved), "--readme", str(readme), "-f", "json"])
+    assert res.exit_code == 0, res.output
+    again = json.loads(res.output)
+    assert [m["id"] for m in again["mutants"]] == [r.mutant.id for r in result.results]
+    assert "| 6 | identity / constant |" in readme.read_text() and f"--merge {saved} {saved} --readme" in readme.read_text()
+
+
 def test_static_adequacy_run_and_readme_section(tmp_path: Path) -> None:
     result = run_adequacy(BUNDLED, AdequacyOptions(classes=(10, 19, 6)))
     rows = {r["class"]: r for r in result.by_class()}
@@ -164,6 +252,9 @@ def test_readme_names_the_limits_it_ran_with() -> None:
     assert command(AdequacyOptions()) == "hackscan mutate --dynamic --readme README.md"
     assert command(AdequacyOptions(dynamic_limit=90, compile_limit=10)) == \
         "hackscan mutate --dynamic --dynamic-limit 90 --compile-limit 10 --readme README.md"
+    assert command(AdequacyOptions(per_class=5)) == "hackscan mutate --dynamic --per-class 5 --readme README.md"
+    assert command(AdequacyOptions(device="cuda", budget=240.0)) == \
+        "hackscan mutate --dynamic --device cuda --budget 240 --readme README.md"
 
 
 def test_default_seeds_include_fixture_and_demo_kernels() -> None:
