@@ -40,7 +40,12 @@ _CLONES = frozenset(VIEW_METHODS | {"clone", "detach", "float", "to", "cpu", "cu
 
 def _global_containers(facts: MiscFacts) -> set[str]:
     """Module-level state functions may fill: containers bound at module level (``_CACHE = {}``,
-    read through a subscript) and names that some function declares ``global``."""
+    read through a subscript) and names that some function declares ``global``.  Worked out once per
+    scan (HS130 and HS131 both ask; neither changes the set)."""
+    return facts.shared("state.global_containers", lambda: _find_global_containers(facts))  # type: ignore[return-value]
+
+
+def _find_global_containers(facts: MiscFacts) -> set[str]:
     out: set[str] = set()
     host = facts.host
     for stmt in host.tree.body:
