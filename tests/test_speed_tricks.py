@@ -360,3 +360,48 @@ def test_function_index_span_matches_a_filter() -> None:
                 assert _ids(index._within(types, lo, hi, start)) == _ids(want), f"{name}: {getattr(fn, 'name', fn)}"
                 spans += 1
     assert spans > 2000
+
+
+def _plain_identity_names(facts, fn: ast.AST, found: dict[ast.AST, str]) -> set[str]:
+    """HS131's names holding a key, as first written: the whole fixpoint walks every definition's
+    subtree again in each round."""
+    names: set[str] = set()
+    flow = facts.flow(fn)
+    changed = True
+    while changed:
+        changed = False
+        for name, exprs in flow.defs.items():
+            if name in names:
+                continue
+            if any(any(n in found for n in subtree(e)) or any(isinstance(n, ast.Name) and n.id in names
+                                                              for n in subtree(e)) for e in exprs):
+                names.add(name)
+                changed = True
+    return names
+
+
+def test_identity_key_names_match_the_plain_fixpoint() -> None:
+    """``_identity_keys`` (HS131) grows its set of key-holding names from facts gathered in one walk
+    of each definition: the same set as the plain fixpoint, for every function of the fixtures and
+    kernels and of the first corpus records when present."""
+    from hackscan.checks.python.state import _identity_keys
+    from hackscan.python.patterns import misc_facts
+
+    sources = [(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]
+    corpus = ROOT.parent / "shared" / "corpora" / "cuda-l1" / "a100.jsonl"
+    if corpus.exists():
+        for i, line in enumerate(corpus.read_text().splitlines()[:120]):
+            sources.append((f"corpus:{i}", json.loads(line).get("custom_code") or ""))
+    compared = nonempty = 0
+    for name, text in sources:
+        try:
+            host = HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        facts = misc_facts(host)
+        for fn in host.of_type(ast.FunctionDef, ast.AsyncFunctionDef):
+            found, names = _identity_keys(facts, fn)
+            assert names == _plain_identity_names(facts, fn, found), f"{name}: {fn.name}"
+            compared += 1
+            nonempty += bool(names)
+    assert compared > 1000 and nonempty >= 5, (compared, nonempty)

@@ -206,12 +206,19 @@ def _undeclared(ctx: ScanContext, host: HostModule, ext: Extension, units: list[
     cpp_text = "\n".join(_COMMENT.sub(" ", u.text) for u in cpp)
     if _LOCAL_INCLUDE.search(cpp_text) or "##" in cpp_text:
         return
-    declared: set[str] = set()
-    for u in cpp:
-        declared |= _declared(ctx, u)
+    # the declarators are read from the trees only for a name the text search does not find (most
+    # names are spelled in cpp_sources, and a walk of every tree node from Python costs more than
+    # the parse): the test is the same either way, an ``or`` of two pure tests in the other order
+    declared: set[str] | None = None
     xf = ctx.cuda.extensions.get(ext.name)
     for name in ext.functions:
-        if not _IDENT.match(name) or name in declared or re.search(rf"\b{name}\b", cpp_text):
+        if not _IDENT.match(name) or re.search(rf"\b{name}\b", cpp_text):
+            continue
+        if declared is None:
+            declared = set()
+            for u in cpp:
+                declared |= _declared(ctx, u)
+        if name in declared:
             continue
         defs = [f for f in (xf.functions.get(name, []) if xf is not None else []) if f.unit.role == "cuda_sources"]
         if not defs or _conditional(defs[0].node):
@@ -252,8 +259,16 @@ def _calls(ctx: ScanContext, host: HostModule) -> Iterator[CannotRun]:
         if ext.kind == "load_inline" and ext.functions and not _has_unpacking(ext.call):
             for owner in ext.bound_to:
                 bound[owner] = ext
-    if not bound and not any(last in host.source.text for last in _MISSING_LASTS):
-        return  # most files: no binding to misuse and no missing API named anywhere
+    if not bound:
+        # most files: no binding to misuse and no missing API named anywhere.  A loop, not an early
+        # exit of ``any(genexpr)``: ``load_inline`` is in nearly every file, and closing a generator
+        # left early costs more than the test (Python 3.11)
+        text = host.source.text
+        for last in _MISSING_LASTS:
+            if last in text:
+                break
+        else:
+            return
     names = _MISSING_LASTS.union(*(e.functions or () for e in bound.values()))
     from ..python.resolve import dotted_name
 

@@ -394,9 +394,10 @@ class ModelFlow:
         """The flow computed for an expression node in reachable code (the last context it was reached in)."""
         return self._flows.get(node)
 
-    @property
+    @cached_property
     def forward_returns(self) -> list[Return]:
-        """forward's own ``return`` statements (depth 0)."""
+        """forward's own ``return`` statements (depth 0).  Kept once built, as ``output`` is: the
+        rules read it after the analysis has set ``returns`` for good (several rules, several times)."""
         return [r for r in self.returns if r.depth == 0]
 
     @cached_property

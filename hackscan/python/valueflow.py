@@ -549,8 +549,12 @@ class _Analyser:
                 vt = type(value_node)
                 if vt in _TABLES:
                     tables[name] = value_node
-                elif vt is ast.Call and _names_arange(value_node.func):  # type: ignore[attr-defined]
-                    aranges[name] = value_node  # type: ignore[assignment]
+                elif vt is ast.Call:
+                    # ``_names_arange`` inlined: asked for every name bound to a call
+                    f = value_node.func  # type: ignore[attr-defined]
+                    ft = type(f)
+                    if ft is ast.Attribute and f.attr == "arange" or ft is ast.Name and f.id == "arange":
+                        aranges[name] = value_node  # type: ignore[assignment]
                 # ``fn = ext.relu`` / ``k = self.kernel`` / ``act = torch.relu``: what ``fn(...)`` runs
                 desc = self._callable_of_value(value_node)
                 if desc is not None:
@@ -1304,7 +1308,10 @@ class _Analyser:
         return out  # type: ignore[return-value]
 
     def _partial_slice_of(self, e: ast.Subscript, idx: ast.expr) -> int | None:
-        elts = list(idx.elts) if isinstance(idx, ast.Tuple) else [idx]
+        it = type(idx)  # exact types: parsed trees and ``_index_table``'s built nodes have no subclasses
+        if it is not ast.Tuple and it is not ast.Slice and it is not ast.Constant:
+            return None  # ``x[i]``, ``x[mask]``: one index that is neither a slice nor ``0`` marks no partial use
+        elts = list(idx.elts) if it is ast.Tuple else [idx]  # type: ignore[attr-defined]
         kind, step, start, axis = None, 1, 0, 0
         for i, el in enumerate(elts):
             if isinstance(el, ast.Slice):

@@ -40,7 +40,12 @@ _CLONES = frozenset(VIEW_METHODS | {"clone", "detach", "float", "to", "cpu", "cu
 
 def _global_containers(facts: MiscFacts) -> set[str]:
     """Module-level state functions may fill: containers bound at module level (``_CACHE = {}``,
-    read through a subscript) and names that some function declares ``global``."""
+    read through a subscript) and names that some function declares ``global``.  Worked out once per
+    scan (HS130 and HS131 both ask; neither changes the set)."""
+    return facts.shared("state.global_containers", lambda: _find_global_containers(facts))  # type: ignore[return-value]
+
+
+def _find_global_containers(facts: MiscFacts) -> set[str]:
     out: set[str] = set()
     host = facts.host
     for stmt in host.tree.body:
@@ -407,16 +412,29 @@ def _identity_keys(facts: MiscFacts, fn: ast.AST) -> tuple[dict[ast.AST, str], s
                 isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr in ("sum", "mean", "norm")
                 for c in subtree(f.value)):
             found[call] = "contents"
+    # the least set of names whose definitions hold a key expression or read a name of the set: each
+    # definition's subtree is walked once (what it holds and which names it reads), then the set
+    # grows to its fixed point over those facts alone (the same set whatever the order of growth)
     names: set[str] = set()
-    flow = facts.flow(fn)
-    changed = True
+    reads: dict[str, set[str]] = {}
+    for name, exprs in facts.flow(fn).defs.items():
+        read: set[str] = set()
+        holds_key = False
+        for e in exprs:
+            for n in subtree(e):
+                if n in found:
+                    holds_key = True
+                elif type(n) is ast.Name:  # parsed trees hold the concrete node classes only
+                    read.add(n.id)  # type: ignore[attr-defined]
+        if holds_key:
+            names.add(name)
+        else:
+            reads[name] = read
+    changed = bool(names)
     while changed:
         changed = False
-        for name, exprs in flow.defs.items():
-            if name in names:
-                continue
-            if any(any(n in found for n in subtree(e)) or any(isinstance(n, ast.Name) and n.id in names
-                                                              for n in subtree(e)) for e in exprs):
+        for name, read in reads.items():
+            if name not in names and not read.isdisjoint(names):
                 names.add(name)
                 changed = True
     return found, names
