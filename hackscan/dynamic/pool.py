@@ -248,25 +248,31 @@ class WorkerPool:
         if farm is not None:
             key = "farm:" + key
         with self._lock:
-            z = self._zygotes.get(key)
-            if z is not None and z.alive():
+            z = self._live_zygote(key)
+            if z is not None:
                 return z
-            if key in self.failures:
-                raise WorkerFailure("sandbox", self.failures[key])
             starting = self._starting.setdefault(key, threading.Lock())
         # one launcher per key, but launchers of different keys start side by side: a launcher
         # waits for its first sandbox (10-25 s), and the build farm's starts while the GPU's does
         with starting:
-            with self._lock:
-                z = self._zygotes.get(key)
-                if z is not None and z.alive():
+            with self._lock:  # asked again: another thread may have started it while this one waited
+                z = self._live_zygote(key)
+                if z is not None:
                     return z
-                if key in self.failures:
-                    raise WorkerFailure("sandbox", self.failures[key])
             z = self._make_zygote(key, gpu, only, harness, farm, env)
             with self._lock:
                 self._zygotes[key] = z
             return z
+
+    def _live_zygote(self, key: str) -> Any:
+        """The running launcher of ``key``, or None; raises when its start has failed before.
+        The caller holds ``self._lock``."""
+        z = self._zygotes.get(key)
+        if z is not None and z.alive():
+            return z
+        if key in self.failures:
+            raise WorkerFailure("sandbox", self.failures[key])
+        return None
 
     def _make_zygote(self, key: str, gpu: str, only: str | None, harness: str | None, farm: Any,
                      env: dict[str, str]) -> Any:
