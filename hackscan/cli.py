@@ -336,14 +336,20 @@ def scan(
             chosen = tuple(dict.fromkeys(normalise_baseline(b) for b in _split([baselines])))
         except ValueError as exc:
             raise _fail(str(exc)) from None
-    if sample is not None and seed is None:
-        # a fresh seed, stated below, so the same sample can be taken again
+    seed_drawn = False
+    if seed is None and (sample is not None or not static):
+        # one fresh seed for the whole run, stated at the end of the report: the same sample can be
+        # taken again, and a second run with it gives the same findings for every submission (an
+        # audit).  Still drawn anew each run, so a policy cannot learn the hidden inputs; the Python
+        # API (a per-sample gate) draws one per submission instead.
         import secrets
 
         seed = secrets.randbelow(2**31)
+        seed_drawn = True
     options = RunOptions(static_only=static, device=device.value, seed=seed, timeout=timeout, perf=not no_perf, jobs=jobs,
                          baselines=chosen, sandbox=sandbox.value,
                          extra={**({"build_cache": str(build_cache)} if build_cache is not None else {}),
+                                **({"seed_drawn": True} if seed_drawn else {}),
                                 "build_farm": build_farm,
                                 **({"cuda_arch": cuda_arch} if cuda_arch else {}),
                                 **({"perf_mode": perf_mode.value} if perf_mode is not PerfMode.target else {})})

@@ -48,6 +48,10 @@ def _plain(value: Any) -> Any:
 def settings_digest(options: Any, config: Config) -> str:
     """What in the options and settings can change a result, hashed once per run."""
     opts = {f.name: _plain(getattr(options, f.name)) for f in fields(options) if f.name not in _NEUTRAL_OPTIONS}
+    if isinstance(opts.get("extra"), dict) and opts["extra"].pop("seed_drawn", False):
+        # a seed the command line drew for this run (no --seed): a resumed run draws another, and
+        # must still find what the killed run finished (each reused result keeps its own seed)
+        opts["seed"] = None
     conf = {f.name: _plain(getattr(config, f.name)) for f in fields(config) if f.name not in _NEUTRAL_CONFIG}
     text = json.dumps({"version": __version__, "options": opts, "config": conf}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -101,6 +101,26 @@ def test_output_paths_checked_before_the_scan(tmp_path: Path, monkeypatch) -> No
     _one_line_error(_run(CLEAN, "--static", "--stream", str(tmp_path)), "is a directory")
 
 
+def test_one_seed_is_drawn_for_the_whole_run(tmp_path: Path, monkeypatch) -> None:
+    # without --seed the CLI draws one seed for every submission of the run, so the one seed the
+    # report prints replays the whole run (issue 17); a static scan draws none
+    import hackscan.pipeline as pipeline
+
+    seen: list[object] = []
+
+    def fake(items, config, options, *a, **k):
+        seen.append(options.seed)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(pipeline, "run_resumable", fake)
+    _run(CLEAN, CLEAN, "--device", "cpu")
+    _run(CLEAN, CLEAN, "--device", "cpu")
+    _run(CLEAN, "--device", "cpu", "--seed", "5")
+    _run(CLEAN, "--static")
+    assert len(seen) == 4 and all(isinstance(x, int) for x in seen[:2]) and seen[2:] == [5, None]
+    assert seen[0] != seen[1]  # fresh each run
+
+
 def test_unwritable_output_folder_refused(tmp_path: Path) -> None:
     import os
 

@@ -60,6 +60,9 @@ def test_the_key_moves_with_what_changes_a_result_and_only_with_that() -> None:
         result_key(sub, settings_digest(base, Config(harness="plain"))),
     ]
     assert key not in moved and len(set(moved)) == len(moved)
+    # a seed the command line drew (no --seed) does not move it: a resumed run draws another
+    drawn = [result_key(sub, settings_digest(replace(base, seed=s, extra={"seed_drawn": True}), Config())) for s in (4, 5)]
+    assert drawn == [key, key]
 
 
 def test_hackscans_version_is_part_of_the_key(monkeypatch) -> None:
