@@ -130,6 +130,17 @@ def custom_code_facts(program: Any, needs: Iterable[str], device: str, c_load: d
     return facts
 
 
+def farm_build_findings(make: Callable[..., Finding], failed: list[dict[str, str]], why: str, seed: int) -> list[Finding]:
+    """HS412 from the build farm's compile errors alone, when the stage stopped before ModelNew was
+    loaded (``custom_code_findings`` needs what ran, which was then never seen)."""
+    first = failed[0]
+    return [make(R_BUILD_FAILED,
+                 f"the extension '{first['name']}' does not build (first error: {first['error'] or '?'}), "
+                 f"seen in the build farm; the dynamic stage stopped before ModelNew was loaded "
+                 f"({str(why)[:200]}), so what runs in its place was not seen",
+                 {"seed": seed, "builds_failed": failed, "compiler_error": first["error"], "seen_in": "build farm"})]
+
+
 def custom_code_findings(make: Callable[..., Finding], facts: dict[str, Any], seed: int) -> list[Finding]:
     """HS412 (a build failed and ModelNew ran anyway) and HS413 (custom code shipped, never run)."""
     ops = facts.get("ops_that_ran") or []

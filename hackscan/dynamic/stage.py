@@ -270,14 +270,8 @@ class DynamicRun:
                   if isinstance(b, dict) and b.get("key") in self.build_failures]
         if not failed:
             return []
-        first = failed[0]
-        why = self.info.get("reason") or "the dynamic stage stopped"
-        return [self.make(confirm.R_BUILD_FAILED,
-                          f"the extension '{first['name']}' does not build (first error: {first['error'] or '?'}), "
-                          f"seen in the build farm; the dynamic stage stopped before ModelNew was loaded "
-                          f"({str(why)[:200]}), so what runs in its place was not seen",
-                          {"seed": self.seed, "builds_failed": failed, "compiler_error": first["error"],
-                           "seen_in": "build farm"})]
+        return confirm.farm_build_findings(self.make, failed, self.info.get("reason") or "the dynamic stage stopped",
+                                           self.seed)
 
     def _release_work(self) -> None:
         if self._work_held is not None:

@@ -920,7 +920,7 @@ class _Analyser:
                 arm = self._arm("handler", h.body, start, frame.depth, term,
                                 {n: frame.state[n] for n in names if n in frame.state})
                 types = self._exception_types(h.type)
-                broad = not types or any([t.rsplit(".", 1)[-1] in _BROAD_EXCEPTIONS for t in types])
+                broad = _broad(types)
                 handlers.append(Handler(h, types, broad, arm))
             if not term:
                 states.append(frame.state)
@@ -948,7 +948,7 @@ class _Analyser:
             body = self._arm("try", s.body, start, frame.depth, body_term)
             handler = ast.copy_location(ast.ExceptHandler(type=None, name=None, body=[ast.Pass()]), s)
             types = tuple(self._canon(a) or dotted_name(a) for a in cm.args)
-            broad = not types or any(t.rsplit(".", 1)[-1] in _BROAD_EXCEPTIONS for t in types)
+            broad = _broad(types)
             arm = self._arm("handler", [], len(self.log), frame.depth, False, {})
             self.try_nodes.add(s)
             self.facts.tries.append(TryBlock(s, frame.qualname, frame.depth, body,  # type: ignore[arg-type]
@@ -994,10 +994,7 @@ class _Analyser:
                 if chain is not None:
                     state.add("self." + chain)
             elif t is ast.Compare:
-                sides = [n.left, *n.comparators]  # type: ignore[attr-defined]
-                if any([flows.get(x, EMPTY).meta for x in sides]):  # a list: a generator left early is closed by a raised GeneratorExit
-                    for x in sides:
-                        shape_lits.extend(self._int_literals(x))
+                shape_lits.extend(self._meta_compare_literals(n, flows))  # type: ignore[arg-type]
             elif t is ast.Call and flows.get(n, EMPTY).meta:
                 helper = self.invoked.get(n)
                 if helper is not None:
@@ -1019,15 +1016,19 @@ class _Analyser:
             for n in subtree(r):
                 t = type(n)
                 if t is ast.Compare:
-                    sides = [n.left, *n.comparators]  # type: ignore[attr-defined]
-                    if any(flows.get(x, EMPTY).meta for x in sides):
-                        for x in sides:
-                            out.extend(self._int_literals(x))
+                    out.extend(self._meta_compare_literals(n, flows))  # type: ignore[arg-type]
                 elif t is ast.Call and depth < 1:
                     inner = self.invoked.get(n)
                     if inner is not None and inner is not fn:
                         out.extend(self._returned_shape_literals(inner, depth + 1))
         return out
+
+    def _meta_compare_literals(self, n: ast.Compare, flows: dict[ast.AST, Provenance]) -> list[tuple[int, ast.AST]]:
+        """The integer literals of a comparison one of whose sides reads metadata (``x.shape[1] == 4096``)."""
+        sides = [n.left, *n.comparators]
+        if any([flows.get(x, EMPTY).meta for x in sides]):  # a list: a generator left early is closed by a raised GeneratorExit
+            return [lit for x in sides for lit in self._int_literals(x)]
+        return []
 
     def _int_literals(self, node: ast.AST) -> list[tuple[int, ast.AST]]:
         out: list[tuple[int, ast.AST]] = []
@@ -2344,6 +2345,11 @@ def _module_level_defs(tree: ast.Module) -> list[ast.FunctionDef]:
         elif t is ast.ExceptHandler:
             stack.extend(reversed(n.body))  # type: ignore[attr-defined]
     return out  # type: ignore[return-value]
+
+
+def _broad(types: tuple[str, ...]) -> bool:
+    """Whether a handler of these exception types (none: a bare ``except``) catches whatever a kernel raises."""
+    return not types or any([t.rsplit(".", 1)[-1] in _BROAD_EXCEPTIONS for t in types])
 
 
 # calls that may copy to another device or dtype: ``x.cpu().numpy()`` of a CUDA tensor is a copy
