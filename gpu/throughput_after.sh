@@ -4,7 +4,7 @@
 #   mkdir -p .gl/old && git archive 342cb3f | tar -x -C .gl/old && cp benchmarks/throughput*.{py,txt} .gl/old/benchmarks/
 #   cp ../shared/corpora/cuda-l1/a100.jsonl .gl/corpus.jsonl
 #   python3 -c "r=open('.gl/corpus.jsonl').read().splitlines(); print('\\n'.join(r[int(l[7:])] for l in open('benchmarks/throughput_sample_gpu.txt') if l.startswith('corpus:')))" > .gl/sample_gpu.jsonl
-#   bash gpu/throughput_after.sh TAG JOBS [TIMEOUT] [FARM]   # this checkout; FARM: --build-farm auto|on|off
+#   bash gpu/throughput_after.sh TAG JOBS [TIMEOUT] [FARM] [PERF]   # this checkout; FARM: --build-farm auto|on|off, PERF: --perf
 #   (auto, the default, compiles each candidate's extensions in the build farm while its reference
 #   loads, when --jobs > 1; run once with FARM=off for the same run's baseline).  Issue 16's figure
 #   after the farm2 branch, one device call (each run has its own cold build cache):
@@ -19,12 +19,13 @@ export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1 HACKSCAN_CACHE_DIR=/tmp/hs
 jobs=${2:-8}
 start=$(date +%s.%N)
 farm=${4:-auto}
-timeout ${3:-500} python3 -m hackscan .gl/sample_gpu.jsonl --device cuda --seed 1234 --jobs $jobs --build-farm $farm --claimed-field score_default \
+perf=${5:-target}   # target (the default: several process pairs) or quick (RL gates: one pair)
+sample=${SAMPLE:-.gl/sample_gpu.jsonl}   # SAMPLE=.gl/sample_gpu16.jsonl: the 16-record sample (run 12)
+timeout ${3:-500} python3 -m hackscan $sample --device cuda --seed 1234 --jobs $jobs --build-farm $farm --perf $perf --claimed-field score_default \
   --stream $OUT/after_$1.jsonl -f json -o $OUT/after_$1.json > $OUT/after_$1_stdout.txt 2> $OUT/after_$1_stderr.txt
-echo "rc $? after $(python3 -c "import time;print(round(time.time()-$start,1))") s (jobs $jobs, build farm $farm)"
-grep "done in" $OUT/after_$1_stderr.txt | tail -8
+echo "rc $? after $(python3 -c "import time;print(round(time.time()-$start,1))") s (jobs $jobs, build farm $farm, perf $perf)"
+grep "done in" $OUT/after_$1_stderr.txt | tail -16
 grep -v "^hackscan: \[" $OUT/after_$1_stderr.txt | tail -5
-python3 -m hackscan .gl/sample_gpu.jsonl --static -f text >/dev/null 2>&1
 python3 - $OUT/after_$1.json <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))

@@ -15,11 +15,14 @@ export PYTHONPATH="/tmp/site" PYTHONUNBUFFERED=1 HACKSCAN_CACHE_DIR=/tmp/hs-befo
 python3 -c "import networkx, typer, tree_sitter; print('deps ok')" || exit 4
 nvidia-smi --query-gpu=name,memory.used --format=csv,noheader
 cd .gl/old
-( while sleep 2; do echo "$(date +%s.%N) $(wc -l < $OUT/before.jsonl 2>/dev/null || echo 0)"; done ) > $OUT/before_progress.txt &
+( while sleep 2; do echo "$(date +%s.%N) $(wc -l < $OUT/${TAG:-before}.jsonl 2>/dev/null || echo 0)"; done ) > $OUT/${TAG:-before}_progress.txt &
 w=$!
-start=$(date +%s.%N); echo "start $start" > $OUT/before_start.txt
-timeout 550 python3 -m hackscan ../sample_gpu.jsonl --device cuda --seed 1234 --stream $OUT/before.jsonl -f json -o $OUT/before_report.json > $OUT/before_stdout.txt 2> $OUT/before_stderr.txt
+start=$(date +%s.%N); echo "start $start" > $OUT/${TAG:-before}_start.txt
+# SAMPLE (relative to .gl/old): ../sample_gpu_new8.jsonl for run 12 (the eight records the 16-record sample adds)
+tag=${TAG:-before}
+timeout ${LIMIT:-550} python3 -m hackscan ${SAMPLE:-../sample_gpu.jsonl} --device cuda --seed 1234 --stream $OUT/$tag.jsonl -f json -o $OUT/${tag}_report.json > $OUT/${tag}_stdout.txt 2> $OUT/${tag}_stderr.txt
 echo "rc $? after $(python3 -c "import time;print(round(time.time()-$start,1))") s"
 kill $w
-wc -l $OUT/before.jsonl
-tail -5 $OUT/before_stderr.txt
+wc -l $OUT/$tag.jsonl
+tail -5 $OUT/${tag}_stderr.txt
+python3 -c "import json,sys; [print(json.loads(l).get('record'), json.loads(l).get('verdict'), round((json.loads(l).get('dynamic') or {}).get('timings',{}).get('total_s') or 0,1)) for l in open(sys.argv[1])]" $OUT/$tag.jsonl

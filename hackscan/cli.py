@@ -222,7 +222,8 @@ def scan(
                                         "few seconds per series; the report says when it did not get there). "
                                         "quick: as target, but the paired speedup is timed in the scan's own pair of worker "
                                         "processes only (an RL gate's budget; the report says the spread between processes "
-                                        "is unknown). thorough: the fixed counts and budgets, whatever the interval."),
+                                        "is unknown), and a candidate the findings already reject before timing is not "
+                                        "timed. thorough: the fixed counts and budgets, whatever the interval."),
     sandbox: Sandbox = typer.Option(
         Sandbox.required, "--sandbox", help="required: every process that runs candidate code is in its own OS "
                                              "sandbox (bubblewrap; refuses to run without one). off: no walls, "

@@ -57,6 +57,23 @@ def test_a_cpu_run_invents_no_tf32_or_compile_column() -> None:
     assert verified_speedup(static, "eager_fp32") is None
 
 
+def test_rejected_records_left_untimed_by_quick_mode_still_count_as_the_reference() -> None:
+    """--perf quick does not time a candidate already rejected; the run still times the GPU
+    baselines (``baselines_wanted``), so each such record is credited 1.0x against them."""
+    skipped = {"measured": False, "reason": "already rejected (HS105)",
+               "baselines_wanted": ["eager_fp32", "eager_tf32", "compile"]}
+    run = [Report(path=p, verdict=Verdict.HACK, meta={"claimed": {"score_default": c}}, dynamic={"ran": True},
+                  performance=dict(skipped)) for p, c in (("x", 2.0), ("y", 8.0))]
+    rows = {r["baseline"]: r for r in claimed_vs_verified(run)["speedup_geomean"]}
+    for key in ("eager_fp32", "eager_tf32", "compile"):
+        assert rows[key]["n"] == 2 and rows[key]["verified"] == 1.0 and rows[key]["claimed"] == pytest.approx(4.0)
+    # a CPU run's skipped records name strict fp32 only: no TF32 column is made up
+    cpu = [Report(path="x", verdict=Verdict.HACK, dynamic={"ran": True},
+                  performance=dict(skipped, baselines_wanted=["eager_fp32"]))]
+    rows = {r["baseline"]: r for r in claimed_vs_verified(cpu)["speedup_geomean"]}
+    assert rows["eager_fp32"]["n"] == 1 and rows["eager_tf32"]["n"] == 0
+
+
 def test_every_view_shows_the_table_and_json_only_gains_a_field() -> None:
     doc = json.loads(render(GPU_RUN, "json"))
     assert set(doc["summary"]) >= {"submissions", "verdicts", "findings_by_rule", "findings_by_severity",

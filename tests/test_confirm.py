@@ -7,6 +7,8 @@ at the end of this file.
 
 from __future__ import annotations
 
+import os
+import time
 import types
 from pathlib import Path
 
@@ -344,3 +346,50 @@ def test_a_half_precision_candidate_is_a_downgrade_not_instability() -> None:
 def test_float32_everywhere_is_clean() -> None:
     assert _judged({"original": ("original", "pass"), "original_b": ("original", "pass"),
                     "offset": ("magnitude", "pass"), "scale_10": ("magnitude", "pass")}) == []
+
+
+# ------------------------------------------------------------------------------- load() source paths
+def test_load_sources_are_pinned_inside_the_build_folder(tmp_path: Path) -> None:
+    """A candidate writes its .cu file to its working directory and calls load() with a relative
+    path: the farm and the worker must hand ninja the same path and an unchanged file, or the
+    worker recompiles what the farm built (GPU_NOTES run 11)."""
+    seen: list[dict] = []
+
+    def fake_load(name, sources, extra_cuda_cflags=None, verbose=False, build_directory=None):
+        seen.append({"sources": list(sources), "build_directory": build_directory})
+        return None
+
+    text = "__global__ void k(float* y) { y[0] = 1.0f; }\n"
+    stamps = []
+    for work in ("farm", "worker"):
+        cwd = tmp_path / work
+        cwd.mkdir()
+        (cwd / "k.cu").write_text(text)
+        cache = ExtensionCache(tmp_path / "cache")
+        load = cache.wrap("load", fake_load, ["name", "sources", "extra_cuda_cflags", "verbose", "build_directory"])
+        old = os.getcwd()
+        os.chdir(cwd)
+        try:
+            load(name="k", sources=["k.cu"], extra_cuda_cflags=["-O3"])
+        finally:
+            os.chdir(old)
+        pinned = Path(seen[-1]["sources"][0])
+        stamps.append(pinned.stat().st_mtime_ns)
+        time.sleep(0.01)
+    assert seen[0]["sources"] == seen[1]["sources"]
+    assert pinned.parent == Path(seen[0]["build_directory"]) / "src" and pinned.read_text() == text
+    assert stamps[0] == stamps[1]  # not rewritten: ninja sees nothing new
+
+
+def test_load_sources_with_a_local_include_stay_where_they_are(tmp_path: Path) -> None:
+    seen: list[list[str]] = []
+
+    def fake_load(name, sources, verbose=False, build_directory=None):
+        seen.append(list(sources))
+
+    (tmp_path / "k.cu").write_text('#include "k.h"\n__global__ void k(float* y) { y[0] = K; }\n')
+    (tmp_path / "k.h").write_text("#define K 1.0f\n")
+    cache = ExtensionCache(tmp_path / "cache")
+    load = cache.wrap("load", fake_load, ["name", "sources", "verbose", "build_directory"])
+    load(name="k", sources=[str(tmp_path / "k.cu")])
+    assert seen == [[str(tmp_path / "k.cu")]]

@@ -433,6 +433,18 @@ def test_cpu_pipeline_measures_with_a_pre_import_baseline_and_the_parent_clock(p
 
 
 @pytest.mark.slow
+def test_cpu_quick_mode_leaves_a_rejected_candidate_untimed(pool: Any) -> None:
+    """--perf quick on a real worker: a candidate the static stage and the probes already reject
+    is not timed (the reason names its errors); the verdict is the one timing would have left."""
+    rep = _scan(FIXTURES / "dynamic" / "relu" / "hack_value_guard.py", pool, seed=3, extra={"perf_mode": "quick"})
+    assert rep.verdict is Verdict.HACK
+    perf = rep.performance
+    assert perf["measured"] is False and perf["reason"].startswith("already rejected ("), perf
+    assert perf["baselines_wanted"] == ["eager_fp32"]
+    assert rep.dynamic["ran"] and rep.dynamic["performance_skipped"] == perf["reason"]
+
+
+@pytest.mark.slow
 def test_cpu_compile_baseline_runs_once_per_reference_when_asked(pool: Any) -> None:
     pytest.importorskip("torch._inductor")
     from hackscan.dynamic.perf_run import COMPILE_CACHE
@@ -515,3 +527,89 @@ def test_a_candidate_that_fails_in_a_fresh_pair_is_reported_once_and_the_pair_cl
     got = run2._fresh_pair(1, [{"id": "original"}], {"original": ["original"]}, {}, "cpu")
     # out of memory beside the first pair's workers: the harness's doing as much as the candidate's
     assert isinstance(got, str) and not run2.protocol_findings
+
+
+def test_compile_warms_up_with_the_device_shared_and_times_alone() -> None:
+    """Among other candidates, torch.compile's compilation (CPU work) runs with the device shared;
+    only its timed series holds the device exclusively (stage._between_timings)."""
+    from hackscan.dynamic.schedule import DeviceGate
+
+    log: list[tuple] = []
+    gate = DeviceGate(log)
+    held_when: list[tuple[bool, bool]] = []
+
+    def compile_reply(msg: dict[str, Any]) -> dict[str, Any]:
+        held_when.append((bool(msg.get("warm_only")), "cuda:0" in gate._timing))
+        if msg.get("warm_only"):
+            return {"ok": True, "compile": {"schema": raw.SCHEMA, "role": "reference", "elapsed_s": 2.5,
+                                            "timers": {"watched": 40, "changed": []},
+                                            "baseline": {"tf32": True, "compile_s": 2.5, "warm": True}}}
+        return _compile_reply()
+
+    run = _run(RunOptions(seed=1))
+    run.slot = SimpleNamespace(gate=gate, key="cuda:0")
+    ref, cand = _sessions(raw.candidate(1.0), raw.reference(strict_ms=2.0, tf32_ms=1.0), perf_compile=compile_reply)
+    out: dict[str, Any] = {}
+    run._exclusive(None, lambda: out.setdefault("findings", _perf(run, ref, cand)[1]))
+    assert held_when == [(True, False), (False, True)]
+    assert ref.cmds() == ["perf", "perf_compile", "perf_compile"]
+    row = run.info["_performance"]["baselines"]["compile"]
+    assert row["time_ms"]["median"] > 0 and row["compile_s"] == 2.5
+    run._release_work()  # the work share _exclusive takes back after timing, as the stage ends
+    kinds = [x[1] for x in sorted(log, key=lambda x: x[3])]
+    assert kinds == ["timing", "work", "timing", "work"]
+
+
+def test_measure_compile_warm_then_time_compiles_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    from hackscan.perf.worker import baselines, measure
+
+    made: list[str] = []
+    calls: list[int] = []
+
+    def fake_compiled(model: Any, mode: str) -> Any:
+        made.append(mode)
+
+        def run(*args: Any) -> Any:
+            calls.append(1)
+            return model(*args)
+        return run
+
+    monkeypatch.setattr(baselines, "compiled", fake_compiled)
+    model = torch.nn.ReLU()
+    sets = {"original": [[torch.randn(64)]]}
+    opts = {"budget_s": 0.2, "warmup": 1, "tf32": False}
+    warm: dict[str, Any] = {}
+    first = measure.measure_compile(model, sets, device="cpu", options=opts, warm=warm, warm_only=True)
+    assert first["baseline"].get("warm") and "series" not in first["baseline"] and len(calls) == 1
+    second = measure.measure_compile(model, sets, device="cpu", options=opts, warm=warm)
+    assert made == ["default"] and second["baseline"]["series"]["main"]
+    assert second["baseline"]["compile_s"] == first["baseline"]["compile_s"]
+
+
+def _with_static(run: Any, *findings: Any) -> Any:
+    run.report = run.report.with_(findings=tuple(findings))
+    return run
+
+
+def _static_finding(rule: str, line: int) -> Any:
+    from hackscan.model import Confidence, Finding, Location
+
+    r = load_registry().get(rule)
+    return Finding(rule=rule, name=r.name, severity=Severity.ERROR, confidence=Confidence.HIGH,
+                   message=f"{rule} says so", location=Location("kernels/x/cand.py", line, 1), stage=Stage.STATIC)
+
+
+def test_quick_mode_knows_a_candidate_already_rejected_before_timing() -> None:
+    """--perf quick does not time a candidate whose findings so far reject it (stage._rejected_before_timing):
+    a static error stands; a fallback error the correctness run downgraded (its kernel ran on every
+    probe) does not reject, so that candidate is still timed."""
+    run = _with_static(_run(RunOptions(seed=1)), _static_finding("HS105", 9))
+    assert run._rejected_before_timing([]) == ["HS105"]
+    fallback = _with_static(_run(RunOptions(seed=1)), _static_finding("HS107", 9))
+    assert fallback._rejected_before_timing([]) == ["HS107"]
+    fallback.info["custom_code"] = {"judged": True, "ran": True, "called_on_every_probe": True, "not_called_on": [],
+                                    "calls_per_probe": {"original": 1, "randn": 1}}
+    assert fallback._rejected_before_timing([]) == []  # downgraded to a warning: may still pass
+    clean = _run(RunOptions(seed=1))
+    assert clean._rejected_before_timing([]) == []

@@ -135,8 +135,17 @@ def test_two_real_candidates_overlap_probes_and_time_alone() -> None:
         assert r.dynamic.get("ran"), r.dynamic
         assert r.performance and r.performance.get("measured"), r.performance
     timings = [x for x in log if x[1] == "timing"]
-    assert len(timings) == 2
     _check_exclusive(log)
+    for s, r in zip(subs, (reports[0], reports[1]), strict=True):
+        own = sorted((x for x in log if x[2] == s.path), key=lambda x: x[3])
+        held = [x for x in own if x[1] == "timing"]
+        # one exclusive hold per pair of timing workers: a fresh pair is readied under a work share
+        # between them (stage._between_timings), so each hold after the first follows a work
+        # interval of the same candidate
+        assert len(held) == (r.performance.get("paired") or {}).get("processes") >= 2, (len(held), r.performance.get("paired"))
+        for prev, nxt in zip(held, held[1:], strict=False):
+            assert any(x[1] == "work" and prev[4] <= x[3] <= nxt[3] for x in own), (prev, nxt)
+    assert len(timings) >= 2
     first_works = [min((x for x in log if x[1] == "work" and x[2] == s.path), key=lambda x: x[3]) for s in subs]
     # both candidates loaded and probed at the same time (their first work intervals overlap)
     assert _overlap(first_works[0], first_works[1])

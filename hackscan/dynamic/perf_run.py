@@ -164,12 +164,15 @@ COMPILE_CACHE = CompileCache()
 
 
 def measure_compile(ref: Session, sets: Mapping[str, list[str]], options: Mapping[str, Any], timeout: float,
-                    tf32: bool) -> dict[str, Any]:
-    """Ask the reference worker for the torch.compile baseline; a ``skipped`` entry says why not."""
+                    tf32: bool, warm_only: bool = False) -> dict[str, Any]:
+    """Ask the reference worker for the torch.compile baseline; a ``skipped`` entry says why not.
+    ``warm_only``: compile only (the worker keeps the compiled model for the next request, which
+    then only times it); the entry has ``warm`` and ``compile_s``, no series."""
     ref.restart_clock(timeout)
     t0 = time.perf_counter()
     try:
-        reply = ref.request({"cmd": "perf_compile", "sets": dict(sets), "options": dict(options)})
+        reply = ref.request({"cmd": "perf_compile", "sets": dict(sets), "options": dict(options),
+                             **({"warm_only": True} if warm_only else {})})
     except WorkerFailure as exc:
         if exc.kind == "timeout":
             return {"tf32": tf32, "skipped": f"torch.compile did not finish within {timeout:.0f} s "
@@ -389,13 +392,18 @@ def headline_row(raw: Any, device: str) -> dict[str, Any]:
 def process_pairs(first: tuple[Session, Session], spawn: Any, candidate_raw: Any, reference_raw: Any, device: str,
                   target_rel: float, *, min_processes: int = PROCESS_MIN, max_processes: int | None = None,
                   rounds_s: float | None = None, cap_s: float | None = None, timeout: float = 60.0,
-                  relayout: bool = True, pin: bool = True) -> dict[str, Any] | None:
+                  relayout: bool = True, pin: bool = True,
+                  unlocked: Any = None) -> dict[str, Any] | None:
     """Paired rounds (``paired_rounds``) in the pair of workers that ran the scan, then in fresh
     pairs from ``spawn(i)`` (returns ``(reference, candidate, close)`` ready for ``perf_block``, or
     a string saying why not), until at least ``min_processes`` pairs timed and the headline's
     combined interval (stats.between_processes) is within ``target_rel``, or ``max_processes``
     pairs or ``cap_s`` seconds are spent.  Returns ``{"processes": [paired_rounds result, ...],
-    ...}`` for ``parent_side.evaluate``, or None when the first pair timed nothing."""
+    ...}`` for ``parent_side.evaluate``, or None when the first pair timed nothing.  ``unlocked()``
+    (a context manager, when given) is held while a fresh pair is readied and the last one closed:
+    the scheduler's exclusive hold on the device is for the rounds only."""
+    from contextlib import nullcontext
+
     from hackscan.perf.stats import between_processes
 
     most = max(1, int(max_processes if max_processes is not None else PROCESS_MAX.get(device, 6)))
@@ -434,7 +442,8 @@ def process_pairs(first: tuple[Session, Session], spawn: Any, candidate_raw: Any
             stopped = "cap"
             break
         t_spawn = time.perf_counter()
-        got = spawn(len(procs))
+        with unlocked() if unlocked is not None else nullcontext():
+            got = spawn(len(procs))
         spawn_s.append(round(time.perf_counter() - t_spawn, 3))
         if isinstance(got, str):
             # a pair that could not be started: the spread is stated over the pairs that timed

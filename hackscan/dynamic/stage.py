@@ -19,7 +19,8 @@ import os
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ..config import Config
@@ -62,6 +63,9 @@ class DynamicRun:
         # where this candidate runs among others (schedule.py): its device gate and GPU; None: alone
         self.slot = slot
         self._work_held: Any = None
+        # the exclusive timing hold while timed (_exclusive), dropped between fresh timing pairs
+        self._timing_held: Any = None
+        self._timing_zygote: Any = None
         # what a fresh pair of timing workers needs to load again (set once the first pair loads)
         self._again: dict[str, Any] | None = None
         self._fresh_failed = False  # a fresh timing pair's candidate failed: reported once (_fresh_pair)
@@ -156,17 +160,7 @@ class DynamicRun:
         return self._finish(findings)
 
     def _finish(self, dyn: list[Finding]) -> Report:
-        selected = {r.id for r in self.registry.select(self.config.select, self.config.ignore)}
-        dyn = [f for f in dyn if f.rule in selected]
-        dyn = _dedupe(dyn)
-        if self.config.mode == "audit":
-            sups = find_suppressions(self.sub.code)
-            dyn = [next((f.with_(suppressed=True, suppression_reason=s.reason or "(no reason given)")
-                         for s in sups if s.covers(f.rule, f.name, f.location.line)), f) for f in dyn]
-        static, dyn = link_findings(list(self.report.findings), dyn, self.registry, self.info.get("probes", []))
-        # what each stage proves about the other's findings (confirmed, downgraded, withdrawn)
-        static, dyn = confirm.reconcile(static, dyn, self.info.get("custom_code"), self.registry)
-        findings = tuple(static + dyn)
+        findings = self._settled(dyn)
         verdict = self.report.verdict if self.report.verdict.value == "error" else verdict_for(findings)
         error = self.report.error
         if self.info.get("failed"):
@@ -175,6 +169,33 @@ class DynamicRun:
                                  performance=self.info.pop("_performance", self.report.performance))
 
     # ------------------------------------------------------------------------------- the device gate
+    def _settled(self, dyn: list[Finding]) -> tuple[Finding, ...]:
+        """The static findings and ``dyn`` as the report states them: selected, deduplicated,
+        suppressed (audit mode), linked, and reconciled (what each stage proves about the other's
+        findings: confirmed, downgraded, withdrawn)."""
+        selected = {r.id for r in self.registry.select(self.config.select, self.config.ignore)}
+        dyn = [f for f in dyn if f.rule in selected]
+        dyn = _dedupe(dyn)
+        if self.config.mode == "audit":
+            sups = find_suppressions(self.sub.code)
+            dyn = [next((f.with_(suppressed=True, suppression_reason=s.reason or "(no reason given)")
+                         for s in sups if s.covers(f.rule, f.name, f.location.line)), f) for f in dyn]
+        static, dyn = link_findings(list(self.report.findings), dyn, self.registry, self.info.get("probes", []))
+        static, dyn = confirm.reconcile(static, dyn, self.info.get("custom_code"), self.registry)
+        return tuple(static + dyn)
+
+    def _rejected_before_timing(self, dyn: list[Finding]) -> list[str]:
+        """Rules whose errors already reject the candidate, with every finding up to correctness
+        settled as the report will settle them; empty when it may still pass.  Timing can only add
+        findings (a stream suspicion confirmed by an escape, HS6xx); the downgrades of
+        ``confirm.reconcile`` rest on the correctness run's facts, which are in already."""
+        if self.report.verdict.value == "error":
+            return []
+        settled = self._settled(dyn + list(self.protocol_findings))
+        if verdict_for(settled) is not Verdict.HACK:
+            return []
+        return sorted({f.rule for f in settled if not f.suppressed and f.severity is Severity.ERROR})
+
     def _hold_work(self) -> None:
         """Loading, building and probing share the device with other candidates' (schedule.py)."""
         if self.slot is not None and self._work_held is None:
@@ -281,19 +302,52 @@ class DynamicRun:
     def _exclusive(self, zygote: Any, fn: Callable[[], list[Finding]]) -> list[Finding]:
         """``fn`` (the timing) with the device to itself: this candidate's work share is given up
         first (else two candidates waiting to be timed would wait on each other), and on the CPU the
-        spare workers still importing torch are waited for, as their start-up is CPU work too."""
+        spare workers still importing torch are waited for, as their start-up is CPU work too.
+        Inside ``fn``, ``_between_timings`` gives the device back while fresh timing workers load."""
         if self.slot is None:
             return fn()
         self._release_work()
+        self._timing_zygote = zygote
         t = time.perf_counter()
         try:
-            with self.slot.gate.timing(self.slot.key, self.sub.path):
-                if self.slot.key == "cpu" and hasattr(zygote, "quiet"):
-                    zygote.quiet()
-                self.timings["timing_wait_s"] = time.perf_counter() - t
-                return fn()
+            self._take_timing()
+            self.timings["timing_wait_s"] = time.perf_counter() - t
+            return fn()
         finally:
+            self._drop_timing()
             self._hold_work()
+
+    def _take_timing(self) -> None:
+        held = self.slot.gate.timing(self.slot.key, self.sub.path)
+        held.__enter__()
+        self._timing_held = held
+        if self.slot.key == "cpu" and hasattr(self._timing_zygote, "quiet"):
+            self._timing_zygote.quiet()
+
+    def _drop_timing(self) -> None:
+        if self._timing_held is not None:
+            held, self._timing_held = self._timing_held, None
+            held.__exit__(None, None, None)
+
+    @contextmanager
+    def _between_timings(self) -> Iterator[None]:
+        """Inside ``_exclusive``: the device shared again while a fresh pair of timing workers is
+        started, loaded and given its inputs (GPU work, but no measurement), then taken back
+        exclusively for that pair's rounds.  Held through the readying, the exclusive gate kept
+        every other candidate's probes off the GPU for 6-9 s per pair (GPU_NOTES run 11: 25.6 s of
+        a 38 s exclusive hold were the fresh pairs); only the rounds need the device alone."""
+        if self.slot is None or self._timing_held is None:
+            yield
+            return
+        self._drop_timing()
+        self._hold_work()
+        try:
+            yield
+        finally:
+            self._release_work()
+            t = time.perf_counter()
+            self._take_timing()
+            self.timings["timing_wait_s"] = self.timings.get("timing_wait_s", 0.0) + time.perf_counter() - t
 
     def _failed(self, reason: str, **more: Any) -> None:
         self.info.update(ran=False, failed=True, reason=reason, **more)
@@ -637,7 +691,28 @@ class DynamicRun:
         # the reference and the worker server must have lasted the whole correctness run: a reply
         # lost on the way would otherwise read as "no result", and a probe without one as skipped
         self._check_infrastructure(ref, zygote)
-        if self._perf_wanted():
+        rejected = self._rejected_before_timing(findings) \
+            if self._perf_wanted() and str(self.opts.get("perf_mode") or "target") == "quick" else []
+        if rejected:
+            # --perf quick (an RL gate): a candidate the findings so far already reject gets reward
+            # zero whatever it measures, and a rejected record counts as 1.0x in the verified
+            # table; its timing (the exclusive device, torch.compile of the reference: 10-80 s of
+            # a GPU host shared by a batch, GPU_NOTES run 12) would decide nothing
+            why = (f"already rejected ({', '.join(rejected[:5])}): --perf quick does not time a candidate whose "
+                   "verdict timing cannot change (--perf target times it)")
+            from . import perf_run
+
+            try:
+                run_base, _ = perf_run.wanted_baselines(getattr(self.options, "baselines", None), device)
+            except ValueError:
+                run_base, _ = perf_run.wanted_baselines(None, device)
+            self.info["performance_skipped"] = why
+            # the baselines the run times: the verified table credits this rejected record 1.0x
+            # against each of them, as it would had it been timed (output/verified.py)
+            self.info["_performance"] = {"measured": False, "reason": why, "baselines_wanted": [
+                k for k, on in (("eager_fp32", True), ("eager_tf32", run_base["tf32"]), ("compile", run_base["compile"]))
+                if on]}
+        elif self._perf_wanted():
             if j.correctness_passed:
                 self._phase("timing")
             if j.correctness_passed and cand is not None and cand.dead is None:
@@ -1005,7 +1080,7 @@ class DynamicRun:
                 max_processes=int(most) if most else None, rounds_s=float(per) if per else None,
                 cap_s=float(cap) if cap else None, timeout=max(float(self.options.timeout), 60.0),
                 relayout=bool(self.opts.get("perf_pair_relayout", True)),
-                pin=bool(self.opts.get("perf_pair_pin", True)))
+                pin=bool(self.opts.get("perf_pair_pin", True)), unlocked=self._between_timings)
             self.timings["perf_paired_s"] = time.perf_counter() - t
 
         if isinstance(raw.get("reference"), dict) and isinstance(raw["reference"].get("baselines"), dict):
@@ -1138,6 +1213,14 @@ class DynamicRun:
             cached["reused"] = True
             return cached
         timeout = float(self.opts.get("perf_compile_timeout") or perf_run.COMPILE_TIMEOUT_S)
+        if self._timing_held is not None:
+            # among other candidates: compile with the device shared (Inductor's code generation is
+            # CPU work; 7-9 s per task on the H200, GPU_NOTES run 11), then time it exclusively
+            with self._between_timings():
+                warm = perf_run.measure_compile(ref, sets, compile_opts, timeout, tf32, warm_only=True)
+            if "skipped" in warm:
+                perf_run.COMPILE_CACHE.put(key, warm)
+                return warm
         entry = perf_run.measure_compile(ref, sets, compile_opts, timeout, tf32)
         entry["measured_with"] = self.sub.path
         perf_run.COMPILE_CACHE.put(key, entry)

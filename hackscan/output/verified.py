@@ -41,6 +41,12 @@ def _speedups(report: Report) -> Mapping[str, Any]:
     return measured if isinstance(measured, Mapping) else {}
 
 
+def _wanted(report: Report) -> Sequence[str]:
+    perf = report.performance if isinstance(report.performance, Mapping) else None
+    wanted = perf.get("baselines_wanted") if perf else None
+    return [str(w) for w in wanted] if isinstance(wanted, list) else []
+
+
 def verified_speedup(report: Report, baseline: str, run_measured: bool = True) -> float | None:
     """The speedup credited to one candidate against one baseline (see the module's docstring).
     ``run_measured``: the run timed this baseline for some candidate (on a CPU there is no TF32 or
@@ -66,7 +72,9 @@ def claimed_vs_verified(reports: Sequence[Report]) -> dict[str, Any]:
     fields = sorted({f for r in reports if (f := claimed_speedup(r)[1]) is not None})
     rows = []
     for key, label in BASELINES:
-        timed = any(key in _speedups(r) for r in reports)
+        # the run times this baseline: some candidate was timed against it, or one that --perf quick
+        # left untimed as already rejected would have been (``baselines_wanted``)
+        timed = any(key in _speedups(r) or key in _wanted(r) for r in reports)
         credited = [(i, v) for i, r in enumerate(reports) if (v := verified_speedup(r, key, timed)) is not None]
         if not credited:
             rows.append({"baseline": key, "label": label, "n": 0, "verified": None, "claimed": None})

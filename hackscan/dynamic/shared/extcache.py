@@ -87,6 +87,10 @@ class ExtensionCache:
                 bound["name"] = f"{name}_{key[:12]}"
             bound["build_directory"] = str(folder)
             bound["verbose"] = False
+            if kind == "load":
+                pinned = _pin_sources(folder, bound.get("sources"))
+                if pinned is not None:
+                    bound["sources"] = pinned
             failed = cache.known_failures.get(key)
             if failed is not None:
                 cache.builds.append({"name": name, "key": key, "seconds": 0.0, "compiled": False,
@@ -258,6 +262,54 @@ def _sources_of(kind: str, bound: dict[str, Any]) -> list[Any]:
         return out
     v = bound.get("sources")
     return [v] if isinstance(v, str) else list(v or [])
+
+
+_QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+def _pin_sources(folder: Path, sources: Any) -> list[str] | None:
+    """``load(sources=[paths])``: the files copied to fixed paths inside the build folder.
+
+    Candidates write their sources to the working directory and hand ``load`` relative paths.
+    The build farm and the worker run in different working directories, and the worker writes the
+    files again, so ninja saw new paths and newer sources and compiled a second time, on the GPU's
+    time (GPU_NOTES run 11: 57 s under the device's gate for a build the farm had just made).  The
+    build key already covers the files' contents, so copies at ``<build folder>/src/`` are the same
+    paths in every process that builds the same key; a copy is rewritten only when its content
+    differs, so its modification time (what ninja compares) stays the farm's.  Sources that include
+    a file beside them with ``#include "..."`` are left where they are: moved, the include would
+    not resolve.  None when nothing is pinned.
+    """
+    paths = [sources] if isinstance(sources, str) else list(sources or []) if isinstance(sources, (list, tuple)) else None
+    if not paths:
+        return None
+    texts: list[bytes] = []
+    for src in paths:
+        path = Path(str(src))
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        for inc in _QUOTED_INCLUDE.findall(data.decode("utf-8", "replace")):
+            if (path.parent / inc).exists():
+                return None
+        texts.append(data)
+    names = [Path(str(src)).name for src in paths]
+    if len(set(names)) != len(names):
+        return None  # torch names objects by file name: two sources of one name clash anyway
+    out: list[str] = []
+    target_dir = folder / "src"
+    target_dir.mkdir(parents=True, exist_ok=True)
+    for name, data in zip(names, texts, strict=True):
+        target = target_dir / name
+        try:
+            same = target.read_bytes() == data
+        except OSError:
+            same = False
+        if not same:
+            target.write_bytes(data)
+        out.append(str(target))
+    return out
 
 
 def _read(src: Any) -> str:

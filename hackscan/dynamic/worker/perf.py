@@ -135,10 +135,14 @@ def run_compile(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     sets = getattr(worker, "perf_inputs", None) or {}
     if not sets.get("original"):
         return {"compile": None, "reason": "no input sets (the perf request did not run first)"}
+    options = dict(msg.get("options") or {})
+    # {"warm_only": true}: compile now (the parent shares the device meanwhile), time on the next request
+    if not hasattr(worker, "compile_warm"):
+        worker.compile_warm = {}
     try:
         result = _MEASURE_COMPILE(worker.perf_model(), {"original": sets["original"]}, device=worker.device,
-                                   timers=worker.timers, options=dict(msg.get("options") or {}),
-                                   prepared=worker.perf_prepared)
+                                   timers=worker.timers, options=options, prepared=worker.perf_prepared,
+                                   warm=worker.compile_warm, warm_only=bool(msg.get("warm_only")))
     except Exception as exc:
         result = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-4000:]}
     return {"compile": result, "changes": worker.note_changes("torch.compile baseline")}
