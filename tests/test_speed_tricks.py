@@ -405,3 +405,77 @@ def test_identity_key_names_match_the_plain_fixpoint() -> None:
             compared += 1
             nonempty += bool(names)
     assert compared > 1000 and nonempty >= 5, (compared, nonempty)
+
+
+def _with_corpus(sources: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``sources`` and the candidates and references of the first corpus records, when present."""
+    corpus = ROOT.parent / "shared" / "corpora" / "cuda-l1" / "a100.jsonl"
+    if corpus.exists():
+        for i, line in enumerate(corpus.read_text().splitlines()[:120]):
+            rec = json.loads(line)
+            sources += [(f"corpus:{i}", rec.get("custom_code") or ""), (f"corpus:{i}:ref", rec.get("ref_code") or "")]
+    return sources
+
+
+def test_function_index_of_an_unindexed_module_matches_the_indexed_one() -> None:
+    """``FunctionIndex`` on a module nothing has indexed (a reference, whose members are all most
+    scans ask of it) indexes the function's own subtree instead of the whole file: the same
+    assignments, calls and nested defs, in the same order, as with the file's index, for every
+    function and lambda of a file of rare syntax, the fixtures, the kernels and the corpus."""
+    from hackscan.python.members import FunctionIndex
+
+    functions = 0
+    for name, text in _with_corpus([(name, text) for name, text, _ in all_trees()
+                                    if not name.startswith("hackscan")]):
+        try:
+            host = HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        host.__dict__.pop("nodes", None)  # as a module parse() did not extract (it indexes when it does)
+        fns = [n for n in ast.walk(host.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+        alone = FunctionIndex(host)
+        got = [[_ids(part) for part in alone._collect(fn)] for fn in fns]
+        assert "nodes" not in host.__dict__, f"{name}: the subtree path indexed the whole file"
+        indexed = FunctionIndex(host)
+        _ = host.nodes
+        assert got == [[_ids(part) for part in indexed._collect(fn)] for fn in fns], name
+        functions += len(fns)
+    assert functions > 2000
+
+
+def _extraction(host: HostModule) -> tuple:
+    return ([(u.id, u.language, u.mapped.text) for u in host.units],
+            [(e.name, e.kind, id(e.call), sorted(e.bound_to), e.functions) for e in host.extensions],
+            [(k, id(f)) for k, f in host.triton_kernels.items()],
+            list(host.problems))
+
+
+def test_parse_skips_an_extraction_that_finds_nothing() -> None:
+    """``HostModule.parse`` fills the extraction's results with nothing, without indexing the file,
+    when an ASCII text has no loader hint and no ``@`` (or no ``@`` that can decorate a Triton
+    kernel): what the full extraction finds then, over the fixtures, kernels, corpus candidates
+    and references, and a few texts made to sit on the edge of the test."""
+    edges = [
+        ("tl-only", "@tl.jit\ndef k(x):\n    pass\n"),  # ``tl`` is Triton's language by convention
+        ("aliased", "import triton as t\n@t.jit\ndef k(x):\n    pass\n"),
+        ("matmul", "class Model:\n    def forward(self, a, b):\n        return a @ b\n"),
+        ("no-grad", "import torch\n@torch.no_grad()\ndef f(x):\n    return x\n"),
+    ]
+    skipped = 0
+    for name, text in _with_corpus(edges + [(name, text) for name, text, _ in all_trees()
+                                            if not name.startswith("hackscan")]):
+        try:
+            host = HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        quick = "units" in host.__dict__ and "nodes" not in host.__dict__
+        got = _extraction(host)
+        full = object.__new__(HostModule)
+        full.__dict__.update({k: v for k, v in host.__dict__.items()
+                              if k not in ("units", "extensions", "triton_kernels", "problems")})
+        full._extract()
+        assert got == _extraction(full), name
+        skipped += quick
+        if name in ("tl-only", "aliased"):
+            assert not quick and list(host.triton_kernels) == ["k"], name
+    assert skipped > 100  # the corpus references and the fixtures without kernels

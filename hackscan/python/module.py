@@ -459,6 +459,13 @@ class HostModule:
         # identifier normalisation folds to ASCII
         if not text.isascii() or "load" in text or "Kernel" in text or "RawModule" in text:  # _LOADER_HINTS
             mod._extract()
+        elif "@" not in text or ("triton" not in text and "tl" not in text):
+            # no loader call, and no decorator at all (an ASCII text spells each with ``@``) or none
+            # that ``_is_triton_decorator`` can take for Triton's (the name it resolves to starts with
+            # ``triton``: an import or a root spelling ``triton``, or the conventional ``tl``):
+            # extraction finds nothing, and a reference need not be indexed to learn that
+            d = mod.__dict__
+            d["units"], d["extensions"], d["triton_kernels"], d["problems"] = [], [], {}, []  # _EXTRACTED
         return mod
 
     def _index(self) -> None:
