@@ -287,8 +287,9 @@ def test_member_scan_alone_on_corpus_references(corpus_path: Path) -> None:
 
 def test_try_value_shortcut_matches_evaluation() -> None:
     """``Resolver.try_value`` answers a name that is unknown, bound other than by an assignment or
-    bound to a method call ``_call`` does not evaluate without raising; every name of every fixture
-    and demo kernel gets what the plain evaluation (``value``, ``Unresolved`` when it raises) gives."""
+    bound to a call ``_call`` does not evaluate, and such a call itself, without raising; every name
+    and call of every fixture and demo kernel gets what the plain evaluation (``value``,
+    ``Unresolved`` when it raises) gives."""
     from hackscan.python.resolve import Unresolved
 
     shortcut = resolved = 0
@@ -297,14 +298,14 @@ def test_try_value_shortcut_matches_evaluation() -> None:
             host = HostModule.parse(text, name)
         except (SyntaxError, ValueError):
             continue
-        for node in host.of_type(ast.Name):
+        for node in host.of_type(ast.Name, ast.Call):
             scope = host.scope_of(node)
             try:
                 want = host.resolver.value(node, scope)
             except (Unresolved, RecursionError):
                 want = Unresolved
             got = host.resolver.try_value(node, scope)
-            assert type(got) is type(want) and got == want, f"{name}:{node.lineno} {node.id}: {got!r} != {want!r}"
+            assert type(got) is type(want) and got == want, f"{name}:{node.lineno} {ast.dump(node)}: {got!r} != {want!r}"
             shortcut += want is Unresolved
             resolved += want is not Unresolved
     assert shortcut > 1000 and resolved > 100
