@@ -480,3 +480,38 @@ def test_parse_skips_an_extraction_that_finds_nothing() -> None:
         if name in ("tl-only", "aliased"):
             assert not quick and list(host.triton_kernels) == ["k"], name
     assert skipped > 100  # the corpus references and the fixtures without kernels
+
+
+def test_nodes_by_owner_matches_a_plain_parent_walk() -> None:
+    """``MiscFacts.nodes_by_owner`` (the owner walk inlined, the parent tried before any chain, one
+    memo shared with ``owner``) groups every node of a type under the nearest function or method
+    above it (a lambda is not one), as a plain walk up the parent map does, each group in the
+    index's order; and ``owner`` answers the same after the memo is filled, for the fixtures,
+    kernels and corpus."""
+    from hackscan.python.patterns import misc_facts
+
+    funcs = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+    def plain_owner(host: HostModule, node: ast.AST) -> ast.AST | None:
+        cur = host.parents.get(node)
+        while cur is not None and not isinstance(cur, funcs):
+            cur = host.parents.get(cur)
+        return cur
+
+    grouped = 0
+    for name, text in _with_corpus([(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]):
+        try:
+            host = HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        facts = misc_facts(host)
+        for typ in (ast.Call, ast.Assign, ast.Return, ast.FunctionDef, ast.Name, ast.If, ast.Compare):
+            want: dict[ast.AST | None, list[int]] = {}
+            for n in host.of_type(typ):
+                want.setdefault(plain_owner(host, n), []).append(id(n))
+            got = {o: _ids(ns) for o, ns in facts.nodes_by_owner(typ).items()}
+            assert got == want, f"{name}: {typ.__name__}"
+            grouped += len(host.of_type(typ))
+        for n in host.of_type(ast.Attribute, ast.Subscript, ast.keyword):
+            assert facts.owner(n) is plain_owner(host, n), f"{name}:{getattr(n, 'lineno', '?')}"
+    assert grouped > 20000
