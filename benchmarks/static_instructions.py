@@ -13,6 +13,10 @@ iteration order moves the count by about 3 % between runs otherwise.  Needs valg
 one interpreter build (a PGO build runs fewer instructions for the same work): the line printed
 names it.  ``--root`` scans with the ``hackscan`` package of another tree (a ``git archive`` of an
 older commit, say), so that two versions are measured by the same program in the same session.
+The records scanned are chosen by this tree's ``discover`` (the first ``--files`` it reads as
+submissions) and the other tree scans exactly those: an older tree may read a record as a
+submission that this one reports as unreadable (code that is the literal string ``"None"``), and
+taking the other tree's own first N would then compare different files.  The records are printed.
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ sys.path.insert(0, {root!r})
 from hackscan.config import Config
 from hackscan.engine import StaticScanner
 from hackscan.inputs import Submission, discover
-subs = [i for i in discover([{corpus!r}]) if isinstance(i, Submission)][:{files}]
+records = {records!r}
+subs = [i for i in discover([{corpus!r}]) if isinstance(i, Submission) and i.record in records]
+assert [s.record for s in subs] == sorted(records), "the measured tree does not read every chosen record"
 scanner = StaticScanner(Config(mode="audit"))
 for s in subs:
     scanner.scan(s)
@@ -47,8 +53,18 @@ for _ in range({passes}):
 """
 
 
-def _instructions(corpus: str, files: int, passes: int, batch: bool, root: Path = ROOT) -> int:
-    program = _PROGRAM.format(root=str(root), corpus=corpus, files=files, passes=passes, batch=batch)
+def _records(corpus: str, files: int) -> list[int]:
+    """The JSONL records of the first ``files`` submissions this tree's ``discover`` reads."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from hackscan.inputs import Submission, discover
+    finally:
+        sys.path.remove(str(ROOT))
+    return [i.record for i in discover([corpus]) if isinstance(i, Submission)][:files]  # type: ignore[misc]
+
+
+def _instructions(corpus: str, records: list[int], passes: int, batch: bool, root: Path = ROOT) -> int:
+    program = _PROGRAM.format(root=str(root), corpus=corpus, records=records, passes=passes, batch=batch)
     proc = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
                            sys.executable, "-c", program], capture_output=True, text=True)
     m = re.search(r"Collected : (\d+)", proc.stderr)
@@ -77,17 +93,29 @@ def main() -> int:
         return 2
     if os.environ.get("PYTHONHASHSEED") != "0":
         print("note: PYTHONHASHSEED is not 0; counts vary by about 3% between runs", file=sys.stderr)
+    records = _records(args.corpus, args.files)
     try:
-        base = _instructions(args.corpus, args.files, 0, args.batch, root)
-        more = _instructions(args.corpus, args.files, 2, args.batch, root)
+        base = _instructions(args.corpus, records, 0, args.batch, root)
+        more = _instructions(args.corpus, records, 2, args.batch, root)
     except RuntimeError as exc:
         print(str(exc), file=sys.stderr)
         return 1
-    per_file = (more - base) / (2 * args.files)
+    per_file = (more - base) / (2 * len(records))
     mode = "batch (scan_many)" if args.batch else "one scan per call"
-    print(f"{per_file / 1e6:.2f} M instructions per file ({mode}, first {args.files} submissions of {args.corpus}; "
-          f"hackscan of {root}; {sys.executable}, Python {sys.version.split()[0]})")
+    print(f"{per_file / 1e6:.2f} M instructions per file ({mode}, first {len(records)} submissions of {args.corpus}, "
+          f"records {_spans(records)}; hackscan of {root}; {sys.executable}, Python {sys.version.split()[0]})")
     return 0
+
+
+def _spans(records: list[int]) -> str:
+    """``1-3,5-9,12`` for [1, 2, 3, 5, ..., 9, 12]."""
+    out: list[str] = []
+    for r in records:
+        if out and int(out[-1].rsplit("-", 1)[-1]) == r - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{r}"
+        else:
+            out.append(str(r))
+    return ",".join(out)
 
 
 if __name__ == "__main__":

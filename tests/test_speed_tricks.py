@@ -287,8 +287,9 @@ def test_member_scan_alone_on_corpus_references(corpus_path: Path) -> None:
 
 def test_try_value_shortcut_matches_evaluation() -> None:
     """``Resolver.try_value`` answers a name that is unknown, bound other than by an assignment or
-    bound to a method call ``_call`` does not evaluate without raising; every name of every fixture
-    and demo kernel gets what the plain evaluation (``value``, ``Unresolved`` when it raises) gives."""
+    bound to a call ``_call`` does not evaluate, and such a call itself, without raising; every name
+    and call of every fixture and demo kernel gets what the plain evaluation (``value``,
+    ``Unresolved`` when it raises) gives."""
     from hackscan.python.resolve import Unresolved
 
     shortcut = resolved = 0
@@ -297,14 +298,14 @@ def test_try_value_shortcut_matches_evaluation() -> None:
             host = HostModule.parse(text, name)
         except (SyntaxError, ValueError):
             continue
-        for node in host.of_type(ast.Name):
+        for node in host.of_type(ast.Name, ast.Call):
             scope = host.scope_of(node)
             try:
                 want = host.resolver.value(node, scope)
             except (Unresolved, RecursionError):
                 want = Unresolved
             got = host.resolver.try_value(node, scope)
-            assert type(got) is type(want) and got == want, f"{name}:{node.lineno} {node.id}: {got!r} != {want!r}"
+            assert type(got) is type(want) and got == want, f"{name}:{node.lineno} {ast.dump(node)}: {got!r} != {want!r}"
             shortcut += want is Unresolved
             resolved += want is not Unresolved
     assert shortcut > 1000 and resolved > 100
@@ -405,3 +406,112 @@ def test_identity_key_names_match_the_plain_fixpoint() -> None:
             compared += 1
             nonempty += bool(names)
     assert compared > 1000 and nonempty >= 5, (compared, nonempty)
+
+
+def _with_corpus(sources: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``sources`` and the candidates and references of the first corpus records, when present."""
+    corpus = ROOT.parent / "shared" / "corpora" / "cuda-l1" / "a100.jsonl"
+    if corpus.exists():
+        for i, line in enumerate(corpus.read_text().splitlines()[:120]):
+            rec = json.loads(line)
+            sources += [(f"corpus:{i}", rec.get("custom_code") or ""), (f"corpus:{i}:ref", rec.get("ref_code") or "")]
+    return sources
+
+
+def test_function_index_of_an_unindexed_module_matches_the_indexed_one() -> None:
+    """``FunctionIndex`` on a module nothing has indexed (a reference, whose members are all most
+    scans ask of it) indexes the function's own subtree instead of the whole file: the same
+    assignments, calls and nested defs, in the same order, as with the file's index, for every
+    function and lambda of a file of rare syntax, the fixtures, the kernels and the corpus."""
+    from hackscan.python.members import FunctionIndex
+
+    functions = 0
+    for name, text in _with_corpus([(name, text) for name, text, _ in all_trees()
+                                    if not name.startswith("hackscan")]):
+        try:
+            host = HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        host.__dict__.pop("nodes", None)  # as a module parse() did not extract (it indexes when it does)
+        fns = [n for n in ast.walk(host.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+        alone = FunctionIndex(host)
+        got = [[_ids(part) for part in alone._collect(fn)] for fn in fns]
+        assert "nodes" not in host.__dict__, f"{name}: the subtree path indexed the whole file"
+        indexed = FunctionIndex(host)
+        _ = host.nodes
+        assert got == [[_ids(part) for part in indexed._collect(fn)] for fn in fns], name
+        functions += len(fns)
+    assert functions > 2000
+
+
+def _extraction(host: HostModule) -> tuple:
+    return ([(u.id, u.language, u.mapped.text) for u in host.units],
+            [(e.name, e.kind, id(e.call), sorted(e.bound_to), e.functions) for e in host.extensions],
+            [(k, id(f)) for k, f in host.triton_kernels.items()],
+            list(host.problems))
+
+
+def test_parse_skips_an_extraction_that_finds_nothing() -> None:
+    """``HostModule.parse`` fills the extraction's results with nothing, without indexing the file,
+    when an ASCII text has no loader hint and no ``@`` (or no ``@`` that can decorate a Triton
+    kernel): what the full extraction finds then, over the fixtures, kernels, corpus candidates
+    and references, and a few texts made to sit on the edge of the test."""
+    edges = [
+        ("tl-only", "@tl.jit\ndef k(x):\n    pass\n"),  # ``tl`` is Triton's language by convention
+        ("aliased", "import triton as t\n@t.jit\ndef k(x):\n    pass\n"),
+        ("matmul", "class Model:\n    def forward(self, a, b):\n        return a @ b\n"),
+        ("no-grad", "import torch\n@torch.no_grad()\ndef f(x):\n    return x\n"),
+    ]
+    skipped = 0
+    for name, text in _with_corpus(edges + [(name, text) for name, text, _ in all_trees()
+                                            if not name.startswith("hackscan")]):
+        try:
+            host = HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        quick = "units" in host.__dict__ and "nodes" not in host.__dict__
+        got = _extraction(host)
+        full = object.__new__(HostModule)
+        full.__dict__.update({k: v for k, v in host.__dict__.items()
+                              if k not in ("units", "extensions", "triton_kernels", "problems")})
+        full._extract()
+        assert got == _extraction(full), name
+        skipped += quick
+        if name in ("tl-only", "aliased"):
+            assert not quick and list(host.triton_kernels) == ["k"], name
+    assert skipped > 100  # the corpus references and the fixtures without kernels
+
+
+def test_nodes_by_owner_matches_a_plain_parent_walk() -> None:
+    """``MiscFacts.nodes_by_owner`` (the owner walk inlined, the parent tried before any chain, one
+    memo shared with ``owner``) groups every node of a type under the nearest function or method
+    above it (a lambda is not one), as a plain walk up the parent map does, each group in the
+    index's order; and ``owner`` answers the same after the memo is filled, for the fixtures,
+    kernels and corpus."""
+    from hackscan.python.patterns import misc_facts
+
+    funcs = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+    def plain_owner(host: HostModule, node: ast.AST) -> ast.AST | None:
+        cur = host.parents.get(node)
+        while cur is not None and not isinstance(cur, funcs):
+            cur = host.parents.get(cur)
+        return cur
+
+    grouped = 0
+    for name, text in _with_corpus([(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]):
+        try:
+            host = HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        facts = misc_facts(host)
+        for typ in (ast.Call, ast.Assign, ast.Return, ast.FunctionDef, ast.Name, ast.If, ast.Compare):
+            want: dict[ast.AST | None, list[int]] = {}
+            for n in host.of_type(typ):
+                want.setdefault(plain_owner(host, n), []).append(id(n))
+            got = {o: _ids(ns) for o, ns in facts.nodes_by_owner(typ).items()}
+            assert got == want, f"{name}: {typ.__name__}"
+            grouped += len(host.of_type(typ))
+        for n in host.of_type(ast.Attribute, ast.Subscript, ast.keyword):
+            assert facts.owner(n) is plain_owner(host, n), f"{name}:{getattr(n, 'lineno', '?')}"
+    assert grouped > 20000

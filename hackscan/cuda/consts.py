@@ -168,8 +168,9 @@ def fold(node: ts.Node | None, env: Env, depth: int = 0) -> int | float | None:
             # any other call folds to None whatever its arguments are: do not fold them
             return None
         vals = [fold(a, env, depth + 1) for a in args.named_children]
-        if any(v is None for v in vals):
-            return None
+        for v in vals:  # a loop, not an early-exited any(generator): GeneratorExit costs more
+            if v is None:
+                return None
         if fname in ("static_cast", "int", "unsigned", "size_t", "int64_t", "long", "float") and len(vals) == 1:
             return vals[0]
         if fname in ("min", "std::min", "fminf") and vals:

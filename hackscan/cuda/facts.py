@@ -187,7 +187,10 @@ class CudaFacts:
         return out
 
     def is_exported(self, fn: Function) -> bool:
-        return any(fn.name == e.target for e in self.extensions[fn.ext].exports)
+        # a list, not an early-exited any(generator): a suspended generator is closed by throwing
+        # GeneratorExit into it, which costs more than testing the few exports left
+        name = fn.name
+        return bool([e for e in self.extensions[fn.ext].exports if e.target == name])
 
     def exports_of(self, fn: Function) -> list[Export]:
         return [e for e in self.extensions[fn.ext].exports if e.target == fn.name]

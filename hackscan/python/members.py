@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from ..util.lazy import cached_property
 from .catalog import CONTAINER_MODULES, IDENTITY_INIT_MODULES, MODULE_PARAMS, STATELESS_MODULES
 from .facts import Holder
-from .module import CUPY_KERNELS, HostModule, subtree  # noqa: F401  (subtree: re-exported)
+from .module import CUPY_KERNELS, HostModule, index_tree, subtree  # noqa: F401  (subtree: re-exported)
 from .resolve import dotted_name
 
 _TENSOR_FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty", "full", "tensor", "arange", "eye",
@@ -119,8 +119,21 @@ class FunctionIndex:
             decorators = getattr(fn, "decorator_list", None)
             start = min(lo, *((d.lineno, d.col_offset) for d in decorators)) if decorators else lo
 
-        def within(*types: type) -> list[ast.AST]:
-            return self._within(types, lo, hi, start)
+        if "nodes" in self.host.__dict__ or type(fn) is ast.Module:
+            def within(*types: type) -> list[ast.AST]:
+                return self._within(types, lo, hi, start)
+        else:
+            # a module nothing has indexed yet (a reference, whose members are all most scans ask
+            # of it): the function's own subtree indexed instead of the whole file.  Its lists are
+            # the whole file's runs for the function (a subtree's nodes come out of ``index_tree``
+            # in the same relative order), so ``lo`` and the stable sort give what ``_within`` gives
+            own = index_tree(fn)[1]
+
+            def within(*types: type) -> list[ast.AST]:
+                out = [n for t in types for n in own.get(t, ()) if lo < (n.lineno, n.col_offset)]  # type: ignore[attr-defined]
+                if len(out) > 1:
+                    out.sort(key=_POSITION)
+                return out
 
         nested = [((d.lineno, d.col_offset), ((d.end_lineno or d.lineno), d.end_col_offset or 0), d)
                   for d in within(ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda) if d is not fn]

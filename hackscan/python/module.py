@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import re
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -459,6 +458,13 @@ class HostModule:
         # identifier normalisation folds to ASCII
         if not text.isascii() or "load" in text or "Kernel" in text or "RawModule" in text:  # _LOADER_HINTS
             mod._extract()
+        elif "@" not in text or ("triton" not in text and "tl" not in text):
+            # no loader call, and no decorator at all (an ASCII text spells each with ``@``) or none
+            # that ``_is_triton_decorator`` can take for Triton's (the name it resolves to starts with
+            # ``triton``: an import or a root spelling ``triton``, or the conventional ``tl``):
+            # extraction finds nothing, and a reference need not be indexed to learn that
+            d = mod.__dict__
+            d["units"], d["extensions"], d["triton_kernels"], d["problems"] = [], [], {}, []  # _EXTRACTED
         return mod
 
     def _index(self) -> None:
@@ -585,11 +591,19 @@ class HostModule:
             cur = self.parents.get(cur)
         return None
 
-    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
-        cur = self.parents.get(node)
+    def ancestors(self, node: ast.AST) -> list[ast.AST]:
+        """The parent of ``node``, its parent, and so on up to the module, innermost first.
+
+        A list, not a generator: most callers stop at the first ancestor of some kind, and a
+        generator left suspended is closed by throwing ``GeneratorExit`` into it, whose traceback
+        costs more than walking the few parents left to the module."""
+        parents = self.parents
+        out = []
+        cur = parents.get(node)
         while cur is not None:
-            yield cur
-            cur = self.parents.get(cur)
+            out.append(cur)
+            cur = parents.get(cur)
+        return out
 
     def in_try_body(self, node: ast.AST) -> ast.Try | None:
         """The ``try`` whose body (not handler) contains ``node``, if any."""
@@ -659,8 +673,10 @@ class HostModule:
         for fn in decorated:
             if any(self._is_triton_decorator(d) for d in fn.decorator_list):
                 self._triton_unit(fn)
-        if any(self.enclosing(e.call, ast.FunctionDef, ast.AsyncFunctionDef) for e in self.extensions):
-            self._bind_returned_extensions(self._functions_returning_loads())
+        for e in self.extensions:  # a loop, not an early-exited any(generator): see ``ancestors``
+            if self.enclosing(e.call, ast.FunctionDef, ast.AsyncFunctionDef):
+                self._bind_returned_extensions(self._functions_returning_loads())
+                break
 
     def _is_triton_decorator(self, dec: ast.AST) -> bool:
         target = dec.func if isinstance(dec, ast.Call) else dec

@@ -391,26 +391,38 @@ class MiscFacts:
             # per-node method call cost more than the parent walk itself (same memo, same answers)
             got = {}
             cache = self._owner
-            parents = self.host.parents
+            cache_get = cache.get
+            parents_get = self.host.parents.get
             funcs = _FUNC_TYPES
             for n in self.host.of_type(typ):
-                o = cache.get(n, _UNSET)
+                o = cache_get(n, _UNSET)
                 if o is _UNSET:
-                    chain = [n]
-                    cur = parents.get(n)
-                    o = None
-                    while cur is not None:
-                        if type(cur) in funcs:
-                            o = cur
-                            break
-                        hit = cache.get(cur, _UNSET)
-                        if hit is not _UNSET:
-                            o = hit
-                            break
-                        chain.append(cur)
-                        cur = parents.get(cur)
-                    for c in chain:
-                        cache[c] = o
+                    # the parent first, without a chain: most nodes sit right in a function or
+                    # under a node an earlier one cached (the memo ends up the same as ``owner``'s)
+                    cur = parents_get(n)
+                    if cur is None:
+                        o = None
+                    elif type(cur) in funcs:
+                        o = cur
+                    else:
+                        o = cache_get(cur, _UNSET)
+                        if o is _UNSET:
+                            chain = [cur]
+                            cur = parents_get(cur)
+                            o = None
+                            while cur is not None:
+                                if type(cur) in funcs:
+                                    o = cur
+                                    break
+                                hit = cache_get(cur, _UNSET)
+                                if hit is not _UNSET:
+                                    o = hit
+                                    break
+                                chain.append(cur)
+                                cur = parents_get(cur)
+                            for c in chain:
+                                cache[c] = o
+                    cache[n] = o
                 bucket = got.get(o)
                 if bucket is None:
                     got[o] = [n]

@@ -287,6 +287,17 @@ def _record(scope: Scope, stmt: ast.stmt) -> None:
                 bindings.setdefault(item.optional_vars.id, []).append((stmt.lineno, "opaque", item.context_expr))
 
 
+def _never_evaluated(func: ast.AST) -> bool:
+    """Whether ``Resolver._call`` gives up on a call to ``func`` at once: a method or function none
+    of its branches evaluates, or a callee that is no name or attribute."""
+    tf = type(func)
+    if tf is ast.Attribute:
+        return func.attr not in _EVALUATED_METHODS  # type: ignore[attr-defined]
+    if tf is ast.Name:
+        return func.id not in _EVALUATED_FUNCTIONS  # type: ignore[attr-defined]
+    return True
+
+
 class Resolver:
     """Evaluates constant expressions of one host file."""
 
@@ -314,8 +325,7 @@ class Resolver:
                 return Unresolved
             node, kind, where, at = found
             if kind == "assign":
-                if type(node) is ast.Call and type(node.func) is ast.Attribute and \
-                        node.func.attr not in _EVALUATED_METHODS:  # type: ignore[attr-defined]
+                if type(node) is ast.Call and _never_evaluated(node.func):  # type: ignore[attr-defined]
                     return Unresolved
             elif kind != "aug":
                 return Unresolved
@@ -323,6 +333,8 @@ class Resolver:
                 return self._binding_value(expr.id, node, kind, where, at, 1)  # ``_eval``'s depth + 1
             except (Unresolved, RecursionError):
                 return Unresolved
+        if type(expr) is ast.Call and _never_evaluated(expr.func):  # type: ignore[attr-defined]
+            return Unresolved  # what ``_call`` raises at once, without the raise
         try:
             return self._eval(expr, scope, line, 0)  # ``value``, one call less
         except (Unresolved, RecursionError):
@@ -498,9 +510,7 @@ class Resolver:
         # a callee none of the branches below evaluates, answered here rather than at the end: the
         # traceback of a raise records its line, and Python 3.11 finds it by reading the function's
         # line table up to the raise
-        tf = type(func)
-        if tf is ast.Attribute and func.attr not in _EVALUATED_METHODS or \
-                tf is ast.Name and func.id not in _EVALUATED_FUNCTIONS or tf is not ast.Attribute and tf is not ast.Name:  # type: ignore[attr-defined]
+        if _never_evaluated(func):
             raise Unresolved("call")
         # str methods: "".join(...), s.format(...), s.strip(), s.replace(...)
         if isinstance(func, ast.Attribute):

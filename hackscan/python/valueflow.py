@@ -147,6 +147,23 @@ class _Frame:
     aranges: dict[str, ast.Call] = field(default_factory=dict)
 
 
+def _out_keyword(keywords: list[ast.keyword]) -> ast.AST | None:
+    """The value of a call's first ``out=`` keyword (a loop, not an early-exited next(generator))."""
+    for k in keywords:
+        if k.arg == "out":
+            return k.value
+    return None
+
+
+def _inplace_keyword(keywords: list[ast.keyword]) -> bool:
+    """``inplace=True`` among a call's keywords (a loop, not an early-exited any(generator): see
+    ``HostModule.ancestors``)."""
+    for k in keywords:
+        if k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True:
+            return True
+    return False
+
+
 class _Analyser:
     def __init__(self, host: HostModule, facts: ModelFlow):
         self.host = host
@@ -244,7 +261,7 @@ class _Analyser:
         self.global_flows: dict[str, Provenance] = {}
         # names any extension exports; extensions with an unknown list match any attribute call
         self.ext_functions = frozenset(f for ext in host.extensions for f in (ext.functions or ()))
-        self.ext_unlisted = any(ext.functions is None and ext.bound_to for ext in host.extensions)
+        self.ext_unlisted = bool([ext for ext in host.extensions if ext.functions is None and ext.bound_to])
         self.ext_by_bound: dict[str, object] = {}
         self.cupy_extensions = [ext for ext in host.extensions if ext.kind == "cupy"]
         for ext in host.extensions:
@@ -2009,9 +2026,8 @@ class _Analyser:
                 out = self._consume_slices(out, e, canon, "first")
             return out
         # compute
-        out_target = next((k.value for k in keywords if k.arg == "out"), None) if keywords else None
-        inplace = short in INPLACE_FUNCS or bool(keywords) and any(
-            k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True for k in keywords)
+        out_target = _out_keyword(keywords) if keywords else None
+        inplace = short in INPLACE_FUNCS or bool(keywords) and _inplace_keyword(keywords)
         op = self._op(e, canon, "call", inputs=joined)
         result = joined.fresh().plus(OPS, frozenset([op]))
         if short in REDUCTIONS and not (short in ("max", "min") and len(e.args) >= 2 and arg_flows[1].tensorish):
@@ -2216,10 +2232,12 @@ class _Analyser:
                     facts.branches[i] = Branch(br.node, br.kind, br.function, br.depth, br.condition, br.body, arm)
         # ``try: ... except: pass`` falls through: the fallback is what follows the try
         for i, t in enumerate(facts.tries):
-            if any(not h.arm.terminates for h in t.handlers):
-                after = self._after_arm(t.node, t.function, {})
-                if after is not None:
-                    facts.tries[i] = TryBlock(t.node, t.function, t.depth, t.body, t.handlers, after)
+            for h in t.handlers:  # a loop, not an early-exited any(generator): see HostModule.ancestors
+                if not h.arm.terminates:
+                    after = self._after_arm(t.node, t.function, {})
+                    if after is not None:
+                        facts.tries[i] = TryBlock(t.node, t.function, t.depth, t.body, t.handlers, after)
+                    break
 
     @cached_property
     def _by_function(self) -> tuple[dict[str, list], dict[str, list], dict[str, list], dict[str, list],

@@ -19,6 +19,7 @@ from ...model import Confidence, Severity
 from ...python.catalog import HEAVY_FAMILIES
 from ...python.equivalents import reference_work
 from ...python.facts import Arm, ModelFlow, TorchOp
+from ...python.module import subtree
 from .common import (
     describe_kernel,
     describe_ops,
@@ -328,7 +329,7 @@ def _custom_sibling(host, node: ast.AST, attr: str, model: ast.ClassDef) -> ast.
             return None
         if not isinstance(anc, ast.If):
             continue
-        for n in ast.walk(anc):
+        for n in subtree(anc):  # ``ast.walk``'s order, without its generators
             if n is node or not isinstance(n, ast.Assign):
                 continue
             if any(isinstance(t, ast.Attribute) and t.attr == attr for t in n.targets):
@@ -382,7 +383,7 @@ def _method(value: ast.AST, model: ast.ClassDef) -> ast.FunctionDef | None:
 
 def _runs_custom(host, body: ast.AST, model: ast.ClassDef, depth: int) -> bool:
     """A compiled extension's function, a Triton launch or a method that runs one is called in ``body``."""
-    for n in ast.walk(body):
+    for n in subtree(body):  # ``ast.walk``'s nodes, without its generators
         if not isinstance(n, ast.Call):
             continue
         if host.extension_for_call(n) is not None:
