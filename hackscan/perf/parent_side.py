@@ -169,12 +169,13 @@ def _undecided(perf: dict[str, Any], rule: str, what: str, ci: tuple[float, floa
 # deviation from 3-4 degrees of freedom; two scans of one kernel with the same seed measured 0 and
 # about 0.5): a quiet scan would otherwise decide on an interval narrower than the next scan's, the
 # flip this is here to stop.  With one pair timed (``--perf quick``, pairs that could not be
-# started, paired timing off) the host figure is all there is.  "Decided" then means: the widened interval lies wholly past the
-# threshold (a finding) or wholly short of it (none); otherwise "too noisy to decide", stated in
-# the performance block.  A hack far past its threshold is still caught (on the H200, GPU_NOTES run 1,
-# the value guard's HS606 ratio sat 3x past 1.5x and its HS604 time 17 % under 0.9x of the bound,
-# against a widening of about 7 % at the assumed GPU spread); one near its threshold is reported as
-# undecided, in every run alike, instead of a finding that comes and goes.
+# started, paired timing off) the host figure is all there is.
+# "Decided" then means: the widened interval lies wholly past the threshold (a finding) or wholly
+# short of it (none); otherwise "too noisy to decide", stated in the performance block.  A hack far
+# past its threshold is still caught (on the H200, GPU_NOTES run 1, the value guard's HS606 ratio
+# sat 3x past 1.5x and its HS604 time 17 % under 0.9x of the bound, against a widening of about 7 %
+# at the assumed GPU spread); one near its threshold is reported as undecided, in every run alike,
+# instead of a finding that comes and goes.
 PROCESS_SD_ASSUMED = {"cpu": 0.087, "cuda": 0.044}
 _Z90 = 1.6448536269514722  # two-sided 90 %: the findings' intervals are RATIO_CONFIDENCE intervals
 
