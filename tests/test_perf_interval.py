@@ -231,3 +231,27 @@ def test_below_the_bound_by_less_than_the_spread_between_processes_is_undecided(
     # far below it, caught either way
     far = (raw.candidate(main=_main(_tight(0.2))), ref)
     assert all("HS604" in _decide(far, p)[1] for p in (same, SCATTERED, None))
+
+
+def test_collapse_is_taken_per_adjacent_pair_of_calls_so_load_between_pairs_cancels() -> None:
+    # the host's load moves between pairs of calls (x1, x1.5, x1, ...) but each hidden call and the
+    # main call just before it see the same: every pair says 2.5x (candidate) and 1.03x (reference)
+    load = [1.0 if i % 2 else 1.5 for i in range(20)]
+    cand, ref = _collapse([0.25 * v for v in load])
+    cand["series"]["hidden:mixed"]["paired_event_ms"] = cand["series"]["hidden:mixed"]["paired_wall_ms"] = \
+        [0.1 * v for v in load]
+    r_hidden = ref["baselines"]["eager_tf32"]["series"]["hidden:mixed"]
+    r_hidden["event_ms"] = r_hidden["wall_ms"] = [0.31 * v for v in load]
+    r_hidden["paired_event_ms"] = r_hidden["paired_wall_ms"] = [0.3 * v for v in load]
+    perf, rules = _decide((cand, ref), None)
+    row = perf["hidden"]["mixed"]
+    assert row["slowdown_method"].startswith("median over adjacent pairs")
+    assert row["relative_slowdown"] == pytest.approx(2.5 / 1.0333, rel=0.01)
+    assert "HS606" in rules and row["relative_slowdown_ci"][0] > 2
+    # the series' own statistics (the medians of calls under either load) could not have told:
+    # misaligned pairs fall back to them, and the interval then reaches below 1.5x
+    cand["series"]["hidden:mixed"]["paired_event_ms"] = cand["series"]["hidden:mixed"]["paired_wall_ms"] = \
+        [0.1 * v for v in load][:-1]
+    perf, rules = _decide((cand, ref), None)
+    assert perf["hidden"]["mixed"]["slowdown_method"] == "series statistics"
+    assert "HS606" not in rules and [u["rule"] for u in perf["undecided"]] == ["HS606"]
