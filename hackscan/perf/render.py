@@ -98,7 +98,7 @@ def table(perf: Mapping[str, Any] | None) -> str:
     for item in perf.get("undecided", []) or []:
         if isinstance(item, Mapping):
             lines.append(f"    too noisy to decide {item.get('rule', '?')}: {item.get('why', '')} "
-                         "(no finding raised; a re-run may decide it)")
+                         "(no finding raised)")
     mem = perf.get("memory", {}) or {}
     if "candidate_bytes" in mem:
         r = mem.get("ratio")
