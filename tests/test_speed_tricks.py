@@ -515,3 +515,42 @@ def test_nodes_by_owner_matches_a_plain_parent_walk() -> None:
         for n in host.of_type(ast.Attribute, ast.Subscript, ast.keyword):
             assert facts.owner(n) is plain_owner(host, n), f"{name}:{getattr(n, 'lineno', '?')}"
     assert grouped > 20000
+
+
+def test_race_shortcuts_match_the_full_classification(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HS122 skips classifying timed regions when no call can be custom and no half cast is spelled
+    (``_custom_possible``, ``half_possible``: no pair of kinds can then form), and skips the custom
+    tests of each call in a file without custom code: with ``_custom_possible`` forced true (both
+    shortcuts off) the rule gives the same hits, for the fixtures, kernels and corpus; and the
+    shortcuts are taken on some of those files, so the comparison covers them."""
+    from hackscan.checks.python import race
+    from hackscan.context import ScanContext
+    from hackscan.inputs import Submission
+
+    plain_possible = race._custom_possible
+    taken = 0
+
+    def counting(host, custom):  # type: ignore[no-untyped-def]
+        nonlocal taken
+        got = plain_possible(host, custom)
+        taken += not got
+        return got
+
+    def hits(name: str, text: str) -> list[tuple[int, dict]]:
+        host = HostModule.parse(text, name)
+        ctx = ScanContext(Submission(path=name, code=text), host, list(host.units))
+        ctx.rule_id = "HS122"
+        return [(h.line, h.args) for h in race.timed_path_race(ctx)]
+
+    found = 0
+    for name, text in _with_corpus([(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]):
+        try:
+            HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        monkeypatch.setattr(race, "_custom_possible", counting)
+        fast = hits(name, text)
+        monkeypatch.setattr(race, "_custom_possible", lambda host, custom: True)
+        assert hits(name, text) == fast, name
+        found += len(fast)
+    assert found >= 2 and taken >= 2, (found, taken)
