@@ -554,3 +554,29 @@ def test_race_shortcuts_match_the_full_classification(monkeypatch: pytest.Monkey
         assert hits(name, text) == fast, name
         found += len(fast)
     assert found >= 2 and taken >= 2, (found, taken)
+
+
+def test_state_write_seed_bound_holds_the_input_taint() -> None:
+    """HS130 drops a state write whose values read nothing of the taint grown from ``_seed_bound``
+    (a function's parameters, for one at module or class level) before it asks for the program-wide
+    input taint: for every reachable function of the fixtures, kernels and corpus that bound's taint
+    holds ``input_values`` (so no write the full taint would find tainted is dropped), and the bound
+    is given for most of them."""
+    from hackscan.checks.python.state import _seed_bound
+    from hackscan.python.patterns import misc_facts
+
+    bounded = nested = 0
+    for name, text in _with_corpus([(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]):
+        try:
+            host = HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        facts = misc_facts(host)
+        for fn in facts.reachable:
+            bound = _seed_bound(facts, fn)
+            if bound is None:
+                nested += 1
+                continue
+            assert facts.input_values(fn) <= facts.value_taint(fn, bound), f"{name}: {getattr(fn, 'name', fn)}"
+            bounded += 1
+    assert bounded > 200 and bounded > nested, (bounded, nested)

@@ -125,7 +125,11 @@ def _race_in(ctx: ScanContext, host, fn: ast.FunctionDef, model: ast.ClassDef,
     # the module's nodes grouped by function (shared with the stream rules), not a walk of ``fn``
     misc = misc_facts(host)
     calls: list[ast.Call] = misc.nodes_by_owner(ast.Call).get(fn, [])  # type: ignore[assignment]
-    is_mark = [_is_mark(host, c) for c in calls]
+    # an attribute call is a mark only under one of ``_MARK_NAMES`` (``_is_mark``): the others, most
+    # of the function's calls, are told from their last name without a call of ``_is_mark`` each
+    attr, mark_names = ast.Attribute, _MARK_NAMES
+    is_mark = [(type(c.func) is not attr or c.func.attr in mark_names) and _is_mark(host, c)  # type: ignore[attr-defined]
+               for c in calls]
     marks = sorted({c.lineno for c, m in zip(calls, is_mark, strict=True) if m})
     if len(marks) < 3:
         return
