@@ -580,3 +580,54 @@ def test_state_write_seed_bound_holds_the_input_taint() -> None:
             assert facts.input_values(fn) <= facts.value_taint(fn, bound), f"{name}: {getattr(fn, 'name', fn)}"
             bounded += 1
     assert bounded > 200 and bounded > nested, (bounded, nested)
+
+
+_TF32_WRITES = '''
+import builtins, functools, sys
+import torch
+from torch.backends import cudnn
+setattr(torch.backends.cuda.matmul, "allow_tf32", True)
+builtins.setattr(cudnn, "allow_tf32", True)
+object.__setattr__(cudnn, "allow_tf32", True)
+torch.backends.cudnn.__setattr__("allow_tf32", True)
+functools.partial(setattr, cudnn)("allow_tf32", True)
+vars(torch.backends.cudnn)["allow_tf32"] = True
+cudnn.__dict__["allow_tf32"] = True
+vars(cudnn).update(allow_tf32=True)
+cudnn.__dict__.setdefault("allow_tf32", True)
+globals()["allow_tf32"] = True
+vars(sys.modules[__name__])["allow_tf32"] = True
+'''
+
+
+def test_tf32_namespace_writes_need_their_words() -> None:
+    """HS172 reads namespace writes (``setattr``, ``vars(X)[...]``, ...) of a TF32 flag only in a file
+    that spells ``setattr``, ``__setattr__``, ``__dict__`` or ``vars``: no file of the fixtures, kernels
+    and corpus, and none of the spellings ``namespace_writes`` knows, writes a flag that way without
+    one of them; the spellings do write flags, so the test sees the writes it guards."""
+    from hackscan.checks.python.precision import _NAMESPACE_WORDS, TF32_FLAGS
+    from hackscan.python.indirection import namespace_writes
+    from hackscan.python.patterns import misc_facts
+
+    def flag_writes(host: HostModule) -> int:
+        n = 0
+        for node in host.of_type(ast.Expr, ast.Assign):
+            for t, _ in namespace_writes(node, host.canonical):
+                n += isinstance(t, ast.Attribute) and host.canonical(t) in TF32_FLAGS
+        return n
+
+    sources = [("<tf32-writes>", _TF32_WRITES)]
+    # each write alone after the imports (the file then spells only its own words)
+    sources += [(f"<tf32-write-{i}>", "\n".join(_TF32_WRITES.splitlines()[:4] + [line]))
+                for i, line in enumerate(_TF32_WRITES.splitlines()[4:])]
+    found = 0
+    for name, text in _with_corpus(sources + [(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]):
+        try:
+            host = HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        n = flag_writes(host)
+        if n:
+            assert misc_facts(host).uses(*_NAMESPACE_WORDS), name
+        found += n
+    assert found >= 9, found

@@ -342,6 +342,10 @@ def _real_share(ctx: ScanContext, kind: str) -> tuple[bool, str]:
     return share >= REAL_SHARE, account
 
 
+# the identifiers one of which every namespace write that can name a TF32 flag spells (``tf32_enabled``)
+_NAMESPACE_WORDS = ("setattr", "__setattr__", "__dict__", "vars")
+
+
 def tf32_enabled(ctx: ScanContext) -> Iterator[Hit]:
     """HS172: TF32 switches (allow_tf32, fp32_precision, set_float32_matmul_precision) turned on."""
     host = ctx.host
@@ -362,15 +366,19 @@ def tf32_enabled(ctx: ScanContext) -> Iterator[Hit]:
             if flag in TF32_FLAGS:
                 events.append((t, flag, TF32_FLAGS[flag][0], _flag_value(host, node.value)))
     # the same switches written as ``setattr(torch.backends.cuda.matmul, "allow_tf32", True)``,
-    # ``torch.backends.cudnn.__setattr__("allow_tf32", True)``, ``vars(torch.backends.cudnn)[...] = ...``
-    for node in host.of_type(ast.Expr, ast.Assign):
-        if type(node) is ast.Assign and not any(type(t) is ast.Subscript for t in node.targets):
-            continue
-        for t, value in namespace_writes(node, host.canonical):
-            if isinstance(t, ast.Attribute) and t.attr in ("allow_tf32", "fp32_precision"):
-                flag = host.canonical(t)
-                if flag in TF32_FLAGS:
-                    events.append((node, flag, TF32_FLAGS[flag][0], _flag_value(host, value)))
+    # ``torch.backends.cudnn.__setattr__("allow_tf32", True)``, ``vars(torch.backends.cudnn)[...] = ...``.
+    # A namespace write that can name a flag spells one of these four (``namespace_writes``: a
+    # ``setattr`` / ``__setattr__`` call, or ``vars(X)`` / ``X.__dict__`` as the namespace; the module's
+    # own, ``globals()``, holds no ``torch.backends`` flag): the files that only assign the flags skip it
+    if facts.uses(*_NAMESPACE_WORDS):
+        for node in host.of_type(ast.Expr, ast.Assign):
+            if type(node) is ast.Assign and not any(type(t) is ast.Subscript for t in node.targets):
+                continue
+            for t, value in namespace_writes(node, host.canonical):
+                if isinstance(t, ast.Attribute) and t.attr in ("allow_tf32", "fp32_precision"):
+                    flag = host.canonical(t)
+                    if flag in TF32_FLAGS:
+                        events.append((node, flag, TF32_FLAGS[flag][0], _flag_value(host, value)))
     for call in facts.calls_named("set_float32_matmul_precision"):
         if facts.cname(call) == MATMUL_PRECISION and call.args:
             events.append((call, MATMUL_PRECISION, "matmul", _flag_value(host, call.args[0])))
