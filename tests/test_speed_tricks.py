@@ -631,3 +631,25 @@ def test_tf32_namespace_writes_need_their_words() -> None:
             assert misc_facts(host).uses(*_NAMESPACE_WORDS), name
         found += n
     assert found >= 9, found
+
+
+def test_half_cast_prefilter_skips_only_calls_without_a_cast() -> None:
+    """HS170 passes over a call without keywords whose method is not in ``_CAST_ATTRS`` without asking
+    ``_cast_of``: on every call of the fixtures, kernels and corpus, such a call is one ``_cast_of``
+    finds no cast in, and casts are found."""
+    from hackscan.checks.python.precision import _CAST_ATTRS, _cast_of, _dtype_vars
+
+    skipped = casts = 0
+    for name, text in _with_corpus([(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]):
+        try:
+            host = HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        dtype_vars = _dtype_vars(host)
+        for call in host.of_type(ast.Call):
+            got = _cast_of(host, call, dtype_vars)
+            casts += bool(got)
+            if not call.keywords and not (isinstance(call.func, ast.Attribute) and call.func.attr in _CAST_ATTRS):
+                skipped += 1
+                assert got is None, f"{name}:{call.lineno}"
+    assert skipped > 3000 and casts > 20, (skipped, casts)

@@ -181,6 +181,10 @@ def _find_dtype_vars(host) -> dict[str, str]:
     return out
 
 
+# the method names ``_cast_of`` reads a call without keywords by
+_CAST_ATTRS = frozenset(HALF_METHODS) | {"to", "type", "astype"}
+
+
 def _cast_of(host, call: ast.Call, dtype_vars: dict[str, str]) -> str | None:
     f = call.func
     if isinstance(f, ast.Attribute):
@@ -238,9 +242,14 @@ def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
     dtype_vars = _dtype_vars(host)
     by_owner: dict[ast.AST | None, list[tuple[ast.Call, str]]] = {}
     tested: dict[ast.AST, bool] = {}
+    attr_type, cast_attrs = ast.Attribute, _CAST_ATTRS
     for call in host.of_type(ast.Call):
-        if not (call.keywords or call.args or isinstance(call.func, ast.Attribute)):
-            continue
+        # ``_cast_of`` finds a cast only through a keyword or a method named in ``_CAST_ATTRS``: the
+        # other calls, most of them, are passed over without calling it
+        if not call.keywords:
+            f = call.func
+            if type(f) is not attr_type or f.attr not in cast_attrs:  # type: ignore[attr-defined]
+                continue
         got = _cast_of(host, call, dtype_vars)
         if not got or _dtype_dispatch(host, call, dtype_vars, facts, tested=tested) or facts.is_main_guarded(call) or \
                 facts.in_input_factory(call):
