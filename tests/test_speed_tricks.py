@@ -653,3 +653,53 @@ def test_half_cast_prefilter_skips_only_calls_without_a_cast() -> None:
                 skipped += 1
                 assert got is None, f"{name}:{call.lineno}"
     assert skipped > 3000 and casts > 20, (skipped, casts)
+
+
+def test_dtype_dispatch_callers_index_matches_the_filter() -> None:
+    """HS170's ``_dtype_dispatch`` reads a helper's call sites from one index of the running calls by
+    target (``_callers_of``) instead of filtering every running call per cast: for every call of the
+    fixtures, kernels and corpus both give the same answer, and some answers go through call sites."""
+    from hackscan.checks.python.precision import _callers_of, _dtype_dispatch, _dtype_vars
+    from hackscan.python.patterns import misc_facts
+
+    asked = through_sites = 0
+    dispatched: set[str] = set()
+    for name, text in _with_corpus(_DISPATCH + [(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]):
+        try:
+            host = HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        facts = misc_facts(host)
+        dtype_vars = _dtype_vars(host)
+        callers: dict = {}
+        for call in host.of_type(ast.Call):
+            plain = _dtype_dispatch(host, call, dtype_vars, facts, tested={})
+            assert _dtype_dispatch(host, call, dtype_vars, facts, tested={}, callers=callers) == plain, \
+                f"{name}:{call.lineno}"
+            asked += 1
+            if plain and isinstance(call.func, ast.Attribute) and call.func.attr == "half":
+                dispatched.add(name)
+        through_sites += sum(len(v) for k, v in _callers_of(facts, callers).items() if k is not None) > 0
+    # the helper called only under a float16 test is a dispatch, the one also called outside is not
+    assert "<dispatch-only>" in dispatched and "<dispatch-mixed>" not in dispatched, dispatched
+    assert asked > 5000 and through_sites > 50, (asked, through_sites)
+
+
+_DISPATCH_SRC = """
+import torch
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if x.dtype == torch.float16:
+            y = self._pre(x)
+            return self._half_path(y)
+        y = self._pre(x)
+        MIXED
+        return y * 2
+    def _pre(self, x):
+        return x + 1
+    def _half_path(self, x):
+        return x.half() * 2
+"""
+_DISPATCH = [("<dispatch-only>", _DISPATCH_SRC.replace("MIXED", "pass")),
+             ("<dispatch-mixed>", _DISPATCH_SRC.replace("MIXED", "y = self._half_path(y)"))]

@@ -204,7 +204,8 @@ def _cast_of(host, call: ast.Call, dtype_vars: dict[str, str]) -> str | None:
 
 
 def _dtype_dispatch(host, node: ast.AST, dtype_vars: dict[str, str], facts=None, depth: int = 0,
-                    tested: dict[ast.AST, bool] | None = None) -> bool:
+                    tested: dict[ast.AST, bool] | None = None,
+                    callers: dict[ast.AST | None, list[ast.Call]] | None = None) -> bool:
     """Inside a branch that tests for a half dtype: the cast only runs on half inputs.
 
     Also when the enclosing helper (``_forward_half``) is called only from such branches.
@@ -227,8 +228,24 @@ def _dtype_dispatch(host, node: ast.AST, dtype_vars: dict[str, str], facts=None,
             break
     if fn is None or facts is None or depth >= 2 or fn is facts.forward:
         return False
-    sites = [c for g in facts.runs for c in facts.nodes_by_owner(ast.Call).get(g, ()) if fn in facts.call_targets(c)]
-    return bool(sites) and all(_dtype_dispatch(host, c, dtype_vars, facts, depth + 1, tested) for c in sites)
+    if callers is None:
+        sites = [c for g in facts.runs for c in facts.nodes_by_owner(ast.Call).get(g, ()) if fn in facts.call_targets(c)]
+    else:
+        sites = _callers_of(facts, callers).get(fn, [])
+    return bool(sites) and all(_dtype_dispatch(host, c, dtype_vars, facts, depth + 1, tested, callers) for c in sites)
+
+
+def _callers_of(facts, memo: dict[ast.AST | None, list[ast.Call]]) -> dict[ast.AST | None, list[ast.Call]]:
+    """The call sites in running code of each function, in the order ``_dtype_dispatch``'s plain
+    filter lists them (the functions that run, then their calls): built into ``memo`` on its first
+    use, one pass instead of one over every running call per cast."""
+    if not memo:
+        memo[None] = []  # built (no function is None): an index with no entry is not built again
+        for g in facts.runs:
+            for c in facts.nodes_by_owner(ast.Call).get(g, ()):
+                for t in dict.fromkeys(facts.call_targets(c)):  # each target once, as ``fn in`` tests
+                    memo.setdefault(t, []).append(c)
+    return memo
 
 
 def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
@@ -242,6 +259,7 @@ def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
     dtype_vars = _dtype_vars(host)
     by_owner: dict[ast.AST | None, list[tuple[ast.Call, str]]] = {}
     tested: dict[ast.AST, bool] = {}
+    callers: dict[ast.AST | None, list[ast.Call]] = {}
     attr_type, cast_attrs = ast.Attribute, _CAST_ATTRS
     for call in host.of_type(ast.Call):
         # ``_cast_of`` finds a cast only through a keyword or a method named in ``_CAST_ATTRS``: the
@@ -251,7 +269,7 @@ def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
             if type(f) is not attr_type or f.attr not in cast_attrs:  # type: ignore[attr-defined]
                 continue
         got = _cast_of(host, call, dtype_vars)
-        if not got or _dtype_dispatch(host, call, dtype_vars, facts, tested=tested) or facts.is_main_guarded(call) or \
+        if not got or _dtype_dispatch(host, call, dtype_vars, facts, tested=tested, callers=callers) or facts.is_main_guarded(call) or \
                 facts.in_input_factory(call):
             continue
         by_owner.setdefault(facts.owner(call), []).append((call, got))
