@@ -515,3 +515,191 @@ def test_nodes_by_owner_matches_a_plain_parent_walk() -> None:
         for n in host.of_type(ast.Attribute, ast.Subscript, ast.keyword):
             assert facts.owner(n) is plain_owner(host, n), f"{name}:{getattr(n, 'lineno', '?')}"
     assert grouped > 20000
+
+
+def test_race_shortcuts_match_the_full_classification(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HS122 skips classifying timed regions when no call can be custom and no half cast is spelled
+    (``_custom_possible``, ``half_possible``: no pair of kinds can then form), and skips the custom
+    tests of each call in a file without custom code: with ``_custom_possible`` forced true (both
+    shortcuts off) the rule gives the same hits, for the fixtures, kernels and corpus; and the
+    shortcuts are taken on some of those files, so the comparison covers them."""
+    from hackscan.checks.python import race
+    from hackscan.context import ScanContext
+    from hackscan.inputs import Submission
+
+    plain_possible = race._custom_possible
+    taken = 0
+
+    def counting(host, custom):  # type: ignore[no-untyped-def]
+        nonlocal taken
+        got = plain_possible(host, custom)
+        taken += not got
+        return got
+
+    def hits(name: str, text: str) -> list[tuple[int, dict]]:
+        host = HostModule.parse(text, name)
+        ctx = ScanContext(Submission(path=name, code=text), host, list(host.units))
+        ctx.rule_id = "HS122"
+        return [(h.line, h.args) for h in race.timed_path_race(ctx)]
+
+    found = 0
+    for name, text in _with_corpus([(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]):
+        try:
+            HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        monkeypatch.setattr(race, "_custom_possible", counting)
+        fast = hits(name, text)
+        monkeypatch.setattr(race, "_custom_possible", lambda host, custom: True)
+        assert hits(name, text) == fast, name
+        found += len(fast)
+    assert found >= 2 and taken >= 2, (found, taken)
+
+
+def test_state_write_seed_bound_holds_the_input_taint() -> None:
+    """HS130 drops a state write whose values read nothing of the taint grown from ``_seed_bound``
+    (a function's parameters, for one at module or class level) before it asks for the program-wide
+    input taint: for every reachable function of the fixtures, kernels and corpus that bound's taint
+    holds ``input_values`` (so no write the full taint would find tainted is dropped), and the bound
+    is given for most of them."""
+    from hackscan.checks.python.state import _seed_bound
+    from hackscan.python.patterns import misc_facts
+
+    bounded = nested = 0
+    for name, text in _with_corpus([(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]):
+        try:
+            host = HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        facts = misc_facts(host)
+        for fn in facts.reachable:
+            bound = _seed_bound(facts, fn)
+            if bound is None:
+                nested += 1
+                continue
+            assert facts.input_values(fn) <= facts.value_taint(fn, bound), f"{name}: {getattr(fn, 'name', fn)}"
+            bounded += 1
+    assert bounded > 200 and bounded > nested, (bounded, nested)
+
+
+_TF32_WRITES = '''
+import builtins, functools, sys
+import torch
+from torch.backends import cudnn
+setattr(torch.backends.cuda.matmul, "allow_tf32", True)
+builtins.setattr(cudnn, "allow_tf32", True)
+object.__setattr__(cudnn, "allow_tf32", True)
+torch.backends.cudnn.__setattr__("allow_tf32", True)
+functools.partial(setattr, cudnn)("allow_tf32", True)
+vars(torch.backends.cudnn)["allow_tf32"] = True
+cudnn.__dict__["allow_tf32"] = True
+vars(cudnn).update(allow_tf32=True)
+cudnn.__dict__.setdefault("allow_tf32", True)
+globals()["allow_tf32"] = True
+vars(sys.modules[__name__])["allow_tf32"] = True
+'''
+
+
+def test_tf32_namespace_writes_need_their_words() -> None:
+    """HS172 reads namespace writes (``setattr``, ``vars(X)[...]``, ...) of a TF32 flag only in a file
+    that spells ``setattr``, ``__setattr__``, ``__dict__`` or ``vars``: no file of the fixtures, kernels
+    and corpus, and none of the spellings ``namespace_writes`` knows, writes a flag that way without
+    one of them; the spellings do write flags, so the test sees the writes it guards."""
+    from hackscan.checks.python.precision import _NAMESPACE_WORDS, TF32_FLAGS
+    from hackscan.python.indirection import namespace_writes
+    from hackscan.python.patterns import misc_facts
+
+    def flag_writes(host: HostModule) -> int:
+        n = 0
+        for node in host.of_type(ast.Expr, ast.Assign):
+            for t, _ in namespace_writes(node, host.canonical):
+                n += isinstance(t, ast.Attribute) and host.canonical(t) in TF32_FLAGS
+        return n
+
+    sources = [("<tf32-writes>", _TF32_WRITES)]
+    # each write alone after the imports (the file then spells only its own words)
+    sources += [(f"<tf32-write-{i}>", "\n".join(_TF32_WRITES.splitlines()[:4] + [line]))
+                for i, line in enumerate(_TF32_WRITES.splitlines()[4:])]
+    found = 0
+    for name, text in _with_corpus(sources + [(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]):
+        try:
+            host = HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        n = flag_writes(host)
+        if n:
+            assert misc_facts(host).uses(*_NAMESPACE_WORDS), name
+        found += n
+    assert found >= 9, found
+
+
+def test_half_cast_prefilter_skips_only_calls_without_a_cast() -> None:
+    """HS170 passes over a call without keywords whose method is not in ``_CAST_ATTRS`` without asking
+    ``_cast_of``: on every call of the fixtures, kernels and corpus, such a call is one ``_cast_of``
+    finds no cast in, and casts are found."""
+    from hackscan.checks.python.precision import _CAST_ATTRS, _cast_of, _dtype_vars
+
+    skipped = casts = 0
+    for name, text in _with_corpus([(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]):
+        try:
+            host = HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        dtype_vars = _dtype_vars(host)
+        for call in host.of_type(ast.Call):
+            got = _cast_of(host, call, dtype_vars)
+            casts += bool(got)
+            if not call.keywords and not (isinstance(call.func, ast.Attribute) and call.func.attr in _CAST_ATTRS):
+                skipped += 1
+                assert got is None, f"{name}:{call.lineno}"
+    assert skipped > 3000 and casts > 20, (skipped, casts)
+
+
+def test_dtype_dispatch_callers_index_matches_the_filter() -> None:
+    """HS170's ``_dtype_dispatch`` reads a helper's call sites from one index of the running calls by
+    target (``_callers_of``) instead of filtering every running call per cast: for every call of the
+    fixtures, kernels and corpus both give the same answer, and some answers go through call sites."""
+    from hackscan.checks.python.precision import _callers_of, _dtype_dispatch, _dtype_vars
+    from hackscan.python.patterns import misc_facts
+
+    asked = through_sites = 0
+    dispatched: set[str] = set()
+    for name, text in _with_corpus(_DISPATCH + [(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]):
+        try:
+            host = HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        facts = misc_facts(host)
+        dtype_vars = _dtype_vars(host)
+        callers: dict = {}
+        for call in host.of_type(ast.Call):
+            plain = _dtype_dispatch(host, call, dtype_vars, facts, tested={})
+            assert _dtype_dispatch(host, call, dtype_vars, facts, tested={}, callers=callers) == plain, \
+                f"{name}:{call.lineno}"
+            asked += 1
+            if plain and isinstance(call.func, ast.Attribute) and call.func.attr == "half":
+                dispatched.add(name)
+        through_sites += sum(len(v) for k, v in _callers_of(facts, callers).items() if k is not None) > 0
+    # the helper called only under a float16 test is a dispatch, the one also called outside is not
+    assert "<dispatch-only>" in dispatched and "<dispatch-mixed>" not in dispatched, dispatched
+    assert asked > 5000 and through_sites > 50, (asked, through_sites)
+
+
+_DISPATCH_SRC = """
+import torch
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if x.dtype == torch.float16:
+            y = self._pre(x)
+            return self._half_path(y)
+        y = self._pre(x)
+        MIXED
+        return y * 2
+    def _pre(self, x):
+        return x + 1
+    def _half_path(self, x):
+        return x.half() * 2
+"""
+_DISPATCH = [("<dispatch-only>", _DISPATCH_SRC.replace("MIXED", "pass")),
+             ("<dispatch-mixed>", _DISPATCH_SRC.replace("MIXED", "y = self._half_path(y)"))]

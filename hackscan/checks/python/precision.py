@@ -181,6 +181,10 @@ def _find_dtype_vars(host) -> dict[str, str]:
     return out
 
 
+# the method names ``_cast_of`` reads a call without keywords by
+_CAST_ATTRS = frozenset(HALF_METHODS) | {"to", "type", "astype"}
+
+
 def _cast_of(host, call: ast.Call, dtype_vars: dict[str, str]) -> str | None:
     f = call.func
     if isinstance(f, ast.Attribute):
@@ -200,7 +204,8 @@ def _cast_of(host, call: ast.Call, dtype_vars: dict[str, str]) -> str | None:
 
 
 def _dtype_dispatch(host, node: ast.AST, dtype_vars: dict[str, str], facts=None, depth: int = 0,
-                    tested: dict[ast.AST, bool] | None = None) -> bool:
+                    tested: dict[ast.AST, bool] | None = None,
+                    callers: dict[ast.AST | None, list[ast.Call]] | None = None) -> bool:
     """Inside a branch that tests for a half dtype: the cast only runs on half inputs.
 
     Also when the enclosing helper (``_forward_half``) is called only from such branches.
@@ -223,8 +228,24 @@ def _dtype_dispatch(host, node: ast.AST, dtype_vars: dict[str, str], facts=None,
             break
     if fn is None or facts is None or depth >= 2 or fn is facts.forward:
         return False
-    sites = [c for g in facts.runs for c in facts.nodes_by_owner(ast.Call).get(g, ()) if fn in facts.call_targets(c)]
-    return bool(sites) and all(_dtype_dispatch(host, c, dtype_vars, facts, depth + 1, tested) for c in sites)
+    if callers is None:
+        sites = [c for g in facts.runs for c in facts.nodes_by_owner(ast.Call).get(g, ()) if fn in facts.call_targets(c)]
+    else:
+        sites = _callers_of(facts, callers).get(fn, [])
+    return bool(sites) and all(_dtype_dispatch(host, c, dtype_vars, facts, depth + 1, tested, callers) for c in sites)
+
+
+def _callers_of(facts, memo: dict[ast.AST | None, list[ast.Call]]) -> dict[ast.AST | None, list[ast.Call]]:
+    """The call sites in running code of each function, in the order ``_dtype_dispatch``'s plain
+    filter lists them (the functions that run, then their calls): built into ``memo`` on its first
+    use, one pass instead of one over every running call per cast."""
+    if not memo:
+        memo[None] = []  # built (no function is None): an index with no entry is not built again
+        for g in facts.runs:
+            for c in facts.nodes_by_owner(ast.Call).get(g, ()):
+                for t in dict.fromkeys(facts.call_targets(c)):  # each target once, as ``fn in`` tests
+                    memo.setdefault(t, []).append(c)
+    return memo
 
 
 def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
@@ -238,11 +259,17 @@ def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
     dtype_vars = _dtype_vars(host)
     by_owner: dict[ast.AST | None, list[tuple[ast.Call, str]]] = {}
     tested: dict[ast.AST, bool] = {}
+    callers: dict[ast.AST | None, list[ast.Call]] = {}
+    attr_type, cast_attrs = ast.Attribute, _CAST_ATTRS
     for call in host.of_type(ast.Call):
-        if not (call.keywords or call.args or isinstance(call.func, ast.Attribute)):
-            continue
+        # ``_cast_of`` finds a cast only through a keyword or a method named in ``_CAST_ATTRS``: the
+        # other calls, most of them, are passed over without calling it
+        if not call.keywords:
+            f = call.func
+            if type(f) is not attr_type or f.attr not in cast_attrs:  # type: ignore[attr-defined]
+                continue
         got = _cast_of(host, call, dtype_vars)
-        if not got or _dtype_dispatch(host, call, dtype_vars, facts, tested=tested) or facts.is_main_guarded(call) or \
+        if not got or _dtype_dispatch(host, call, dtype_vars, facts, tested=tested, callers=callers) or facts.is_main_guarded(call) or \
                 facts.in_input_factory(call):
             continue
         by_owner.setdefault(facts.owner(call), []).append((call, got))
@@ -342,6 +369,10 @@ def _real_share(ctx: ScanContext, kind: str) -> tuple[bool, str]:
     return share >= REAL_SHARE, account
 
 
+# the identifiers one of which every namespace write that can name a TF32 flag spells (``tf32_enabled``)
+_NAMESPACE_WORDS = ("setattr", "__setattr__", "__dict__", "vars")
+
+
 def tf32_enabled(ctx: ScanContext) -> Iterator[Hit]:
     """HS172: TF32 switches (allow_tf32, fp32_precision, set_float32_matmul_precision) turned on."""
     host = ctx.host
@@ -362,15 +393,19 @@ def tf32_enabled(ctx: ScanContext) -> Iterator[Hit]:
             if flag in TF32_FLAGS:
                 events.append((t, flag, TF32_FLAGS[flag][0], _flag_value(host, node.value)))
     # the same switches written as ``setattr(torch.backends.cuda.matmul, "allow_tf32", True)``,
-    # ``torch.backends.cudnn.__setattr__("allow_tf32", True)``, ``vars(torch.backends.cudnn)[...] = ...``
-    for node in host.of_type(ast.Expr, ast.Assign):
-        if type(node) is ast.Assign and not any(type(t) is ast.Subscript for t in node.targets):
-            continue
-        for t, value in namespace_writes(node, host.canonical):
-            if isinstance(t, ast.Attribute) and t.attr in ("allow_tf32", "fp32_precision"):
-                flag = host.canonical(t)
-                if flag in TF32_FLAGS:
-                    events.append((node, flag, TF32_FLAGS[flag][0], _flag_value(host, value)))
+    # ``torch.backends.cudnn.__setattr__("allow_tf32", True)``, ``vars(torch.backends.cudnn)[...] = ...``.
+    # A namespace write that can name a flag spells one of these four (``namespace_writes``: a
+    # ``setattr`` / ``__setattr__`` call, or ``vars(X)`` / ``X.__dict__`` as the namespace; the module's
+    # own, ``globals()``, holds no ``torch.backends`` flag): the files that only assign the flags skip it
+    if facts.uses(*_NAMESPACE_WORDS):
+        for node in host.of_type(ast.Expr, ast.Assign):
+            if type(node) is ast.Assign and not any(type(t) is ast.Subscript for t in node.targets):
+                continue
+            for t, value in namespace_writes(node, host.canonical):
+                if isinstance(t, ast.Attribute) and t.attr in ("allow_tf32", "fp32_precision"):
+                    flag = host.canonical(t)
+                    if flag in TF32_FLAGS:
+                        events.append((node, flag, TF32_FLAGS[flag][0], _flag_value(host, value)))
     for call in facts.calls_named("set_float32_matmul_precision"):
         if facts.cname(call) == MATMUL_PRECISION and call.args:
             events.append((call, MATMUL_PRECISION, "matmul", _flag_value(host, call.args[0])))

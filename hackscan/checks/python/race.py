@@ -63,7 +63,21 @@ def timed_path_race(ctx: ScanContext) -> Iterator[Hit]:
             continue
         if custom is None:
             custom = _custom_holders(host, facts.holders)
+            # a region is "custom" only through custom code (``_custom_possible``), and "half" only
+            # through a half cast, which needs one of ``_HALF_WORDS`` among the file's identifiers
+            # (``_Paths.half_possible``): with neither, every region is "torch" or nothing, no pair
+            # of kinds can be found, and the regions of no function need classifying (a file that
+            # only times torch against torch)
+            if not _custom_possible(host, custom) and not misc.uses(*_HALF_WORDS):
+                return
         yield from _race_in(ctx, host, fn, model, custom)
+
+
+def _custom_possible(host, custom: frozenset[str]) -> bool:
+    """Whether any call can run custom code (``_Paths.call``): through a custom holder (``_self_attr``),
+    or ``_custom_call``, which needs a Triton kernel or an extension (``extension_for_call`` finds
+    none in a file without one)."""
+    return bool(custom or host.extensions or host.triton_kernels)
 
 
 def _custom_holders(host, holders) -> frozenset[str]:
@@ -111,7 +125,11 @@ def _race_in(ctx: ScanContext, host, fn: ast.FunctionDef, model: ast.ClassDef,
     # the module's nodes grouped by function (shared with the stream rules), not a walk of ``fn``
     misc = misc_facts(host)
     calls: list[ast.Call] = misc.nodes_by_owner(ast.Call).get(fn, [])  # type: ignore[assignment]
-    is_mark = [_is_mark(host, c) for c in calls]
+    # an attribute call is a mark only under one of ``_MARK_NAMES`` (``_is_mark``): the others, most
+    # of the function's calls, are told from their last name without a call of ``_is_mark`` each
+    attr, mark_names = ast.Attribute, _MARK_NAMES
+    is_mark = [(type(c.func) is not attr or c.func.attr in mark_names) and _is_mark(host, c)  # type: ignore[attr-defined]
+               for c in calls]
     marks = sorted({c.lineno for c, m in zip(calls, is_mark, strict=True) if m})
     if len(marks) < 3:
         return
@@ -122,7 +140,10 @@ def _race_in(ctx: ScanContext, host, fn: ast.FunctionDef, model: ast.ClassDef,
     last = fn.end_lineno or fn.lineno
     compares: list[ast.Compare] = [c for c in host.of_type(ast.Compare)  # type: ignore[misc]
                                    if first <= c.lineno <= last and misc.owner(c) is fn]
-    if not compares:
+    # the decision is a compare after the second mark (``after`` below; ``decide`` falls back to it
+    # and is empty only when it is): without one, the regions need not be classified
+    after = [c for c in compares if c.lineno > marks[1]]
+    if not after:
         return
     # the calls between two consecutive marks are one timed region; regions with nothing that
     # computes (an ``elif`` between ``end.record()`` and the next ``start.record()``) are skipped.
@@ -150,7 +171,6 @@ def _race_in(ctx: ScanContext, host, fn: ast.FunctionDef, model: ast.ClassDef,
     # between the regions (``elif method == "half"``) is not it
     # ... and reads a measured time: ``if max_diff > 1e-3`` (a correctness check) is not the decision
     timed = _timing_names(host, calls)
-    after = [c for c in compares if c.lineno > marks[1]]
     # (no timing name: no compare reads one, and the walks are skipped)
     decide = [c for c in after if timed and any(isinstance(n, ast.Name) and n.id in timed for n in subtree(c))] or \
         [c for c in after if c.lineno > marks[-1]] or after
@@ -210,6 +230,8 @@ class _Paths:
         # ``idents`` too), so a file with none of the three identifiers casts nothing to half and
         # the scope look-ups ``_half`` makes for every argument are skipped
         self.half_possible = misc.uses(*_HALF_WORDS)
+        # without custom code no call is custom: the two tests of ``call`` are skipped for each
+        self.custom_possible = _custom_possible(host, custom)
 
     def region_kind(self, calls: list[ast.Call]) -> str | None:
         computes = half = False
@@ -231,7 +253,7 @@ class _Paths:
         """(runs custom code, casts to half, computes with torch) for one call; with ``own_half``
         False, the half cast of the methods it calls only (``region_kind`` asks for the rest)."""
         host = self.host
-        if _self_attr(c.func) in self.custom or _custom_call(host, c):
+        if self.custom_possible and (_self_attr(c.func) in self.custom or _custom_call(host, c)):
             return True, False, False
         half, computes = own_half and self.half_possible and _half(host, c), _torch_compute(host, c)
         func = c.func

@@ -23,6 +23,7 @@ from ...python.patterns import (
     VIEW_METHODS,
     MiscFacts,
     _assigned_names,
+    _function_params,
     is_alias_expr,
     misc_facts,
     state_key,
@@ -147,6 +148,16 @@ def _state_writes(facts: MiscFacts, globals_: set[str], keys: set[str]) -> _Writ
         cands = [c for c in cands if any(value_names(v) for v in c[2])]
         if not cands:
             continue
+        # the input taint of ``fn`` grows from seeds (``MiscFacts._input_seeds``, a pass over every
+        # reachable function) that lie within ``_seed_bound``; the taint grown from the whole bound
+        # (one function's propagation) holds it: a write whose values read none of that can never
+        # be tainted, and when no write of ``fn`` reads any, the program-wide seeds are not needed
+        bound = _seed_bound(facts, fn)
+        if bound is not None:
+            reach = facts.value_taint(fn, bound)
+            cands = [c for c in cands if any(value_refs(v, reach) for v in c[2])]
+            if not cands:
+                continue
         inputs = facts.input_values(fn)
         if not inputs:
             continue
@@ -154,6 +165,22 @@ def _state_writes(facts: MiscFacts, globals_: set[str], keys: set[str]) -> _Writ
             if key not in tainted and any(value_refs(v, inputs) for v in values):
                 tainted[key] = node
     return _Writes(tainted)
+
+
+def _seed_bound(facts: MiscFacts, fn: ast.AST) -> frozenset[str] | None:
+    """Names that hold every seed ``_input_seeds`` can give ``fn``, or None for a function nested in
+    another (a closure is seeded with any name its enclosing function taints).  A function at module
+    or class level is seeded only with its parameters: forward with its own, the others with those
+    a call site binds, never the leading ``self`` / ``cls`` / ``ctx`` unless a keyword names it (and
+    forward's own seeds leave out ``self`` and ``cls`` only)."""
+    if facts.owner(fn) is not None:
+        return None
+    params = _function_params(fn)
+    first = params[0] if params else None
+    if (first in ("self", "cls") or (first == "ctx" and fn is not facts.forward)) and \
+            not any(k.arg == first for k in facts.host.of_type(ast.keyword)):
+        params = params[1:]
+    return frozenset(params)
 
 
 _STATE_WRITERS = frozenset(_MUTATORS + ("update", "setdefault", "__setitem__", "append", "extend", "insert"))
