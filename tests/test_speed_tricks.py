@@ -418,6 +418,17 @@ def _with_corpus(sources: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return sources
 
 
+def _parsed_hosts(extra: list[tuple[str, str]] | None = None):
+    """(name, HostModule) for ``extra``, the fixtures, the kernels and the first corpus records
+    (``_with_corpus``), those that parse."""
+    for name, text in _with_corpus(list(extra or []) + [(n, t) for n, t, _ in trees("fixtures") + trees("kernels")]):
+        try:
+            host = HostModule.parse(text, name)
+        except (SyntaxError, ValueError):
+            continue
+        yield name, host
+
+
 def test_function_index_of_an_unindexed_module_matches_the_indexed_one() -> None:
     """``FunctionIndex`` on a module nothing has indexed (a reference, whose members are all most
     scans ask of it) indexes the function's own subtree instead of the whole file: the same
@@ -499,11 +510,7 @@ def test_nodes_by_owner_matches_a_plain_parent_walk() -> None:
         return cur
 
     grouped = 0
-    for name, text in _with_corpus([(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]):
-        try:
-            host = HostModule.parse(text, name)
-        except (SyntaxError, ValueError):
-            continue
+    for name, host in _parsed_hosts():
         facts = misc_facts(host)
         for typ in (ast.Call, ast.Assign, ast.Return, ast.FunctionDef, ast.Name, ast.If, ast.Compare):
             want: dict[ast.AST | None, list[int]] = {}
@@ -566,11 +573,7 @@ def test_state_write_seed_bound_holds_the_input_taint() -> None:
     from hackscan.python.patterns import misc_facts
 
     bounded = nested = 0
-    for name, text in _with_corpus([(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]):
-        try:
-            host = HostModule.parse(text, name)
-        except (SyntaxError, ValueError):
-            continue
+    for name, host in _parsed_hosts():
         facts = misc_facts(host)
         for fn in facts.reachable:
             bound = _seed_bound(facts, fn)
@@ -621,11 +624,7 @@ def test_tf32_namespace_writes_need_their_words() -> None:
     sources += [(f"<tf32-write-{i}>", "\n".join(_TF32_WRITES.splitlines()[:4] + [line]))
                 for i, line in enumerate(_TF32_WRITES.splitlines()[4:])]
     found = 0
-    for name, text in _with_corpus(sources + [(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]):
-        try:
-            host = HostModule.parse(text, name)
-        except (SyntaxError, ValueError):
-            continue
+    for name, host in _parsed_hosts(sources):
         n = flag_writes(host)
         if n:
             assert misc_facts(host).uses(*_NAMESPACE_WORDS), name
@@ -640,11 +639,7 @@ def test_half_cast_prefilter_skips_only_calls_without_a_cast() -> None:
     from hackscan.checks.python.precision import _CAST_ATTRS, _cast_of, _dtype_vars
 
     skipped = casts = 0
-    for name, text in _with_corpus([(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]):
-        try:
-            host = HostModule.parse(text, name)
-        except (SyntaxError, ValueError):
-            continue
+    for name, host in _parsed_hosts():
         dtype_vars = _dtype_vars(host)
         for call in host.of_type(ast.Call):
             got = _cast_of(host, call, dtype_vars)
@@ -664,11 +659,7 @@ def test_dtype_dispatch_callers_index_matches_the_filter() -> None:
 
     asked = through_sites = 0
     dispatched: set[str] = set()
-    for name, text in _with_corpus(_DISPATCH + [(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]):
-        try:
-            host = HostModule.parse(text, name)
-        except (SyntaxError, ValueError):
-            continue
+    for name, host in _parsed_hosts(_DISPATCH):
         facts = misc_facts(host)
         dtype_vars = _dtype_vars(host)
         callers: dict = {}
