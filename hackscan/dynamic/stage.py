@@ -700,12 +700,7 @@ class DynamicRun:
             # a GPU host shared by a batch, GPU_NOTES run 12) would decide nothing
             why = (f"already rejected ({', '.join(rejected[:5])}): --perf quick does not time a candidate whose "
                    "verdict timing cannot change (--perf target times it)")
-            from . import perf_run
-
-            try:
-                run_base, _ = perf_run.wanted_baselines(getattr(self.options, "baselines", None), device)
-            except ValueError:
-                run_base, _ = perf_run.wanted_baselines(None, device)
+            run_base, _ = self._baselines(device)
             self.info["performance_skipped"] = why
             # the baselines the run times: the verified table credits this rejected record 1.0x
             # against each of them, as it would had it been timed (output/verified.py)
@@ -972,6 +967,17 @@ class DynamicRun:
         self.info.update(ran=True, probes=[], reason=f"ModelNew {what}")
         return findings + j.findings
 
+    def _baselines(self, device: str) -> tuple[dict[str, bool], dict[str, str]]:
+        """``perf_run.wanted_baselines`` for ``--baselines``; a bad value falls back to the default
+        set, with the reason in ``performance_note``."""
+        from . import perf_run
+
+        try:
+            return perf_run.wanted_baselines(getattr(self.options, "baselines", None), device)
+        except ValueError as exc:
+            self.info["performance_note"] = str(exc)
+            return perf_run.wanted_baselines(None, device)
+
     def _perf_wanted(self) -> bool:
         return bool(getattr(self.options, "perf", False))
 
@@ -1002,11 +1008,7 @@ class DynamicRun:
             self.info["performance_skipped"] = why
             self.info["_performance"] = {"measured": False, "reason": why}
             return []
-        try:
-            run_base, why_not = perf_run.wanted_baselines(getattr(self.options, "baselines", None), device)
-        except ValueError as exc:
-            run_base, why_not = perf_run.wanted_baselines(None, device)
-            self.info["performance_note"] = str(exc)
+        run_base, why_not = self._baselines(device)
         budget = float(self.opts.get("perf_budget_s") or perf_run.PERF_BUDGET_S.get(device, 1.0))
         perf_mode = str(self.opts.get("perf_mode") or "target")
         opts = {"budget_s": budget, "seed": derive(self.seed, "perf"), "sets": len(originals),

@@ -51,7 +51,7 @@ class CandidateWorker(Worker):
         self.matches: dict[tuple[str, str], dict[str, Any]] = {}
         self.inputs: dict[str, list[Any]] = {}
         # every copy of a probe's inputs handed to the model, kept until timing starts (_fresh)
-        self.held: list[list[Any]] = []
+        self.held: list[tuple[list[Any], int]] = []  # (copies, their bytes)
         self.held_bytes = 0
         self.code_file: str | None = None
         self.eval_mode = False
@@ -285,10 +285,11 @@ class CandidateWorker(Worker):
         are let go (a task whose probes' inputs are that large), and address reuse is then the
         allocator's again for those."""
         args = clone_all(inputs)
-        self.held.append(args)
-        self.held_bytes += _nbytes(args)
+        size = _nbytes(args)
+        self.held.append((args, size))
+        self.held_bytes += size
         while self.held_bytes > HOLD_BYTES.get(self.device, HOLD_BYTES["cpu"]) and len(self.held) > 1:
-            self.held_bytes -= _nbytes(self.held.pop(0))
+            self.held_bytes -= self.held.pop(0)[1]
         return args
 
     def _args(self, inputs: list[Any], view: int) -> list[Any]:
