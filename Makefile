@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 # The venv's interpreter.  The static stage is pure Python, so the interpreter's build sets its
 # speed: Debian's /usr/bin/python3 (3.11, built with PGO and LTO, libpython linked into the
 # executable) scans the CUDA-L1 corpus 10-20 % faster than pyenv's default build of 3.11 (no PGO,
-# libpython as a shared library) on the development machine (README, "Measured").  It is used when
+# libpython as a shared library) on the development machine (docs/measured.md).  It is used when
 # it is 3.11 or newer and can make a venv (ensurepip present); `make install PYTHON=python3.12`
 # picks another.
 SYSTEM_PY := $(shell /usr/bin/python3 -c 'import sys, ensurepip; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && echo /usr/bin/python3)
@@ -60,7 +60,7 @@ test:
 	$(PY) -m pytest -q
 
 # tests/conftest.py marks the modules that run candidates, compile or start process pools
-# ``dynamic``; about 690 of the 1000 tests remain, some 21 s of CPU (README, "Quickstart")
+# ``dynamic``; about 690 of the 1000 tests remain, some 21 s of CPU (docs/usage.md, "Installing and running")
 test-fast:
 	$(PY) -m pytest -q -m "not slow and not gpu and not dynamic"
 

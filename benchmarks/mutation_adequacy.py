@@ -1,6 +1,6 @@
 """Mutation adequacy of hackscan: the fraction of injected hacks each stage detects, per hack class.
 
-    python benchmarks/mutation_adequacy.py [--dynamic] [--dynamic-limit N] [--readme README.md] [--json OUT]
+    python benchmarks/mutation_adequacy.py [--dynamic] [--dynamic-limit N] [--readme docs/measured.md] [--json OUT]
 
 Same machinery as ``hackscan mutate`` (hackscan/measure/adequacy.py), plus wall-clock cost per stage.
 Seeds: the bundled CPU seeds, the ``ok_*.py`` fixtures and the demo ``kernels/**/clean_*.py``.

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The dynamic side of the mutation adequacy table for the mutants the development machine cannot run
 # (issue 19): those that need CUDA or Triton (side streams, CUDA seeds, cuBLAS).  The CPU run there
-# (`hackscan mutate --dynamic --per-class N -f json --readme README.md`) reports their classes as
+# (`hackscan mutate --dynamic --per-class N -f json --readme docs/measured.md`) reports their classes as
 # "not run here"; this runs exactly those mutants on the GPU, in parallel groups of classes, each
 # group with a time budget so the whole fits in about 8 minutes, and writes one merged JSON (adequacy_gpu.json.gz) and a text summary.
 # Merge with the CPU run's JSON on the development machine:
-#   hackscan mutate --merge benchmarks/adequacy_cpu.json.gz OUT/adequacy_gpu.json.gz --readme README.md
+#   hackscan mutate --merge benchmarks/adequacy_cpu.json.gz OUT/adequacy_gpu.json.gz --readme docs/measured.md
 # Runs once on a bare GPU host with torch and nvcc; the repo's .whl/ wheels (see
 # throughput_after.sh) are installed here; no network needed.
 # Usage: bash gpu/dynamic_adequacy_gpu.sh [PER_CLASS (6)] [BUDGET_S per group (240)] [COMPILES per group (8)]

@@ -2,7 +2,7 @@
 # The sandbox on the GPU machine: its walls (tests/test_sandbox.py), a CUDA and a Triton candidate run
 # inside it through the whole pipeline, and the per-candidate cost of a sandboxed worker against the
 # unsandboxed forkserver (benchmarks/dynamic_cost.py).  The machine has no bubblewrap, pyseccomp or
-# tree-sitter: they travel in .whl/ (see GPU_NOTES.md, "Reproduce").
+# tree-sitter: they travel in .whl/ (see docs/measured.md, "On the GPU", "Reproduce").
 #
 #   bash gpu/sandbox_gpu.sh [quick]
 set -u

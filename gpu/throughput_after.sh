@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU run 7 (GPU_NOTES.md). Prepare on the development machine, then run on the GPU machine carrying
+# Throughput on the GPU (docs/measured.md, GPU runs 7 and 12). Prepare on the development machine, then run on the GPU machine carrying
 # .whl and .gl (both git-ignored):
 #   mkdir -p .gl/old && git archive 342cb3f | tar -x -C .gl/old && cp benchmarks/throughput*.{py,txt} .gl/old/benchmarks/
 #   cp ../shared/corpora/cuda-l1/a100.jsonl .gl/corpus.jsonl

@@ -2,7 +2,7 @@
 # Issue 16's throughput figure on the GPU machine: benchmarks/throughput.py on the GPU sample
 # (benchmarks/throughput_sample_gpu.txt), with the tree given as $1 (the current checkout by default;
 # an older tree to measure "before"), and hackscan's --jobs as $2.  Needs .whl/ (bwrap, pyseccomp,
-# tree-sitter; see GPU_NOTES.md "Reproduce") and the corpus at $CORPUS.
+# tree-sitter; see docs/measured.md, "On the GPU", "Reproduce") and the corpus at $CORPUS.
 #
 #   CORPUS=.gl/corpus.jsonl bash gpu/throughput_gpu.sh [TREE] [JOBS] [extra throughput.py args]
 set -u

@@ -62,7 +62,7 @@ class Scaffold:
             f"       python -m pytest -q tests/test_fixtures_static.py tests/test_registry.py -k '{self.rule_id} or "
             f"{Path(hack).stem} or {Path(ok).stem}'",
             f"  4. {toml}: replace every TODO (message, summary, description, examples, taxonomy class)",
-            "  5. python scripts/gen_rule_table.py   # the README's rule table",
+            "  5. python scripts/gen_rule_table.py   # the rule table in docs/rules.md",
         ])
 
 
@@ -215,7 +215,7 @@ languages = [{langs}]
 taxonomy = {tax}
 check = "{check}"
 message = "TODO: what was found and why it games the benchmark (a check's Hit(args=...) fills {{placeholders}})"
-summary = "TODO: one sentence for the README's rule table."
+summary = "TODO: one sentence for the rule table in docs/rules.md."
 description = """
 TODO: what the check looks for, why a harness is fooled by it, and what it leaves alone (the
 legitimate look-alikes), as in the other rules.

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Regenerate the README's rule table from the registry (between the rules markers).
+"""Regenerate the rule table of docs/rules.md from the registry (between the rules markers).
 
-    python scripts/gen_rule_table.py          # rewrite README.md in place
-    python scripts/gen_rule_table.py --check  # exit 1 if README.md is out of date (used by a test)
+    python scripts/gen_rule_table.py          # rewrite docs/rules.md in place
+    python scripts/gen_rule_table.py --check  # exit 1 if docs/rules.md is out of date (used by a test)
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ def render(readme: str) -> str:
 
 
 def main() -> int:
-    path = ROOT / "README.md"
+    path = ROOT / "docs" / "rules.md"
     current = path.read_text(encoding="utf-8")
     new = render(current)
     if "--check" in sys.argv:
         if new != current:
-            print("README.md rule table is out of date: run python scripts/gen_rule_table.py", file=sys.stderr)
+            print("docs/rules.md rule table is out of date: run python scripts/gen_rule_table.py", file=sys.stderr)
             return 1
         return 0
     path.write_text(new, encoding="utf-8")

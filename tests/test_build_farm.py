@@ -137,7 +137,7 @@ LAZY = (RELU / "clean_cpp_relu.py").read_text().replace(
     """    def __init__(self):
         super(ModelNew, self).__init__()
         self.ext = None
-        # a buffer moved to the GPU before anything is built (GPU_NOTES run 9, record 3)
+        # a buffer moved to the GPU before anything is built: the farm must build past it
         self.register_buffer("scale", torch.ones(1).cuda() if torch.cuda.is_available() else torch.ones(1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -186,7 +186,7 @@ def test_farm_builds_what_a_first_call_builds(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_farm_build_failure_is_reported_when_the_stage_stops_before_the_load(tmp_path: Path) -> None:
     """The stage stops before the candidate's worker loads (here its reference does not run): the
-    compile error the farm saw is still reported, as HS412 (GPU_NOTES run 9, record 225)."""
+    compile error the farm saw is still reported, as HS412, or the failed build goes unsaid."""
     code = (RELU / "clean_cpp_relu.py").read_text().replace("return y;\n}", "return y\n}", 1)
     broken_ref = (RELU / "reference.py").read_text().replace(
         "return torch.relu(x)", "raise RuntimeError('this reference does not run')")

@@ -150,7 +150,7 @@ def test_missing_file_next_to_good_one_keeps_results(tmp_path: Path) -> None:
 
 
 def test_every_bad_input_the_readme_names_gets_a_result(tmp_path: Path) -> None:
-    """README, "Exit codes": a missing file, a binary file, an unreadable JSONL line, a record
+    """docs/usage.md, "Exit codes and bad input": a missing file, a binary file, an unreadable JSONL line, a record
     without code each get a result with verdict error; the other results stay."""
     binary = tmp_path / "blob.py"
     binary.write_bytes(b"\x00\x01\x02")

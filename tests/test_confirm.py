@@ -352,7 +352,7 @@ def test_float32_everywhere_is_clean() -> None:
 def test_load_sources_are_pinned_inside_the_build_folder(tmp_path: Path) -> None:
     """A candidate writes its .cu file to its working directory and calls load() with a relative
     path: the farm and the worker must hand ninja the same path and an unchanged file, or the
-    worker recompiles what the farm built (GPU_NOTES run 11)."""
+    worker recompiles what the farm built, under the device's gate."""
     seen: list[dict] = []
 
     def fake_load(name, sources, extra_cuda_cflags=None, verbose=False, build_directory=None):

@@ -99,7 +99,7 @@ def test_there_are_dynamic_fixtures_for_every_dynamic_rule() -> None:
 @pytest.mark.slow
 def test_a_pointer_keyed_cache_gets_the_same_findings_whatever_the_seed(pool) -> None:
     """The findings of a cache keyed by ``data_ptr()`` must not depend on where the allocator put
-    each probe's copies (README, "Seeds"; issue 17: a replay with the printed seed gives the same
+    each probe's copies (docs/dynamic.md, "Seeds": a replay with the printed seed gives the same
     findings).  Before the candidate worker kept every probe's copies alive, a value probe's copy
     landed on an earlier probe's freed address under some seeds and not others (seed 2 of 3 on the
     CLI got HS402/HS403 on kernels/matmul/hack_output_cache.py), the cached output of another

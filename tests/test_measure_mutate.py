@@ -237,7 +237,7 @@ def test_static_adequacy_run_and_readme_section(tmp_path: Path) -> None:
     write_readme_section(readme, result)
     assert readme.read_text() == once
     assert "old" not in once and "before" in once and "after" in once
-    assert "hackscan mutate --dynamic --readme README.md" in once and "| 10 | timer patch |" in once
+    assert "hackscan mutate --dynamic --readme docs/measured.md" in once and "| 10 | timer patch |" in once
 
 
 def test_mutate_command_writes_mutants(tmp_path: Path) -> None:
@@ -249,12 +249,12 @@ def test_mutate_command_writes_mutants(tmp_path: Path) -> None:
 
 
 def test_readme_names_the_limits_it_ran_with() -> None:
-    assert command(AdequacyOptions()) == "hackscan mutate --dynamic --readme README.md"
+    assert command(AdequacyOptions()) == "hackscan mutate --dynamic --readme docs/measured.md"
     assert command(AdequacyOptions(dynamic_limit=90, compile_limit=10)) == \
-        "hackscan mutate --dynamic --dynamic-limit 90 --compile-limit 10 --readme README.md"
-    assert command(AdequacyOptions(per_class=5)) == "hackscan mutate --dynamic --per-class 5 --readme README.md"
+        "hackscan mutate --dynamic --dynamic-limit 90 --compile-limit 10 --readme docs/measured.md"
+    assert command(AdequacyOptions(per_class=5)) == "hackscan mutate --dynamic --per-class 5 --readme docs/measured.md"
     assert command(AdequacyOptions(device="cuda", budget=240.0)) == \
-        "hackscan mutate --dynamic --device cuda --budget 240 --readme README.md"
+        "hackscan mutate --dynamic --device cuda --budget 240 --readme docs/measured.md"
 
 
 def test_default_seeds_include_fixture_and_demo_kernels() -> None:

@@ -402,7 +402,7 @@ def test_parent_side_never_imports_torch() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-# The memory the H200 measured for fixtures/perf/scale_shift (GPU_NOTES.md, run 1): the raw
+# The memory the H200 measured for fixtures/perf/scale_shift (docs/measured.md, GPU run 1): the raw
 # cudaMalloc candidate against the reference, as the workers reported them.
 H200_RAW_MALLOC = {"resident": 2147483648, "state": 0, "call_peak": 1073741824, "outside": 8686403584,
                    "outside_during_call": 0, "peak": 11907629056, "growth_per_call": 0.0, "baseline_known": True,

@@ -101,7 +101,7 @@ def _scan(rng: random.Random, k: int, process_sd: float, round_sd: float, rounds
 
 
 def test_five_scans_agree_when_the_interval_is_taken_over_pairs_of_processes() -> None:
-    # the host's figures (README, issue 17): rounds agree to about +-4 % within a pair, pairs of
+    # the host's figures (docs/measured.md): rounds agree to about +-4 % within a pair, pairs of
     # processes differ with log sd 0.074.  One pair per scan: its re-run interval misses the others'
     # figures most of the time.  Five pairs per scan: nearly every one of the 20 checks holds
     rng = random.Random(17)

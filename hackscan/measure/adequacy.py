@@ -37,7 +37,7 @@ from .seeds import Seed, load_seeds
 from .suite import mutants_of
 
 START, END = "<!-- adequacy:start -->", "<!-- adequacy:end -->"
-COMMAND = "hackscan mutate --dynamic --readme README.md"
+COMMAND = "hackscan mutate --dynamic --readme docs/measured.md"
 
 
 def command(opts: AdequacyOptions) -> str:
@@ -549,7 +549,7 @@ def readme_section(result: AdequacyResult) -> str:
             "once the way the rules expect (plain: `hackscan/measure/mutators.py`) and once through the evasion "
             "families of issue 19 (evasive: `hackscan/measure/evasive.py`), then scanned.  "
             f"Reproduce with `{command(result.options)}` (add `--show-missed` for the mutants no stage caught, by family)"
-            + (f"; this table merges saved runs: `hackscan mutate --merge {' '.join(result.sources)} --readme README.md` "
+            + (f"; this table merges saved runs: `hackscan mutate --merge {' '.join(result.sources)} --readme docs/measured.md` "
                "(the CPU run above with `-f json`, and `gpu/dynamic_adequacy_gpu.sh` on a GPU host for the mutants that "
                "need CUDA)." if result.sources else "."), ""]
     body += table(result, markdown=True) + [""]
