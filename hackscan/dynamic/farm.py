@@ -2,12 +2,13 @@
 
 A candidate that builds a C++/CUDA extension at import (``load_inline``, ``load``) spends 35-105 s
 compiling.  Compiled by its own worker, that time was spent holding its device's gate shared
-(schedule.py), so no other candidate could be timed on that GPU meanwhile (GPU run 7: the first
-timing could start only at 108 s).  The farm runs the candidate first in a sandbox of its own, while
-its reference loads (``stage.DynamicRun._start_prebuild``): it imports it, constructs ModelNew with
-the reference's init inputs and, if nothing was built yet, calls it once on the CPU, with
-``torch.cuda.is_available()`` reading True (``worker/prebuild.py``), so that builds made in
-``__init__``, on first use or behind ``is_available()`` are reached too (GPU_NOTES run 9):
+(schedule.py), so no other candidate could be timed on that GPU meanwhile (on a batch of eight,
+the first timing could start only after 108 s).  The farm runs the candidate first in a sandbox of
+its own, while its reference loads (``stage.DynamicRun._start_prebuild``): it imports it,
+constructs ModelNew with the reference's init inputs and, if nothing was built yet, calls it once
+on the CPU, with ``torch.cuda.is_available()`` reading True (``worker/prebuild.py``), so that
+builds made in ``__init__``, on first use or behind ``is_available()`` are reached too (real
+candidates build there as often as at import):
 
 - the same walls as every worker (bubblewrap, cgroup, seccomp, its own uid; ``sandbox.py``), but
   no GPU visible and no device gate held (on a GPU host; on the CPU the builds are CPU work, so

@@ -654,7 +654,7 @@ class Handle:
 
 def _start_at_once() -> int:
     """Spare sandboxes starting at the same time: ``HACKSCAN_START_AT_ONCE`` (unset or 0: no
-    bound).  Measured on the 2-core CI box (README, "Measured"), a bound of two was not faster than
+    bound).  Measured on the 2-core CI box (docs/measured.md), a bound of two was not faster than
     none, so none is the default until a GPU host shows otherwise.  A worker a candidate waits for
     is started at once all the same."""
     try:
@@ -992,7 +992,7 @@ class Launcher:
         h: Handle | None = None
         try:
             # at most HACKSCAN_START_AT_ONCE interpreters import torch at once, over every launcher
-            # of the process (eight at once on 16 cores took 15-28 s each, GPU run 7)
+            # of the process (eight at once on 16 cores took 15-28 s each, so a bound can help there)
             with STARTING:
                 h = self._start()
                 self._wait_ready(h, self.start_timeout)

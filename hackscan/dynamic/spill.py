@@ -2,9 +2,8 @@
 
 The parent holds every probe's reference outputs (float32 and float64) and the candidate's until
 the judge has compared them.  On a task with large outputs that is GiBs per candidate, times the
-candidates in flight: two hackscan parents were killed by the OOM killer at 28-34 GiB (issue 16),
-and a task whose outputs were over the memory budget was not run at all (GPU_NOTES run 9, record
-225: 12.1 GiB against 3.1 GiB).  A frame whose payload is at least ``SPILL_BYTES`` is therefore
+candidates in flight: hackscan parents were killed by the OOM killer at 28-34 GiB, and a real
+task whose outputs were over the memory budget (12.1 GiB against 3.1 GiB) could not be run at all.  A frame whose payload is at least ``SPILL_BYTES`` is therefore
 read into a shared mapping of an unlinked file in the spill folder: its arrays are file-backed
 pages, which the kernel writes back and reclaims under memory pressure instead of killing the
 parent, and the comparisons read them ``compare.CHUNK`` elements at a time.  The parent's own

@@ -213,7 +213,7 @@ class DynamicRun:
         once the farm is done (``_await_prebuild``, which gives up this candidate's hold on the
         gate while it waits: nothing of the candidate runs on the device meanwhile), so a build is
         never compiled twice at once, and whatever the farm built the worker loads from the cache
-        (the same flags and folder, GPU_NOTES run 8).  A build the farm did not reach is compiled
+        (the same flags and folder, so ninja finds nothing to do).  A build the farm did not reach is compiled
         by the worker as before; it costs this candidate the farm's time, not the GPU's."""
         from . import farm
 
@@ -282,8 +282,7 @@ class DynamicRun:
     def _unreported_build_failures(self) -> list[Finding]:
         """HS412 for the farm's compile errors when the stage stopped before the candidate's own
         load reported its builds (a task too large to compare, a reference that does not run):
-        the extension does not build whatever happens next, and no report said so (GPU_NOTES run 9,
-        record 225).  Only compile errors count (``farm.BuildFarm``: the ones the worker would replay)."""
+        the extension does not build whatever happens next, and without this no report would say so.  Only compile errors count (``farm.BuildFarm``: the ones the worker would replay)."""
         if "compile" in self.info or not self.build_failures:
             return []
         failed = [{"name": str(b.get("name", "?"))[:80], "error": str(b.get("error", ""))[:300]}
@@ -334,8 +333,8 @@ class DynamicRun:
         """Inside ``_exclusive``: the device shared again while a fresh pair of timing workers is
         started, loaded and given its inputs (GPU work, but no measurement), then taken back
         exclusively for that pair's rounds.  Held through the readying, the exclusive gate kept
-        every other candidate's probes off the GPU for 6-9 s per pair (GPU_NOTES run 11: 25.6 s of
-        a 38 s exclusive hold were the fresh pairs); only the rounds need the device alone."""
+        every other candidate's probes off the GPU for 6-9 s per pair (25.6 s of a 38 s exclusive
+        hold were the fresh pairs); only the rounds need the device alone."""
         if self.slot is None or self._timing_held is None:
             yield
             return
@@ -399,7 +398,7 @@ class DynamicRun:
         self.timings["startup_s"] = time.perf_counter() - t
         info = zygote.info
         self.info.update(torch=info.get("torch"), python=info.get("python"))
-        # what walls the candidate ran in (README, "Security"); absent: --sandbox off
+        # what walls the candidate ran in (docs/dynamic.md, "Security"); absent: --sandbox off
         self.info["sandbox"] = info.get("sandbox") or {"kind": "none"}
         device, why = runnable.choose_device(self.options.device, info, target)
         if device is None:
@@ -697,7 +696,7 @@ class DynamicRun:
             # --perf quick (an RL gate): a candidate the findings so far already reject gets reward
             # zero whatever it measures, and a rejected record counts as 1.0x in the verified
             # table; its timing (the exclusive device, torch.compile of the reference: 10-80 s of
-            # a GPU host shared by a batch, GPU_NOTES run 12) would decide nothing
+            # a GPU host shared by a batch) would decide nothing
             why = (f"already rejected ({', '.join(rejected[:5])}): --perf quick does not time a candidate whose "
                    "verdict timing cannot change (--perf target times it)")
             run_base, _ = self._baselines(device)
@@ -1071,7 +1070,7 @@ class DynamicRun:
             most = self.opts.get("perf_pair_processes_max")
             least = self.opts.get("perf_pair_processes")
             if perf_mode == "quick":
-                # the RL gate's budget (issue 16: about 10 s of timing per candidate): the scan's
+                # the RL gate's budget (about 10 s of timing per candidate): the scan's
                 # own pair only; the report then says the spread between processes is unknown
                 least = most = 1
             originals_specs = [p for p in plan.probes if p["id"] in set(originals)]
@@ -1217,7 +1216,7 @@ class DynamicRun:
         timeout = float(self.opts.get("perf_compile_timeout") or perf_run.COMPILE_TIMEOUT_S)
         if self._timing_held is not None:
             # among other candidates: compile with the device shared (Inductor's code generation is
-            # CPU work; 7-9 s per task on the H200, GPU_NOTES run 11), then time it exclusively
+            # CPU work; 7-9 s per task on an H200), then time it exclusively
             with self._between_timings():
                 warm = perf_run.measure_compile(ref, sets, compile_opts, timeout, tf32, warm_only=True)
             if "skipped" in warm:

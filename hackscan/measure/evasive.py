@@ -1,4 +1,4 @@
-"""The same hack classes, written by someone who knows the rules (issue 19's evasion families).
+"""The same hack classes, written by someone who knows the rules (the evasion families).
 
 ``mutators.py`` injects each class the way the rules expect it (``torch.softmax`` at the return,
 ``x.min() >= 0`` in an ``if``).  Here every class is injected again through the families of
@@ -43,7 +43,7 @@ from .seeds import SeedFacts
 
 Evasion = tuple[str, str, str, bool]  # (variant name, family, mutant code, needs_cuda)
 
-# family -> what it covers (README and --show-missed print these)
+# family -> what it covers (the adequacy table's legend and --show-missed print these)
 FAMILIES: dict[str, str] = {
     "indirect-call": "lambda, functools.partial, getattr / vars() namespace lookup, helper class or closure",
     "dispatch-table": "tuple / dict of callables (or dtypes, slices) indexed by a value computed from the input",

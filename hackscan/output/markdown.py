@@ -120,7 +120,7 @@ def _submission(sv: SubmissionView) -> list[str]:
 
 
 def _class_table(audit: Audit) -> list[str]:
-    """Rejected results per verdict class, with what the class means (README: verdict classes)."""
+    """Rejected results per verdict class, with what the class means (docs/usage.md: verdict classes)."""
     counts = Counter(c for sv in audit.submissions for c in sv.report.rejected_for)
     if not counts:
         return []

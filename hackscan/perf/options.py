@@ -102,7 +102,7 @@ class PerfOptions:
             # hidden series up to 20 calls (the budget still sizes them): with 5, HS606's interval
             # was the range of five calls, the minimum's upper end the third smallest of them, and
             # one scan of relu/hack_value_guard gave 2.13-3.03x, the next with the same seed
-            # 0.76-2.93x on a point of 2.5x both times (issue 17)
+            # 0.76-2.93x on a point of 2.5x both times
             base = cls(warmup=1, iterations=20, min_iterations=3, time_budget_s=1.0, adaptive=True,
                        input_sets=3, input_pool_bytes=512 << 20, hidden_iterations=20, hidden_budget_s=0.5,
                        memory_repeats=3, spin_budget_s=0.5, series_cap_s=3.0, series_min_s=1.0)

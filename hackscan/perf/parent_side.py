@@ -158,13 +158,13 @@ def _undecided(perf: dict[str, Any], rule: str, what: str, ci: tuple[float, floa
 # measured (its main, hidden and parent-clock series), whose intervals hold that pair's own noise
 # only; yet each pair of processes carries a bias of its own for its whole life (stats.
 # between_processes), so the same figure in a re-run lands elsewhere.  A finding decided on such an
-# interval flipped between two runs with the same seed (issue 17: HS606 decided in one, "too noisy"
-# in the next).  So each first-pair interval is widened by the spread between processes, measured
+# interval flipped between two runs with the same seed (HS606 decided in one, "too noisy" in the
+# next).  So each first-pair interval is widened by the spread between processes, measured
 # over the fresh pairs the paired speedup was timed in: in log terms, its own half-width and the
 # process term z * process_sd added in quadrature (independent errors).  The process term is never
 # below a host figure, PROCESS_SD_ASSUMED: the process term measured on the shared 2-core CPU host
 # over many scans (75 pairs spread with log sd 0.106, of which a pair's own rounds about 0.06:
-# sqrt(0.106^2 - 0.06^2) = 0.087; README, "Measured"), and on a GPU, where no such spread has been
+# sqrt(0.106^2 - 0.06^2) = 0.087; docs/measured.md), and on a GPU, where no such spread has been
 # measured yet, half of it.  A floor, because one scan's 4-5 pairs estimate it poorly (a standard
 # deviation from 3-4 degrees of freedom; two scans of one kernel with the same seed measured 0 and
 # about 0.5): a quiet scan would otherwise decide on an interval narrower than the next scan's, the
@@ -172,7 +172,7 @@ def _undecided(perf: dict[str, Any], rule: str, what: str, ci: tuple[float, floa
 # started, paired timing off) the host figure is all there is.
 # "Decided" then means: the widened interval lies wholly past the threshold (a finding) or wholly
 # short of it (none); otherwise "too noisy to decide", stated in the performance block.  A hack far
-# past its threshold is still caught (on the H200, GPU_NOTES run 1, the value guard's HS606 ratio
+# past its threshold is still caught (on an H200 the value guard's HS606 ratio
 # sat 3x past 1.5x and its HS604 time 17 % under 0.9x of the bound, against a widening of about 7 %
 # at the assumed GPU spread); one near its threshold is reported as undecided, in every run alike,
 # instead of a finding that comes and goes.
@@ -443,7 +443,7 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
     if pair is not None:
         perf["paired"] = pair
         # the figures from absolute times stay in the report, under their own names: they move
-        # with the host's load between runs, the paired ones do not (README, "Measured")
+        # with the host's load between runs, the paired ones do not (docs/measured.md)
         perf["unpaired_speedup"], perf["unpaired_speedup_ci"] = dict(perf["speedup"]), dict(perf["speedup_ci"])
         perf["absolute_times_note"] = ("absolute times (and the unpaired speedups from them) depend on the host's "
                                        "load while they ran: not comparable across runs; the speedups are paired")

@@ -249,8 +249,8 @@ def agreement(points: list[float], intervals: list[tuple[float, float] | list[fl
 # that pair's rounds can see a bias that is constant over them.  So one scan times several pairs
 # of fresh processes; each pair gives its own paired speedup, and the headline is combined over
 # pairs, its interval from the spread between them (the process-to-process variance is in it).
-# Measured there with 2 s of rounds a pair: 75 pairs of processes spread with log sd 0.106 (README,
-# "Measured"), a pair's own rounds accounting for about 0.06 of it.
+# Measured there with 2 s of rounds a pair: 75 pairs of processes spread with log sd 0.106
+# (docs/measured.md), a pair's own rounds accounting for about 0.06 of it.
 PROCESS_CONFIDENCE = 0.95
 # A re-run's figure is checked against this one's in every ordered pair of five scans (twenty
 # checks, benchmarks/timing_repeat.py): at 95 % one of twenty misses on average, so the stated

@@ -1,6 +1,6 @@
 """Indirect spellings of a lookup, a call or an assignment, and the direct form each one means.
 
-A hack that knows the rules reaches its target through indirection (issue 19): ``getattr(torch,
+A hack that knows the rules reaches its target through indirection: ``getattr(torch,
 "soft" + "max")``, ``vars(torch)["softmax"]``, ``Model.__dict__["forward"]``, ``functools.partial(f,
 ...)(x)``, a tuple or dict of callables indexed by a value computed from the input, and, for writes,
 ``setattr(mod, "name", v)``, ``vars(mod)["name"] = v``, ``mod.__dict__.update(name=v)``,

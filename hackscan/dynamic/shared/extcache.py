@@ -273,7 +273,7 @@ def _pin_sources(folder: Path, sources: Any) -> list[str] | None:
     Candidates write their sources to the working directory and hand ``load`` relative paths.
     The build farm and the worker run in different working directories, and the worker writes the
     files again, so ninja saw new paths and newer sources and compiled a second time, on the GPU's
-    time (GPU_NOTES run 11: 57 s under the device's gate for a build the farm had just made).  The
+    time (57 s under the device's gate, measured, for a build the farm had just made).  The
     build key already covers the files' contents, so copies at ``<build folder>/src/`` are the same
     paths in every process that builds the same key; a copy is rewritten only when its content
     differs, so its modification time (what ninja compares) stays the farm's.  Sources that include

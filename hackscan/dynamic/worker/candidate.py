@@ -272,8 +272,8 @@ class CandidateWorker(Worker):
         A result cache keyed by ``data_ptr()`` hits only when a call's inputs sit where an earlier
         call's did.  When each copy was freed after its probe, whether a later value probe's copy
         reused that address was the allocator's choice (glibc or the CUDA caching allocator, given
-        ASLR and other threads' allocations), so the same seed gave HS402/HS403 in one run and not
-        the next (issue 17).  Held, every copy has an address of its own: such a cache hits only
+        ASLR and other threads' allocations), so the same seed could give HS402/HS403 in one run and
+        not the next.  Held, every copy has an address of its own: such a cache hits only
         where a check hands the model the same tensors on purpose (``again``, ``refill``: HS503,
         the check built for it), in every run alike.  The other way to make it deterministic,
         copying every probe into one staging buffer per layout, would make every probe hit the

@@ -2,9 +2,9 @@
 
 The farm (``dynamic/farm.py``) compiles a candidate's extensions in a sandbox without a GPU, so
 that its real worker, which holds a GPU's gate, finds them in the cache.  Importing the module
-reaches only the builds made unconditionally at import; on the GPU sample (GPU_NOTES run 9) the
-others were made in ``__init__`` (directly or through a helper), or behind
-``if torch.cuda.is_available():``, which reads False where no GPU is visible.  So the farm worker:
+reaches only the builds made unconditionally at import; in real candidates many others are made in
+``__init__`` (directly or through a helper), or behind ``if torch.cuda.is_available():``, which
+reads False where no GPU is visible.  So the farm worker:
 
 - when the candidate's real workers see a GPU (the parent says so: ``gpu`` in the request), shows
   the candidate the device they have, as far as a build can tell:

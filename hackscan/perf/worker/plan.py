@@ -139,7 +139,7 @@ class InputPlan:
         and 0.071 ms in the next on the shared host: a bias per process that no repeat inside the
         process can see.  Where the buffers sit (pages, cache sets against the flush buffer) is one
         suspect; moving the slots between blocks turns that part into scatter the run sees.  One
-        trial showed no measurable gain from it, nor harm (README, Measured)."""
+        trial showed no measurable gain from it, nor harm (docs/measured.md)."""
         fresh = []
         for k, slot in enumerate(self.slots):
             fresh.append(_relaid(slot, (salt * 7919 + k * 104729) % 1024))
