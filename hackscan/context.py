@@ -25,9 +25,11 @@ if TYPE_CHECKING:  # imported lazily at run time: listing rules must not pay for
     import networkx as nx
 
     from .cuda.facts import CudaFacts
+    from .cuda.flow import CudaFlow
     from .inputs import Submission
     from .python.facts import Holder, ModelFlow
     from .python.module import HostModule
+    from .python.patterns import MiscFacts
     from .python.program import Program
     from .python.reference import ReferenceFacts
     from .triton.facts import TritonFacts
@@ -187,10 +189,36 @@ class ScanContext:
         return build_model_flow(self.host)
 
     @cached_property
+    def patterns(self) -> MiscFacts:
+        """The host's def-use facts (``python/patterns.py``): the functions forward reaches, the names
+        that carry forward's input values (taint) or alias its input tensors, the state that
+        outlives a call.  Only for a submission with a Python host."""
+        if self.host is None:
+            raise ValueError("no Python host: the pattern facts need one")
+        from .python.patterns import MiscFacts
+
+        return MiscFacts(self.host)
+
+    @cached_property
     def cuda(self) -> CudaFacts:
         from .cuda.builder import build_cuda_facts
 
         return build_cuda_facts([u for u in self.units if u.language in ("cuda", "cpp")])
+
+    @cached_property
+    def cuda_flow(self) -> CudaFlow:
+        """The data flow over ``cuda`` (``cuda/flow.py``): what a kernel stores to, where a launch
+        argument or a returned tensor comes from."""
+        from .cuda.flow import CudaFlow
+
+        return CudaFlow(self.cuda)
+
+    @cached_property
+    def cuda_graph(self) -> nx.DiGraph:
+        """The C++ half of the program graph (``cuda/graph.py``), built from ``cuda``."""
+        from .cuda.graph import cuda_graph  # here, so that a scan no rule asks for the graph of never loads networkx
+
+        return cuda_graph(self.cuda)
 
     @cached_property
     def triton(self) -> TritonFacts | None:
@@ -198,7 +226,7 @@ class ScanContext:
             return None
         from .triton.facts import build_triton_facts
 
-        return build_triton_facts(self.host)
+        return build_triton_facts(self.host, self.patterns)
 
     @cached_property
     def _reference_entry(self) -> ReferenceEntry | None:
@@ -268,7 +296,13 @@ class ScanContext:
         """The program model: which class is the model, its forward, the call / launch graph."""
         from .python.program import Program
 
-        return Program(self)
+        return Program(self.host, lambda: self.model_flow, self._cuda_graph_if_any)
+
+    def _cuda_graph_if_any(self) -> nx.DiGraph | None:
+        """``cuda_graph`` when the submission has C++ units, for the program graph to join."""
+        if not any(u.language in ("cuda", "cpp") for u in self.units):
+            return None
+        return self.cuda_graph
 
     @property
     def graph(self) -> nx.DiGraph:
@@ -279,7 +313,7 @@ class ScanContext:
     def release(self) -> None:
         """Drop the facts built for this scan.
 
-        Some facts point back at the host that caches them (``patterns.misc_facts``): left alone,
+        Some facts point back at the host that caches them (``patterns.object_names``): left alone,
         the whole tree of every scanned file would wait for a full garbage collection, and each
         younger collection would walk it again.  Breaking the links lets reference counting free
         a scan's objects as soon as it ends.
@@ -288,7 +322,6 @@ class ScanContext:
         shared = d.get("_reference_entry") is not None  # a cached reference outlives the scan
         for module in (self.host, None if shared else d.get("reference_module")):
             if module is not None:
-                module.__dict__.pop("_misc_facts", None)
                 module.__dict__.pop("_object_names", None)
                 module.__dict__.pop("_model_class", None)
         cuda = d.get("cuda")

@@ -9,6 +9,7 @@ import pytest
 
 from hackscan.cuda.branches import tainted_names, value_reads
 from hackscan.cuda.builder import build_cuda_facts
+from hackscan.cuda.flow import CudaFlow
 from hackscan.python.module import HostModule
 from hackscan.units import MappedText, Unit
 
@@ -143,7 +144,7 @@ def test_calls_are_qualified_and_methods_marked(facts) -> None:
 
 
 def test_stores_follow_helpers_aliases_and_atomics(facts) -> None:
-    flow = facts.flow
+    flow = CudaFlow(facts)
     scale = facts.ext("ext").kernel("scale_kernel")
     st = flow.stores(scale)
     assert set(st.by_param) == {1}  # y through the put() helper; x is only read
@@ -163,12 +164,12 @@ def test_value_loads_are_not_aliases() -> None:
         }
     """)])
     k = f.kernels[0]
-    assert f.flow.aliases(k) == {"x": 0, "y": 1}
-    assert set(f.flow.stores(k).by_param) == {1}
+    assert CudaFlow(f).aliases(k) == {"x": 0, "y": 1}
+    assert set(CudaFlow(f).stores(k).by_param) == {1}
 
 
 def test_origins_trace_allocations_inputs_and_helper_parameters(facts) -> None:
-    flow = facts.flow
+    flow = CudaFlow(facts)
     launch_fn = facts.ext("ext").lookup("launch", "host")[0]
     (lc,) = [lc for lc in launch_fn.launches]
     y_origins = flow.origins(lc.args[1], launch_fn)
@@ -185,7 +186,7 @@ def test_origins_trace_allocations_inputs_and_helper_parameters(facts) -> None:
 
 def test_launches_from_follows_host_helpers(facts) -> None:
     fwd = facts.ext("ext").lookup("forward", "host")[0]
-    kernels = sorted(lc.function.name for lc in facts.flow.launches_from(fwd))
+    kernels = sorted(lc.function.name for lc in CudaFlow(facts).launches_from(fwd))
     assert kernels == ["forward", "launch"]
 
 

@@ -7,7 +7,7 @@ import textwrap
 import networkx as nx
 
 from hackscan.cuda.builder import build_cuda_facts
-from hackscan.cuda.graph import aten_name, is_compute
+from hackscan.cuda.graph import aten_name, cuda_graph, is_compute
 from hackscan.units import MappedText, Unit
 
 SRC = """
@@ -30,7 +30,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("run", &run); }
 
 def graph() -> nx.DiGraph:
     u = Unit(id="g:cuda", language="cuda", mapped=MappedText.verbatim(textwrap.dedent(SRC), 1, 0), extension="g")
-    return build_cuda_facts([u]).graph
+    return cuda_graph(build_cuda_facts([u]))
 
 
 def test_node_names_and_kinds() -> None:
@@ -62,7 +62,7 @@ def test_edges_bind_call_launch() -> None:
 def test_launch_of_an_undefined_kernel_keeps_a_node() -> None:
     u = Unit(id="h:cuda", language="cuda", extension="h",
              mapped=MappedText.verbatim("void go(float* y) { missing<<<1, 1>>>(y); }", 1, 0))
-    g = build_cuda_facts([u]).graph
+    g = cuda_graph(build_cuda_facts([u]))
     assert g.nodes["kernel:h:missing"]["defined"] is False
     assert g.has_edge("cpp:h:go", "kernel:h:missing")
 

@@ -17,7 +17,6 @@ from hackscan.measure.seeds import Seed
 from hackscan.perf.parent_side import anchor_line
 from hackscan.python import program as P
 from hackscan.python.module import HostModule
-from hackscan.python.patterns import misc_facts
 
 from .conftest import ROOT
 
@@ -48,7 +47,7 @@ def _ctx(code: str) -> ScanContext:
 def _finders(code: str) -> dict[str, str | None]:
     """What each consumer of the program model takes for the model, by name."""
     ctx = _ctx(code)
-    misc = misc_facts(ctx.host).model
+    misc = ctx.patterns.model
     seed = Seed("s", "<t>", code, "", "").facts.model
     return {"program": ctx.program.model_name, "valueflow": ctx.model_flow.model_name if ctx.model_flow else None,
             "patterns": misc.name if misc is not None else None,
@@ -88,7 +87,7 @@ def test_a_second_forward_in_the_class_is_the_one_everyone_points_at() -> None:
     ctx = _ctx(code)
     assert ctx.program.forward_line == 5
     assert ctx.model_flow.forward.node.lineno == 5
-    assert misc_facts(ctx.host).forward.lineno == 5
+    assert ctx.patterns.forward.lineno == 5
     assert anchor_line(code) == 5
     assert inspect(Submission(path="<t>", code=code)).forward_line == 5
 

@@ -13,7 +13,7 @@ from hackscan.engine import StaticScanner
 from hackscan.inputs import Submission
 from hackscan.model import Severity
 from hackscan.python.module import HostModule
-from hackscan.python.patterns import misc_facts, object_names, value_names
+from hackscan.python.patterns import MiscFacts, object_names, value_names
 from hackscan.registry import load_registry, rules_dir
 
 FAMILIES = ("HS00", "HS13", "HS14", "HS15", "HS16", "HS17", "HS18", "HS19", "HS3")
@@ -92,7 +92,7 @@ class ModelNew(nn.Module):
 
 @pytest.fixture(scope="module")
 def facts():
-    return misc_facts(HostModule.parse(SRC, "s.py"))
+    return MiscFacts(HostModule.parse(SRC, "s.py"))
 
 
 def test_reachability_follows_methods_module_functions_and_submodules(facts) -> None:
@@ -135,7 +135,7 @@ cuda = torch.cuda
 ev = getattr(cuda, "Ev" + "ent")
 t = importlib.import_module("ti" + "me")
 ''', "o.py")
-    names = object_names(misc_facts(host))
+    names = object_names(MiscFacts(host))
     body = host.tree.body
     assert names.resolve(ast.parse("tc.synchronize").body[0].value, None) == "torch.cuda.synchronize"
     assert names.resolve(ast.Name(id="ev"), None) == "torch.cuda.Event"

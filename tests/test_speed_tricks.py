@@ -386,7 +386,7 @@ def test_identity_key_names_match_the_plain_fixpoint() -> None:
     of each definition: the same set as the plain fixpoint, for every function of the fixtures and
     kernels and of the first corpus records when present."""
     from hackscan.checks.python.state import _identity_keys
-    from hackscan.python.patterns import misc_facts
+    from hackscan.python.patterns import MiscFacts
 
     sources = [(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]
     corpus = ROOT.parent / "shared" / "corpora" / "cuda-l1" / "a100.jsonl"
@@ -399,7 +399,7 @@ def test_identity_key_names_match_the_plain_fixpoint() -> None:
             host = HostModule.parse(text, name)
         except (SyntaxError, ValueError):
             continue
-        facts = misc_facts(host)
+        facts = MiscFacts(host)
         for fn in host.of_type(ast.FunctionDef, ast.AsyncFunctionDef):
             found, names = _identity_keys(facts, fn)
             assert names == _plain_identity_names(facts, fn, found), f"{name}: {fn.name}"
@@ -499,7 +499,7 @@ def test_nodes_by_owner_matches_a_plain_parent_walk() -> None:
     above it (a lambda is not one), as a plain walk up the parent map does, each group in the
     index's order; and ``owner`` answers the same after the memo is filled, for the fixtures,
     kernels and corpus."""
-    from hackscan.python.patterns import misc_facts
+    from hackscan.python.patterns import MiscFacts
 
     funcs = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -511,7 +511,7 @@ def test_nodes_by_owner_matches_a_plain_parent_walk() -> None:
 
     grouped = 0
     for name, host in _parsed_hosts():
-        facts = misc_facts(host)
+        facts = MiscFacts(host)
         for typ in (ast.Call, ast.Assign, ast.Return, ast.FunctionDef, ast.Name, ast.If, ast.Compare):
             want: dict[ast.AST | None, list[int]] = {}
             for n in host.of_type(typ):
@@ -570,11 +570,11 @@ def test_state_write_seed_bound_holds_the_input_taint() -> None:
     holds ``input_values`` (so no write the full taint would find tainted is dropped), and the bound
     is given for most of them."""
     from hackscan.checks.python.state import _seed_bound
-    from hackscan.python.patterns import misc_facts
+    from hackscan.python.patterns import MiscFacts
 
     bounded = nested = 0
     for name, host in _parsed_hosts():
-        facts = misc_facts(host)
+        facts = MiscFacts(host)
         for fn in facts.reachable:
             bound = _seed_bound(facts, fn)
             if bound is None:
@@ -610,7 +610,7 @@ def test_tf32_namespace_writes_need_their_words() -> None:
     one of them; the spellings do write flags, so the test sees the writes it guards."""
     from hackscan.checks.python.precision import _NAMESPACE_WORDS, TF32_FLAGS
     from hackscan.python.indirection import namespace_writes
-    from hackscan.python.patterns import misc_facts
+    from hackscan.python.patterns import MiscFacts
 
     def flag_writes(host: HostModule) -> int:
         n = 0
@@ -627,7 +627,7 @@ def test_tf32_namespace_writes_need_their_words() -> None:
     for name, host in _parsed_hosts(sources):
         n = flag_writes(host)
         if n:
-            assert misc_facts(host).uses(*_NAMESPACE_WORDS), name
+            assert MiscFacts(host).uses(*_NAMESPACE_WORDS), name
         found += n
     assert found >= 9, found
 
@@ -637,10 +637,11 @@ def test_half_cast_prefilter_skips_only_calls_without_a_cast() -> None:
     ``_cast_of``: on every call of the fixtures, kernels and corpus, such a call is one ``_cast_of``
     finds no cast in, and casts are found."""
     from hackscan.checks.python.precision import _CAST_ATTRS, _cast_of, _dtype_vars
+    from hackscan.python.patterns import MiscFacts
 
     skipped = casts = 0
     for name, host in _parsed_hosts():
-        dtype_vars = _dtype_vars(host)
+        dtype_vars = _dtype_vars(MiscFacts(host))
         for call in host.of_type(ast.Call):
             got = _cast_of(host, call, dtype_vars)
             casts += bool(got)
@@ -655,13 +656,13 @@ def test_dtype_dispatch_callers_index_matches_the_filter() -> None:
     target (``_callers_of``) instead of filtering every running call per cast: for every call of the
     fixtures, kernels and corpus both give the same answer, and some answers go through call sites."""
     from hackscan.checks.python.precision import _callers_of, _dtype_dispatch, _dtype_vars
-    from hackscan.python.patterns import misc_facts
+    from hackscan.python.patterns import MiscFacts
 
     asked = through_sites = 0
     dispatched: set[str] = set()
     for name, host in _parsed_hosts(_DISPATCH):
-        facts = misc_facts(host)
-        dtype_vars = _dtype_vars(host)
+        facts = MiscFacts(host)
+        dtype_vars = _dtype_vars(facts)
         callers: dict = {}
         for call in host.of_type(ast.Call):
             plain = _dtype_dispatch(host, call, dtype_vars, facts, tested={})

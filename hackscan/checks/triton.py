@@ -14,7 +14,6 @@ from collections.abc import Iterator
 
 from ..context import Hit, ScanContext
 from ..model import Confidence, Severity
-from ..python.patterns import misc_facts
 from ..triton.facts import Access, Arange, KernelFacts, Launch, TritonFacts
 
 _UNINITIALISED = {"torch.empty", "torch.empty_like", "torch.empty_strided", "Tensor.new_empty",
@@ -132,7 +131,7 @@ def _grid_literals(ctx: ScanContext, launch: Launch) -> list[int]:
     if g is None:
         return []
     if isinstance(g, ast.Name) and launch.function is not None:
-        defs = misc_facts(ctx.host).flow(launch.function).defs.get(g.id, [])
+        defs = ctx.patterns.flow(launch.function).defs.get(g.id, [])
         g = defs[0] if len(defs) == 1 else g
     return [n.value for n in ast.walk(g) if isinstance(n, ast.Constant) and isinstance(n.value, int)
             and not isinstance(n.value, bool)]
@@ -171,7 +170,7 @@ def _constant_grids(ctx: ScanContext, tf: TritonFacts, k: KernelFacts, dims: fro
 def _returned(ctx: ScanContext, fn: ast.AST | None, root: str | None) -> bool:
     if root is None:
         return False
-    facts = misc_facts(ctx.host)
+    facts = ctx.patterns
     for ret in facts.nodes_by_owner(ast.Return).get(fn, ()):
         if ret.value is not None and any(isinstance(n, ast.Name) and n.id == root for n in ast.walk(ret.value)):
             return True
@@ -187,7 +186,7 @@ def _written_elsewhere(ctx: ScanContext, tf: TritonFacts, launch: Launch, root: 
         for arg in other.args:
             if arg.root == root and arg.param and k.stores_to(arg.param):
                 return True
-    facts = misc_facts(ctx.host)
+    facts = ctx.patterns
     launch_calls = {id(x.call) for x in tf.launches}
     for call in facts.nodes_by_owner(ast.Call).get(launch.function, ()):
         if id(call) in launch_calls:
@@ -206,7 +205,7 @@ def _written_elsewhere(ctx: ScanContext, tf: TritonFacts, launch: Launch, root: 
 def _numel(ctx: ScanContext, launch: Launch, root: str) -> int | None:
     """Elements of an ``empty_like(x)`` output, from the reference's shape for input ``x``."""
     ref = ctx.reference
-    facts = misc_facts(ctx.host)
+    facts = ctx.patterns
     if ref is None or launch.function is None or facts.forward is None:
         return None
     for d in facts.flow(launch.function).defs.get(root, []):

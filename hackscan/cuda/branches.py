@@ -20,6 +20,7 @@ from .parser import callee_name, contains, identifiers, text
 
 if TYPE_CHECKING:
     from .facts import CudaFacts
+    from .flow import CudaFlow
     from .records import Function, Launch
 
 # host reads of tensor *values* (they synchronise and copy device data to the host)
@@ -221,10 +222,10 @@ def depends_on(cond: ts.Node, seeds: list[ts.Node], tainted: set[str]) -> ts.Nod
     return None
 
 
-def branches(fn: Function, facts: CudaFacts) -> list[Branch]:
+def branches(fn: Function, flow: CudaFlow) -> list[Branch]:
     """Every ``if`` of a host function with what its arms do."""
     out: list[Branch] = []
-    launch_nodes = _launch_sites(fn, facts)
+    launch_nodes = _launch_sites(fn, flow)
     for node in fn.of_type("if_statement"):
         cond = node.child_by_field_name("condition")
         then = node.child_by_field_name("consequence")
@@ -243,16 +244,15 @@ def _arm(node: ts.Node | None, fn: Function, launch_nodes: list[ts.Node]) -> Arm
     return Arm(node, bool(rets), launches, rets)
 
 
-def _launch_sites(fn: Function, facts: CudaFacts) -> list[ts.Node]:
+def _launch_sites(fn: Function, flow: CudaFlow) -> list[ts.Node]:
     """Nodes in ``fn`` that do the work: kernel launches, calls of host helpers that launch, and
     for CPU extensions the host loops that write tensor memory (``at::parallel_for``, stores
     through a ``data_ptr``)."""
-    cached = facts.flow._work_sites.get(id(fn))
+    cached = flow._work_sites.get(id(fn))
     if cached is not None:
         return cached
     sites = [lc.node for lc in fn.launches]
-    x = facts.extensions[fn.ext]
-    flow = facts.flow
+    x = flow.facts.extensions[fn.ext]
     for c in fn.calls:
         if c.is_method:
             continue
@@ -266,17 +266,17 @@ def _launch_sites(fn: Function, facts: CudaFacts) -> list[ts.Node]:
     for node, origins in flow.host_stores(fn):
         if any(o.kind in ("alloc", "input", "copy") for o in origins):
             sites.append(node)
-    facts.flow._work_sites[id(fn)] = sites
+    flow._work_sites[id(fn)] = sites
     return sites
 
 
-def _writes_tensors(fn: Function, flow) -> bool:
+def _writes_tensors(fn: Function, flow: CudaFlow) -> bool:
     return any(any(o.kind in ("alloc", "input", "copy") for o in origins) for _, origins in flow.host_stores(fn))
 
 
-def launch_effect(br: Branch, fn: Function, facts: CudaFacts) -> tuple[str, bool]:
+def launch_effect(br: Branch, fn: Function, flow: CudaFlow) -> tuple[str, bool]:
     """What a branch does to the launch, and whether that skips or shortcuts it."""
-    elsewhere = launches_after(fn, facts, br.node)
+    elsewhere = launches_after(fn, flow, br.node)
     then, other = br.then, br.other
     if then.returns and not then.launches and (elsewhere or other.launches):
         return "returns without launching the kernel", True
@@ -285,10 +285,10 @@ def launch_effect(br: Branch, fn: Function, facts: CudaFacts) -> tuple[str, bool
     if then.launches != other.launches and not elsewhere:
         return "launches the kernel on one branch only", True
     if then.launches and other.launches:
-        a = arm_kernels(then.node, fn, facts)
-        b = arm_kernels(other.node, fn, facts)
-        trivial_a = bool(a) and all(trivial_kernel(k, facts) for k in a)
-        trivial_b = bool(b) and all(trivial_kernel(k, facts) for k in b)
+        a = arm_kernels(then.node, fn, flow)
+        b = arm_kernels(other.node, fn, flow)
+        trivial_a = bool(a) and all(trivial_kernel(k, flow) for k in a)
+        trivial_b = bool(b) and all(trivial_kernel(k, flow) for k in b)
         if trivial_a != trivial_b:
             cheap = a if trivial_a else b
             return f"launches only a copy/fill kernel (`{cheap[0].name}`) on one branch", True
@@ -296,11 +296,11 @@ def launch_effect(br: Branch, fn: Function, facts: CudaFacts) -> tuple[str, bool
     return "", False
 
 
-def arm_kernels(node: ts.Node | None, fn: Function, facts: CudaFacts) -> list[Function]:
+def arm_kernels(node: ts.Node | None, fn: Function, flow: CudaFlow) -> list[Function]:
     """Kernels launched inside ``node`` (directly or through host helpers called there)."""
     if node is None:
         return []
-    x = facts.extensions[fn.ext]
+    x = flow.facts.extensions[fn.ext]
     out: list[Function] = []
     for lc in fn.launches:
         if contains(node, lc.node):
@@ -312,17 +312,17 @@ def arm_kernels(node: ts.Node | None, fn: Function, facts: CudaFacts) -> list[Fu
             continue
         for g in x.lookup(c.name, "host"):
             if g is not fn:
-                for lc in facts.flow.launches_from(g):
+                for lc in flow.launches_from(g):
                     k = x.kernel(lc.kernel)
                     if k is not None:
                         out.append(k)
     return out
 
 
-def trivial_kernel(kernel: Function, facts: CudaFacts) -> bool:
+def trivial_kernel(kernel: Function, flow: CudaFlow) -> bool:
     """A kernel whose every store writes a plain load of another parameter or a literal: a copy or
     a fill, the cheap arm of a data-dependent shortcut."""
-    stores = facts.flow.stores(kernel)
+    stores = flow.stores(kernel)
     sites = [s for sites in stores.by_param.values() for s in sites]
     if not sites or any(s.how != "assign" for s in sites):
         return False
@@ -344,13 +344,13 @@ def trivial_kernel(kernel: Function, facts: CudaFacts) -> bool:
     return True
 
 
-def launches_after(fn: Function, facts: CudaFacts, node: ts.Node) -> bool:
+def launches_after(fn: Function, flow: CudaFlow, node: ts.Node) -> bool:
     """Does ``fn`` launch (directly or through a helper) anywhere outside ``node``?"""
-    return any(not contains(node, s) for s in _launch_sites(fn, facts))
+    return any(not contains(node, s) for s in _launch_sites(fn, flow))
 
 
-def launch_sites(fn: Function, facts: CudaFacts) -> list[ts.Node]:
-    return _launch_sites(fn, facts)
+def launch_sites(fn: Function, flow: CudaFlow) -> list[ts.Node]:
+    return _launch_sites(fn, flow)
 
 
 def is_shape_only(cond: ts.Node) -> bool:

@@ -4,7 +4,8 @@
 fills it from one tree-sitter parse and one walk per unit) and answers the lookups rules share:
 kernels, launches, exports, callees, what an entry point reaches.  The analyses over these facts
 (what a kernel stores to, where a launch argument comes from: ``flow.py``; the call graph:
-``graph.py``) are built on first use.
+``graph.py``) are built beside them by the scan context, on first use (``ctx.cuda_flow``,
+``ctx.cuda_graph``): they read the facts, the facts never reach them.
 
 Units that share ``unit.extension`` belong to one extension: the exported declarations are
 usually in the ``cpp_sources`` unit and the definitions in the ``cuda_sources`` unit, so functions
@@ -13,17 +14,11 @@ are looked up per extension, never per unit.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import tree_sitter as ts
 
 from ..units import Unit
 from ..util.lazy import cached_property
-from .flow import CudaFlow
 from .records import Call, Constant, Export, ExtensionFacts, Function, Launch, Macro, ParseError, Variable
-
-if TYPE_CHECKING:
-    import networkx as nx
 
 
 class CudaFacts:
@@ -195,25 +190,13 @@ class CudaFacts:
     def exports_of(self, fn: Function) -> list[Export]:
         return [e for e in self.extensions[fn.ext].exports if e.target == fn.name]
 
-    @cached_property
-    def graph(self) -> nx.DiGraph:
-        from .graph import cuda_graph  # here, so that a scan no rule asks for the graph of never loads networkx
-
-        return cuda_graph(self)
-
-    @cached_property
-    def flow(self) -> CudaFlow:
-        return CudaFlow(self)
-
     # --------------------------------------------------------------- end of scan
     def release(self) -> None:
         """Break the cycles these facts hold, so that reference counting frees them when the scan
-        ends: the data flow (``flow``) points back at the facts, and each function's calls,
-        launches and static locals point back at it.  Left alone, every CUDA fact of the scan
+        ends: each function's calls, launches and static locals point back at it.  Left alone, every CUDA fact of the scan
         (functions, calls, parameters, units) waits for the collector, which walks them all before
         it frees them.  The lists are replaced, not emptied: whatever else still holds one keeps
         what it holds."""
-        self.__dict__.pop("flow", None)
         for fn in self.functions:
             fn.calls = []
             fn.launches = []

@@ -4,9 +4,9 @@ The HS13x-HS19x rules (``hackscan/checks/python/``) ask the same few questions o
 functions run when the model is called (forward and what it reaches), which local names carry the
 *values* of forward's inputs (as opposed to their shape or identity), which names are aliases of an
 input's storage, what state outlives a call (``self.x``, module globals), and what a statement path
-writes before it returns.  ``misc_facts(host)`` answers them once per file; every answer is built
-lazily from the node lists of ``HostModule`` (never a fresh walk of the whole tree) and cached on
-the host object, which lives exactly as long as one scan.
+writes before it returns.  ``MiscFacts`` answers them once per file, served to the rules as
+``ctx.patterns``; every answer is built lazily from the node lists of ``HostModule`` (never a fresh
+walk of the whole tree) and kept by the scan context, which lives exactly as long as one scan.
 """
 
 from __future__ import annotations
@@ -856,15 +856,6 @@ def _is_main_test(test: ast.AST) -> bool:
     if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__":
         return any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
     return False
-
-
-def misc_facts(host: HostModule) -> MiscFacts:
-    """The facts of one host file, built once and kept on the host for the rest of its scan."""
-    cached = host.__dict__.get("_misc_facts")
-    if cached is None:
-        cached = MiscFacts(host)
-        host.__dict__["_misc_facts"] = cached
-    return cached
 
 
 def call_name(host: HostModule, call: ast.Call) -> str:

@@ -22,7 +22,7 @@ the dynamic stage refuses to run it (it can only run ``ModelNew``).
 
 The graph (``networkx.DiGraph``) joins the two sides of a submission: Python nodes come from the
 def-use analysis of the model (``ctx.model_flow``: the functions forward reaches, with helpers
-inlined), the C++ side from ``hackscan.cuda.graph.cuda_graph``; they share the ``export:`` names,
+inlined), the C++ side from ``hackscan.cuda.graph.cuda_graph`` (``ctx.cuda_graph``); they share the ``export:`` names,
 so ``networkx.compose`` joins them.
 
 * ``py:<qualname>``        a Python function (``py:ModelNew.forward``, ``py:launch_add``)
@@ -52,7 +52,6 @@ from .resolve import dotted_name
 if TYPE_CHECKING:
     import networkx as nx
 
-    from ..context import ScanContext
     from .facts import ModelFlow
     from .module import HostModule
 
@@ -218,13 +217,19 @@ def outline(host: HostModule, extract: bool = True) -> Outline:
 
 # ------------------------------------------------------------------------------------ the graph
 class Program:
-    """The program model of one submission: its model class, forward, and call / launch graph."""
+    """The program model of one submission: its model class, forward, and call / launch graph.
 
-    def __init__(self, ctx: ScanContext):
-        self._ctx = ctx
-        self.host = ctx.host
-        self.model = host_model(ctx.host) if ctx.host is not None else None
+    Built from facts, each asked for only when the graph is: ``flow`` gives the model's value flow
+    (``ctx.model_flow``), ``cuda_graph`` the C++ half of the graph (``ctx.cuda_graph``; None
+    without C++ units)."""
+
+    def __init__(self, host: HostModule | None, flow: Callable[[], ModelFlow | None],
+                 cuda_graph: Callable[[], nx.DiGraph | None]):
+        self.host = host
+        self.model = host_model(host) if host is not None else None
         self.forward = forward_of(self.model)
+        self._flow = flow
+        self._cuda_graph = cuda_graph
 
     @property
     def model_name(self) -> str | None:
@@ -236,7 +241,11 @@ class Program:
 
     @cached_property
     def graph(self) -> nx.DiGraph:
-        return build_graph(self._ctx)
+        try:
+            cuda = self._cuda_graph()
+        except ImportError:  # the C++ side is optional: the Python graph stands alone
+            cuda = None
+        return build_graph(self._flow(), cuda)
 
     # -------------------------------------------------------------- queries
     def reachable(self, root: str | None = None) -> set[str]:
@@ -250,17 +259,14 @@ class Program:
         return path_text(self.graph, self.path_to(target, root))
 
 
-def build_graph(ctx: ScanContext) -> nx.DiGraph:
-    """The composed graph of one submission (lazy as ``ctx.program.graph``)."""
+def build_graph(flow: ModelFlow | None, cuda: nx.DiGraph | None) -> nx.DiGraph:
+    """The composed graph of one submission (lazy as ``ctx.program.graph``): the Python side from
+    the model's value flow, joined with the C++ side where there is one."""
     import networkx as nx
 
-    g = python_graph(ctx.model_flow) if ctx.model_flow is not None else nx.DiGraph()
-    if any(u.language in ("cuda", "cpp") for u in ctx.units):
-        try:
-            from ..cuda.graph import cuda_graph
-        except ImportError:  # the C++ side is optional: the Python graph stands alone
-            return g
-        g = nx.compose(cuda_graph(ctx.cuda), g)  # the Python graph's attributes (its forward) win
+    g = python_graph(flow) if flow is not None else nx.DiGraph()
+    if cuda is not None:
+        g = nx.compose(cuda, g)  # the Python graph's attributes (its forward) win
     return g
 
 

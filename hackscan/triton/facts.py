@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..python.module import HostModule
-from ..python.patterns import ALLOC_FUNCS, ALLOC_METHODS, MiscFacts, is_alias_expr, misc_facts
+from ..python.patterns import ALLOC_FUNCS, ALLOC_METHODS, MiscFacts, is_alias_expr
 from ..python.resolve import dotted_name
 
 TL = "triton.language."
@@ -781,11 +781,12 @@ def _inline_helper_stores(host: HostModule, kernels: dict[str, KernelFacts]) -> 
                             k.pointer_params = tuple(p for p in k.params if p in set(k.pointer_params) | mine)
 
 
-def build_triton_facts(host: HostModule) -> TritonFacts:
-    """Facts for every ``@triton.jit`` kernel of ``host`` and every launch of one."""
+def build_triton_facts(host: HostModule, patterns: MiscFacts | None = None) -> TritonFacts:
+    """Facts for every ``@triton.jit`` kernel of ``host`` and every launch of one; ``patterns`` is
+    the host's def-use facts when the caller has them (the scan context shares its own)."""
     kernels = {name: read_kernel(host, fn) for name, fn in host.triton_kernels.items()}
     _inline_helper_stores(host, kernels)
-    facts = misc_facts(host)
+    facts = patterns if patterns is not None else MiscFacts(host)
     return TritonFacts(kernels=kernels, launches=read_launches(host, kernels, facts))
 
 

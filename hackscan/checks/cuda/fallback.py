@@ -13,7 +13,7 @@ from ...context import Hit, ScanContext
 from ...cuda import names
 from ...cuda.branches import depends_on, enclosing, is_empty_check, launches_after, tainted_names, value_reads
 from ...cuda.facts import CudaFacts
-from ...cuda.flow import UNINITIALISED, Origin
+from ...cuda.flow import UNINITIALISED, CudaFlow, Origin
 from ...cuda.names import is_compute
 from ...cuda.parser import contains, identifiers, in_walk_order, language, text
 from ...cuda.records import ARITH_OPS, Call, Function, pos_of
@@ -136,14 +136,14 @@ def _device_fallback(node: ts.Node, fn: Function) -> bool:
     return False
 
 
-def _fallback_branch(node: ts.Node, fn: Function, facts: CudaFacts) -> ts.Node | None:
+def _fallback_branch(node: ts.Node, fn: Function, flow: CudaFlow) -> ts.Node | None:
     """The ``if`` whose arm holds ``node`` while the function launches a kernel outside that arm."""
     cur = node.parent
     arm = None
     while cur is not None and cur != fn.node:
         if cur.type == "if_statement" and arm is not None:
             cond = cur.child_by_field_name("condition")
-            if cond is not None and not contains(cond, node) and launches_after(fn, facts, arm):
+            if cond is not None and not contains(cond, node) and launches_after(fn, flow, arm):
                 return cur
         if cur.type in ("compound_statement", "else_clause", "expression_statement", "return_statement"):
             arm = cur
@@ -174,7 +174,7 @@ def _exported_roots(facts: CudaFacts) -> list[tuple[str, Function]]:
 def cuda_aten_fallback(ctx: ScanContext) -> Iterator[Hit]:
     """HS204."""
     facts = ctx.cuda
-    flow = facts.flow
+    flow = ctx.cuda_flow
     ref_ops = _reference_compute_ops(ctx)
     seen: set[int] = set()
     reads: dict[int, list[ts.Node]] = {}
@@ -201,7 +201,7 @@ def cuda_aten_fallback(ctx: ScanContext) -> Iterator[Hit]:
             heavy = base in names.HEAVY_OPS
             shown = call.name if not call.is_method else f"{text(call.receiver)}{call.name}"
 
-            branch = _fallback_branch(call.node, fn, facts)
+            branch = _fallback_branch(call.node, fn, flow)
             if branch is not None and (same is not None or heavy):
                 cond = " ".join(text(branch.child_by_field_name("condition")).split())[:60]
                 sev, conf = Severity.WARNING, Confidence.MEDIUM
@@ -308,7 +308,7 @@ def _arith_nodes(body: ts.Node) -> list[ts.Node]:
 def cuda_catch_fallback(ctx: ScanContext) -> Iterator[Hit]:
     """HS205."""
     facts = ctx.cuda
-    flow = facts.flow
+    flow = ctx.cuda_flow
     for fn in facts.host_functions:
         for tr in fn.of_type("try_statement"):
             for clause in tr.named_children:
@@ -372,7 +372,7 @@ def _called_from_python(ctx: ScanContext, ext: str, name: str) -> bool | None:
 def cuda_passthrough_export(ctx: ScanContext) -> Iterator[Hit]:
     """HS206."""
     facts = ctx.cuda
-    flow = facts.flow
+    flow = ctx.cuda_flow
     for export, fn in facts.exported_host_functions():
         returns = [r for r in flow.returns(fn) if r.value is not None]
         if not returns:

@@ -32,11 +32,11 @@ def cuda_value_guard(ctx: ScanContext) -> Iterator[Hit]:
             continue
         seeds = [r.node for r in reads]
         tainted = tainted_names(fn, seeds)
-        for br in branches(fn, facts):
+        for br in branches(fn, ctx.cuda_flow):
             dep = depends_on(br.condition, seeds, tainted)
             if dep is None:
                 continue
-            effect, skips = launch_effect(br, fn, facts)
+            effect, skips = launch_effect(br, fn, ctx.cuda_flow)
             if not effect:
                 continue
             read = next((r.what for r in reads if contains(br.condition, r.node) or r.node == dep), None)
@@ -49,7 +49,7 @@ def cuda_value_guard(ctx: ScanContext) -> Iterator[Hit]:
                           evidence={"function": fn.key, "condition": " ".join(text(br.condition).split())[:80],
                                     "reads": [r.what for r in reads]})
         # ``return x.min().item<float>() >= 0 ? x : run(x);``
-        for r in facts.flow.returns(fn):
+        for r in ctx.cuda_flow.returns(fn):
             value = r.value
             while value is not None and value.type == "parenthesized_expression" and value.named_child_count:
                 value = value.named_children[0]
@@ -60,7 +60,7 @@ def cuda_value_guard(ctx: ScanContext) -> Iterator[Hit]:
                 continue
             for arm in ("consequence", "alternative"):
                 sub = value.child_by_field_name(arm)
-                origins = facts.flow.origins(sub, fn) if sub is not None else []
+                origins = ctx.cuda_flow.origins(sub, fn) if sub is not None else []
                 if origins and all(o.kind == "input" for o in origins):
                     read = next((x.what for x in reads if contains(cond, x.node)), reads[0].what)
                     yield ctx.hit(pos_of(fn.unit, r.node), args={
@@ -117,12 +117,12 @@ def cuda_env_or_counter_branch(ctx: ScanContext) -> Iterator[Hit]:
         env_tainted = tainted_names(fn, env_seeds) if env_seeds else set()
         ctr_seeds: list[ts.Node] = []
         ctr_tainted = (set(visible) | _derived(fn, visible)) if visible else set()
-        for br in branches(fn, facts):
+        for br in branches(fn, ctx.cuda_flow):
             dep_ctr = depends_on(br.condition, ctr_seeds, ctr_tainted) if ctr_tainted else None
             dep_env = depends_on(br.condition, env_seeds, env_tainted) if env_seeds else None
             if dep_ctr is None and dep_env is None:
                 continue
-            effect, skips = launch_effect(br, fn, facts)
+            effect, skips = launch_effect(br, fn, ctx.cuda_flow)
             if not effect:
                 continue  # logging every n calls, a debug print: nothing the harness would notice
             if dep_ctr is not None:

@@ -103,7 +103,7 @@ def _input_numel(ctx: ScanContext, origin: Origin, flow: CudaFlow) -> int | None
 def cuda_unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
     """HS207."""
     facts = ctx.cuda
-    flow = facts.flow
+    flow = ctx.cuda_flow
     for export, fn in facts.exported_host_functions():
         outs: list[tuple[Origin, ts.Node, ts.Node]] = []  # (allocation, returned expression, return)
         for r in flow.returns(fn):
@@ -354,7 +354,7 @@ def _unstoring_launches(facts: CudaFacts, flow: CudaFlow, fn: Function, origin: 
 def cuda_static_cache(ctx: ScanContext) -> Iterator[Hit]:
     """HS208."""
     facts = ctx.cuda
-    flow = facts.flow
+    flow = ctx.cuda_flow
     state = [v for v in facts.static_locals + facts.globals if not v.device and not v.const]
     if not state:
         return
@@ -369,7 +369,7 @@ def cuda_static_cache(ctx: ScanContext) -> Iterator[Hit]:
             continue
         # locals that hold what a container lookup gave back (``auto it = cache.find(k)``)
         derived = _derived_from(fn, set(visible_t))
-        sites = launch_sites(fn, facts)
+        sites = launch_sites(fn, flow)
         for r in flow.returns(fn):
             if r.value is None:
                 continue
@@ -392,7 +392,7 @@ def cuda_static_cache(ctx: ScanContext) -> Iterator[Hit]:
             yield ctx.hit(pos_of(fn.unit, r.node), severity=sev,
                           confidence=Confidence.HIGH if skipped else Confidence.MEDIUM,
                           args={"what": what}, evidence={"variable": hit, "function": fn.key})
-        for br in branches(fn, facts):
+        for br in branches(fn, flow):
             ctext = text(br.condition)
             if not re.search(r"data_ptr|\.data\(\)|is_same|\bdata\b", ctext) or not re.search(r"[=!]=", ctext):
                 continue
@@ -401,7 +401,7 @@ def cuda_static_cache(ctx: ScanContext) -> Iterator[Hit]:
                 (n for n in idents if n in visible_t), None)
             if held is None:
                 continue
-            effect, skips = launch_effect(br, fn, facts)
+            effect, skips = launch_effect(br, fn, flow)
             if not skips:
                 continue  # refreshing a cache (a transformed weight) when the pointer changes: fine
             yield ctx.hit(pos_of(fn.unit, br.node),
@@ -441,7 +441,7 @@ def _pointer_keyed(type_text: str) -> bool:
 def cuda_input_mutation(ctx: ScanContext) -> Iterator[Hit]:
     """HS213."""
     facts = ctx.cuda
-    flow = facts.flow
+    flow = ctx.cuda_flow
     if ctx.reference is not None and any(op.endswith("_") for op in ctx.reference.forward_ops):
         return  # the reference itself works in place
     done: set[tuple] = set()

@@ -32,7 +32,7 @@ _RANGE_REDUCTION = re.compile(r"\b(ldexpf?|scalbnf?|exp2f?|__exp2f|frexpf?|rintf
 
 
 def _is_const(node: ts.Node, fn: Function, ctx: ScanContext) -> bool:
-    return isinstance(ctx.cuda.flow.fold(node, fn), (int, float))
+    return isinstance(ctx.cuda_flow.fold(node, fn), (int, float))
 
 
 def _unshifted(arg: ts.Node, fn: Function, ctx: ScanContext) -> bool:

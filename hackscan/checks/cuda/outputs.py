@@ -34,7 +34,7 @@ def cuda_input_independent_output(ctx: ScanContext) -> Iterator[Hit]:
     facts = ctx.cuda
     if not facts.exports:
         return
-    flow = facts.flow
+    flow = ctx.cuda_flow
     for export, fn in facts.exported_host_functions():
         outs = _returned_allocations(flow, fn)
         if not outs:

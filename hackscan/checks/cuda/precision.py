@@ -442,7 +442,7 @@ def _launch_blocks(facts: CudaFacts, flow: CudaFlow, kernel: Function) -> set[in
 def cuda_strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
     """HS216."""
     facts = ctx.cuda
-    flow = facts.flow
+    flow = ctx.cuda_flow
     for fn in facts.functions:
         loops = fn.of_type("for_statement")
         if not loops:
@@ -719,7 +719,7 @@ def _truncated_loops(ctx: ScanContext, fn: Function, loops: list[ts.Node],
     never reaches the rest (no ``n - 1 - i`` mirror, no ``i + n / 2`` partner, no two-wide vector
     loads, no tail pass starting where it stops)."""
     consts = None  # the function's constants, looked up for the few loops that get that far
-    flow = ctx.cuda.flow
+    flow = ctx.cuda_flow
     starts: list[str] | None = None
     # (node reported, bound, the loop variable or None, the body)
     cands: list[tuple[ts.Node, ts.Node, str | None, ts.Node | None]] = []

@@ -153,7 +153,7 @@ def _joined_after(joins: list[Call], launch: Launch) -> bool:
 def cuda_unjoined_stream(ctx: ScanContext) -> Iterator[Hit]:
     """HS209."""
     facts = ctx.cuda
-    flow = facts.flow
+    flow = ctx.cuda_flow
     created = _created_streams(facts)
     used: set[int] = set()
     reported: set[int] = set()

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from ...context import Hit, ScanContext
 from ...model import Confidence, Severity
 from ...python.indirection import lookup, namespace_writes, table_elements
-from ...python.patterns import MiscFacts, misc_facts, object_names
+from ...python.patterns import MiscFacts, object_names
 from ...python.resolve import dotted_name
 
 FRAME_CALLS = {
@@ -135,7 +135,7 @@ def frame_inspection(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     if not facts.uses(*_FRAME_ATTRS_CALLS, "inspect", "traceback", *FRAME_ATTRS):
         return
     reads: list[tuple[ast.AST, str]] = []
@@ -213,7 +213,7 @@ def environment_dependent_branch(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     if not facts.uses(*(_ENV_ATTRS - {"open"}), "environ", "argv", "orig_argv", "modules") and not (
             facts.uses("open") and facts.mentions("/proc/")):
         return
@@ -277,7 +277,7 @@ def call_counter_branch(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     # ``itertools.count()`` held across calls is a counter too: ``next()`` on it is the increment
     # (``canonical`` is syntactic: a callee that resolves to ``itertools.count`` is spelled ``....count``
     # or is a name imported as ``count``, so a file without the identifier has no ticker to look for)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from ...context import Hit, ScanContext
 from ...model import Severity
-from ...python.patterns import misc_facts, object_names
+from ...python.patterns import object_names
 
 _EXEC_BUILTINS = {"exec", "eval", "compile", "builtins.exec", "builtins.eval", "builtins.compile"}
 _DECODERS = {
@@ -87,9 +87,9 @@ def _shadowed(host, node: ast.AST, name: str) -> bool:
 def dynamic_code_execution(ctx: ScanContext) -> Iterator[Hit]:
     """HS190: exec / eval / compile of anything but a plain literal (a literal is a warning)."""
     host = ctx.host
-    if host is None or not misc_facts(host).uses("exec", "eval", "compile"):
+    if host is None or not ctx.patterns.uses("exec", "eval", "compile"):
         return
-    for call in misc_facts(host).calls_named("exec", "eval", "compile"):
+    for call in ctx.patterns.calls_named("exec", "eval", "compile"):
         if isinstance(call.func, ast.Name):
             which = _builtin_called(host, call, {"exec", "eval", "compile"})
         else:
@@ -142,7 +142,7 @@ def encoded_payload(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     if not facts.uses(*_DECODER_ATTRS):
         return
     for call, name in _decode_calls(host, facts):
@@ -200,7 +200,7 @@ def computed_import(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     if not facts.uses("__import__", "import_module", "exec_module"):
         return
     names = object_names(facts)
@@ -242,7 +242,7 @@ def runtime_shell_command(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     if not facts.uses(*_SHELL_ATTRS):
         return
     for call in facts.calls_named(*_SHELL_ATTRS):
@@ -265,7 +265,7 @@ def foreign_library_load(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     if not facts.uses(*_LIB_ATTRS, "cdll", "pydll"):
         return
     names = object_names(facts)

@@ -16,7 +16,7 @@ from ...context import Hit, ScanContext
 from ...model import Confidence, Severity
 from ...python.indirection import lookup, namespace_writes, table_elements
 from ...python.module import subtree
-from ...python.patterns import misc_facts
+from ...python.patterns import MiscFacts
 from ...python.resolve import dotted_name
 from ...python.workshare import REAL_SHARE, heavy_share
 
@@ -75,7 +75,7 @@ def reference_uses_low_precision(ctx: ScanContext) -> bool:
         return _reference_uses_low_precision(ctx)
     # HS170, HS171, HS172 and the Triton rules all ask: answer once per scan
     key = ("reference_uses_low_precision", id(ctx.reference), id(ctx.reference_module))
-    return bool(misc_facts(ctx.host).shared(key, lambda: _reference_uses_low_precision(ctx)))
+    return bool(ctx.patterns.shared(key, lambda: _reference_uses_low_precision(ctx)))
 
 
 def _reference_uses_low_precision(ctx: ScanContext) -> bool:
@@ -162,11 +162,11 @@ def _half_expr(host, expr: ast.AST | None, dtype_vars: dict[str, str]) -> str | 
     return dtype_vars.get(dotted_name(expr)) if isinstance(expr, (ast.Name, ast.Attribute)) else None
 
 
-def _dtype_vars(host) -> dict[str, str]:
+def _dtype_vars(facts: MiscFacts) -> dict[str, str]:
     """Names and ``self.`` attributes that are assigned a half dtype (``self.compute_dtype = torch.half``).
 
     Shared by HS170 and HS171 (read only)."""
-    return misc_facts(host).shared("half_dtype_vars", lambda: _find_dtype_vars(host))  # type: ignore[return-value]
+    return facts.shared("half_dtype_vars", lambda: _find_dtype_vars(facts.host))  # type: ignore[return-value]
 
 
 def _find_dtype_vars(host) -> dict[str, str]:
@@ -251,12 +251,12 @@ def _callers_of(facts, memo: dict[ast.AST | None, list[ast.Call]]) -> dict[ast.A
 def half_precision_cast(ctx: ScanContext) -> Iterator[Hit]:
     """HS170: float16 / bfloat16 casts and allocations when the reference computes in float32."""
     host = ctx.host
-    if host is None or not misc_facts(host).uses(*_HALF_NEEDLES):
+    if host is None or not ctx.patterns.uses(*_HALF_NEEDLES):
         return
     if ctx.reference is None or not ctx.reference.is_fp32:
         return
-    facts = misc_facts(host)
-    dtype_vars = _dtype_vars(host)
+    facts = ctx.patterns
+    dtype_vars = _dtype_vars(ctx.patterns)
     by_owner: dict[ast.AST | None, list[tuple[ast.Call, str]]] = {}
     tested: dict[ast.AST, bool] = {}
     callers: dict[ast.AST | None, list[ast.Call]] = {}
@@ -301,17 +301,17 @@ def _enabled(call: ast.Call) -> bool:
 def autocast_region(ctx: ScanContext) -> Iterator[Hit]:
     """HS171: autocast (float16 / bfloat16) around the candidate's compute when the reference is float32."""
     host = ctx.host
-    if host is None or not misc_facts(host).uses(*_AUTOCAST_ATTRS):
+    if host is None or not ctx.patterns.uses(*_AUTOCAST_ATTRS):
         return
     if ctx.reference is None or not ctx.reference.is_fp32:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     calls = [call for call in facts.calls_named(*_AUTOCAST_ATTRS) if facts.cname(call) in AUTOCAST and
              _enabled(call) and not facts.is_main_guarded(call) and not facts.in_input_factory(call)]
     # the autocast calls first: when there is none, the reference's own precision is not needed
     if not calls or reference_uses_low_precision(ctx):
         return
-    dtype_vars = _dtype_vars(host)
+    dtype_vars = _dtype_vars(ctx.patterns)
     for call in calls:
         name = facts.cname(call)
         dtype_node = next((k.value for k in call.keywords if k.arg == "dtype"), None)
@@ -376,13 +376,13 @@ _NAMESPACE_WORDS = ("setattr", "__setattr__", "__dict__", "vars")
 def tf32_enabled(ctx: ScanContext) -> Iterator[Hit]:
     """HS172: TF32 switches (allow_tf32, fp32_precision, set_float32_matmul_precision) turned on."""
     host = ctx.host
-    if host is None or not misc_facts(host).uses("allow_tf32", "fp32_precision", "set_float32_matmul_precision",
+    if host is None or not ctx.patterns.uses("allow_tf32", "fp32_precision", "set_float32_matmul_precision",
                                                  "setattr", "__setattr__", "__dict__", "vars"):
         return
     ref = ctx.reference
     if ref is not None and not ref.is_fp32:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     events: list[tuple[ast.AST, str, str, object]] = []  # node, flag, kind, value
     for node in host.of_type(ast.Assign, ast.AnnAssign):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]

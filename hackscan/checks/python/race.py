@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from ...context import Hit, ScanContext
 from ...python.catalog import classify_torch
 from ...python.module import subtree
-from ...python.patterns import misc_facts
+from ...python.patterns import MiscFacts
 
 _CLOCKS = frozenset({"time.perf_counter", "time.perf_counter_ns", "time.time", "time.time_ns", "time.monotonic",
                      "time.monotonic_ns", "timeit.default_timer"})
@@ -39,7 +39,7 @@ def timed_path_race(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    misc = misc_facts(host)
+    misc = ctx.patterns
     # most candidates never read a clock: one set lookup per name in the file's identifiers (shared
     # with the other rules' pre-checks) ends the rule before any node is looked at
     if not misc.uses(*_CLOCK_WORDS):
@@ -62,7 +62,7 @@ def timed_path_race(ctx: ScanContext) -> Iterator[Hit]:
         if n < 3:
             continue
         if custom is None:
-            custom = _custom_holders(host, facts.holders)
+            custom = _custom_holders(host, misc, facts.holders)
             # a region is "custom" only through custom code (``_custom_possible``), and "half" only
             # through a half cast, which needs one of ``_HALF_WORDS`` among the file's identifiers
             # (``_Paths.half_possible``): with neither, every region is "torch" or nothing, no pair
@@ -80,7 +80,7 @@ def _custom_possible(host, custom: frozenset[str]) -> bool:
     return bool(custom or host.extensions or host.triton_kernels)
 
 
-def _custom_holders(host, holders) -> frozenset[str]:
+def _custom_holders(host, misc: MiscFacts, holders) -> frozenset[str]:
     """``self`` attributes that hold custom code: an extension, a function it exports, a Triton kernel,
     or an instance of a class of the file whose methods launch one (``self._cuda_kernel.forward``)."""
     bound = {name for ext in host.extensions for name in ext.bound_to}
@@ -91,15 +91,15 @@ def _custom_holders(host, holders) -> frozenset[str]:
         if h.kind == "extension" or h.target.startswith(("extfn:", "cupy:", "export:")) or \
                 root in bound or root in host.triton_kernels:
             out.add(attr)
-        elif h.kind == "local" and h.cls in classes and _class_runs_custom(host, classes[h.cls]):
+        elif h.kind == "local" and h.cls in classes and _class_runs_custom(host, misc, classes[h.cls]):
             out.add(attr)
     return frozenset(out)
 
 
-def _class_runs_custom(host, cls: ast.ClassDef) -> bool:
+def _class_runs_custom(host, facts: MiscFacts, cls: ast.ClassDef) -> bool:
     """A method of ``cls`` calls a compiled extension's function or launches a Triton kernel (from the
     calls grouped by function, not a walk of the class)."""
-    by_owner = misc_facts(host).nodes_by_owner(ast.Call)
+    by_owner = facts.nodes_by_owner(ast.Call)
     return any(_custom_call(host, c) for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
                for c in by_owner.get(m, ()))
 
@@ -123,7 +123,7 @@ def _self_attr(e: ast.AST) -> str | None:
 def _race_in(ctx: ScanContext, host, fn: ast.FunctionDef, model: ast.ClassDef,
              custom: frozenset[str]) -> Iterator[Hit]:
     # the module's nodes grouped by function (shared with the stream rules), not a walk of ``fn``
-    misc = misc_facts(host)
+    misc = ctx.patterns
     calls: list[ast.Call] = misc.nodes_by_owner(ast.Call).get(fn, [])  # type: ignore[assignment]
     # an attribute call is a mark only under one of ``_MARK_NAMES`` (``_is_mark``): the others, most
     # of the function's calls, are told from their last name without a call of ``_is_mark`` each

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from ...context import Hit, ScanContext
 from ...model import Confidence, Severity
-from ...python.patterns import is_alias_expr, misc_facts, state_key, value_refs
+from ...python.patterns import is_alias_expr, state_key, value_refs
 
 SEED_CALLS = {"torch.manual_seed", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "torch.random.manual_seed",
               "numpy.random.seed", "random.seed", "torch.seed", "numpy.random.default_rng", "numpy.random.RandomState"}
@@ -31,7 +31,7 @@ def harness_input_call(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     for call in facts.calls_named("get_inputs"):
         if facts.is_main_guarded(call) or facts.in_input_factory(call):
             continue
@@ -101,7 +101,7 @@ def seeded_input_regeneration(ctx: ScanContext) -> Iterator[Hit]:
     wanted = {tuple(s.shape) for s in ref.inputs if s.shape and all(isinstance(d, int) for d in s.shape)}
     if not wanted:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     if not facts.uses(*_SEED_ATTRS):
         return
     seeds_by_owner: dict[ast.AST | None, list[ast.Call]] = {}
@@ -157,7 +157,7 @@ def stored_input_comparison(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     if not facts.uses(*_COMPARE_ATTRS):
         return
     stored_globals = {t.id for s in host.tree.body if isinstance(s, ast.Assign) for t in s.targets

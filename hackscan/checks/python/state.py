@@ -25,7 +25,6 @@ from ...python.patterns import (
     _assigned_names,
     _function_params,
     is_alias_expr,
-    misc_facts,
     state_key,
     value_names,
     value_refs,
@@ -333,7 +332,7 @@ def stale_cached_output(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     globals_ = _global_containers(facts)
     returned = _returned_state(host, globals_)
     if not returned or not _written_state(host, globals_, returned):
@@ -496,7 +495,7 @@ def identity_keyed_state(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     if not facts.uses("data_ptr", "id", "hash", "tobytes", "tolist", "item", "numpy"):
         return
     globals_ = _global_containers(facts)
@@ -575,7 +574,7 @@ def lru_cache_on_tensors(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     if not facts.uses("lru_cache", "cache"):
         return
     decorated: dict[ast.AST, ast.AST] = {}
@@ -620,7 +619,7 @@ def graph_replay_stale_inputs(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     if not facts.uses("replay"):
         return
     for fn in facts.reachable:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from ...context import Hit, ScanContext
 from ...model import Severity
 from ...python.indirection import PARTIALS, loop_iterations
-from ...python.patterns import CONFIG_PREFIXES, misc_facts, object_names
+from ...python.patterns import CONFIG_PREFIXES, object_names
 
 # roots whose attributes a harness relies on (``sys`` is handled by the interpreter-state rule)
 _PATCH_ROOTS = ("torch", "time", "timeit", "triton", "numpy", "builtins", "gc", "os", "random", "functools",
@@ -79,7 +79,7 @@ def harness_function_patched(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     names = object_names(facts)
     for node in host.of_type(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete):
         if type(node) is ast.Assign and len(node.targets) == 1:
@@ -204,7 +204,7 @@ def interpreter_state_tampering(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     if not facts.uses(*_INTERPRETER_NEEDLES):
         return
 
@@ -276,7 +276,7 @@ def computed_harness_attribute(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     if not facts.uses("getattr", "hasattr"):
         return
     names = object_names(facts)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from ...context import Hit, ScanContext
 from ...model import Confidence, Severity
 from ...python.module import subtree
-from ...python.patterns import MiscFacts, misc_facts
+from ...python.patterns import MiscFacts
 from ...python.resolve import dotted_name
 from .harness_fallback import HarnessModel
 
@@ -205,7 +205,7 @@ def unjoined_side_stream(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     if not facts.uses("Stream", "stream", "set_stream", "ExternalStream", "using_stream"):
         return
     side = _side_streams(facts)
@@ -236,7 +236,7 @@ def unjoined_background_work(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     if not facts.uses(*_THREAD_ATTRS):
         return
     runs = facts.runs
@@ -295,7 +295,7 @@ def deferred_tensor_subclass(ctx: ScanContext) -> Iterator[Hit]:
     host = ctx.host
     if host is None:
         return
-    facts = misc_facts(host)
+    facts = ctx.patterns
     if not facts.uses("__torch_function__", "__torch_dispatch__", "_make_subclass", "_make_wrapper_subclass"):
         return
     lazy: dict[str, tuple[ast.ClassDef, str]] = {}
