@@ -40,8 +40,8 @@ if TYPE_CHECKING:  # imported lazily at run time: listing rules must not pay for
 class Hit:
     """What a check reports; the engine turns it into a ``Finding`` with the rule's metadata.
 
-    ``line`` / ``column`` are host positions (1-based); use ``ScanContext.at`` / ``at_unit`` to get
-    them from an ``ast`` node or a unit offset.  ``message`` replaces the rule's message; ``args``
+    ``line`` / ``column`` are host positions (1-based): ``ScanContext.at`` gives them for an ``ast``
+    node, ``cuda.records.pos_of`` for a node of a CUDA unit.  ``message`` replaces the rule's message; ``args``
     fill the rule's message template instead.  ``severity`` / ``confidence`` override the rule's
     defaults when the evidence is weaker (or stronger) than usual for this rule.
     """
@@ -153,10 +153,6 @@ class ScanContext:
         merged.update(self._options.get(self.rule_id, {}))
         return merged
 
-    # ------------------------------------------------------------------ units
-    def units_of(self, *languages: str) -> list[Unit]:
-        return [u for u in self.units if u.language in languages]
-
     @cached_property
     def languages(self) -> frozenset[str]:
         langs = {u.language for u in self.units}
@@ -170,11 +166,6 @@ class ScanContext:
         assert self.host is not None
         line, col = self.host.position(node)
         return Pos(line, col)
-
-    def at_unit(self, unit: Unit, byte_offset: int) -> Pos:
-        """Host position of a byte offset in a unit (tree-sitter offsets are bytes)."""
-        line, col = unit.byte_position(byte_offset)
-        return Pos(line, col + 1, unit.id, unit.attrs.get("file"))  # type: ignore[arg-type]
 
     def hit(self, pos: Pos, message: str | None = None, **kw: Any) -> Hit:
         return Hit(line=pos.line, column=pos.column, message=message, unit=pos.unit, path=pos.path, **kw)

@@ -421,10 +421,6 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-def unanalysable(report: Report) -> bool:
-    return report.verdict is Verdict.ERROR
-
-
 def severity_at_least(findings: Iterable[Finding], level: Severity) -> bool:
     return any(not f.suppressed and f.severity.rank >= level.rank for f in findings)
 

@@ -211,5 +211,3 @@ def _unavailable(reason: str) -> Callable[[Submission, Report, RunOptions, Confi
     return note
 
 
-def iter_paths(paths: Iterable[str]) -> list[str]:
-    return [str(p) for p in paths]

@@ -127,9 +127,6 @@ class Registry:
             raise KeyError(key)
         return rule
 
-    def by_stage(self, stage: Stage) -> list[Rule]:
-        return [r for r in self if r.stage is stage]
-
     def select(self, select: Iterable[str] = (), ignore: Iterable[str] = ()) -> list[Rule]:
         """Rules matching ``select`` prefixes (all when empty) and none of ``ignore``.
 
@@ -183,7 +180,6 @@ def lint(rule: Rule) -> list[str]:
     if not callable(func):
         problems.append(f"{rule.id}: {rule.check!r} is not callable")
     return problems
-
 
 
 def parse_rule(data: Mapping[str, Any], path: str = "") -> Rule:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import tree_sitter as ts
 
 from . import names
-from .parser import callee_name, contains, identifiers, text
+from .parser import contains, identifiers, text
 
 if TYPE_CHECKING:
     from .facts import CudaFacts
@@ -74,14 +74,6 @@ class Branch:
     condition: ts.Node
     then: Arm
     other: Arm  # the else arm; ``node`` None when there is none
-
-    @property
-    def one_arm_skips_launch(self) -> bool:
-        """One arm returns or falls through without launching while the other launches."""
-        a, b = self.then, self.other
-        if a.launches != b.launches:
-            return True
-        return False
 
 
 def value_reads(fn: Function, facts: CudaFacts | None = None, _depth: int = 0) -> list[ValueRead]:
@@ -388,11 +380,6 @@ def in_condition(node: ts.Node, stop: ts.Node | None = None) -> ts.Node | None:
         cur = cur.parent
     del child
     return None
-
-
-def call_name_of(node: ts.Node) -> str:
-    func = node.child_by_field_name("function")
-    return callee_name(func) if func is not None else ""
 
 
 def first(items: Iterable, pred: Callable) -> object | None:

@@ -82,11 +82,6 @@ def cannot_run(ctx: ScanContext) -> list[CannotRun]:
     return got
 
 
-def broken_extensions(ctx: ScanContext) -> set[str]:
-    """Names of the extensions that cannot build or bind (not the call-site and API reasons)."""
-    return {c.extension for c in cannot_run(ctx) if c.reason in ("undeclared", "duplicate-module", "cuda-as-cpp")}
-
-
 # --------------------------------------------------------------------------------------------- search
 def _find(ctx: ScanContext) -> Iterator[CannotRun]:
     host = ctx.host

@@ -187,9 +187,6 @@ class CudaFacts:
         name = fn.name
         return bool([e for e in self.extensions[fn.ext].exports if e.target == name])
 
-    def exports_of(self, fn: Function) -> list[Export]:
-        return [e for e in self.extensions[fn.ext].exports if e.target == fn.name]
-
     # --------------------------------------------------------------- end of scan
     def release(self) -> None:
         """Break the cycles these facts hold, so that reference counting frees them when the scan

@@ -10,7 +10,7 @@ allocated, passed down one or two helpers and launched on) and it keeps the anal
 from __future__ import annotations
 
 import re
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Container, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -19,7 +19,7 @@ import tree_sitter as ts
 from ..util.lazy import cached_property
 from . import names
 from .consts import fold
-from .parser import call_args, callee_name, contains, descendants, identifiers, strip_parens, text
+from .parser import call_args, callee_name, contains, identifiers, strip_parens, text
 
 if TYPE_CHECKING:
     from .facts import CudaFacts
@@ -608,11 +608,6 @@ class CudaFlow:
                 yield f, c
             stack.extend(g for g in self.facts.callees(f) if g.kind == "host")
 
-    # ------------------------------------------------------------------ launch argument mapping
-    def launch_param_origins(self, launch: Launch) -> dict[int, list[Origin]]:
-        """For each kernel parameter index: where the launch's argument comes from."""
-        return {i: self.origins(a, launch.function) for i, a in enumerate(launch.args)}
-
     def stored_origins(self, launch: Launch) -> list[tuple[int, Origin, list[StoreSite]]]:
         """(param index, origin, store sites) for every argument the launched kernel stores through."""
         kernel = self.facts.kernel_for(launch)
@@ -695,14 +690,6 @@ def _maybe(o: Origin) -> Origin:
     if o.maybe:
         return o
     return Origin(o.kind, o.function, o.detail, o.index, o.node, True, o.var, o.aggregate)
-
-
-def idents_in(node: ts.Node) -> set[str]:
-    return {text(i) for i in identifiers(node)}
-
-
-def calls_in(node: ts.Node) -> Iterable[ts.Node]:
-    return descendants(node, "call_expression")
 
 
 __all__ = ["CudaFlow", "Origin", "StoreSite", "Stores", "ReturnSite", "pointer_base", "strip_casts", "ALLOC_CALLS",

@@ -18,7 +18,7 @@ from ..units import Pos, Unit
 from ..util.lazy import cached_property
 from ..util.quick_init import quick_init
 from .consts import fold, fold_text
-from .parser import call_args, identifiers, text
+from .parser import call_args, text
 
 
 def pos_of(unit: Unit, node: ts.Node) -> Pos:
@@ -86,12 +86,6 @@ class Function:
         decl = self.node.child_by_field_name("declarator")
         return pos_of(self.unit, decl if decl is not None else self.node)
 
-    @cached_property
-    def assigned_texts(self) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
-        """``assigned`` as text: each value's source and the identifiers it reads (fixpoints over the
-        locals read these every round)."""
-        return {name: [_value_texts(v) for v in values] for name, values in self.assigned.items()}
-
     def param(self, name: str) -> Param | None:
         for p in self.params:
             if p.name == name:
@@ -108,20 +102,6 @@ class Function:
 
     def __repr__(self) -> str:  # keep test failure output short
         return f"Function({self.kind} {self.key})"
-
-
-def _value_texts(value: ts.Node) -> tuple[str, tuple[str, ...]]:
-    """A value's source and the identifiers it reads, in ``identifiers`` order."""
-    vtext = text(value)
-    t = value.type
-    if t == "identifier":
-        return vtext, (vtext,)
-    if not value.named_child_count:
-        return vtext, ()
-    if vtext.isascii():  # byte offsets are character offsets: slice instead of decoding each name
-        base = value.start_byte
-        return vtext, tuple(vtext[i.start_byte - base:i.end_byte - base] for i in identifiers(value))
-    return vtext, tuple(text(i) for i in identifiers(value))
 
 
 @dataclass(eq=False)

@@ -310,5 +310,3 @@ def fmt_speedup(x: float | None) -> str:
     return "–" if x is None else f"{x:.2f}×"
 
 
-def fmt_value(value: Any) -> str:
-    return _fmt(value)

@@ -221,10 +221,6 @@ def op_family(name: str) -> str:
     return _FAMILY_ALIASES.get(short, short)
 
 
-def is_heavy(name: str) -> bool:
-    return op_family(name) in HEAVY_FAMILIES
-
-
 @functools.lru_cache(maxsize=4096)  # a pure function of a name; names repeat across files
 def classify_torch(name: str) -> Kind:
     """Kind of a canonical ``torch.*`` callable (``torch.nn.functional.relu``, ``torch.empty``)."""

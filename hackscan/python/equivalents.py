@@ -113,8 +113,3 @@ def computes_reference(op_families: frozenset[str], ref_families: frozenset[str]
     return bool(op_families & reference_work(ref_families))
 
 
-def equivalent(a: str, b: str) -> bool:
-    """Two op families that compute the same work, in either direction."""
-    if a == b or b in same_as(a):
-        return True
-    return a in reference_work(frozenset({b})) or b in reference_work(frozenset({a}))

@@ -21,13 +21,13 @@ attributes below are documented and stable for the other rule families (HS13x-HS
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..util.lazy import cached_property
 from ..util.quick_init import quick_init
 from .catalog import op_family
-from .module import Extension, HostModule
+from .module import HostModule
 from .provenance import EMPTY, Provenance
 
 
@@ -420,10 +420,6 @@ class ModelFlow:
         return bool(self.host.extensions or self.host.triton_kernels or self.jit_kernels
                     or any(k.kind == "torch_ops" for k in self.kernels))
 
-    @property
-    def kernel_reached(self) -> bool:
-        return bool(self.kernels)
-
     def op(self, op_id: int) -> TorchOp:
         return self.ops[op_id]
 
@@ -466,12 +462,6 @@ class ModelFlow:
             return True
         prefix = chain + "."
         return any(k.startswith(prefix) for k in self.attr_reads)
-
-    def extension_calls(self) -> Iterator[tuple[KernelCall, Extension | None]]:
-        by_name = {e.name: e for e in self.host.extensions}
-        for k in self.kernels:
-            if k.kind == "extension":
-                yield k, by_name.get(k.extension or "")
 
 
 __all__ = [

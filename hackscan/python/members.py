@@ -42,19 +42,6 @@ _DEF_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _ASSIGN_TYPES = (ast.Assign, ast.AnnAssign)
 
 
-def _inside(fn: ast.AST) -> list[ast.AST]:
-    """The parts of a function (or module) that lie inside its own span: not its decorators."""
-    t = type(fn)
-    if t is ast.Module:
-        return list(fn.body)  # type: ignore[attr-defined]
-    if t is ast.Lambda:
-        return [fn.args, fn.body]  # type: ignore[attr-defined]
-    parts: list[ast.AST] = [fn.args, *fn.body]  # type: ignore[attr-defined]
-    if fn.returns is not None:  # type: ignore[attr-defined]
-        parts.append(fn.returns)  # type: ignore[attr-defined]
-    return parts
-
-
 class FunctionIndex:
     """Assignments, calls and nested defs of one function, collected on demand from its own subtree.
 
@@ -298,16 +285,6 @@ class MemberScanner:
                 out.add(prefix + c)
         elif chains:
             out.update(prefix + c for c in chains if not any(o != c and o.startswith(c + ".") for o in chains))
-        return frozenset(out)
-
-    def _local_reads(self, value: ast.AST) -> frozenset[str]:
-        names = getattr(self, "local_reads", None)
-        if not names:
-            return frozenset()
-        out: set[str] = set()
-        for n in subtree(value):
-            if type(n) is ast.Name and n.id in names:  # type: ignore[attr-defined]
-                out |= names[n.id]  # type: ignore[attr-defined]
         return frozenset(out)
 
     def _init_functions(self, cls_name: str) -> list[ast.FunctionDef]:

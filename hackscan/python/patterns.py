@@ -211,16 +211,6 @@ _TORCH_ALLOC_ATTRS = frozenset({"empty_like", "zeros_like", "ones_like", "full_l
                                 "full", "empty_strided"})
 
 
-def any_refs(expr: ast.AST | None, names: set[str] | frozenset[str]) -> bool:
-    """Whether ``expr`` mentions any of ``names`` at all (values, metadata or identity)."""
-    if expr is None or not names:
-        return False
-    for e in ast.walk(expr):
-        if isinstance(e, ast.Name) and e.id in names:
-            return True
-    return False
-
-
 def is_alias_expr(expr: ast.AST, names: set[str]) -> bool:
     """``expr`` is (a view of) one of ``names``: ``x``, ``x.view(-1)``, ``x[0]``, ``x.contiguous()``."""
     e = expr
@@ -571,12 +561,6 @@ class MiscFacts:
         self._sub_classes[cls] = got
         return got
 
-    @cached_property
-    def _model_methods(self) -> tuple[FunctionNode, ...]:
-        if self.model is None:
-            return ()
-        return tuple(s for cls in self._class_chain(self.model) for s in cls.body if isinstance(s, _FUNCS))
-
     def _class_chain(self, cls: ast.ClassDef) -> list[ast.ClassDef]:
         """The class and its bases defined in this file (a ModelNew may inherit its helpers)."""
         out = [cls]
@@ -870,25 +854,6 @@ def keyword(call: ast.Call, name: str, pos: int | None = None) -> ast.AST | None
     if pos is not None and pos < len(call.args) and not isinstance(call.args[pos], ast.Starred):
         return call.args[pos]
     return None
-
-
-def literal(node: ast.AST | None) -> object:
-    """The value of a literal constant node, or ``...`` when it is not one."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    return ...
-
-
-def test_names(test: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
-
-
-def branch_tests(facts: MiscFacts, fns: Iterable[ast.AST | None]) -> list[tuple[ast.AST, ast.AST]]:
-    """(branch node, its condition) for every if / while / ternary / assert in ``fns``."""
-    out: list[tuple[ast.AST, ast.AST]] = []
-    for node in facts.in_functions(fns, ast.If, ast.While, ast.IfExp, ast.Assert):
-        out.append((node, node.test))
-    return out
 
 
 # ---------------------------------------------------------------------- module objects through aliases

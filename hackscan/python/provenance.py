@@ -116,14 +116,6 @@ class Provenance(NamedTuple):
         return bool(self.inputs or self.alias or self.kernels or self.ops or self.allocs or self.state)
 
     @property
-    def through_kernel(self) -> bool:
-        return bool(self.kernels)
-
-    @property
-    def computed(self) -> bool:
-        return bool(self.ops)
-
-    @property
     def understood(self) -> bool:
         """No unknown call and no state but parameters on the path: the other predicates are trustworthy."""
         return not self.opaque and all(s.startswith("param:") for s in self.state)

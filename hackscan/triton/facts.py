@@ -14,7 +14,6 @@ Built lazily once per file as ``ctx.triton``; a file without Triton kernels neve
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..python.module import HostModule
@@ -790,5 +789,3 @@ def build_triton_facts(host: HostModule, patterns: MiscFacts | None = None) -> T
     return TritonFacts(kernels=kernels, launches=read_launches(host, kernels, facts))
 
 
-def kernels_in(facts: TritonFacts | None) -> Iterable[KernelFacts]:
-    return facts.kernels.values() if facts is not None else ()

@@ -15,7 +15,7 @@ from ...cuda.branches import depends_on, enclosing, is_empty_check, launches_aft
 from ...cuda.facts import CudaFacts
 from ...cuda.flow import UNINITIALISED, CudaFlow, Origin
 from ...cuda.names import is_compute
-from ...cuda.parser import contains, identifiers, in_walk_order, language, text
+from ...cuda.parser import contains, identifiers, in_walk_order, text
 from ...cuda.records import ARITH_OPS, Call, Function, pos_of
 from ...model import Confidence, Severity
 
@@ -252,7 +252,7 @@ def _tensor_arithmetic(fn: Function) -> list[ts.Node]:
     if fn.body is None or fn.kind != "host":
         return []
     found: list[ts.Node] = []
-    # the body's query captured them (``Function.arith``); ordered here as ``_arith_nodes`` orders
+    # the body's query captured them (``Function.arith``); ordered here as a walk of the body meets them
     arith = fn.arith
     if len(arith) > 1:
         arith = in_walk_order(arith)
@@ -288,21 +288,6 @@ def _tensor_arithmetic(fn: Function) -> list[ts.Node]:
 
 _ARITH_QUERY = "(binary_expression operator: [" + " ".join(f'"{op}"' for op in sorted(_ARITH)) + "]) @arith"
 _arith_local = threading.local()
-
-
-def _arith_nodes(body: ts.Node) -> list[ts.Node]:
-    """The ``a op b`` nodes under ``body`` with an operator of ``_ARITH``, found by a query (in C)
-    rather than by walking every node of the body from Python, in the order the former walk
-    (``descendants``: pre-order, last child first) gave them: outer before inner, later before
-    earlier, which is descending end then ascending start (nested binary expressions never share
-    both ends)."""
-    cur = getattr(_arith_local, "cursor", None)
-    if cur is None:  # QueryCursor objects are not thread-safe: one per thread
-        cur = _arith_local.cursor = ts.QueryCursor(ts.Query(language(), _ARITH_QUERY))
-    found = cur.captures(body).get("arith", [])
-    if len(found) > 1:
-        found = in_walk_order(found)
-    return found
 
 
 def cuda_catch_fallback(ctx: ScanContext) -> Iterator[Hit]:

@@ -274,23 +274,10 @@ _ACCUM_OPS = frozenset({"+=", "-=", "*=", "|=", "&=", "^="})
 _ACCUM_CALLS = re.compile(r"\b(max|min|fmaxf|fminf|fmax|fmin|__hmax|__hmin|atomicAdd|atomicMax)\s*\(")
 
 
-def _thread_derived(fn: Function, seeds: frozenset[str] = _THREAD_SEEDS,
-                    calls: re.Pattern[str] | None = None) -> set[str]:
-    """Locals computed from the seeds (thread ids by default), through assignment chains."""
-    calls = calls or _THREAD_CALLS
-    out = set(seeds)
-    # per local: whether a value it is assigned calls a seed function, and every identifier its
-    # values read; the regex does not depend on ``out``, so it runs once per value, not per round
-    cands = [(name, any(calls.search(vtext) for vtext, _ in values),
-              frozenset(i for _, idents in values for i in idents))
-             for name, values in fn.assigned_texts.items() if name not in out]
-    _sweep(cands, out)
-    return out
-
-
 def _sweep(cands: list[tuple[str, bool, frozenset[str]]], out: set[str]) -> None:
-    """The fixpoint of ``_thread_derived``: at most six sweeps over the locals in source order, a
-    local joining ``out`` when it is seeded or reads a member (a local added earlier in a sweep
+    """The locals derived from the seeds (thread ids by default) through assignment chains: at most
+    six sweeps over the locals in source order, a local joining ``out`` when it is seeded or reads a
+    member (a local added earlier in a sweep
     counts for the later ones of the same sweep)."""
     changed = True
     rounds = 0
@@ -306,7 +293,8 @@ def _sweep(cands: list[tuple[str, bool, frozenset[str]]], out: set[str]) -> None
 
 
 class _Derived:
-    """``name in _thread_derived(fn, seeds, calls)``, decided per asked name.
+    """Whether ``name`` is derived from the seeds (``_sweep`` over all of ``fn``'s locals), decided per
+    asked name.
 
     HS216 asks this of a few names (a loop's start and index variables), while the whole set needs
     the identifiers of every value of every local.  Whether a local joins in the sweeps of

@@ -8,7 +8,6 @@ from ...context import ScanContext
 from ...python.catalog import HEAVY_FAMILIES
 from ...python.equivalents import reference_work
 from ...python.facts import Arm, KernelCall, ModelFlow, Return, TorchOp
-from ...python.provenance import Provenance
 
 _SCALAR_ANNOTATIONS = ("int", "float", "bool", "str", "Optional[int]", "Optional[float]")
 
@@ -103,18 +102,6 @@ def describe_kernel(k: KernelCall) -> str:
     if k.kind == "triton":
         return f"Triton kernel {k.target}"
     return k.name
-
-
-def flow_ops(facts: ModelFlow, flow: Provenance) -> list[TorchOp]:
-    return facts.ops_of(flow)
-
-
-def arm_bypasses_kernel(arm: Arm) -> list[Provenance]:
-    """Flows an arm hands back without a kernel: its returns, and names it binds that are returned later."""
-    out = [r.flow for r in arm.returns if not r.flow.kernels]
-    if arm.value is not None and not arm.value.kernels:
-        out.append(arm.value)
-    return out
 
 
 def returns_of(facts: ModelFlow, arm: Arm) -> list[Return]:

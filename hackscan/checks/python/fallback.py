@@ -18,7 +18,7 @@ from ...cuda.buildability import never_runs
 from ...model import Confidence, Severity
 from ...python.catalog import HEAVY_FAMILIES
 from ...python.equivalents import reference_work
-from ...python.facts import Arm, ModelFlow, TorchOp
+from ...python.facts import Arm, ModelFlow
 from ...python.module import subtree
 from .common import (
     describe_kernel,
@@ -267,10 +267,6 @@ def _flag(name: str, facts: ModelFlow) -> str | None:
 def _produces_output(arm: Arm) -> bool:
     """The arm returns (or binds) a value: it is an alternative path to the output, not a side step."""
     return bool(arm.returns or arm.value is not None or arm.bindings)
-
-
-def _first_line(ops: list[TorchOp]) -> ast.AST:
-    return min(ops, key=lambda o: o.line).node
 
 
 _REBOUND = frozenset({"forward", "__call__"})

@@ -149,13 +149,6 @@ class InputPlan:
     def size(self) -> int:
         return len(self.originals)
 
-    @property
-    def pool_bytes(self) -> int:
-        return 2 * self.size * self.set_bytes
-
-    def harness_tensors(self) -> list[Any]:
-        return [self.originals, self.slots]
-
     def inputs_for(self, j: int, hidden: str | None = None) -> list[Any]:
         """Fill the slot of call ``j`` with its values (see the module doc) and return it."""
         n = self.size
