@@ -495,7 +495,7 @@ def _legend(result: AdequacyResult) -> list[str]:
     return [
         f"seeds: {', '.join(result.seeds)}",
         "plain = written the way the rules expect (`mutators.py`); evasive = the same class through an evasion "
-        "family of issue 19 (`evasive.py`: " + "; ".join(f"{k}: {v}" for k, v in FAMILIES.items()) + ")",
+        "family (`evasive.py`: " + "; ".join(f"{k}: {v}" for k, v in FAMILIES.items()) + ")",
         "detected = a new warning or error finding (a rule firing more often than on the clean seed; meta rules excluded)",
         "right class = a new finding from a rule whose taxonomy names the injected class",
         "static+dyn (ran) = detected by either stage, among the mutants the dynamic stage ran; "
@@ -547,7 +547,7 @@ def readme_section(result: AdequacyResult) -> str:
     body = [START, "", "### Mutation adequacy", "",
             f"{n} mutants: every hack class of TAXONOMY.md injected into {len(result.seeds)} clean kernels, "
             "once the way the rules expect (plain: `hackscan/measure/mutators.py`) and once through the evasion "
-            "families of issue 19 (evasive: `hackscan/measure/evasive.py`), then scanned.  "
+            "families (evasive: `hackscan/measure/evasive.py`), then scanned.  "
             f"Reproduce with `{command(result.options)}` (add `--show-missed` for the mutants no stage caught, by family)"
             + (f"; this table merges saved runs: `hackscan mutate --merge {' '.join(result.sources)} --readme docs/measured.md` "
                "(the CPU run above with `-f json`, and `gpu/dynamic_adequacy_gpu.sh` on a GPU host for the mutants that "
