@@ -60,7 +60,7 @@ test:
 	$(PY) -m pytest -q
 
 # tests/conftest.py marks the modules that run candidates, compile or start process pools
-# ``dynamic``; about 690 of the 1000 tests remain, some 21 s of CPU (docs/usage.md, "Installing and running")
+# ``dynamic``; about 1140 of the 1560 tests remain, some 40 s of CPU (docs/usage.md, "Installing and running")
 test-fast:
 	$(PY) -m pytest -q -m "not slow and not gpu and not dynamic"
 
