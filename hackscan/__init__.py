@@ -46,7 +46,8 @@ class Scanner:
     """A reusable static scanner (select/ignore/mode fixed once); safe to share across threads."""
 
     def __init__(self, *, mode: str = "gate", select: Sequence[str] = (), ignore: Sequence[str] = (),
-                 config: Config | None = None, reject_classes: Sequence[str] | None = None):
+                 config: Config | None = None, reject_classes: Sequence[str] | None = None,
+                 reference_cache_size: int = 8):
         from .classes import parse_classes
         from .config import Config
         from .engine import StaticScanner
@@ -55,7 +56,9 @@ class Scanner:
         cfg = base.with_(mode=mode, select=tuple(select) or base.select, ignore=tuple(ignore) or base.ignore,
                          reject_classes=parse_classes(reject_classes) if reject_classes is not None else None)
         self._config = cfg
-        self._engine = StaticScanner(cfg)
+        # references kept parsed and analysed: the last few by default (consecutive candidates of a
+        # task); a training loop that cycles through a task set keeps the whole set (``Verifier``)
+        self._engine = StaticScanner(cfg, reference_cache_size=reference_cache_size)
 
     def rejects(self, report: Report) -> bool:
         """The gate's answer: an error finding of a rejected verdict class (all unless ``reject_classes``

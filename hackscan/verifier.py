@@ -30,6 +30,10 @@ PERF = ("off", "quick", "target", "thorough")
 SANDBOXES = ("required", "off")
 # Ray tasks only wait in this process: many may be in flight at once
 _RAY_WAITERS = 64
+# references kept analysed by the static stage: a training set's tasks come back every step (a
+# GRPO group shares one, and every epoch repeats them), so their parse and value flow (a fifth of a
+# scan on the CUDA-L1 corpus) is paid once per task; a few hundred entries of a few hundred kB
+REFERENCE_CACHE = 256
 
 
 def _options(device: str, seed: int | None, perf: str, timeout: float, jobs: int,
@@ -97,7 +101,8 @@ class Verifier:
         base = config or Config()
         if harness is not None:
             base = base.with_(harness=harness)
-        self._scanner = Scanner(mode="gate", config=base, reject_classes=reject_classes)
+        self._scanner = Scanner(mode="gate", config=base, reject_classes=reject_classes,
+                                reference_cache_size=REFERENCE_CACHE)
         self.config = self._scanner._config
         self.reject_classes = self.config.reject_classes
         self.ray = ray
