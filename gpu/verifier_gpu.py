@@ -9,7 +9,7 @@ kernels against their references), then the two generations that must score the 
 one and "None"), then a bundled kernel from kernels/ (a real CUDA extension).  Prints one line per
 candidate (verdict, accepted, rejected for, correct, speedup against the best baseline with its
 interval, reward, seconds) and the batch's wall time; the same batch through the TRL adapter
-(``hackscan.trainers.trl_reward``) must give the same rewards for the same seed, which it checks
+(``hackscan.rl.trainers.trl_reward``) must give the same rewards for the same seed, which it checks
 (timings differ from run to run, so that check compares verdicts and the floors, and prints both
 reward columns).  With ``--ray local`` the batch also goes through a private Ray cluster on this
 host and its verdicts are compared with the local ones.  Writes $OUT/verifier_gpu.json when OUT is set.
@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import hackscan  # noqa: E402
-from hackscan.reward import RewardPolicy  # noqa: E402
-from hackscan.trainers import trl_reward  # noqa: E402
+from hackscan.rl.reward import RewardPolicy  # noqa: E402
+from hackscan.rl.trainers import trl_reward  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpora" / "cuda-l1" / "a100.jsonl"
 
@@ -45,7 +45,7 @@ def batch(n: int) -> list[tuple[str, str, str]]:
                     break
     else:
         print(f"no corpus at {CORPUS}: the bundled kernels only")
-    ref = (ROOT / "kernels" / "softmax" / "reference.py")
+    ref = (ROOT / "kernels" / "relu" / "reference.py")
     if ref.is_file():
         for cand in sorted(ref.parent.glob("*.py"))[:2]:
             if cand.name != "reference.py":

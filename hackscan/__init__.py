@@ -4,7 +4,7 @@ The Python API is built for training loops: ``scan_source`` runs the static stag
 in a few milliseconds and never imports torch.  ``verify`` runs the whole verification of one
 candidate (static, dynamic and performance stages, the candidate in sandboxed child processes) and
 ``Verifier`` serves a training loop (warm workers, futures, a Ray cluster); ``RewardPolicy`` turns
-their ``Verification`` into a reward, and ``hackscan.trainers`` plugs it into TRL and verl.  None of
+their ``Verification`` into a reward, and ``hackscan.rl.trainers`` plugs it into TRL and verl.  None of
 them imports torch into the caller's process.
 """
 
@@ -18,17 +18,18 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from .config import Config
+    from .dynamic.options import VerifyOptions
     from .inputs import Submission
     from .model import Report
-    from .reward import RewardPolicy
-    from .verification import Speedup, Verification
-    from .verifier import Verifier
+    from .rl.reward import RewardPolicy
+    from .rl.verification import Speedup, Verification
+    from .rl.verifier import Verifier, verify
 
 __all__ = ["scan_source", "scan_batch", "scan_paths", "Scanner", "default_scanner", "verify", "Verifier",
            "Verification", "Speedup", "VerifyOptions", "RewardPolicy", "__version__"]
 
-_LAZY = {"Verifier": "verifier", "verify": "verifier", "Verification": "verification", "Speedup": "verification",
-         "RewardPolicy": "reward", "VerifyOptions": "options"}
+_LAZY = {"Verifier": "rl.verifier", "verify": "rl.verifier", "Verification": "rl.verification",
+         "Speedup": "rl.verification", "RewardPolicy": "rl.reward", "VerifyOptions": "dynamic.options"}
 
 
 def __getattr__(name: str) -> object:

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from typing import IO
 
 from .config import Config
+from .dynamic.options import DynamicOptions
 from .inputs import InputOptions, InputProblem, Submission, discover
 from .model import Report
-from .options import DynamicOptions
 
 
 @dataclass(frozen=True)
 class RunOptions(DynamicOptions):
-    """The dynamic stage's options (``hackscan.options.DynamicOptions``) and whether it runs at all;
+    """The dynamic stage's options (``hackscan.dynamic.options.DynamicOptions``) and whether it runs at all;
     ``jobs`` also sets the static stage's processes."""
 
     static_only: bool = False

@@ -22,9 +22,9 @@ from typing import Any
 
 from . import __version__
 from .config import Config
+from .dynamic.options import DynamicOptions
 from .inputs import InputProblem, Submission
 from .model import Confidence, Finding, Location, Report, Severity, SkippedRule, Stage, Verdict
-from .options import DynamicOptions
 
 # RunOptions fields that cannot change a result: how many processes scan, nothing else
 _NEUTRAL_OPTIONS = frozenset({"jobs"})

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import hackscan
-from hackscan.reward import RewardPolicy
+from hackscan.rl.reward import RewardPolicy
 
 from .conftest import FIXTURES
 

@@ -12,8 +12,8 @@ import pytest
 
 import hackscan
 from hackscan.resume import report_from_dict
-from hackscan.reward import RewardPolicy
-from hackscan.verification import Speedup, Verification, from_report
+from hackscan.rl.reward import RewardPolicy
+from hackscan.rl.verification import Speedup, Verification, from_report
 
 from .conftest import FIXTURES
 

@@ -17,9 +17,9 @@ from types import SimpleNamespace
 import pytest
 
 import hackscan
-from hackscan.reward import RewardPolicy
-from hackscan.trainers import extract_code, trl_reward, verl_compute_score
-from hackscan.verification import Speedup, Verification
+from hackscan.rl.reward import RewardPolicy
+from hackscan.rl.trainers import extract_code, trl_reward, verl_compute_score
+from hackscan.rl.verification import Speedup, Verification
 
 from .conftest import FIXTURES
 
@@ -133,7 +133,7 @@ def test_verl_loads_compute_score_from_a_users_file_and_the_reward_loop_calls_it
         pytest.skip(f"verl's reward loop does not import here: {exc}")
 
     user = tmp_path / "kernel_reward.py"
-    user.write_text("from hackscan.trainers import verl_compute_score\n"
+    user.write_text("from hackscan.rl.trainers import verl_compute_score\n"
                     "from tests.test_trainers import _Verifier\n"
                     "compute_score = verl_compute_score(_Verifier())\n")
     config = omegaconf.OmegaConf.create({"reward": {"custom_reward_function": {"path": str(user),

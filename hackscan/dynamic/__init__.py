@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..inputs import Submission
     from ..model import Report
-    from ..options import DynamicOptions
+    from .options import DynamicOptions
 
 __all__ = ["run_dynamic_stage", "prewarm"]
 

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..options import DynamicOptions
+    from .options import DynamicOptions
 
 
 class DeviceGate:

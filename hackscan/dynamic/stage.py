@@ -26,7 +26,6 @@ from typing import Any
 from ..config import Config
 from ..inputs import Submission
 from ..model import Confidence, Finding, Location, Report, Severity, Stage, Verdict, verdict_for
-from ..options import DynamicOptions
 from ..perf import parent_side
 from ..registry import Registry, load_registry
 from ..suppress import find_suppressions
@@ -34,6 +33,7 @@ from . import confirm, runnable
 from .compare import Tolerance
 from .judge import R_DOES_NOT_RUN, R_FORGED, R_UNANSWERED, Judge, ProbeRecord, audit_probe_reply
 from .link import link_findings
+from .options import DynamicOptions
 from .plan import FIRST_ROUND, Plan, make_plan, steering_from
 from .pool import WorkerPool, default_pool
 from .protocol import CheckedSession

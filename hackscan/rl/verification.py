@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .model import Finding, Report
+from ..model import Finding, Report
 
 # the baselines a speedup is measured against (perf/parent_side.py), in the order a report lists them
 BASELINES = ("eager_fp32", "eager_tf32", "compile")
@@ -79,7 +79,7 @@ class Verification:
 
 def from_report(report: Report, reject_classes: Sequence[str] | None = None, fail_on: str = "error") -> Verification:
     """The ``Verification`` of a report that went through the static and dynamic stages."""
-    from .classes import rejects
+    from ..classes import rejects
 
     dyn = report.dynamic if isinstance(report.dynamic, Mapping) else {}
     seed = dyn.get("seed") if isinstance(dyn.get("seed"), int) else None

@@ -19,12 +19,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
-from .options import DEVICES, DynamicOptions
+from ..dynamic.options import DEVICES, DynamicOptions
 from .verification import Verification, failed, from_report
 
 if TYPE_CHECKING:
-    from .config import Config
-    from .model import Report
+    from ..config import Config
+    from ..model import Report
 
 PERF = ("off", "quick", "target", "thorough")
 SANDBOXES = ("required", "off")
@@ -39,7 +39,7 @@ REFERENCE_CACHE = 256
 def _options(device: str, seed: int | None, perf: str, timeout: float, jobs: int,
              baselines: Sequence[str] | None, sandbox: str) -> Any:
     """The typed options, with every value checked before any work (a clear ``ValueError``)."""
-    from .pipeline import RunOptions
+    from ..pipeline import RunOptions
 
     if device not in DEVICES:
         raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
@@ -55,7 +55,7 @@ def _options(device: str, seed: int | None, perf: str, timeout: float, jobs: int
         raise ValueError("jobs must be at least 1")
     chosen = None
     if baselines is not None:
-        from .options import BASELINES
+        from ..dynamic.options import BASELINES
 
         bad = [b for b in baselines if b not in BASELINES]
         if bad:
@@ -94,8 +94,8 @@ class Verifier:
                  perf: str = "quick", timeout: float = 120.0, baselines: Sequence[str] | None = None,
                  reject_classes: Sequence[str] | None = None, harness: str | None = None,
                  config: Config | None = None, sandbox: str = "required", prewarm: bool = True):
-        from . import Scanner
-        from .config import Config
+        from .. import Scanner
+        from ..config import Config
 
         self.options: DynamicOptions = _options(device, seed, perf, timeout, jobs, baselines, sandbox)
         base = config or Config()
@@ -109,7 +109,7 @@ class Verifier:
         self._lock = threading.Lock()
         self._count = 0
         if ray is not None:
-            from .cluster import ray_problem
+            from ..cluster import ray_problem
 
             problem = ray_problem(ray)
             if problem is not None:
@@ -118,13 +118,13 @@ class Verifier:
             self._executor = ThreadPoolExecutor(max_workers=max(int(jobs), _RAY_WAITERS),
                                                 thread_name_prefix="hackscan-ray")
             return
-        from .pipeline import dynamic_available
+        from ..pipeline import dynamic_available
 
         self._dynamic = dynamic_available() is None
         self._jobs, self._scheduler = 1, None
         if self._dynamic:
-            from .dynamic import prewarm as start
-            from .dynamic.schedule import prepare
+            from ..dynamic import prewarm as start
+            from ..dynamic.schedule import prepare
 
             self._jobs, self._scheduler = prepare(self.options)
             if prewarm:
@@ -138,7 +138,7 @@ class Verifier:
             return f"<candidate {self._count}>"
 
     def _static(self, code: str, reference: str | None, path: str) -> tuple[Any, Report]:
-        from . import _submission
+        from .. import _submission
 
         sub = _submission(code, reference, path)
         return sub, self._scanner._engine.scan(sub)
@@ -160,13 +160,13 @@ class Verifier:
         return from_report(report, self.reject_classes, self.config.fail_on.value)
 
     def _here(self, code: str, reference: str | None, path: str) -> Report:
-        from .pipeline import _guarded, _unavailable, dynamic_available
+        from ..pipeline import _guarded, _unavailable, dynamic_available
 
         sub, report = self._static(code, reference, path)
         if not self._dynamic:
             return _unavailable(dynamic_available() or "the dynamic stage is not installed")(
                 sub, report, self.options, self.config)
-        from .dynamic import run_dynamic_stage
+        from ..dynamic import run_dynamic_stage
 
         if self._jobs == 1 or self._scheduler is None:
             # one candidate at a time (the executor has one thread): nothing to gate
@@ -177,8 +177,8 @@ class Verifier:
     def _on_ray(self, code: str, reference: str | None, path: str) -> Report:
         from dataclasses import replace
 
-        from . import _submission
-        from .cluster import run_on_ray
+        from .. import _submission
+        from ..cluster import run_on_ray
 
         # the static stage of one item runs in this thread (jobs=1); Ray schedules the dynamic stage
         reports, _ = run_on_ray(self.ray or "auto", [_submission(code, reference, path)], self.config,
