@@ -25,6 +25,7 @@ from .verification import Verification, failed, from_report
 if TYPE_CHECKING:
     from ..config import Config
     from ..model import Report
+    from ..pipeline import RunOptions
 
 PERF = ("off", "quick", "target", "thorough")
 SANDBOXES = ("required", "off")
@@ -37,7 +38,7 @@ REFERENCE_CACHE = 256
 
 
 def _options(device: str, seed: int | None, perf: str, timeout: float, jobs: int,
-             baselines: Sequence[str] | None, sandbox: str) -> Any:
+             baselines: Sequence[str] | None, sandbox: str) -> RunOptions:
     """The typed options, with every value checked before any work (a clear ``ValueError``)."""
     from ..pipeline import RunOptions
 
