@@ -90,6 +90,8 @@ def main() -> None:
             sps = f"{sp['value']:.2f}x ({sp['low'] or 0:.2f}-{sp['high'] or 0:.2f})" if sp else "-"
             print(f"{row['candidate'][:34]:<34} {row['verdict']:<10} {row['accepted']!s:<5} "
                   f"{','.join(row['rejected_for'])[:22]:<22} {row['correct']!s:<7} {sps:<22} {row['reward']:>7.3f}")
+            if row["verdict"] == "error" or not row["accepted"] and row["reason"]:
+                print(f"    {str(row['reason'])[:150]}")
         print(f"batch of {len(items)} in {wall:.1f} s (jobs {args.jobs}, --perf {args.perf})")
         # the TRL adapter on the same verifier and seed
         reward = trl_reward(v)
