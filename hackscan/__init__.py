@@ -1,8 +1,11 @@
 """hackscan: does an LLM-generated GPU kernel do its job, or game the benchmark that scores it?
 
 The Python API is built for training loops: ``scan_source`` runs the static stage on one candidate
-in a few milliseconds and never imports torch.  The dynamic and performance stages run candidates
-in child processes and are reached through ``hackscan.dynamic`` (or the ``hackscan`` command).
+in a few milliseconds and never imports torch.  ``verify`` runs the whole verification of one
+candidate (static, dynamic and performance stages, the candidate in sandboxed child processes) and
+``Verifier`` serves a training loop (warm workers, futures, a Ray cluster); ``RewardPolicy`` turns
+their ``Verification`` into a reward, and ``hackscan.rl.trainers`` plugs it into TRL and verl.  None of
+them imports torch into the caller's process.
 """
 
 from __future__ import annotations
@@ -15,16 +18,37 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from .config import Config
+    from .dynamic.options import VerifyOptions
+    from .inputs import Submission
     from .model import Report
+    from .rl.reward import RewardPolicy
+    from .rl.verification import Speedup, Verification
+    from .rl.verifier import Verifier, verify
 
-__all__ = ["scan_source", "scan_batch", "scan_paths", "Scanner", "default_scanner", "__version__"]
+__all__ = ["scan_source", "scan_batch", "scan_paths", "Scanner", "default_scanner", "verify", "Verifier",
+           "Verification", "Speedup", "VerifyOptions", "RewardPolicy", "__version__"]
+
+_LAZY = {"Verifier": "rl.verifier", "verify": "rl.verifier", "Verification": "rl.verification",
+         "Speedup": "rl.verification", "RewardPolicy": "rl.reward", "VerifyOptions": "dynamic.options"}
+
+
+def __getattr__(name: str) -> object:
+    """The verification API, imported on first use (``import hackscan`` stays as light as the
+    static scan needs)."""
+    if name in _LAZY:
+        import importlib
+
+        module = importlib.import_module(f".{_LAZY[name]}", __name__)
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Scanner:
     """A reusable static scanner (select/ignore/mode fixed once); safe to share across threads."""
 
     def __init__(self, *, mode: str = "gate", select: Sequence[str] = (), ignore: Sequence[str] = (),
-                 config: Config | None = None, reject_classes: Sequence[str] | None = None):
+                 config: Config | None = None, reject_classes: Sequence[str] | None = None,
+                 reference_cache_size: int = 8):
         from .classes import parse_classes
         from .config import Config
         from .engine import StaticScanner
@@ -33,7 +57,9 @@ class Scanner:
         cfg = base.with_(mode=mode, select=tuple(select) or base.select, ignore=tuple(ignore) or base.ignore,
                          reject_classes=parse_classes(reject_classes) if reject_classes is not None else None)
         self._config = cfg
-        self._engine = StaticScanner(cfg)
+        # references kept parsed and analysed: the last few by default (consecutive candidates of a
+        # task); a training loop that cycles through a task set keeps the whole set (``Verifier``)
+        self._engine = StaticScanner(cfg, reference_cache_size=reference_cache_size)
 
     def rejects(self, report: Report) -> bool:
         """The gate's answer: an error finding of a rejected verdict class (all unless ``reject_classes``
@@ -43,19 +69,7 @@ class Scanner:
         return rejects(report, self._config.reject_classes, self._config.fail_on.value)
 
     def scan(self, code: str, reference: str | None = None, *, path: str = "<string>") -> Report:
-        from .inputs import _MODEL_CLASS, _MODELNEW_CLASS, Submission
-
-        self_ref = False
-        if reference is None and _MODEL_CLASS.search(code) and _MODELNEW_CLASS.search(code):
-            reference, self_ref = code, True
-        language = "python"
-        if path.endswith((".cu", ".cuh")):
-            language = "cuda"
-        elif path.endswith((".cpp", ".cc", ".cxx")):
-            language = "cpp"
-        sub = Submission(path=path, code=code, language=language, file=path, reference=reference,
-                         reference_path="<reference>" if reference is not None else None, self_reference=self_ref)
-        return self._engine.scan(sub)
+        return self._engine.scan(_submission(code, reference, path))
 
     def scan_batch(self, codes: Iterable[str | tuple[str, str | None]], reference: str | None = None) -> list[Report]:
         """Scan many candidates; the garbage collector is tuned while the batch runs and restored
@@ -68,6 +82,23 @@ class Scanner:
                 code, ref = (item if isinstance(item, tuple) else (item, reference))
                 out.append(self.scan(code, ref, path=f"<sample {i}>"))
         return out
+
+
+def _submission(code: str, reference: str | None, path: str) -> Submission:
+    """One candidate as the stages take it; a candidate that defines ``Model`` too is its own
+    reference when none is given."""
+    from .inputs import _MODEL_CLASS, _MODELNEW_CLASS, Submission
+
+    self_ref = False
+    if reference is None and _MODEL_CLASS.search(code) and _MODELNEW_CLASS.search(code):
+        reference, self_ref = code, True
+    language = "python"
+    if path.endswith((".cu", ".cuh")):
+        language = "cuda"
+    elif path.endswith((".cpp", ".cc", ".cxx")):
+        language = "cpp"
+    return Submission(path=path, code=code, language=language, file=path, reference=reference,
+                      reference_path="<reference>" if reference is not None else None, self_reference=self_ref)
 
 
 @functools.lru_cache(maxsize=8)

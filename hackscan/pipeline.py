@@ -11,27 +11,21 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO
 
 from .config import Config
+from .dynamic.options import DynamicOptions
 from .inputs import InputOptions, InputProblem, Submission, discover
 from .model import Report
 
 
 @dataclass(frozen=True)
-class RunOptions:
+class RunOptions(DynamicOptions):
+    """The dynamic stage's options (``hackscan.dynamic.options.DynamicOptions``) and whether it runs at all;
+    ``jobs`` also sets the static stage's processes."""
+
     static_only: bool = False
-    device: str = "auto"  # cpu | cuda | auto
-    seed: int | None = None
-    timeout: float = 120.0  # seconds per candidate for the dynamic stage
-    perf: bool = True  # time candidates that pass correctness
-    jobs: int = 1
-    # baselines to time against ("eager", "tf32", "compile"); None: all on a GPU, eager on the CPU
-    baselines: tuple[str, ...] | None = None
-    # "required": every worker in its own OS sandbox (dynamic/sandbox.py); "off": no walls
-    sandbox: str = "required"
-    extra: dict = field(default_factory=dict)
 
 
 def dynamic_available() -> str | None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from . import __version__
 from .config import Config
+from .dynamic.options import DynamicOptions
 from .inputs import InputProblem, Submission
 from .model import Confidence, Finding, Location, Report, Severity, SkippedRule, Stage, Verdict
 
@@ -45,7 +46,7 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
-def settings_digest(options: Any, config: Config) -> str:
+def settings_digest(options: DynamicOptions, config: Config) -> str:
     """What in the options and settings can change a result, hashed once per run."""
     opts = {f.name: _plain(getattr(options, f.name)) for f in fields(options) if f.name not in _NEUTRAL_OPTIONS}
     if isinstance(opts.get("extra"), dict) and opts["extra"].pop("seed_drawn", False):

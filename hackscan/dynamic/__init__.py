@@ -12,12 +12,15 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..inputs import Submission
     from ..model import Report
+    from .options import DynamicOptions
 
 __all__ = ["run_dynamic_stage", "prewarm"]
 
 
-def run_dynamic_stage(sub: Submission, report: Report, options: Any, config: Config, **kw: Any) -> Report:
-    """Run ``sub`` on hidden inputs in isolated workers; the report gains the dynamic findings."""
+def run_dynamic_stage(sub: Submission, report: Report, options: DynamicOptions, config: Config, **kw: Any) -> Report:
+    """Run ``sub`` on hidden inputs in isolated workers; the report gains the dynamic findings.
+
+    The internal entry: ``hackscan.verify`` and ``hackscan.Verifier`` are the public ones."""
     from .stage import run_dynamic_stage as run
 
     return run(sub, report, options, config, **kw)

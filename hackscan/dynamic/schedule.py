@@ -24,7 +24,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .options import DynamicOptions
 
 
 class DeviceGate:
@@ -163,36 +166,43 @@ def run_concurrently(todo: Sequence[int], one: Callable[[int, Slot], Any], jobs:
                 done(i, f.result())
 
 
-def concurrency(options: Any) -> int:
+def concurrency(options: DynamicOptions) -> int:
     """Candidates in flight: ``--jobs``, on the CPU at most one per core (each candidate's probes
     keep a core busy)."""
-    jobs = max(1, int(getattr(options, "jobs", 1) or 1))
-    if getattr(options, "device", "auto") == "cpu" or not visible_gpus(getattr(options, "device", "auto")):
+    jobs = max(1, int(options.jobs or 1))
+    if options.device == "cpu" or not visible_gpus(options.device):
         jobs = min(jobs, os.cpu_count() or 1)
     return jobs
 
 
-def run_candidates(todo: Sequence[int], one: Callable[[int, Any], Any], options: Any,
-                   done: Callable[[int, Any], None]) -> None:
-    """The pipeline's dynamic stage over ``todo``: the default worker pool sized to the
-    concurrency (two spare sandboxes per candidate in flight) and given the build cache, then
-    ``run_concurrently``."""
+def prepare(options: DynamicOptions) -> tuple[int, Scheduler]:
+    """The default worker pool sized to the concurrency (two spare sandboxes per candidate in
+    flight), given the build cache and the build farm; the concurrency and the scheduler whose
+    device gate the candidates share.  The pool and its farm are the process's: a caller that keeps
+    the scheduler (``hackscan.Verifier``) keeps all three warm across calls."""
     from .pool import default_pool
 
     jobs = concurrency(options)
-    extra = getattr(options, "extra", None) or {}
-    pool = default_pool(getattr(options, "sandbox", None))
+    extra = options.extra or {}
+    pool = default_pool(options.sandbox)
     pool.spares = max(pool.spares, 2 * jobs)
     if extra.get("build_cache"):
         pool.cache_root = str(extra["build_cache"])
     from .farm import BuildFarm, arch_list
 
     # every worker, the build farm's included, builds for the same CUDA architectures (farm.py)
-    pool.cuda_arch = arch_list(visible_gpus(getattr(options, "device", "auto")), extra.get("cuda_arch"))
+    pool.cuda_arch = arch_list(visible_gpus(options.device), extra.get("cuda_arch"))
     if pool.farm is None:
         pool.farm = BuildFarm(jobs)
-    scheduler = Scheduler(getattr(options, "device", "auto"))
+    scheduler = Scheduler(options.device)
     scheduler.share = jobs
+    return jobs, scheduler
+
+
+def run_candidates(todo: Sequence[int], one: Callable[[int, Any], Any], options: DynamicOptions,
+                   done: Callable[[int, Any], None]) -> None:
+    """The pipeline's dynamic stage over ``todo``: ``prepare``, then ``run_concurrently``."""
+    jobs, scheduler = prepare(options)
     if jobs == 1:
         # one candidate at a time: nothing to gate, and the run is what it always was
         for i in todo:

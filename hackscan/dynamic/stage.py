@@ -33,6 +33,7 @@ from . import confirm, runnable
 from .compare import Tolerance
 from .judge import R_DOES_NOT_RUN, R_FORGED, R_UNANSWERED, Judge, ProbeRecord, audit_probe_reply
 from .link import link_findings
+from .options import DynamicOptions
 from .plan import FIRST_ROUND, Plan, make_plan, steering_from
 from .pool import WorkerPool, default_pool
 from .protocol import CheckedSession
@@ -51,13 +52,13 @@ class DynamicFailure(Exception):
     verdict becomes ``error`` (fail closed), with this message in ``report.dynamic["reason"]``."""
 
 
-def _pipeline_options(options: Any) -> dict[str, Any]:
-    extra = getattr(options, "extra", None) or {}
+def _pipeline_options(options: DynamicOptions) -> dict[str, Any]:
+    extra = options.extra or {}
     return dict(extra.get("dynamic", extra))
 
 
 class DynamicRun:
-    def __init__(self, sub: Submission, report: Report, options: Any, config: Config, pool: WorkerPool,
+    def __init__(self, sub: Submission, report: Report, options: DynamicOptions, config: Config, pool: WorkerPool,
                  registry: Registry, on_phase: Callable[[str], None] | None = None, slot: Any = None):
         self.sub = sub
         # where this candidate runs among others (schedule.py): its device gate and GPU; None: alone
@@ -194,7 +195,13 @@ class DynamicRun:
         settled = self._settled(dyn + list(self.protocol_findings))
         if verdict_for(settled) is not Verdict.HACK:
             return []
-        return sorted({f.rule for f in settled if not f.suppressed and f.severity is Severity.ERROR})
+        # a gate that rejects only some classes (``reject_classes``) still scores the others by their
+        # speed: their errors alone do not make timing pointless
+        from ..classes import CLASSES, class_of_rule
+
+        wanted = set(CLASSES if self.config.reject_classes is None else self.config.reject_classes)
+        return sorted({f.rule for f in settled if not f.suppressed and f.severity is Severity.ERROR
+                       and class_of_rule(f.rule) in wanted})
 
     def _hold_work(self) -> None:
         """Loading, building and probing share the device with other candidates' (schedule.py)."""
@@ -972,13 +979,13 @@ class DynamicRun:
         from . import perf_run
 
         try:
-            return perf_run.wanted_baselines(getattr(self.options, "baselines", None), device)
+            return perf_run.wanted_baselines(self.options.baselines, device)
         except ValueError as exc:
             self.info["performance_note"] = str(exc)
             return perf_run.wanted_baselines(None, device)
 
     def _perf_wanted(self) -> bool:
-        return bool(getattr(self.options, "perf", False))
+        return bool(self.options.perf)
 
     def _perf(self, ref: Session, cand: Session | None, j: Any, refs: dict[str, dict[str, Any]], plan: Plan,
               device: str) -> list[Finding]:
@@ -1356,13 +1363,13 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-def run_dynamic_stage(sub: Submission, report: Report, options: Any, config: Config,
+def run_dynamic_stage(sub: Submission, report: Report, options: DynamicOptions, config: Config,
                       pool: WorkerPool | None = None, on_phase: Callable[[str], None] | None = None,
                       slot: Any = None) -> Report:
     """Run the candidate on hidden inputs in isolated workers; return ``report`` with dynamic findings,
     ``report.dynamic`` filled and the verdict recomputed.  ``on_phase(name)`` is told each phase as
     it starts (setup, build, probes, timing)."""
     registry = load_registry()
-    run = DynamicRun(sub, report, options, config, pool or default_pool(getattr(options, "sandbox", None)), registry,
+    run = DynamicRun(sub, report, options, config, pool or default_pool(options.sandbox), registry,
                      on_phase, slot)
     return run.execute()

@@ -23,12 +23,15 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..annotations import parse_annotations
 from ..config import Config
 from ..inputs import InputOptions, Submission, discover
 from ..model import Report, Stage
+
+if TYPE_CHECKING:
+    from ..pipeline import RunOptions
 from ..registry import Registry, load_registry
 
 DEFINITIONS = (
@@ -95,7 +98,7 @@ class Measurement:
                 "classes": [t.to_dict() for t in self.classes]}
 
 
-def _scan(subs: Sequence[Submission], config: Config, jobs: int, dynamic: bool, options: Any = None) -> list[Report]:
+def _scan(subs: Sequence[Submission], config: Config, jobs: int, dynamic: bool, options: RunOptions | None = None) -> list[Report]:
     """Scan each file in the mode its annotations ask for (``# hackscan-test: mode=audit``)."""
     from ..parallel import scan_items
 
@@ -122,7 +125,7 @@ def _scan(subs: Sequence[Submission], config: Config, jobs: int, dynamic: bool, 
 
 
 def measure(paths: Iterable[str], *, config: Config | None = None, registry: Registry | None = None,
-            jobs: int = 1, dynamic: bool = False, run_options: Any = None) -> Measurement:
+            jobs: int = 1, dynamic: bool = False, run_options: RunOptions | None = None) -> Measurement:
     """Scan every file under ``paths`` and compare what fired with what the annotations say."""
     registry = registry or load_registry()
     config = config or Config()
