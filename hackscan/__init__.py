@@ -18,12 +18,8 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from .config import Config
-    from .dynamic.options import VerifyOptions
-    from .inputs import Submission
+    from .inputs import InputProblem, Submission
     from .model import Report
-    from .rl.reward import RewardPolicy
-    from .rl.verification import Speedup, Verification
-    from .rl.verifier import Verifier, verify
 
 __all__ = ["scan_source", "scan_batch", "scan_paths", "Scanner", "default_scanner", "verify", "Verifier",
            "Verification", "Speedup", "VerifyOptions", "RewardPolicy", "__version__"]
@@ -84,10 +80,18 @@ class Scanner:
         return out
 
 
-def _submission(code: str, reference: str | None, path: str) -> Submission:
+def _submission(code: str, reference: str | None, path: str) -> Submission | InputProblem:
     """One candidate as the stages take it; a candidate that defines ``Model`` too is its own
-    reference when none is given."""
-    from .inputs import _MODEL_CLASS, _MODELNEW_CLASS, Submission
+    reference when none is given.  A generation with no code (not a string, empty, or the string
+    ``"None"`` that datasets store for a failed generation) is an input problem, verdict ``error``,
+    as the command line reports it: a gate must never half-analyse nothing and accept it."""
+    from .inputs import _MODEL_CLASS, _MODELNEW_CLASS, InputProblem, Submission
+
+    if not isinstance(code, str):
+        return InputProblem(path, f"the candidate is {type(code).__name__}, not source text: no code to analyse")
+    if code.strip() in ("", "None"):
+        what = "empty" if not code.strip() else 'the string "None"'
+        return InputProblem(path, f"the candidate is {what}: no code to analyse")
 
     self_ref = False
     if reference is None and _MODEL_CLASS.search(code) and _MODELNEW_CLASS.search(code):

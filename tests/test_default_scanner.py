@@ -57,3 +57,19 @@ def test_a_cached_scanner_gives_what_a_fresh_one_gives() -> None:
     cached = hackscan.scan_source(hack, ref)
     fresh = hackscan.Scanner().scan(hack, ref)
     assert cached.findings and cached.to_dict() == fresh.to_dict()
+
+
+@pytest.mark.parametrize("code", ["", "  \n", "None", None, 42])
+def test_no_code_is_an_error_the_gate_rejects(code) -> None:
+    # an empty generation must score the floor: half-analysed, it would be a warning-only
+    # ``suspicious`` result that a gate accepting warnings rewards
+    report = hackscan.scan_source(code, reference="import torch\n")
+    assert report.verdict.value == "error"
+    assert [f.rule for f in report.findings] == ["HS006"]
+    assert hackscan.Scanner(reject_classes=["gaming"]).rejects(report)
+
+
+def test_a_model_less_generation_is_still_analysed() -> None:
+    report = hackscan.scan_source("x = 1\n", reference="import torch\n")
+    assert report.verdict.value != "error"
+    assert "HS117" in {f.rule for f in report.findings}

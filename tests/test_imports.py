@@ -48,6 +48,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("engine", ("hackscan.engine", "hackscan")),
     ("stages", ("hackscan.dynamic", "hackscan.perf", "hackscan.output")),
     ("batch", ("hackscan.parallel", "hackscan.pipeline", "hackscan.resume", "hackscan.cluster")),
+    # the verified reward drives whole batches (pipeline, Ray) for a training loop
+    ("rl", ("hackscan.rl",)),
     ("measure", ("hackscan.measure",)),
     ("cli", ("hackscan.cli", "hackscan.__main__")),
 ]
