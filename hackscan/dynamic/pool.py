@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..util.tail import read_tail
 from .session import Session, WorkerFailure
 
 
@@ -70,10 +71,7 @@ class Zygote:
         self.start_seconds = time.monotonic() - self.started
 
     def log_tail(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-2000:]
-        except OSError:
-            return ""
+        return read_tail(self.log_path, 2000)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
