@@ -284,7 +284,8 @@ class WorkerPool:
             return Launcher("cpu" if gpu == "cpu" else "cuda", log_dir, warm=self.warm,
                             profile=load_profile(harness), gpu=only,
                             spares=farm.slots if farm is not None else self.spares,
-                            cache_root=Path(self.cache_root) if self.cache_root else None, extra_env=env)
+                            cache_root=Path(self.cache_root) if self.cache_root else None, extra_env=env,
+                            mode=self.sandbox)
         except SandboxUnavailable as exc:
             with self._lock:
                 self.failures[key] = f"no sandbox for untrusted code: {exc}"

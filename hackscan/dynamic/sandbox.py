@@ -54,8 +54,23 @@ from ..util.tail import read_tail
 from .session import Session, WorkerFailure
 from .shared import wire
 
-# --sandbox: the first is the default
-MODES = ("required", "off")
+# --sandbox: the first is the default.  required: every wall, the syscall filter included (a
+# missing one fails closed); no-seccomp: every wall but the filter, asked for by name and said on
+# every run; off: no walls (the zygote)
+MODES = ("required", "no-seccomp", "off")
+WEAKER = {"no-seccomp": "candidates run in the sandbox without its syscall filter (seccomp)",
+          "off": "candidates run with no sandbox at all"}
+
+
+def seccomp_problem() -> str | None:
+    """Why this host cannot give a sandbox its syscall filter (None when it can), in one line."""
+    c = check()
+    if c.get("seccomp"):
+        return None
+    return ("no syscall filter for the sandbox: pyseccomp and the system's libseccomp.so.2 are needed "
+            f"({c.get('seccomp_problem') or 'unknown'}); `make install` installs both, "
+            "or `pip install pyseccomp` and `apt-get install libseccomp2`; "
+            "--sandbox no-seccomp runs without the filter, by name")
 
 # the package name hackscan's worker-side code runs under inside a sandbox: KernelBench's own
 # package is ``src`` (its harness frame is ``src.eval``, see profiles.py)
@@ -829,10 +844,14 @@ class Launcher:
 
     def __init__(self, device: str, log_dir: Path, start_timeout: float = 180.0, warm: bool = True,
                  profile: Profile | None = None, cache_root: Path | None = None, spares: int = 2,
-                 gpu: str | None = None, extra_env: dict[str, str] | None = None):
+                 gpu: str | None = None, extra_env: dict[str, str] | None = None, mode: str = MODES[0]):
         c = check()
         if c.get("problem"):
             raise SandboxUnavailable(c["problem"])
+        # --sandbox required means every wall: no filter, no sandbox (fail closed)
+        if mode == "required" and seccomp_problem():
+            raise SandboxUnavailable(seccomp_problem())
+        self.mode = mode
         self.device = device
         self.log_dir = log_dir
         self.warm = warm
@@ -883,7 +902,7 @@ class Launcher:
             first.destroy()
             raise
         self.info: dict[str, Any] = dict(first.ready.get("info") or {}) if first.ready else {}
-        self.info["sandbox"] = guarantees()
+        self.info["sandbox"] = dict(guarantees(), mode=mode)
         self.start_seconds = time.monotonic() - self.started
         self._spares.append(first)
         self._refill()
