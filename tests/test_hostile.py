@@ -585,6 +585,9 @@ def test_the_harvest_follows_no_link_out_of_the_sandbox(tmp_path, whole) -> None
     plain.mkdir(parents=True)
     (plain / "plain.so").write_bytes(b"\x7fELF plain")
     (plain / "build.ninja").write_text("rule cxx\n")
+    (plain / "src").mkdir()  # ``load`` pins its sources here
+    (plain / "src" / "k.cpp").write_text("int k;\n")
+    os.symlink(target, plain / "src" / "up")
     _fixture("harvest_link").plant(str(private / "tmp"), str(target), whole=whole)
     cache = BuildCache(tmp_path / "cache")
     out = cache.harvest("k", private)
@@ -599,7 +602,7 @@ def test_the_harvest_follows_no_link_out_of_the_sandbox(tmp_path, whole) -> None
     else:
         # the lure's own regular .so is a build of this source: kept, its links are not
         assert got == ["lure_0123456789", "lure_0123456789/lure.so", "plain_0123", "plain_0123/build.ninja",
-                       "plain_0123/plain.so"], got
+                       "plain_0123/plain.so", "plain_0123/src", "plain_0123/src/k.cpp"], got
         refused = {r["name"]: r["why"] for r in out["refused"]}
         assert "other_source_builds" in refused and "big_0123456789" in refused, out
 

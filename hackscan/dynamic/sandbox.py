@@ -557,7 +557,8 @@ EXT_REL = ("tmp", ".cache", "ext")
 # this many bytes and files, and this many bytes in all (a build of a few kernels is a few MiB of
 # objects and one .so; a candidate that builds more keeps its builds for this run only)
 HARVEST_FOLDER_BYTES = 256 << 20
-HARVEST_FILES = 64
+HARVEST_FILES = 256
+HARVEST_DEPTH = 2
 HARVEST_SOURCE_BYTES = 512 << 20
 
 
@@ -630,24 +631,37 @@ class BuildCache:
             return "not a plain folder (a link?)"
         dest = self._dir(source_key)
         tmp = dest / f".{name}.{os.getpid()}.{time.monotonic_ns()}"
+        opened: list[int] = [fd]
         try:
-            names = sorted(os.listdir(fd))
-            if "lock" in names:
+            if "lock" in os.listdir(fd):
                 return "a build killed half-way (its lock is there)"
-            if len(names) > HARVEST_FILES:
-                return f"{len(names)} entries, over {HARVEST_FILES}"
+            # regular files, in plain folders down to HARVEST_DEPTH (``load`` pins its sources in
+            # ``src/``); links, fifos and devices are never followed nor copied
+            files: list[tuple[str, int, str, int]] = []
+            stack: list[tuple[int, str, int]] = [(fd, "", 0)]
+            while stack:
+                dfd, rel, depth = stack.pop()
+                for n in sorted(os.listdir(dfd)):
+                    st = os.lstat(n, dir_fd=dfd)
+                    if stat.S_ISREG(st.st_mode):
+                        files.append((rel + n, dfd, n, st.st_size))
+                    elif stat.S_ISDIR(st.st_mode) and depth < HARVEST_DEPTH:
+                        sub = os.open(n, _DIR_NOFOLLOW, dir_fd=dfd)
+                        opened.append(sub)
+                        stack.append((sub, rel + n + "/", depth + 1))
+                    if len(files) + len(opened) > HARVEST_FILES:
+                        return f"over {HARVEST_FILES} entries"
             cap = min(HARVEST_FOLDER_BYTES, room)
-            plain = [(n, os.lstat(n, dir_fd=fd)) for n in names]
-            plain = [(n, st) for n, st in plain if stat.S_ISREG(st.st_mode)]  # never a link, folder, fifo
-            size = sum(st.st_size for _, st in plain)
+            size = sum(f[3] for f in files)
             if size > cap:
                 return f"{size >> 20} MiB, over {cap >> 20} MiB"
-            if not any(n.endswith(".so") and _elf_at(fd, n) for n, _ in plain):
+            if not any(rel.endswith(".so") and "/" not in rel and _elf_at(dfd, n) for rel, dfd, n, _ in files):
                 return "no compiled extension (a regular ELF .so) in it"
             dest.mkdir(parents=True, exist_ok=True)
             tmp.mkdir()
-            for n, st in plain:
-                _copy_plain(fd, n, tmp / n, st.st_size)
+            for rel, dfd, n, nbytes in files:
+                (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+                _copy_plain(dfd, n, tmp / rel, nbytes)
             old = dest / name
             if old.is_symlink() or old.is_file():
                 old.unlink()
@@ -659,7 +673,8 @@ class BuildCache:
             shutil.rmtree(tmp, ignore_errors=True)
             return f"not copied: {exc.strerror or exc}"
         finally:
-            os.close(fd)
+            for f in reversed(opened):
+                os.close(f)
 
 
 _DIR_NOFOLLOW = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW

@@ -70,6 +70,11 @@ def total_memory() -> int:
 class Session:
     """A conversation with one worker, under one overall deadline."""
 
+    # when the last request went out (the earliest a build notice may be stamped) and the wall
+    # deadline (``bound``); set per session, defaults for one made without ``__init__``
+    _sent_at = float("-inf")
+    wall_deadline: float | None = None
+
     def __init__(self, zygote: Any, pid: int, sock: socket.socket, log: Path, timeout: float,
                  mem_bytes: int | None, handle: Any = None):
         self.zygote = zygote
