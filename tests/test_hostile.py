@@ -696,3 +696,13 @@ def test_a_weaker_sandbox_is_asked_for_by_name_and_said_on_every_run(monkeypatch
         _sandbox_walls(mode)
         err = capsys.readouterr().err
         assert err.startswith(f"hackscan: warning: --sandbox {mode}: ") and words in err, err
+
+
+@pytest.mark.slow
+def test_a_malformed_frame_from_a_sandboxed_candidate_rejects_it(pool, tmp_path) -> None:
+    """End to end, once: the candidate's own frame on its worker's channel is its fault (a
+    rejection), not an internal error of hackscan's."""
+    path = _place(tmp_path / "user", "malformed_frames.py", _source("malformed_frames.py", ARM="yes"))
+    report = _scan(pool, path)
+    assert report.verdict is Verdict.HACK, _describe(report)
+    assert "internal error" not in (report.error or "") and "internal error" not in _describe(report)
