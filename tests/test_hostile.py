@@ -627,14 +627,14 @@ def test_a_static_deadline_ends_one_submission_alone(monkeypatch) -> None:
     from hackscan.python import resolve
 
     monkeypatch.setenv("HACKSCAN_STATIC_DEADLINE", "1")
-    original = resolve.Resolver._eval1
+    original = resolve.Resolver._eval
 
     def slow(self, e, *a):
         if isinstance(e, __import__("ast").Constant) and e.value == "// pad\n":
             time.sleep(30)
         return original(self, e, *a)
 
-    monkeypatch.setattr(resolve.Resolver, "_eval1", slow)
+    monkeypatch.setattr(resolve.Resolver, "_eval", slow)
     blow, benign = HOSTILE / "static_blowup.py", HOSTILE / "benign.py"
     scanner = StaticScanner(_Config())
     t = time.monotonic()

@@ -373,9 +373,6 @@ class Resolver:
         self._total -= 1
         if self._steps < 0 or self._total < 0:
             raise Unresolved("too much work")
-        return _bounded(self._eval1(e, scope, line, depth))
-
-    def _eval1(self, e: ast.AST, scope: Scope, line: int, depth: int) -> Any:
         d = depth + 1
         # dispatch on the exact class (a parsed tree holds no subclasses of these), the most
         # common first
@@ -387,7 +384,7 @@ class Resolver:
             node, kind, where, at = found
             return self._binding_value(e.id, node, kind, where, at, d)  # type: ignore[attr-defined]
         if t is ast.Call:  # near the top: most calls raise, and a raise's traceback line is looked up
-            return self._call(e, scope, line, d)  # type: ignore[arg-type]
+            return _bounded(self._call(e, scope, line, d))  # type: ignore[arg-type]
         if t is ast.Constant:
             if isinstance(e.value, str):
                 decoded = decode_literal(self.host, e)
@@ -411,7 +408,7 @@ class Resolver:
             decoded = decode_literal(self.host, e, field_eval)
             if decoded is None or decoded[1]:
                 raise Unresolved("f-string with unknown fields")
-            return decoded[0]
+            return _bounded(decoded[0])
         if t is ast.Attribute:
             return self._attribute(e, scope, line, d)  # type: ignore[arg-type]
         if t is ast.List or t is ast.Tuple:
@@ -424,11 +421,11 @@ class Resolver:
                     out.extend(inner)
                 else:
                     out.append(self._eval(elt, scope, line, d))
-            return out
+            return _bounded(out)
         if t is ast.BinOp:
             left = self._eval(e.left, scope, line, d)
             right = self._eval(e.right, scope, line, d)
-            return self._binop(e, left, right)
+            return _bounded(self._binop(e, left, right))
         if t is ast.UnaryOp and isinstance(e.op, (ast.USub, ast.UAdd)):  # type: ignore[attr-defined]
             v = self._eval(e.operand, scope, line, d)
             if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -446,7 +443,7 @@ class Resolver:
             if found is None:
                 raise Unresolved(f"+= on unknown {name}")
             prev = self._binding_value(name, *found[:3], found[3], d + 1)
-            return self._binop(ast.BinOp(op=ast.Add()), prev, self._eval(node, where, at, d))
+            return _bounded(self._binop(ast.BinOp(op=ast.Add()), prev, self._eval(node, where, at, d)))
         raise Unresolved(f"{name} is bound by {kind}")
 
     def _attribute(self, e: ast.Attribute, scope: Scope, line: int, d: int) -> Any:
