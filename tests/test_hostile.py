@@ -585,6 +585,7 @@ def test_the_harvest_follows_no_link_out_of_the_sandbox(tmp_path, whole) -> None
     plain.mkdir(parents=True)
     (plain / "plain.so").write_bytes(b"\x7fELF plain")
     (plain / "build.ninja").write_text("rule cxx\n")
+    os.utime(plain / "plain.so", ns=(2_000_000_000 * 10**9, 2_000_000_000 * 10**9))  # newer than its inputs
     (plain / "src").mkdir()  # ``load`` pins its sources here
     (plain / "src" / "k.cpp").write_text("int k;\n")
     os.symlink(target, plain / "src" / "up")
@@ -603,6 +604,8 @@ def test_the_harvest_follows_no_link_out_of_the_sandbox(tmp_path, whole) -> None
         # the lure's own regular .so is a build of this source: kept, its links are not
         assert got == ["lure_0123456789", "lure_0123456789/lure.so", "plain_0123", "plain_0123/build.ninja",
                        "plain_0123/plain.so", "plain_0123/src", "plain_0123/src/k.cpp"], got
+        # the build's times kept: ninja would rebuild a .so older than its sources
+        assert (root / "plain_0123" / "plain.so").stat().st_mtime_ns == 2_000_000_000 * 10**9
         refused = {r["name"]: r["why"] for r in out["refused"]}
         assert "other_source_builds" in refused and "big_0123456789" in refused, out
 

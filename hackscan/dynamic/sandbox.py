@@ -706,6 +706,10 @@ def _copy_plain(folder: int, name: str, dest: Path, size: int) -> None:
                     break
                 out.write(chunk)
                 left -= len(chunk)
+        # the build's own times: ninja rebuilds an output older than its inputs, and a copy made
+        # in name order would leave main.cpp newer than the .so built from it
+        st = os.fstat(fd)
+        os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns))
     finally:
         os.close(fd)
 
