@@ -36,14 +36,15 @@ install: $(PY) sandbox-tools
 	$(PY) -m pip install -q torch==2.13.0 $(QUIET_PIP)
 	$(PY) -m pip install -q -e ".[dynamic,clang,dev,ray]" $(QUIET_PIP)
 
-# bubblewrap (Debian/Ubuntu package): every process that runs candidate code is sandboxed with it,
-# and the dynamic stage refuses to run without it
+# bubblewrap and libseccomp (Debian/Ubuntu packages): every process that runs candidate code is
+# sandboxed with bwrap under a syscall filter (pyseccomp, from the dynamic extra, loads the system's
+# libseccomp.so.2); --sandbox required refuses to run without either
 sandbox-tools:
-	@command -v bwrap >/dev/null 2>&1 || { \
+	@{ command -v bwrap >/dev/null 2>&1 && { ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2 '; }; } || { \
 	  SUDO=""; [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO="sudo"; \
 	  if command -v apt-get >/dev/null 2>&1; then \
-	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null; \
-	  else echo "hackscan: install bubblewrap (bwrap) with your package manager; the dynamic stage needs it"; fi; }
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends bubblewrap libseccomp2 >/dev/null; \
+	  else echo "hackscan: install bubblewrap (bwrap) and libseccomp with your package manager; the dynamic stage needs them"; fi; }
 
 # The demo set holds hacks on purpose, so hackscan exits 1 on it, as it should in CI: the demo
 # prints the report, then says what that exit code means, and succeeds.  Exit 2 (a usage or internal

@@ -108,6 +108,7 @@ class Device(StrEnum):
 
 class Sandbox(StrEnum):
     required = "required"
+    no_seccomp = "no-seccomp"
     off = "off"
 
 
@@ -156,6 +157,23 @@ def _split(values: list[str] | None) -> tuple[str, ...]:
 def _fail(message: str) -> typer.Exit:
     typer.echo(f"hackscan: error: {message}", err=True)
     return typer.Exit(2)
+
+
+def _sandbox_walls(mode: str) -> None:
+    """``--sandbox required`` means every wall: a missing syscall filter fails the run here, in one
+    line; a weaker mode, asked for by name, is said on every run."""
+    import importlib.util
+
+    from .dynamic.sandbox import WEAKER, check, seccomp_problem
+
+    if mode == "required":
+        # where no sandbox can be built at all (no bwrap, no torch), each submission's dynamic
+        # stage says so and fails closed as before; here only the missing filter is new
+        problem = None if check().get("problem") or importlib.util.find_spec("torch") is None else seccomp_problem()
+        if problem:
+            raise _fail(f"--sandbox required: {problem}")
+    elif mode in WEAKER:
+        typer.echo(f"hackscan: warning: --sandbox {mode}: {WEAKER[mode]}", err=True)
 
 
 def _version(value: bool) -> None:
@@ -226,8 +244,9 @@ def scan(
                                         "timed. thorough: the fixed counts and budgets, whatever the interval."),
     sandbox: Sandbox = typer.Option(
         Sandbox.required, "--sandbox", help="required: every process that runs candidate code is in its own OS "
-                                             "sandbox (bubblewrap; refuses to run without one). off: no walls, "
-                                             "only for code you trust."),
+                                             "sandbox (bubblewrap) with every wall, the syscall filter "
+                                             "included; refuses to run without them. no-seccomp: the sandbox "
+                                             "without its syscall filter. off: no walls, only for code you trust."),
     baselines: str | None = typer.Option(
         None, "--baselines", metavar="LIST", help="What speedups are measured against: eager (strict fp32, always), tf32 (GPU), "
                                   "compile (torch.compile). Default: eager,tf32,compile on a GPU, eager on the CPU."),
@@ -337,6 +356,8 @@ def scan(
             chosen = tuple(dict.fromkeys(normalise_baseline(b) for b in _split([baselines])))
         except ValueError as exc:
             raise _fail(str(exc)) from None
+    if not static:
+        _sandbox_walls(sandbox.value)
     seed_drawn = False
     if seed is None and (sample is not None or not static):
         # one fresh seed for the whole run, stated at the end of the report: the same sample can be

@@ -41,6 +41,46 @@ class ScanOptions:
     config: Config = Config()
 
 
+class StaticDeadline(BaseException):
+    """The static analysis of one submission ran past its deadline.  A ``BaseException``: a rule's
+    own ``except Exception`` must not swallow it."""
+
+
+def deadline_seconds() -> float:
+    """Each submission's static deadline: ``HACKSCAN_STATIC_DEADLINE`` seconds, 60 by default (a
+    file takes milliseconds; the value resolver's own bounds stop the known blow-ups long before)."""
+    import os
+
+    try:
+        return float(os.environ.get("HACKSCAN_STATIC_DEADLINE") or 60.0)
+    except ValueError:
+        return 60.0
+
+
+@contextmanager
+def static_deadline(seconds: float) -> Iterator[None]:
+    """Raise ``StaticDeadline`` in this thread after ``seconds`` (a real-time timer, SIGALRM).  On
+    a thread other than the main one, or where the timer is in use, nothing is armed: the parallel
+    scanner's per-file timeout and the resolver's bounds still hold there."""
+    import signal
+
+    if (threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer")
+            or not seconds > 0 or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
+        yield
+        return
+
+    def expired(signum: int, frame: Any) -> None:
+        raise StaticDeadline(f"the static analysis ran past its {seconds:g} s deadline")
+
+    previous = signal.signal(signal.SIGALRM, expired) or signal.SIG_DFL
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 class StaticScanner:
     def __init__(self, config: Config | None = None, registry: Registry | None = None,
                  reference_cache_size: int = 8):
@@ -94,9 +134,17 @@ class StaticScanner:
             # what ``scan_gc`` does, called directly
             _pause_gc()
             try:
-                return self._scan(item)
+                with static_deadline(deadline_seconds()):
+                    return self._scan(item)
             finally:
                 _resume_gc()
+        except StaticDeadline as exc:
+            # this submission alone: an error result, and the next submission is scanned
+            finding = self._finding_for(
+                self.registry.get(ANALYSIS_FAILURE), Location(item.file or item.path, 1, 1, record=item.record),
+                f"hackscan failed to analyse this submission: {exc}")
+            return Report(path=item.path, verdict=Verdict.ERROR, findings=(finding,), error=str(exc),
+                          record=item.record, meta=dict(item.meta))
         except Exception as exc:  # a bug in hackscan must not lose the other submissions
             finding = self._finding_for(
                 self.registry.get(ANALYSIS_FAILURE),

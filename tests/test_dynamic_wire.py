@@ -118,7 +118,7 @@ def test_the_parent_side_never_imports_torch() -> None:
 
 
 def _spilled_read(msg, monkeypatch: pytest.MonkeyPatch, tmp_path, threshold: int):
-    """Receive ``msg`` the way a parent session does (spill.buffer), with frames of at least
+    """Receive ``msg`` the way a parent session does (spill.sink), with frames of at least
     ``threshold`` bytes received into the spill folder."""
     import mmap
 
@@ -127,7 +127,7 @@ def _spilled_read(msg, monkeypatch: pytest.MonkeyPatch, tmp_path, threshold: int
     monkeypatch.setattr(spill, "SPILL_BYTES", threshold)
     monkeypatch.setenv("HACKSCAN_SPILL_DIR", str(tmp_path / "spill"))
     a, b = socket.socketpair()
-    reader = wire.FrameReader(b, spill.buffer)
+    reader = wire.FrameReader(b, spill.sink)
     t = threading.Thread(target=wire.send, args=(a, msg))
     t.start()
     frame = None

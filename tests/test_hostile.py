@@ -314,3 +314,398 @@ def test_the_command_line_fails_closed_when_the_reference_is_killed(tmp_path) ->
     run = _cli(str(path), "--ref", str(path.parent / "reference.py"), "--no-color", "-f", "text")
     assert run.returncode != 0, ("the CLI's exit code is non-zero when the dynamic stage could not finish "
                                  f"(fail closed), got {run.returncode}:\n" + run.stdout[-2000:] + run.stderr[-1000:])
+
+
+# ------------------------------------------------------------------------------------ the parent's own walls
+# Attacks on the parent itself (a worker's channel, its log, its build folders, the static stage),
+# run at the parent's code paths directly: a fake worker writes the fixture's hostile frames into a
+# socket the parent reads, with no sandbox or torch start.  Each fixture does its attack at import
+# only when armed (``@@ARM@@``); unarmed, it is imported here for its frames and helpers.
+def _fixture(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"hostile_{name}", HOSTILE / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class _Limit:
+    def oom_kills(self) -> int:
+        return 0
+
+
+class _FakeHandle:
+    """What a ``Session`` asks of a sandbox, for a fake worker that is a socket in this process."""
+
+    def __init__(self, private: Path | None = None, status: int | None = 9):
+        self.limit = _Limit()
+        self.private = private
+        self._disk_at = 0.0
+        self.status = status
+        self.killed = False
+
+    def rss(self) -> int:
+        return 0
+
+    def disk_over(self):
+        if self.private is None:
+            return None
+        from hackscan.dynamic.sandbox import Handle
+
+        return Handle.disk_over(self)
+
+    def kill(self) -> None:
+        self.killed = True
+
+    def exit_status(self, wait: float = 1.0):
+        return self.status
+
+    def destroy(self) -> None:
+        pass
+
+
+def _session(tmp_path: Path, timeout: float, handle: _FakeHandle | None = None, log: Path | None = None):
+    from hackscan.dynamic.session import Session
+
+    ours, theirs = socket.socketpair()
+    log = log or tmp_path / "worker.log"
+    log.touch()
+    s = Session(None, -1, ours, log, timeout, None, handle=handle or _FakeHandle())
+    s.pending = True
+    return s, theirs
+
+
+def test_a_huge_frame_header_reserves_only_what_arrives(tmp_path, monkeypatch) -> None:
+    import tracemalloc
+
+    from hackscan.dynamic import spill
+    from hackscan.dynamic.session import WorkerFailure
+
+    monkeypatch.setenv("HACKSCAN_SPILL_DIR", str(tmp_path / "spill"))
+    fx = _fixture("huge_frame_header")
+    sess, worker = _session(tmp_path, timeout=1.5)
+    for frame in fx.frames():
+        worker.sendall(frame)
+    tracemalloc.start()
+    try:
+        with pytest.raises(WorkerFailure) as info:
+            sess.recv()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert info.value.kind == "timeout", info.value.describe()
+    # the announced 30 GiB: neither the heap nor the spill file took more than what was sent
+    assert peak < 8 << 20, f"the parent allocated {peak >> 20} MiB for a frame of {fx.SENT} bytes sent"
+    sink = sess.reader._payload
+    assert isinstance(sink, spill.FileSink) and sink.got == fx.SENT
+    assert os.fstat(sink.fd).st_blocks * 512 <= 1 << 20, "the spill file was reserved ahead of the data"
+    worker.close()
+
+
+def test_a_frame_fitting_neither_disk_nor_memory_is_refused_before_it_is_read(tmp_path, monkeypatch) -> None:
+    from hackscan.dynamic import spill
+    from hackscan.dynamic.session import WorkerFailure
+
+    monkeypatch.setenv("HACKSCAN_SPILL_DIR", str(tmp_path / "no" / "such"))
+    monkeypatch.setattr(spill, "spill_dir", lambda: Path("/proc/no-spill-here"))
+    monkeypatch.setattr(spill, "MEMORY_FRAME_BYTES", 1 << 30)
+    sess, worker = _session(tmp_path, timeout=5.0)
+    worker.sendall(_fixture("huge_frame_header").frames()[0])
+    t = time.monotonic()
+    with pytest.raises(WorkerFailure) as info:
+        sess.recv()
+    assert info.value.kind == "protocol" and "fits neither" in str(info.value), info.value.describe()
+    assert time.monotonic() - t < 3.0
+    worker.close()
+
+
+@pytest.mark.parametrize("index", range(10))
+def test_a_malformed_frame_is_the_workers_fault(tmp_path, index) -> None:
+    """A frame the candidate caused is a protocol failure of its worker (HS411 in the stage),
+    never an exception of the parent's own (an internal error, exit 2)."""
+    from hackscan.dynamic.session import WorkerFailure
+
+    frames = _fixture("malformed_frames").frames()
+    sess, worker = _session(tmp_path, timeout=5.0)
+    worker.sendall(frames[index])
+    with pytest.raises(WorkerFailure) as info:
+        sess.recv()
+    assert info.value.kind == "protocol", info.value.describe()
+    worker.close()
+
+
+def test_a_protocol_failure_of_the_candidate_is_a_forged_reply_finding() -> None:
+    from hackscan.dynamic.session import WorkerFailure
+    from hackscan.dynamic.stage import DynamicRun
+
+    class _Run:
+        seed = 1
+
+        def make(self, rule, message, evidence):
+            return rule
+
+    exc = WorkerFailure("protocol", "the worker sent a malformed frame: a bare NaN in a frame")
+    assert DynamicRun._crash_finding(_Run(), exc, "loading") == "HS411"
+
+
+def test_build_notices_cannot_extend_the_candidates_wall_clock(tmp_path) -> None:
+    from hackscan.dynamic.session import WorkerFailure
+
+    fx = _fixture("clock_forward")
+    sess, worker = _session(tmp_path, timeout=1.0)
+    sess.compile_allowance = 1000.0  # a build may take long: only the wall deadline is left to end it
+    sess.bound(2.5)
+    stop = threading.Event()
+
+    def flood() -> None:
+        while not stop.is_set():
+            try:
+                for frame in fx.frames():
+                    worker.sendall(frame)
+            except OSError:
+                return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=flood, daemon=True)
+    t.start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(WorkerFailure) as info:
+            sess.recv()
+        # restarting the clock later does not move the wall deadline either
+        sess.dead = None
+        sess.restart_clock(3600.0)
+        assert sess.deadline <= sess.wall_deadline
+    finally:
+        stop.set()
+        worker.close()
+        t.join(5)
+    elapsed = time.monotonic() - start
+    assert info.value.kind == "timeout" and "wall-clock deadline" in str(info.value), info.value.describe()
+    assert elapsed < 2.5 + 1.0, f"the worker ran {elapsed:.1f} s past a 2.5 s wall deadline"
+
+
+def test_a_future_stamp_is_held_to_now(tmp_path) -> None:
+    sess, worker = _session(tmp_path, timeout=5.0)
+    sess.compile_allowance = 10.0
+    before = time.monotonic()
+    sess._progress({"build": "start", "at": before + 1e9})
+    assert sess.deadline <= time.monotonic() + 10.0 + 0.01
+    for bad in (float("nan"), float("inf"), "later", None, [1]):
+        sess._progress({"build": "end", "at": bad})
+        sess._progress({"build": "start", "at": bad})
+        assert sess.deadline == sess.deadline and sess.deadline < time.monotonic() + 11.0
+    worker.close()
+
+
+def test_a_dying_workers_huge_log_is_read_by_its_tail(tmp_path) -> None:
+    import tracemalloc
+
+    from hackscan.dynamic.session import WorkerFailure
+
+    fx = _fixture("loud_death")
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as fh:
+        fx.shout(fh.fileno(), 3 << 30)  # sparse: 3 GiB long, nothing on disk
+    sess, worker = _session(tmp_path, timeout=5.0, log=log, handle=_FakeHandle(status=9))
+    worker.close()  # the worker dies
+    tracemalloc.start()
+    try:
+        with pytest.raises(WorkerFailure) as info:
+            sess.recv()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert fx.LAST_WORDS in info.value.log_tail
+    assert peak < 8 << 20, f"the parent took {peak >> 20} MiB to show the tail of a 3 GiB log"
+
+
+def test_a_full_private_tmp_stops_the_worker(tmp_path, monkeypatch) -> None:
+    from hackscan.dynamic.session import WorkerFailure
+
+    monkeypatch.setenv("HACKSCAN_SANDBOX_DISK", str(8 << 20))
+    private = tmp_path / "private"
+    (private / "tmp").mkdir(parents=True)
+    _fixture("fill_disk").fill(str(private / "tmp"), 16 << 20)
+    sess, worker = _session(tmp_path, timeout=10.0, handle=_FakeHandle(private=private))
+    t = time.monotonic()
+    with pytest.raises(WorkerFailure) as info:
+        sess.recv()
+    assert info.value.kind == "disk" and "over the" in str(info.value), info.value.describe()
+    assert time.monotonic() - t < 3.0
+    worker.close()
+
+
+def test_the_sandbox_caps_every_file_it_writes(monkeypatch) -> None:
+    """RLIMIT_FSIZE is set in the process that becomes the sandbox (its log is capped with it)."""
+
+    from hackscan.dynamic import sandbox
+
+    monkeypatch.setenv("HACKSCAN_SANDBOX_DISK", str(16 << 20))
+    seen = {}
+
+    class _L:
+        def join_fn(self):
+            return lambda: None
+
+    class _Fake(sandbox.Launcher):
+        def __init__(self):
+            self._bpf_path = None
+
+        def _command(self, private):
+            return []
+
+        def _popen(self, cmd, **kw):
+            # the preexec in a child of its own, as Popen runs it
+            probe = "import resource; print(*resource.getrlimit(resource.RLIMIT_FSIZE))"
+            seen["out"] = subprocess.run([sys.executable, "-c", probe], preexec_fn=kw["preexec_fn"],
+                                         capture_output=True, text=True, timeout=60).stdout.split()
+            return None
+
+    _Fake()._launch(Path("/nonexistent"), _L(), ["x"], [], None)
+    assert seen["out"] == [str(16 << 20)] * 2, seen
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["links-inside", "whole-folder-a-link"])
+def test_the_harvest_follows_no_link_out_of_the_sandbox(tmp_path, whole) -> None:
+    from hackscan.dynamic.sandbox import BuildCache
+
+    target = tmp_path / "host"
+    target.mkdir()
+    secret = b"host secret " + uuid.uuid4().hex.encode()
+    (target / "secret.txt").write_bytes(secret)
+    # what a link to the host would bring in: a finished-looking build of another source
+    (target / "other_0123").mkdir()
+    (target / "other_0123" / "other.so").write_bytes(b"\x7fELF" + secret)
+    private = tmp_path / "private"
+    (private / "tmp").mkdir(parents=True)
+    # a plain finished build beside the lures: still kept (no false rejection)
+    plain = private / "tmp" / ".cache" / "ext" / "plain_0123"
+    plain.mkdir(parents=True)
+    (plain / "plain.so").write_bytes(b"\x7fELF plain")
+    (plain / "build.ninja").write_text("rule cxx\n")
+    os.utime(plain / "plain.so", ns=(2_000_000_000 * 10**9, 2_000_000_000 * 10**9))  # newer than its inputs
+    (plain / "src").mkdir()  # ``load`` pins its sources here
+    (plain / "src" / "k.cpp").write_text("int k;\n")
+    os.symlink(target, plain / "src" / "up")
+    _fixture("harvest_link").plant(str(private / "tmp"), str(target), whole=whole)
+    cache = BuildCache(tmp_path / "cache")
+    out = cache.harvest("k", private)
+    root = tmp_path / "cache" / "sandboxed" / "k" / "ext"
+    got = sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) if root.exists() else []
+    for p in root.rglob("*") if root.exists() else []:
+        assert not p.is_symlink(), f"a link reached the cache: {p}"
+        if p.is_file():
+            assert secret not in p.read_bytes(), f"host bytes reached the cache: {p}"
+    if whole:
+        assert got == [], f"the cache took {got} through a linked build folder"
+    else:
+        # the lure's own regular .so is a build of this source: kept, its links are not
+        assert got == ["lure_0123456789", "lure_0123456789/lure.so", "plain_0123", "plain_0123/build.ninja",
+                       "plain_0123/plain.so", "plain_0123/src", "plain_0123/src/k.cpp"], got
+        # the build's times kept: ninja would rebuild a .so older than its sources
+        assert (root / "plain_0123" / "plain.so").stat().st_mtime_ns == 2_000_000_000 * 10**9
+        refused = {r["name"]: r["why"] for r in out["refused"]}
+        assert "other_source_builds" in refused and "big_0123456789" in refused, out
+
+
+def test_the_static_stage_ends_on_constant_string_arithmetic(monkeypatch) -> None:
+    """The resolver's bounds (sizes and work) end the scan; the deadline stays unused."""
+    from hackscan.config import Config as _Config
+
+    monkeypatch.setenv("HACKSCAN_STATIC_DEADLINE", "60")
+    path = HOSTILE / "static_blowup.py"
+    t = time.monotonic()
+    report = StaticScanner(_Config()).scan(Submission(path=str(path), code=path.read_text(), file=str(path)))
+    elapsed = time.monotonic() - t
+    assert report.verdict is not Verdict.ERROR, report.error
+    assert any(f.rule == "HS002" and "too large" in f.message for f in report.findings), \
+        [f.message for f in report.findings]
+    assert elapsed < 20.0, f"{elapsed:.1f} s"
+
+
+def test_a_static_deadline_ends_one_submission_alone(monkeypatch) -> None:
+    from hackscan.config import Config as _Config
+    from hackscan.python import resolve
+
+    monkeypatch.setenv("HACKSCAN_STATIC_DEADLINE", "1")
+    original = resolve.Resolver._eval
+
+    def slow(self, e, *a):
+        if isinstance(e, __import__("ast").Constant) and e.value == "// pad\n":
+            time.sleep(30)
+        return original(self, e, *a)
+
+    monkeypatch.setattr(resolve.Resolver, "_eval", slow)
+    blow, benign = HOSTILE / "static_blowup.py", HOSTILE / "benign.py"
+    scanner = StaticScanner(_Config())
+    t = time.monotonic()
+    # a text of its own: the parse and the facts of a file scanned before are cached by its text
+    code = blow.read_text() + f"# {uuid.uuid4().hex}\n"
+    first = scanner.scan(Submission(path=str(blow), code=code, file=str(blow)))
+    assert time.monotonic() - t < 5.0
+    assert first.verdict is Verdict.ERROR and "deadline" in (first.error or ""), first.error
+    second = scanner.scan(Submission(path=str(benign), code=benign.read_text(), file=str(benign)))
+    assert second.verdict is not Verdict.ERROR
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "html", "json", "sarif"])
+def test_invisible_characters_never_reach_a_report_raw(fmt) -> None:
+    from hackscan.model import Confidence, Finding, Location, Severity, Stage
+    from hackscan.output import render
+
+    message = _fixture("invisible_text").MESSAGE
+    f = Finding(rule="HS408", name="does-not-run", severity=Severity.ERROR, confidence=Confidence.HIGH,
+                message=f"ModelNew raises RuntimeError: {message}", location=Location("c.py", 1, 1),
+                stage=Stage.DYNAMIC, evidence={"exception": message})
+    out = render([Report(path="c.py", verdict=Verdict.HACK, findings=(f,), error=message)], fmt)
+    raw = [hex(ord(c)) for c in set(out) if c in "\u200b\u2060\u00ad" or 0xE0000 <= ord(c) <= 0xE007F]
+    assert not raw, f"{fmt}: raw invisible characters {sorted(raw)[:6]}"
+
+
+# ------------------------------------------------------------------------------------ fail closed on a missing wall
+def _no_seccomp(monkeypatch) -> None:
+    from hackscan.dynamic import sandbox
+
+    facts = dict(sandbox.check(), seccomp=False, seccomp_problem="ModuleNotFoundError: No module named 'pyseccomp'")
+    facts.pop("problem", None)
+    monkeypatch.setattr(sandbox, "check", lambda: facts)
+
+
+def test_sandbox_required_fails_closed_without_the_syscall_filter(monkeypatch, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from hackscan.cli import app
+    from hackscan.dynamic import sandbox
+
+    _no_seccomp(monkeypatch)
+    path = _place(tmp_path / "user", "benign.py", _source("benign.py"))
+    run = CliRunner().invoke(app, [str(path), "--ref", str(path.parent / "reference.py"), "--device", "cpu"])
+    lines = [ln for ln in run.output.splitlines() if ln.strip()]
+    assert run.exit_code == 2, run.output
+    assert len(lines) == 1 and "--sandbox required" in lines[0] and "seccomp" in lines[0], run.output
+    # the library refuses as well (a pipeline that builds its own pool), before any sandbox starts
+    with pytest.raises(sandbox.SandboxUnavailable, match="syscall filter"):
+        sandbox.Launcher("cpu", tmp_path, mode="required")
+
+
+def test_a_weaker_sandbox_is_asked_for_by_name_and_said_on_every_run(monkeypatch, capsys) -> None:
+    """The CLI calls this on every run that runs candidates (not ``--static``), before any."""
+    from hackscan.cli import _sandbox_walls
+
+    _no_seccomp(monkeypatch)
+    for mode, words in (("no-seccomp", "without its syscall filter"), ("off", "no sandbox at all")):
+        _sandbox_walls(mode)
+        err = capsys.readouterr().err
+        assert err.startswith(f"hackscan: warning: --sandbox {mode}: ") and words in err, err
+
+
+@pytest.mark.slow
+def test_a_malformed_frame_from_a_sandboxed_candidate_rejects_it(pool, tmp_path) -> None:
+    """End to end, once: the candidate's own frame on its worker's channel is its fault (a
+    rejection), not an internal error of hackscan's."""
+    path = _place(tmp_path / "user", "malformed_frames.py", _source("malformed_frames.py", ARM="yes"))
+    report = _scan(pool, path)
+    assert report.verdict is Verdict.HACK, _describe(report)
+    assert "internal error" not in (report.error or "") and "internal error" not in _describe(report)

@@ -18,8 +18,12 @@ from hackscan.output import render
 from hackscan.output.escape import json_text, visible
 
 PAYLOAD = "\x1b[2J\x1b[H hackscan: clean"
-BIDI = "x \u202eneelc\u202c \u2066y\u2069 \x9b31m \r over"
-RAW = ("\x1b", "\u202e", "\u202c", "\u2066", "\u2069", "\x9b", "\r")
+# the zero-width space and the tag characters (U+E0000 block) are invisible: "ok" followed by
+# hidden text a viewer shows as nothing, or a model reading the report still reads
+BIDI = ("x \u202eneelc\u202c \u2066y\u2069 \x9b31m \r over ok\u200b\U000e0070\U000e0061\U000e0073\U000e0073"
+        " z\u2060w\u00ad")
+RAW = ("\x1b", "\u202e", "\u202c", "\u2066", "\u2069", "\x9b", "\r", "\u200b", "\U000e0070", "\U000e0073",
+       "\u2060", "\u00ad")
 
 
 def _report(path: str = "cand.py") -> Report:
@@ -63,6 +67,19 @@ def test_no_format_writes_a_raw_control_or_bidi_character(fmt: str, tmp_path) ->
         json.loads(out)  # still valid JSON
     else:
         assert "x1b[2J" in out
+
+
+def test_every_format_character_is_escaped() -> None:
+    """By what the characters are (Unicode's Cf category: invisible, they change what is shown),
+    not by a list of the ones seen so far: every Cf character of this Python's Unicode database."""
+    import unicodedata
+
+    for code in range(0x110000):
+        ch = chr(code)
+        if unicodedata.category(ch) == "Cf":
+            assert visible(ch) != ch, f"U+{code:04X} passes raw"
+            assert ch not in json_text(json.dumps(ch, ensure_ascii=False)), f"U+{code:04X} raw in JSON"
+    assert visible("ok\U000e0041") == "ok\\U000e0041"
 
 
 def test_json_keeps_the_data_identical() -> None:

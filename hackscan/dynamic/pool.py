@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..util.tail import read_tail
 from .session import Session, WorkerFailure
 
 
@@ -70,10 +71,7 @@ class Zygote:
         self.start_seconds = time.monotonic() - self.started
 
     def log_tail(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-2000:]
-        except OSError:
-            return ""
+        return read_tail(self.log_path, 2000)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -286,7 +284,8 @@ class WorkerPool:
             return Launcher("cpu" if gpu == "cpu" else "cuda", log_dir, warm=self.warm,
                             profile=load_profile(harness), gpu=only,
                             spares=farm.slots if farm is not None else self.spares,
-                            cache_root=Path(self.cache_root) if self.cache_root else None, extra_env=env)
+                            cache_root=Path(self.cache_root) if self.cache_root else None, extra_env=env,
+                            mode=self.sandbox)
         except SandboxUnavailable as exc:
             with self._lock:
                 self.failures[key] = f"no sandbox for untrusted code: {exc}"

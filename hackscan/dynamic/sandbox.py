@@ -36,9 +36,11 @@ import errno
 import hashlib
 import os
 import queue
+import resource
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -48,11 +50,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..util.tail import read_tail
 from .session import Session, WorkerFailure
 from .shared import wire
 
-# --sandbox: the first is the default
-MODES = ("required", "off")
+# --sandbox: the first is the default.  required: every wall, the syscall filter included (a
+# missing one fails closed); no-seccomp: every wall but the filter, asked for by name and said on
+# every run; off: no walls (the zygote)
+MODES = ("required", "no-seccomp", "off")
+WEAKER = {"no-seccomp": "candidates run in the sandbox without its syscall filter (seccomp)",
+          "off": "candidates run with no sandbox at all"}
+
+
+def seccomp_problem() -> str | None:
+    """Why this host cannot give a sandbox its syscall filter (None when it can), in one line."""
+    c = check()
+    if c.get("seccomp"):
+        return None
+    return ("no syscall filter for the sandbox: pyseccomp and the system's libseccomp.so.2 are needed "
+            f"({c.get('seccomp_problem') or 'unknown'}); `make install` installs both, "
+            "or `pip install pyseccomp` and `apt-get install libseccomp2`; "
+            "--sandbox no-seccomp runs without the filter, by name")
 
 # the package name hackscan's worker-side code runs under inside a sandbox: KernelBench's own
 # package is ``src`` (its harness frame is ``src.eval``, see profiles.py)
@@ -86,6 +104,23 @@ TOOL_DIR = "/python/bin"
 TOOLS = ("ninja",)
 
 PIDS_MAX = 1024          # threads count too (torch's pools, the compilers' jobs)
+
+
+def disk_cap() -> int:
+    """What one sandbox may write: its private /tmp, home and checkout together, and any one file
+    (its log included).  ``HACKSCAN_SANDBOX_DISK`` bytes, 4 GiB by default: a build of a few
+    kernels writes tens of MiB; a candidate that fills the disk (the private folders are a real
+    disk, and the log folder the parent's) stops every scan on the host."""
+    try:
+        return int(os.environ.get("HACKSCAN_SANDBOX_DISK") or 0) or 4 << 30
+    except ValueError:
+        return 4 << 30
+
+
+# how often the parent measures a sandbox's private folders (a walk of a few hundred files), and
+# the most entries it walks before it counts the tree as over its cap
+DISK_EVERY_S = 1.0
+DISK_ENTRIES = 200_000
 
 
 class SandboxUnavailable(RuntimeError):
@@ -516,6 +551,17 @@ def stage_package(dest: Path, package: str) -> Path:
 
 
 # ----------------------------------------------------------------------------------- the build cache
+# where a worker's extension builds are, below its private folder (its /tmp/.cache/ext)
+EXT_REL = ("tmp", ".cache", "ext")
+# what the parent takes back from one sandbox into the build cache: a build folder of at most
+# this many bytes and files, and this many bytes in all (a build of a few kernels is a few MiB of
+# objects and one .so; a candidate that builds more keeps its builds for this run only)
+HARVEST_FOLDER_BYTES = 256 << 20
+HARVEST_FILES = 256
+HARVEST_DEPTH = 2
+HARVEST_SOURCE_BYTES = 512 << 20
+
+
 class BuildCache:
     """Extension builds, cached per source: ``<cache>/sandboxed/<source hash>/ext/<build key>``.
 
@@ -541,28 +587,131 @@ class BuildCache:
         if uid is not None:
             _chown_tree(private_ext, uid)
 
-    def harvest(self, source_key: str, private_ext: Path) -> None:
-        if not private_ext.is_dir():
-            return
+    def harvest(self, source_key: str, private: Path, rel: tuple[str, ...] = EXT_REL) -> dict[str, Any]:
+        """Take the worker's finished builds back into the cache.  The parent runs as root and the
+        worker's tree is the candidate's to arrange, so no step follows a link: a planted link
+        made the parent copy a host folder (another source's builds, a virtualenv, a secret) into
+        the cache, which the next run of the same source then read.  Kept: the build folders one
+        level below ``rel`` (below ``private``) that hold a compiled extension (a regular ELF
+        ``.so``), their regular files only, within ``HARVEST_FOLDER_BYTES`` and ``HARVEST_FILES``
+        each and ``HARVEST_SOURCE_BYTES`` in all.  Returns what was kept and what was refused."""
+        out: dict[str, Any] = {"kept": [], "refused": []}
+        try:
+            fds = [os.open(private, os.O_RDONLY | os.O_DIRECTORY)]
+        except OSError:
+            return out
+        try:
+            for name in rel:
+                try:
+                    fds.append(os.open(name, _DIR_NOFOLLOW, dir_fd=fds[-1]))
+                except OSError:
+                    out["refused"].append({"name": "/".join(rel), "why": "not a plain folder (a link?)"})
+                    return out
+            total = 0
+            for entry in sorted(os.listdir(fds[-1])):
+                why = self._take_folder(source_key, fds[-1], entry, HARVEST_SOURCE_BYTES - total)
+                if isinstance(why, str):
+                    out["refused"].append({"name": entry, "why": why})
+                else:
+                    total += why
+                    out["kept"].append({"name": entry, "bytes": why})
+        finally:
+            for fd in reversed(fds):
+                os.close(fd)
+        return out
+
+    def _take_folder(self, source_key: str, ext: int, name: str, room: int) -> int | str:
+        """Copy build folder ``name`` (below the open folder ``ext``) into the cache: its size, or
+        why it was not kept."""
+        if name.startswith("."):
+            return "a hidden entry"
+        try:
+            fd = os.open(name, _DIR_NOFOLLOW, dir_fd=ext)
+        except OSError:
+            return "not a plain folder (a link?)"
         dest = self._dir(source_key)
-        for entry in private_ext.iterdir():
-            if not entry.is_dir() or entry.is_symlink() or (entry / "lock").exists():
-                continue  # a build killed half-way is not kept
-            if not any(f.suffix == ".so" for f in entry.iterdir()):
-                continue
+        tmp = dest / f".{name}.{os.getpid()}.{time.monotonic_ns()}"
+        opened: list[int] = [fd]
+        try:
+            if "lock" in os.listdir(fd):
+                return "a build killed half-way (its lock is there)"
+            # regular files, in plain folders down to HARVEST_DEPTH (``load`` pins its sources in
+            # ``src/``); links, fifos and devices are never followed nor copied
+            files: list[tuple[str, int, str, int]] = []
+            stack: list[tuple[int, str, int]] = [(fd, "", 0)]
+            while stack:
+                dfd, rel, depth = stack.pop()
+                for n in sorted(os.listdir(dfd)):
+                    st = os.lstat(n, dir_fd=dfd)
+                    if stat.S_ISREG(st.st_mode):
+                        files.append((rel + n, dfd, n, st.st_size))
+                    elif stat.S_ISDIR(st.st_mode) and depth < HARVEST_DEPTH:
+                        sub = os.open(n, _DIR_NOFOLLOW, dir_fd=dfd)
+                        opened.append(sub)
+                        stack.append((sub, rel + n + "/", depth + 1))
+                    if len(files) + len(opened) > HARVEST_FILES:
+                        return f"over {HARVEST_FILES} entries"
+            cap = min(HARVEST_FOLDER_BYTES, room)
+            size = sum(f[3] for f in files)
+            if size > cap:
+                return f"{size >> 20} MiB, over {cap >> 20} MiB"
+            if not any(rel.endswith(".so") and "/" not in rel and _elf_at(dfd, n) for rel, dfd, n, _ in files):
+                return "no compiled extension (a regular ELF .so) in it"
             dest.mkdir(parents=True, exist_ok=True)
-            tmp = dest / f".{entry.name}.{os.getpid()}.{time.monotonic_ns()}"
-            try:
-                shutil.copytree(entry, tmp, symlinks=True)
-                for p in [tmp, *tmp.rglob("*")]:
-                    if not p.is_symlink():
-                        os.chown(p, os.geteuid(), os.getegid())
-                old = dest / entry.name
-                if old.exists():
-                    shutil.rmtree(old, ignore_errors=True)
-                tmp.rename(old)
-            except OSError:
-                shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+            for rel, dfd, n, nbytes in files:
+                (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+                _copy_plain(dfd, n, tmp / rel, nbytes)
+            old = dest / name
+            if old.is_symlink() or old.is_file():
+                old.unlink()
+            elif old.exists():
+                shutil.rmtree(old, ignore_errors=True)
+            tmp.rename(old)
+            return size
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            return f"not copied: {exc.strerror or exc}"
+        finally:
+            for f in reversed(opened):
+                os.close(f)
+
+
+_DIR_NOFOLLOW = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def _elf_at(folder: int, name: str) -> bool:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+    except OSError:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and os.pread(fd, 4, 0) == b"\x7fELF"
+    finally:
+        os.close(fd)
+
+
+def _copy_plain(folder: int, name: str, dest: Path, size: int) -> None:
+    """Copy regular file ``name`` (below the open ``folder``), at most ``size`` bytes, without
+    following a link: what is opened must still be the regular file that was measured."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, f"{name} is no longer a regular file")
+        with open(dest, "wb") as out:
+            left = size
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 20))
+                if not chunk:
+                    break
+                out.write(chunk)
+                left -= len(chunk)
+        # the build's own times: ninja rebuilds an output older than its inputs, and a copy made
+        # in name order would leave main.cpp newer than the .so built from it
+        st = os.fstat(fd)
+        os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns))
+    finally:
+        os.close(fd)
 
 
 def _is_elf(path: str) -> bool:
@@ -605,6 +754,7 @@ class Handle:
     preloaded: set[str] = field(default_factory=set)
     source_key: str | None = None
     cache: BuildCache | None = None
+    _disk_at: float = 0.0
 
     @property
     def pid(self) -> int:
@@ -612,6 +762,22 @@ class Handle:
 
     def rss(self) -> int:
         return self.limit.memory_bytes()
+
+    def disk_over(self) -> str | None:
+        """Why the sandbox's private folders are over ``disk_cap()`` (None when they are not), at
+        most once per ``DISK_EVERY_S``.  Each file is also capped by ``RLIMIT_FSIZE`` (SIGXFSZ),
+        so what a second's writes can add is bounded by the cap times the files written at once."""
+        now = time.monotonic()
+        if now - self._disk_at < DISK_EVERY_S:
+            return None
+        self._disk_at = now
+        used, entries = _tree_bytes(self.private)
+        cap = disk_cap()
+        if entries > DISK_ENTRIES:
+            return f"the sandbox's private folders hold over {DISK_ENTRIES} files"
+        if used > cap:
+            return f"the sandbox's private folders hold {used / 2**30:.1f} GiB, over the {cap / 2**30:.1f} GiB cap"
+        return None
 
     def kill(self) -> None:
         try:
@@ -646,10 +812,32 @@ class Handle:
         self.limit.remove()
         if self.cache is not None and self.source_key:
             try:
-                self.cache.harvest(self.source_key, self.private / "tmp" / ".cache" / "ext")
+                self.cache.harvest(self.source_key, self.private)
             except OSError:
                 pass
         shutil.rmtree(self.private, ignore_errors=True)
+
+
+def _tree_bytes(root: Path) -> tuple[int, int]:
+    """Disk blocks in use below ``root`` (a sparse file counts what it holds) and the entries
+    walked; links are not followed."""
+    used = entries = 0
+    stack = [str(root)]
+    while stack and entries <= DISK_ENTRIES:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for e in it:
+                    entries += 1
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    used += st.st_blocks * 512
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+        except OSError:
+            continue
+    return used, entries
 
 
 def _start_at_once() -> int:
@@ -675,10 +863,14 @@ class Launcher:
 
     def __init__(self, device: str, log_dir: Path, start_timeout: float = 180.0, warm: bool = True,
                  profile: Profile | None = None, cache_root: Path | None = None, spares: int = 2,
-                 gpu: str | None = None, extra_env: dict[str, str] | None = None):
+                 gpu: str | None = None, extra_env: dict[str, str] | None = None, mode: str = MODES[0]):
         c = check()
         if c.get("problem"):
             raise SandboxUnavailable(c["problem"])
+        # --sandbox required means every wall: no filter, no sandbox (fail closed)
+        if mode == "required" and seccomp_problem():
+            raise SandboxUnavailable(seccomp_problem())
+        self.mode = mode
         self.device = device
         self.log_dir = log_dir
         self.warm = warm
@@ -729,7 +921,7 @@ class Launcher:
             first.destroy()
             raise
         self.info: dict[str, Any] = dict(first.ready.get("info") or {}) if first.ready else {}
-        self.info["sandbox"] = guarantees()
+        self.info["sandbox"] = dict(guarantees(), mode=mode)
         self.start_seconds = time.monotonic() - self.started
         self._spares.append(first)
         self._refill()
@@ -863,9 +1055,17 @@ class Launcher:
         if self._bpf_path is not None:
             bpf_fd = os.open(self._bpf_path, os.O_RDONLY)
             cmd += ["--seccomp", str(bpf_fd)]
+        join = limit.join_fn()
+        cap = disk_cap()
+
+        def pre() -> None:
+            # no file of the sandbox's (its log included) grows past the disk cap: SIGXFSZ
+            resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+            join()
+
         try:
             return self._popen(cmd + ["--", *argv], pass_fds=fds + ([bpf_fd] if bpf_fd is not None else []),
-                               stdin=stdin, stdout=out, stderr=out, close_fds=True, preexec_fn=limit.join_fn())
+                               stdin=stdin, stdout=out, stderr=out, close_fds=True, preexec_fn=pre)
         finally:
             if bpf_fd is not None:
                 os.close(bpf_fd)
@@ -969,12 +1169,7 @@ class Launcher:
         msg = self._recv(h, timeout)
         if not msg or not msg.get("ready"):
             why = (msg or {}).get("error") or "no answer in time"
-            tail = ""
-            try:
-                tail = h.log.read_text(errors="replace")[-2000:]
-            except OSError:
-                pass
-            raise WorkerFailure("crash", f"the sandboxed worker did not start: {why}", log_tail=tail)
+            raise WorkerFailure("crash", f"the sandboxed worker did not start: {why}", log_tail=read_tail(h.log, 2000))
         h.ready = msg
 
     def _refill(self) -> None:

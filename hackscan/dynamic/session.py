@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..util.tail import read_tail
 from . import spill
 from .shared import wire
 
@@ -25,7 +26,7 @@ class WorkerFailure(Exception):
 
     def __init__(self, kind: str, message: str, status: int | None = None, log_tail: str = ""):
         super().__init__(message)
-        self.kind = kind  # crash | timeout | memory | protocol
+        self.kind = kind  # crash | timeout | memory | disk | protocol
         self.status = status
         self.log_tail = log_tail
 
@@ -69,6 +70,11 @@ def total_memory() -> int:
 class Session:
     """A conversation with one worker, under one overall deadline."""
 
+    # when the last request went out (the earliest a build notice may be stamped) and the wall
+    # deadline (``bound``); set per session, defaults for one made without ``__init__``
+    _sent_at = float("-inf")
+    wall_deadline: float | None = None
+
     def __init__(self, zygote: Any, pid: int, sock: socket.socket, log: Path, timeout: float,
                  mem_bytes: int | None, handle: Any = None):
         self.zygote = zygote
@@ -78,9 +84,12 @@ class Session:
         self.sock = sock
         self.log = log
         self.deadline = time.monotonic() + timeout
+        # the worker's last moment, kept by the parent alone (``bound``): no restart of the clock,
+        # no build notice and nothing else the worker sends moves it
+        self.wall_deadline: float | None = None
         self.mem_bytes = mem_bytes
         # large replies (probe outputs) go to a file, not the parent's heap (spill.py)
-        self.reader = wire.FrameReader(sock, spill.buffer)
+        self.reader = wire.FrameReader(sock, spill.sink)
         self.dead: WorkerFailure | None = None
         self.peak_rss = 0
         self.pending = False
@@ -88,20 +97,29 @@ class Session:
         self.compile_allowance = 0.0
         self._paused_remaining: float | None = None
         self._paused_at = 0.0
+        self._sent_at = time.monotonic()
         self.builds: list[dict[str, Any]] = []
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
 
+    def bound(self, seconds: float) -> None:
+        """The worker's wall-clock deadline: ``seconds`` from now, or sooner when one is set already."""
+        end = time.monotonic() + max(float(seconds), 0.0)
+        self.wall_deadline = end if self.wall_deadline is None else min(self.wall_deadline, end)
+        self.deadline = min(self.deadline, self.wall_deadline)
+
+    def _clamp(self) -> None:
+        if self.wall_deadline is not None and not self.deadline <= self.wall_deadline:
+            self.deadline = self.wall_deadline  # also NaN: a NaN deadline never passes
+
     def restart_clock(self, timeout: float) -> None:
         """A new time limit from now (the probing phase after a long compile)."""
         self.deadline = time.monotonic() + timeout
+        self._clamp()
 
     def log_tail(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-3000:]
-        except OSError:
-            return ""
+        return read_tail(self.log, 3000)
 
     def send(self, msg: dict[str, Any]) -> None:
         if self.dead is not None:
@@ -115,6 +133,7 @@ class Session:
         except OSError:
             self._died("crash", "the worker closed its channel")
         self.pending = True
+        self._sent_at = time.monotonic()
 
     def recv(self, timeout: float | None = None) -> Any:
         """The reply to the last request; raises ``WorkerFailure`` when the worker cannot give it."""
@@ -145,6 +164,9 @@ class Session:
                 self.pending = False
                 return msg
             if time.monotonic() >= end:
+                if self.wall_deadline is not None and end >= self.wall_deadline:
+                    self._died("timeout", "the worker ran past its wall-clock deadline "
+                                          "(the whole candidate's, which nothing it sends extends)")
                 self._died("timeout", "the worker ran past its time limit" if end >= self.deadline
                            else "the worker did not answer in time")
             rss = self.handle.rss() if self.handle is not None else _rss_bytes(self.pid)
@@ -153,6 +175,9 @@ class Session:
                 whose = "the worker's process tree" if self.handle is not None else "the worker"
                 self._died("memory", f"{whose} used {rss / 2**30:.1f} GiB, over the "
                                      f"{self.mem_bytes / 2**30:.1f} GiB limit")
+            over = self.handle.disk_over() if self.handle is not None else None
+            if over:
+                self._died("disk", over)
             if self.handle is not None and self.handle.limit.oom_kills():
                 # a child killed at the sandbox's limit: the worker may carry on, the finding stands
                 self._died("memory", "a process of the worker's tree was killed at its memory limit "
@@ -163,8 +188,13 @@ class Session:
         if not isinstance(event, dict) or not self.compile_allowance:
             return
         # the worker stamps events with CLOCK_MONOTONIC (shared by all processes): exact even when
-        # the parent reads them late, e.g. after the reference's probes
-        at = float(event.get("at") or time.monotonic())
+        # the parent reads them late, e.g. after the reference's probes.  A stamp is the worker's
+        # word: one in the future (or not a number) would move the deadline as far as it likes, so
+        # it is held between the request and the moment the parent reads it
+        now = time.monotonic()
+        at = event.get("at")
+        at = float(at) if type(at) in (int, float) and at == at else now
+        at = min(max(at, self._sent_at), now)
         # the allowance is spent, not renewed, by each build: a worker sending notices of its own
         # cannot stop the clock for longer than compile_allowance in all
         if event.get("build") == "start" and self._paused_remaining is None:
@@ -176,6 +206,7 @@ class Session:
             self.deadline = at + self._paused_remaining
             self._paused_remaining = None
             self.builds.append(event)
+        self._clamp()
 
     def request(self, msg: dict[str, Any], timeout: float | None = None) -> Any:
         self.send(msg)

@@ -22,6 +22,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 # frames below this stay in memory (the common case: most outputs are a few MiB)
 SPILL_BYTES = int(os.environ.get("HACKSCAN_SPILL_BYTES") or 64 << 20)
@@ -44,26 +45,85 @@ def room() -> int:
         return 0
 
 
-def buffer(nbytes: int) -> mmap.mmap | bytearray:
-    """A writable buffer of ``nbytes`` for one frame's payload: a file-backed mapping when the frame
-    is large and the space can be reserved, else a bytearray (in memory, as before)."""
+# the most one frame may take of the parent's memory when the spill folder cannot take it
+MEMORY_FRAME_BYTES = int(os.environ.get("HACKSCAN_MEMORY_FRAME_BYTES") or 0) or None
+
+
+def memory_frame_bytes() -> int:
+    from .session import total_memory
+
+    return MEMORY_FRAME_BYTES or min(total_memory() // 4, 8 << 30)
+
+
+class FileSink:
+    """A payload written to an unlinked file as it arrives, mapped once complete."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, fd: int, nbytes: int):
+        self.fd = fd
+        self.want = nbytes
+        self.got = 0
+        self._scratch = bytearray(min(self.CHUNK, nbytes))
+
+    def view(self) -> memoryview:
+        return memoryview(self._scratch)[:min(len(self._scratch), self.want - self.got)]
+
+    def advance(self, n: int) -> None:
+        from .shared.wire import WireError
+
+        done = 0
+        try:
+            while done < n:
+                done += os.write(self.fd, memoryview(self._scratch)[done:n])
+        except OSError as exc:
+            self.close()
+            raise WireError(f"the spill folder cannot take this frame: {exc.strerror or exc}") from None
+        self.got += n
+
+    def finish(self) -> mmap.mmap:
+        from .shared.wire import WireError
+
+        try:
+            return mmap.mmap(self.fd, self.want, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except (OSError, ValueError) as exc:
+            raise WireError(f"the spilled frame cannot be mapped: {exc}") from None
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def sink(nbytes: int) -> Any:
+    """Where one frame's payload of ``nbytes`` (as announced) is received: a file in the spill
+    folder when it is large and the folder has room for it, else memory (``MemorySink``, grown as
+    bytes arrive).  Raises ``WireError`` when it fits neither."""
+    from .shared.wire import MemorySink, WireError
+
     if nbytes < SPILL_BYTES:
-        return bytearray(nbytes)
+        return MemorySink(nbytes)
     folder = spill_dir()
+    fd = -1
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, path = tempfile.mkstemp(prefix="frame-", dir=folder)
-    except OSError:
-        return bytearray(nbytes)
-    try:
         os.unlink(path)  # nothing to clean up: the space goes when the last array of it does
-        # a worker announces a frame's size before sending it: half the free space at most, so a
-        # size it claims and never sends cannot fill the disk other candidates' frames need
-        if nbytes > os.fstatvfs(fd).f_bavail * os.fstatvfs(fd).f_frsize // 2:
-            return bytearray(nbytes)
-        os.posix_fallocate(fd, 0, nbytes)
-        return mmap.mmap(fd, nbytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-    except (OSError, ValueError):
-        return bytearray(nbytes)
-    finally:
+        st = os.fstatvfs(fd)
+        # half the free space at most: a size a worker claims must not fill the disk other
+        # candidates' frames need (and only what it sends is written)
+        if nbytes <= st.f_bavail * st.f_frsize // 2:
+            return FileSink(fd, nbytes)
+    except OSError:
+        pass
+    if fd >= 0:
         os.close(fd)
+    if nbytes > memory_frame_bytes():
+        raise WireError(f"a frame of {nbytes / 2**30:.1f} GiB fits neither the spill folder ({folder}) "
+                        f"nor the parent's memory ({memory_frame_bytes() / 2**30:.1f} GiB a frame)")
+    return MemorySink(nbytes)

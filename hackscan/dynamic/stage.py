@@ -102,6 +102,9 @@ class DynamicRun:
         self.protocol_findings: list[Finding] = []
         # build key -> torch's error, for builds that failed to compile in the build farm (farm.py)
         self.build_failures: dict[str, str] = {}
+        # the candidate's wall-clock deadline (monotonic), set when its first worker starts: every
+        # worker of the candidate ends by then, whatever it sends (``Session.bound``)
+        self._wall_end: float | None = None
         self._farm_thread: threading.Thread | None = None
         self._farm_out: dict[str, Any] | None = None
 
@@ -843,10 +846,23 @@ class DynamicRun:
                              if role == "candidate" and self.build_failures else {})},
                          timeout=timeout, mem_bytes=self.mem_bytes,
                          source=self.sub.reference if role == "reference" else self.sub.code)
+        if role == "candidate":
+            if self._wall_end is None:
+                self._wall_end = time.monotonic() + self._wall_seconds()
+            s.bound(self._wall_end - time.monotonic())
         # every request carries a nonce and a sequence number its reply must echo (protocol.py)
         checked = CheckedSession(s, role)
         self.sessions.append(checked)
         return checked  # type: ignore[return-value]
+
+    def _wall_seconds(self) -> float:
+        """The candidate's whole wall time (``wall_s`` in the dynamic options): by default its
+        builds' allowance and twenty time limits (the load, the probe batches, the respawns and
+        the timed rounds each restart the per-request clock, which alone bounded nothing)."""
+        value = self.opts.get("wall_s")
+        if value:
+            return float(value)
+        return float(self.opts.get("compile_timeout", 900.0)) + 20 * float(self.options.timeout)
 
     def _ask(self, session: Session, msg: dict[str, Any]) -> dict[str, Any]:
         # each request of a phase gets the whole time limit: a heavy reference spends it per round

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -21,6 +22,17 @@ from ..util.lazy import cached_property
 from .literals import HostSource, decode_literal
 
 MAX_DEPTH = 40
+# the resolver's work is bounded by what it builds, not only by depth: one line of constant string
+# arithmetic (``s = "x" * 10**9``, or forty lines of ``s = s + s``, each evaluated twice per use)
+# made it build GiBs or recurse 2**40 times, and held the static gate for hours.  A value longer
+# than MAX_TEXT characters or MAX_ITEMS list items, an int wider than MAX_INT_BITS, more than
+# MAX_STEPS evaluations for one question or MAX_TOTAL_STEPS for one file: not known statically
+# (real kernel sources are a few hundred KiB at most)
+MAX_TEXT = 1 << 21
+MAX_ITEMS = 1 << 16
+MAX_INT_BITS = 4096
+MAX_STEPS = 50_000
+MAX_TOTAL_STEPS = 2_000_000
 
 
 # the method names ``Resolver._call`` evaluates (a call of any other method is ``Unresolved``)
@@ -303,6 +315,9 @@ class Resolver:
 
     def __init__(self, host: HostSource):
         self.host = host
+        # evaluations left for this question (``value``/``try_value``) and for the whole file
+        self._steps = MAX_STEPS
+        self._total = MAX_TOTAL_STEPS
 
     # ------------------------------------------------------------------ public
     def value(self, expr: ast.AST, scope: Scope, line: int | None = None) -> Any:
@@ -310,10 +325,12 @@ class Resolver:
 
         Raises ``Unresolved`` when the value depends on anything not known statically.
         """
+        self._steps = MAX_STEPS
         return self._eval(expr, scope, expr.lineno if line is None else line, 0)
 
     def try_value(self, expr: ast.AST, scope: Scope, line: int | None = None) -> Any:
         line = expr.lineno if line is None else line
+        self._steps = MAX_STEPS
         if type(expr) is ast.Name:
             # what ``_eval`` does for a name, with the commonest failures answered without raising:
             # a raised ``Unresolved`` goes through three or four frames, and Python 3.11 works out
@@ -352,6 +369,10 @@ class Resolver:
     def _eval(self, e: ast.AST, scope: Scope, line: int, depth: int) -> Any:
         if depth > MAX_DEPTH:
             raise Unresolved("too deep")
+        self._steps -= 1
+        self._total -= 1
+        if self._steps < 0 or self._total < 0:
+            raise Unresolved("too much work")
         d = depth + 1
         # dispatch on the exact class (a parsed tree holds no subclasses of these), the most
         # common first
@@ -363,7 +384,7 @@ class Resolver:
             node, kind, where, at = found
             return self._binding_value(e.id, node, kind, where, at, d)  # type: ignore[attr-defined]
         if t is ast.Call:  # near the top: most calls raise, and a raise's traceback line is looked up
-            return self._call(e, scope, line, d)  # type: ignore[arg-type]
+            return _bounded(self._call(e, scope, line, d))  # type: ignore[arg-type]
         if t is ast.Constant:
             if isinstance(e.value, str):
                 decoded = decode_literal(self.host, e)
@@ -387,7 +408,7 @@ class Resolver:
             decoded = decode_literal(self.host, e, field_eval)
             if decoded is None or decoded[1]:
                 raise Unresolved("f-string with unknown fields")
-            return decoded[0]
+            return _bounded(decoded[0])
         if t is ast.Attribute:
             return self._attribute(e, scope, line, d)  # type: ignore[arg-type]
         if t is ast.List or t is ast.Tuple:
@@ -400,11 +421,11 @@ class Resolver:
                     out.extend(inner)
                 else:
                     out.append(self._eval(elt, scope, line, d))
-            return out
+            return _bounded(out)
         if t is ast.BinOp:
             left = self._eval(e.left, scope, line, d)
             right = self._eval(e.right, scope, line, d)
-            return self._binop(e, left, right)
+            return _bounded(self._binop(e, left, right))
         if t is ast.UnaryOp and isinstance(e.op, (ast.USub, ast.UAdd)):  # type: ignore[attr-defined]
             v = self._eval(e.operand, scope, line, d)
             if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -422,7 +443,7 @@ class Resolver:
             if found is None:
                 raise Unresolved(f"+= on unknown {name}")
             prev = self._binding_value(name, *found[:3], found[3], d + 1)
-            return self._binop(ast.BinOp(op=ast.Add()), prev, self._eval(node, where, at, d))
+            return _bounded(self._binop(ast.BinOp(op=ast.Add()), prev, self._eval(node, where, at, d)))
         raise Unresolved(f"{name} is bound by {kind}")
 
     def _attribute(self, e: ast.Attribute, scope: Scope, line: int, d: int) -> Any:
@@ -459,12 +480,18 @@ class Resolver:
             else:
                 return None
         try:
+            _not_wide(spec, [])
             return format(raw, spec)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, Unresolved):
             return None
 
     def _binop(self, e: ast.BinOp, left: Any, right: Any) -> Any:
         op = e.op
+        _bounded(left)
+        _bounded(right)
+        if isinstance(op, ast.Add) and _size(left) + _size(right) > (
+                MAX_TEXT if isinstance(left, MappedText) else MAX_ITEMS):
+            raise Unresolved("too large")
         if isinstance(op, ast.Add):
             if isinstance(left, MappedText) and isinstance(right, MappedText):
                 return left + right
@@ -473,13 +500,22 @@ class Resolver:
         if isinstance(left, MappedText) and isinstance(op, ast.Mod):
             args = right if isinstance(right, list) else [right]
             plain = [a.text if isinstance(a, MappedText) else a for a in args]
+            _not_wide(left.text, plain)
             try:
                 text = left.text % tuple(plain)
             except (TypeError, ValueError) as exc:
                 raise Unresolved(str(exc)) from None
             return _remap_like(left, text)
         if isinstance(left, MappedText) and isinstance(right, int) and isinstance(op, ast.Mult):
+            if len(left.text) * max(right, 0) > MAX_TEXT:
+                raise Unresolved("too large")
+            if right > 64:
+                # a long repeat (a rule of dashes): one opaque piece, not a join of many pieces
+                line, col = left.position(0)
+                return MappedText.opaque(left.text * right, line, col)
             return MappedText.join([left] * right)
+        if isinstance(left, list) and isinstance(right, int) and isinstance(op, ast.Mult):
+            raise Unresolved("list repeat")
         nums = (int, float)
         if isinstance(left, nums) and isinstance(right, nums) and not isinstance(left, bool):
             try:
@@ -488,6 +524,9 @@ class Resolver:
                 if isinstance(op, ast.Sub):
                     return left - right
                 if isinstance(op, ast.Mult):
+                    if isinstance(left, int) and isinstance(right, int) and \
+                            left.bit_length() + right.bit_length() > MAX_INT_BITS:
+                        raise Unresolved("too large")
                     return left * right
                 if isinstance(op, ast.FloorDiv):
                     return left // right
@@ -496,6 +535,8 @@ class Resolver:
                 if isinstance(op, ast.Mod):
                     return left % right
                 if isinstance(op, ast.Pow) and abs(right) < 64:
+                    if isinstance(left, int) and left.bit_length() * abs(right) > MAX_INT_BITS:
+                        raise Unresolved("too large")
                     return left**right
                 if isinstance(op, ast.LShift) and 0 <= right < 64:
                     return left << right
@@ -535,6 +576,7 @@ class Resolver:
                 base = self._eval_text(func.value, scope, line, d)
                 args = [self._plain(self._eval(a, scope, line, d)) for a in e.args]
                 kwargs = {k.arg: self._plain(self._eval(k.value, scope, line, d)) for k in e.keywords if k.arg}
+                _not_wide(base.text, [*args, *kwargs.values()])
                 try:
                     return _remap_like(base, base.text.format(*args, **kwargs))
                 except (IndexError, KeyError, ValueError) as exc:
@@ -543,7 +585,12 @@ class Resolver:
                 base = self._eval_text(func.value, scope, line, d)
                 a = self._plain(self._eval(e.args[0], scope, line, d))
                 b = self._plain(self._eval(e.args[1], scope, line, d))
-                return _remap_like(base, base.text.replace(str(a), str(b)))
+                a, b = str(a), str(b)
+                grow = len(b) - len(a)
+                if grow > 0 and len(base.text) + (len(base.text) + 1) * grow > MAX_TEXT and \
+                        len(base.text) + base.text.count(a) * grow > MAX_TEXT:
+                    raise Unresolved("too large")
+                return _remap_like(base, base.text.replace(a, b))
         if isinstance(func, ast.Name):
             if func.id == "dedent" and len(e.args) == 1:
                 return self._eval_text(e.args[0], scope, line, d).dedent()
@@ -575,6 +622,42 @@ class Resolver:
         if isinstance(v, list):
             return [Resolver._plain(x) for x in v]
         return v
+
+
+# a width or precision of a million or more written in a conversion (``%1000000000s``,
+# ``{:>1000000000}``; an f-string's spec is checked whole)
+_WIDE = re.compile(r"%[-+ #0]*\d{7,}|%[-+ #0]*\d*\.\d{7,}|\{[^{}]*:[^{}]*\d{7,}|^[^{}%]*\d{7,}[^{}%]*$")
+# a width or precision taken from an argument: ``%*s``, ``{:{}}``
+_ARG_WIDTH = re.compile(r"%[-+ #0]*\*|%[^%a-zA-Z]*\.\*|\{[^{}]*:[^{}]*\{")
+
+
+def _not_wide(template: str, args: list[Any]) -> None:
+    """``Unresolved`` when formatting could build a huge string from a short template: a width of
+    a million or more, written out or taken from an argument (``"%*s" % (10**9, "")``)."""
+    if _WIDE.search(template) or (_ARG_WIDTH.search(template) and
+                                  any(isinstance(a, int) and abs(a) >= 10**6 for a in args)):
+        raise Unresolved("too large")
+
+
+def _size(v: Any) -> int:
+    if isinstance(v, MappedText):
+        return len(v.text)
+    if isinstance(v, list):
+        return len(v)
+    return 0
+
+
+def _bounded(v: Any) -> Any:
+    """``v`` when it is within the resolver's size bounds; else ``Unresolved``."""
+    if isinstance(v, MappedText):
+        if len(v.text) > MAX_TEXT:
+            raise Unresolved("too large")
+    elif isinstance(v, list):
+        if len(v) > MAX_ITEMS:
+            raise Unresolved("too large")
+    elif isinstance(v, int) and v.bit_length() > MAX_INT_BITS:
+        raise Unresolved("too large")
+    return v
 
 
 def _remap_like(base: MappedText, new_text: str) -> MappedText:

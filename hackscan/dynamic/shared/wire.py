@@ -152,21 +152,46 @@ def send(sock: socket.socket, msg: Any) -> int:
 
 
 # --------------------------------------------------------------------------------------- decoding
+class MemorySink:
+    """A frame's payload received into memory, grown as bytes arrive: a header that announces a
+    huge payload and never sends it costs nothing, and what is reserved is at most twice what came."""
+
+    FIRST = 1 << 20
+
+    def __init__(self, nbytes: int):
+        self.want = nbytes
+        self.buf = bytearray(min(nbytes, self.FIRST))
+        self.got = 0
+
+    def view(self) -> memoryview:
+        if self.got == len(self.buf):
+            grown = bytearray(min(self.want, max(2 * len(self.buf), self.FIRST)))
+            grown[:self.got] = self.buf
+            self.buf = grown
+        return memoryview(self.buf)[self.got:]
+
+    def advance(self, n: int) -> None:
+        self.got += n
+
+    def finish(self) -> Any:
+        return self.buf
+
+
 class FrameReader:
     """Reads one frame in pieces, so the caller can check deadlines and memory between reads."""
 
     def __init__(self, sock: socket.socket, alloc: Callable[[int], Any] | None = None):
         self.sock = sock
-        # the payload's buffer for a frame of n bytes (the parent's: ``dynamic/spill.buffer``, which
-        # receives large frames into a file); a bytearray by default
-        self.alloc = alloc or bytearray
+        # the payload's sink for a frame of n bytes (``view``/``advance``/``finish``; the parent's:
+        # ``dynamic/spill.sink``, which receives large frames into a file); in memory by default.
+        # Nothing is reserved on the header's word: the sink grows with what arrives.
+        self.alloc = alloc or MemorySink
         self._reset()
 
     def _reset(self) -> None:
         self._head = bytearray()
-        self._header: bytearray | None = None
+        self._header: MemorySink | None = None
         self._payload: Any = None
-        self._got = 0
         self._hlen = 0
         self._plen = 0
 
@@ -188,23 +213,26 @@ class FrameReader:
                         magic, self._hlen, self._plen = _HEAD.unpack(bytes(self._head))
                         if magic != MAGIC or self._hlen > MAX_HEADER or self._plen > MAX_PAYLOAD:
                             raise WireError("malformed frame header")
-                        self._header = bytearray(self._hlen)
-                        self._payload = self.alloc(self._plen)
-                        self._got = 0
+                        self._header = MemorySink(self._hlen)
+                        self._payload = None
                     continue
-                assert self._header is not None and self._payload is not None
-                total = self._hlen + self._plen
-                if self._got < total:
-                    if self._got < self._hlen:
-                        view = memoryview(self._header)[self._got:]
-                    else:
-                        view = memoryview(self._payload)[self._got - self._hlen:]
-                    n = self.sock.recv_into(view)
+                assert self._header is not None
+                if self._header.got < self._hlen:
+                    n = self.sock.recv_into(self._header.view())
                     if n == 0:
                         raise PeerClosed("the worker closed the channel mid-frame")
-                    self._got += n
-                if self._got >= total:
-                    out = (bytes(self._header), self._payload)
+                    self._header.advance(n)
+                    if self._header.got < self._hlen:
+                        continue
+                if self._payload is None:
+                    self._payload = self.alloc(self._plen)
+                if self._payload.got < self._plen:
+                    n = self.sock.recv_into(self._payload.view())
+                    if n == 0:
+                        raise PeerClosed("the worker closed the channel mid-frame")
+                    self._payload.advance(n)
+                if self._payload.got >= self._plen:
+                    out = (bytes(self._header.buf), self._payload.finish())
                     self._reset()
                     return out
             except TimeoutError:
@@ -226,30 +254,60 @@ def recv(sock: socket.socket, timeout: float | None = None, *, side: str = "work
             return decode(frame[0], frame[1], side=side)
 
 
-def decode(header: bytes, payload: bytearray, *, side: str) -> Any:
+# how deep a frame's JSON may nest: the messages nest a few levels (a reply, its probes, an
+# output's leaves); a header of ten thousand brackets made the parent's own decoder raise
+# RecursionError, an internal error instead of a malformed frame the worker sent
+MAX_DEPTH = 100
+_FLOATS = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+
+
+def _no_constant(name: str) -> Any:
+    # json.dumps never writes NaN / Infinity (``_encode`` sends them as {"__float__": ...}): a bare
+    # one is a frame this module did not write
+    raise WireError(f"a bare {name} in a frame")
+
+
+def decode(header: bytes, payload: Any, *, side: str) -> Any:
+    """The message of one frame.  Anything malformed, however it is malformed, is a ``WireError``
+    (the worker's fault), never another exception raised in the reader's process."""
     try:
-        doc = json.loads(header.decode("utf-8"))
+        # json's own decoder raises RecursionError on a deep enough nest (caught below); walk()
+        # bounds the depth of what it parses
+        doc = json.loads(header.decode("utf-8"), parse_constant=_no_constant)
         specs = doc["__tensors__"]
         body = doc["body"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise WireError(f"malformed frame: {exc}") from None
+        if not isinstance(specs, list):
+            raise WireError("malformed tensor table")
+        return _decode_body(body, specs, payload, side)
+    except WireError:
+        raise
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError, RecursionError,
+            MemoryError) as exc:
+        raise WireError(f"malformed frame: {type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def _decode_body(body: Any, specs: list[Any], payload: Any, side: str) -> Any:
     make = _numpy_maker(payload) if side == "parent" else _torch_maker(payload)
     made: dict[int, Any] = {}
 
-    def walk(v: Any) -> Any:
+    def walk(v: Any, depth: int = 0) -> Any:
+        if depth > MAX_DEPTH:
+            raise WireError(f"a frame nested deeper than {MAX_DEPTH} levels")
         if isinstance(v, dict):
             if len(v) == 1 and "__tensor__" in v:
                 i = v["__tensor__"]
-                if not isinstance(i, int) or not 0 <= i < len(specs):
+                if type(i) is not int or not 0 <= i < len(specs):
                     raise WireError("tensor index out of range")
                 if i not in made:
                     made[i] = make(specs[i])
                 return made[i]
             if len(v) == 1 and "__float__" in v:
-                return float(v["__float__"])
-            return {k: walk(x) for k, x in v.items()}
+                if not isinstance(v["__float__"], str) or v["__float__"].lower() not in _FLOATS:
+                    raise WireError("a malformed non-finite float")
+                return _FLOATS[v["__float__"].lower()]
+            return {k: walk(x, depth + 1) for k, x in v.items()}
         if isinstance(v, list):
-            return [walk(x) for x in v]
+            return [walk(x, depth + 1) for x in v]
         return v
 
     return walk(body)
