@@ -40,7 +40,8 @@ import threading
 import time
 from typing import Any
 
-from .session import WorkerFailure, total_memory
+from .session import WorkerFailure
+from .spill import total_memory
 
 # extension kinds the static stage finds (python/module.py) that compile at import
 BUILD_KINDS = ("load_inline", "load")

@@ -60,13 +60,6 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
-def total_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return 16 << 30
-
-
 class Session:
     """A conversation with one worker, under one overall deadline."""
 

@@ -49,9 +49,14 @@ def room() -> int:
 MEMORY_FRAME_BYTES = int(os.environ.get("HACKSCAN_MEMORY_FRAME_BYTES") or 0) or None
 
 
-def memory_frame_bytes() -> int:
-    from .session import total_memory
+def total_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 16 << 30
 
+
+def memory_frame_bytes() -> int:
     return MEMORY_FRAME_BYTES or min(total_memory() // 4, 8 << 30)
 
 

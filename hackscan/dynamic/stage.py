@@ -37,9 +37,10 @@ from .options import DynamicOptions
 from .plan import FIRST_ROUND, Plan, make_plan, steering_from
 from .pool import WorkerPool, default_pool
 from .protocol import CheckedSession
-from .session import Session, WorkerFailure, total_memory
+from .session import Session, WorkerFailure
 from .shared.probes import derive
 from .shared.profiles import get_profile
+from .spill import total_memory
 
 BATCHES = (("original", "params"), ("value", "magnitude", "layout"), ("shape",))
 MAX_RESPAWNS = 2
