@@ -182,8 +182,8 @@ class CandidateWorker(Worker):
             if isinstance(prebuild, dict):
                 from .prebuild import exercise
 
-                self.prebuilt = exercise(self.cls, str(prebuild.get("reference") or ""),
-                                               int(prebuild.get("seed") or 0), lambda: len(self.cache.builds))
+                self.prebuilt = exercise(self.cls, prebuild.get("init_inputs"), prebuild.get("inputs"),
+                                         int(prebuild.get("seed") or 0), lambda: len(self.cache.builds))
         except BaseException as exc:  # noqa: BLE001
             return {"failed": phase, "error": self._describe(exc), "changes": self.changes,
                     "compile_s": self.cache.compile_seconds, "builds": self.cache.builds,
