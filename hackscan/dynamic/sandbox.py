@@ -81,9 +81,15 @@ PASSED_ENV = (
 
 SYSTEM_DIRS = ("/usr", "/etc", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/opt", "/sys")
 
+# where the interpreter's import path and build tools found outside the system folders are bound:
+# a virtualenv's layout, as a benchmark's container often has one (not a folder named for hackscan)
+VENV_DIR = "/venv"
 # build tools found outside the system folders are bound here, one file each
-TOOL_DIR = "/python/bin"
+TOOL_DIR = f"{VENV_DIR}/bin"
 TOOLS = ("ninja",)
+
+# torch's default extension build folder under the home folder; a sandboxed worker builds there
+EXT_HOME = ".cache/torch_extensions"
 
 PIDS_MAX = 1024          # threads count too (torch's pools, the compilers' jobs)
 
@@ -646,10 +652,55 @@ class Handle:
         self.limit.remove()
         if self.cache is not None and self.source_key:
             try:
-                self.cache.harvest(self.source_key, self.private / "tmp" / ".cache" / "ext")
+                self.cache.harvest(self.source_key, _private_ext(self.private))
             except OSError:
                 pass
         shutil.rmtree(self.private, ignore_errors=True)
+
+
+def _dress_home(home: Path) -> None:
+    """A lived-in home folder, as root's in a container image is: the shell's start-up files from
+    ``/etc/skel`` (or Debian's defaults) and a ``.cache``; an empty home tells a sandbox."""
+    for name in (".bashrc", ".profile"):
+        skel = Path("/etc/skel") / name
+        try:
+            text = skel.read_text() if skel.is_file() else ("# ~/.bashrc\n" if name == ".bashrc" else
+                                                             "# ~/.profile\nif [ -f ~/.bashrc ]; then . ~/.bashrc; fi\n")
+            (home / name).write_text(text)
+        except OSError:
+            continue
+    (home / ".cache").mkdir(exist_ok=True)
+
+
+def _private_ext(private: Path) -> Path:
+    """The host folder of a sandbox's builds: its home's ``.cache/torch_extensions/<tag>``, where
+    the worker builds as torch does by default (``extcache.ExtensionCache.plain_dir``).  The tag
+    (``py311_cpu``, ``py311_cu124``) is the worker's torch's; the one folder there, or the
+    interpreter's with ``cpu`` before the first build."""
+    base = private / "home" / EXT_HOME
+    found = [p for p in base.iterdir() if p.is_dir()] if base.is_dir() else []
+    if len(found) == 1:
+        return found[0]
+    return base / f"py{sys.version_info.major}{sys.version_info.minor}_{_cuda_tag()}"
+
+
+def _cuda_tag() -> str:
+    """torch's build tag for its CUDA version, read without importing torch (the parent never
+    does): ``torch/version.py``'s ``cuda = '12.4'`` line."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return "cpu"
+    try:
+        text = (Path(spec.origin).parent / "version.py").read_text()
+    except OSError:
+        return "cpu"
+    for line in text.splitlines():
+        if line.startswith("cuda"):
+            value = line.split("=", 1)[1].split("#")[0].strip().strip("'\"")
+            return "cu" + value.replace(".", "") if value and value != "None" else "cpu"
+    return "cpu"
 
 
 def _start_at_once() -> int:
@@ -750,7 +801,8 @@ class Launcher:
             if str(p).startswith(("/usr/", "/lib")):
                 out.append((str(p), None))
             elif p.is_dir():
-                out.append((f"/python/site-packages-{n}", str(p)))
+                ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
+                out.append((f"{VENV_DIR}/lib/{ver}/site-packages" + (f"-{n}" if n else ""), str(p)))
                 n += 1
         return out
 
@@ -768,9 +820,11 @@ class Launcher:
         bw = check()["bwrap"]
         # --as-pid-1: bwrap itself stays outside, so its command line (the binds) is not in the
         # sandbox's /proc; the worker is the namespace's init, and everything dies with it
+        # --uid/--gid 0: inside, the worker is root, as a benchmark run in a container is (its own
+        # unprivileged uid outside, no capabilities either way); the hostname a container's id
         cmd = [bw, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
-               "--as-pid-1",
-               "--cap-drop", "ALL", "--hostname", prof.hostname]
+               "--as-pid-1", "--uid", "0", "--gid", "0",
+               "--cap-drop", "ALL", "--hostname", self._hostname(private)]
         for d in SYSTEM_DIRS:
             if os.path.islink(d):
                 cmd += ["--symlink", os.readlink(d), d]
@@ -798,9 +852,15 @@ class Launcher:
         cmd += ["--ro-bind", str(self._pkg / INNER_PACKAGE), f"{prof.root}/{INNER_PACKAGE}"]
         cmd += ["--ro-bind", str(self._script), prof.script]
         cmd += ["--chdir", prof.cwd, "--clearenv"]
-        for k, v in self._env().items():
+        for k, v in self._env(self._hostname(private)).items():
             cmd += ["--setenv", k, v]
         return cmd
+
+    @staticmethod
+    def _hostname(private: Path) -> str:
+        """A container id's first 12 hex digits, one per sandbox (derived from its private
+        folder, so that the UTS name and ``HOSTNAME`` agree), never a fixed name."""
+        return hashlib.sha256(f"{private}:{os.getpid()}".encode()).hexdigest()[:12]
 
     def _tools(self) -> dict[str, str]:
         """Build tools the parent finds on its PATH (``ninja`` from a virtualenv's bin folder, where
@@ -818,7 +878,7 @@ class Launcher:
                 out[name] = real
         return out
 
-    def _env(self) -> dict[str, str]:
+    def _env(self, hostname: str = "localhost") -> dict[str, str]:
         prof = self.profile
         bins = [TOOL_DIR] if self._tool_files else []
         for inside, host in self._paths:
@@ -831,8 +891,12 @@ class Launcher:
             bins.append(f"{cuda}/bin")
         env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
         env.update(self.extra_env)
-        env.update({"PATH": ":".join([*bins, "/usr/local/bin", "/usr/bin", "/bin"]), "HOME": prof.home,
-                    "TMPDIR": "/tmp", "LANG": env.get("LANG", "C.UTF-8"), "USER": "root", "PWD": prof.cwd})
+        # what a container's python process has (PATH, HOSTNAME, HOME, LANG, PWD from its shell),
+        # no TMPDIR or USER a harness would not set; the build tools' folders first, as a
+        # virtualenv's activation puts its bin first
+        env.update({"PATH": ":".join([*bins, "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin",
+                                      "/bin"]),
+                    "HOME": prof.home, "HOSTNAME": hostname, "LANG": env.get("LANG", "C.UTF-8"), "PWD": prof.cwd})
         if self.device != "cpu" and self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
         if self.device == "cpu":
@@ -849,8 +913,9 @@ class Launcher:
             n = self._counter
         uid = _uid_base() + n % 1000 if os.geteuid() == 0 else None
         private = Path(tempfile.mkdtemp(dir=self._root))
-        for sub in ("tmp", "home", "work", "tmp/.cache/ext"):
+        for sub in ("tmp", "home", "work", f"home/{EXT_HOME}"):
             (private / sub).mkdir(parents=True, exist_ok=True)
+        _dress_home(private / "home")
         if uid is not None:
             _chown_tree(private, uid)
             os.chmod(private, 0o755)
@@ -1059,8 +1124,9 @@ class Launcher:
         if source is not None:
             h.source_key = key_for(source)
             h.cache = self.cache
-            self.cache.seed(h.source_key, h.private / "tmp" / ".cache" / "ext", h.uid)
-        spec = dict(spec, mem_bytes=mem_bytes, cache_dir="/tmp/.cache", preload=sorted(self.preloaded))
+            self.cache.seed(h.source_key, _private_ext(h.private), h.uid)
+        spec = dict(spec, mem_bytes=mem_bytes, cache_dir="/tmp/.cache", ext_home=f"{self.profile.home}/{EXT_HOME}",
+                    preload=sorted(self.preloaded))
         spec.setdefault("device", self.device)
         try:
             self._send(h, {"cmd": "spec", "spec": spec})
