@@ -27,7 +27,7 @@ def harness_module():
         def call(self, x):
             return x
 
-    probe.__module__ = Worker.__module__ = mod.__name__
+    probe.__module__ = Worker.__module__ = Worker.call.__module__ = mod.__name__
     mod.probe, mod.Worker = probe, Worker
     sys.modules[mod.__name__] = mod
     yield mod
