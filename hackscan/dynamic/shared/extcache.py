@@ -143,8 +143,12 @@ class ExtensionCache:
                                     "at": time.monotonic()})
             return cache.count_calls(module, name)
 
-        cached.__wrapped__ = original  # type: ignore[attr-defined]
-        return cached
+        # torch's own name, module, docstring and signature (``inspect.signature`` follows
+        # ``__wrapped__``): a wrapper named ``ExtensionCache.wrap.<locals>.cached`` tells a
+        # candidate that something stands between it and torch
+        import functools
+
+        return functools.wraps(original)(cached)
 
     def plain_name(self, name: str, key: str) -> str:
         """The module (and folder) name of a build in the plain layout: the candidate's own, or
