@@ -215,7 +215,7 @@ def test_forged_timings_are_floored_by_the_parents_clock(pool, tmp_path) -> None
     # one pair of processes (quick), short rounds: enough paired blocks for the floor
     path = _place(tmp_path / "user", "forged_timing.py", _source("forged_timing.py"))
     report = _scan(pool, path, timeout=60.0, perf=True, perf_mode="quick", perf_budget_s=0.5,
-                   perf_pair_cap_s=3.0)
+                   perf_pair_cap_s=4.0)
     perf = report.performance or {}
     bound = (perf.get("paired") or {}).get("outside_bound") or {}
     assert bound.get("rounds", 0) >= 3, "the paired blocks were timed\n" + _describe(report) + f"\n{perf.get('paired')}"

@@ -27,6 +27,7 @@ from .stats import (
     between_processes,
     block_statistic,
     interval_of,
+    median_interval,
     median_of,
     paired_speedup,
     ratio,
@@ -538,25 +539,27 @@ def headline_of(ref: dict[str, Any], cuda: bool, base_times: Mapping[str, float]
 # the clock, the timing loop and the reply in place.  The parent times every block request itself
 # (``request_s``, perf_run.paired_rounds; the worker synchronises the device after each call before
 # it answers); the baseline blocks of the same round, from the reference worker the candidate cannot
-# reach, say how much of a block's request is not the calls (the flushes, the input refills, the
-# round trip) and how the block's statistic relates to its mean call.  So each candidate block has a
-# floor from the parent's clock: (its request - the baseline's non-call time) / calls, scaled by the
-# baseline's statistic-to-mean ratio and OUTSIDE_SLACK for the noise between two blocks.  The time
-# that decides the paired speedup is the larger of the claim and that floor: the in-process figure
-# can only refine the parent's, never beat it.  A claim below the floor by OUTSIDE_FLAG on the median
-# round is HS609 (forged or tampered timings).
+# reach, say how much of a block's request is not the calls (the cache flushes, the input refills,
+# the round trip) and how the block's statistic relates to its mean call.  So each round gives an
+# outside estimate of the candidate's per-call statistic: (its request - the baseline's non-call
+# time) / calls x the baseline's statistic-to-mean ratio.  A round's estimate carries the noise of
+# two blocks' non-call time (on a shared CPU, where a call's flush can take 50x the call, it
+# swamps a sub-millisecond call), so the floor of a pair of processes is the lower end of the
+# distribution-free interval of the median of its rounds' estimates, times OUTSIDE_SLACK: what the
+# parent's clock shows beyond doubt.  The time that decides the paired speedup is the larger of the
+# claim and that floor; a floor above OUTSIDE_FLAG x the median claim is HS609.
 OUTSIDE_SLACK = 0.8
 OUTSIDE_FLAG = 2.0
-OUTSIDE_MIN_ROUNDS = 3
+OUTSIDE_MIN_ROUNDS = 5
 
 
-def _outside_floor(blocks: dict[str, Any], key: str, stat: str) -> float | None:
-    """The candidate's per-call floor (ms) in one round from the parent's clock, or None when the
-    round lacks what it needs (a request time, a baseline block with its walls)."""
+def _outside_estimate(blocks: dict[str, Any], key: str, stat: str) -> float | None:
+    """One round's estimate (ms, signed: noise may make it negative) of the candidate's per-call
+    statistic from the parent's clock, or None when the round lacks what it needs."""
     c_req = _f(_d(blocks.get("candidate")).get("request_s"))
     if c_req is None:
         return None
-    floor = None
+    est = None
     for name, block in blocks.items():
         b = _d(block)
         if name == "candidate" or b.get("timers_changed"):
@@ -565,11 +568,19 @@ def _outside_floor(blocks: dict[str, Any], key: str, stat: str) -> float | None:
         b_stat = block_statistic(_floats(b.get(key)), stat)
         if not walls or b_req is None or b_stat is None:
             continue
-        mean = sum(walls) / len(walls)
         overhead = max(0.0, b_req * 1e3 - sum(walls))
-        f = max(0.0, c_req * 1e3 - overhead) / len(walls) * min(1.0, b_stat / mean) * OUTSIDE_SLACK
-        floor = f if floor is None else min(floor, f)  # the lowest: the benefit of the doubt
-    return floor
+        e = (c_req * 1e3 - overhead) / len(walls) * min(1.0, b_stat / (sum(walls) / len(walls)))
+        est = e if est is None else min(est, e)  # the lowest: the benefit of the doubt
+    return est
+
+
+def _outside_floor(rounds: list[dict[str, Any]], key: str, stat: str) -> float | None:
+    """A pair of processes' floor for the candidate's per-call statistic (see above), or None."""
+    est = sorted(e for e in (_outside_estimate(_d(r.get("blocks")), key, stat) for r in rounds) if e is not None)
+    if len(est) < OUTSIDE_MIN_ROUNDS:
+        return None
+    lo = median_interval(est)[0]
+    return lo * OUTSIDE_SLACK if lo > 0 else None
 
 
 def _process_pairs(raw: dict[str, Any], cuda: bool, escaped: bool, c_cal: float,
@@ -584,6 +595,7 @@ def _process_pairs(raw: dict[str, Any], cuda: bool, escaped: bool, c_cal: float,
     stat = "median" if cuda else "min"
     key = "event_ms" if cuda else "wall_ms"
     per: dict[str, list[tuple[float, float]]] = {}
+    floor = _outside_floor(rounds, key, stat)
     for r in rounds:
         blocks = _d(r.get("blocks"))
         c_block = _d(blocks.get("candidate"))
@@ -594,7 +606,6 @@ def _process_pairs(raw: dict[str, Any], cuda: bool, escaped: bool, c_cal: float,
             c = block_statistic(_floats(c_block.get(key)), stat)
         if c is None:
             continue
-        floor = _outside_floor(blocks, key, stat)
         if floor is not None:
             if floors is not None:
                 floors.append((c, floor))
@@ -615,11 +626,12 @@ def _outside_summary(floors: list[tuple[float, float]]) -> dict[str, Any]:
     contradicts the claims (HS609)."""
     factors = sorted(f / c for c, f in floors if c > 0)
     med = factors[len(factors) // 2] if factors else None
+    claims = sorted(c for c, _ in floors)
     return {"rounds": len(floors), "raised": sum(1 for c, f in floors if f > c),
             "median_floor_over_claim": round(med, 4) if med is not None else None,
-            "contradicts": bool(med is not None and len(factors) >= OUTSIDE_MIN_ROUNDS and med > OUTSIDE_FLAG),
-            "claimed_ms": round(floors[len(floors) // 2][0], 6) if floors else None,
-            "floor_ms": round(floors[len(floors) // 2][1], 6) if floors else None}
+            "contradicts": bool(med is not None and med > OUTSIDE_FLAG),
+            "claimed_ms": round(claims[len(claims) // 2], 6) if claims else None,
+            "floor_ms": round(sorted(f for _, f in floors)[len(floors) // 2], 6) if floors else None}
 
 
 def _paired(raw: dict[str, Any], cuda: bool, escaped: bool, c_cal: float) -> dict[str, Any] | None:
