@@ -169,12 +169,16 @@ class BuildFarm:
         return out
 
 
+# the largest get_inputs() draw the farm's candidate worker is called on (worker/prebuild.py's
+# MAX_FORWARD_BYTES; the parent never imports the worker side)
+FORWARD_BYTES = 1 << 30
+
+
 def _draw(launcher: Any, reference: str, seed: int, timeout: float, mem_bytes: int | None) -> dict[str, Any] | None:
     """The reference's init inputs and one ``get_inputs()`` draw, from a reference worker of the
     farm's own (a sandbox the candidate never runs in); None when that fails (the farm then only
     imports the candidate, and the real worker builds what that misses)."""
     from .protocol import CheckedSession
-    from .worker.prebuild import MAX_FORWARD_BYTES
 
     try:
         ref = launcher.spawn({"role": "reference", "path": "<reference>", "device": "cpu", "threads": 1,
@@ -183,7 +187,7 @@ def _draw(launcher: Any, reference: str, seed: int, timeout: float, mem_bytes: i
         return None
     try:
         reply = CheckedSession(ref, "reference").request({"cmd": "draw", "code": reference, "seed": int(seed),
-                                                          "max_bytes": MAX_FORWARD_BYTES})
+                                                          "max_bytes": FORWARD_BYTES})
     except WorkerFailure:
         return None
     finally:
