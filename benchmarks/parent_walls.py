@@ -177,7 +177,7 @@ def attack(name: str, tmp: Path) -> dict:
         (target / "secret.txt").write_bytes(b"secret" * 1000)
         private = tmp / "private"
         (private / "tmp").mkdir(parents=True)
-        fx["harvest_link"].plant(str(private / "tmp"), str(target))
+        fx["harvest_link"].plant(str(private / "tmp" / ".cache" / "ext"), str(target))
         res = BuildCache(tmp / "cache").harvest("k", private)
         out["ended"] = f"kept {[k['name'] for k in res['kept']]}, refused {len(res['refused'])}"
         out["deadline_s"] = None

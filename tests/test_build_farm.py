@@ -253,3 +253,49 @@ def test_a_candidate_waits_for_its_farm_without_holding_the_gpu() -> None:
     assert run.info["build_farm"]["failed_builds"] == ["k1"] and run.timings["farm_s"] == 1.5
     run._release_work()
     assert not waiter.is_alive() and not t.is_alive()
+
+
+# ------------------------------------------------------------------------------- the reference stays out
+def test_the_farm_exercises_the_candidate_with_values_not_the_reference_source() -> None:
+    """The farm's candidate worker runs the candidate's code, and its build folder reaches the real
+    worker through the cache: the reference's source must never enter it (the candidate could
+    carry it across and compute the right answer there).  ``exercise`` takes packed values."""
+    import inspect
+
+    pytest.importorskip("torch")
+    import torch
+
+    from hackscan.dynamic.worker import prebuild
+    from hackscan.dynamic.worker.values import pack
+
+    assert "reference" not in inspect.signature(prebuild.exercise).parameters
+    seen: list[Any] = []
+
+    class Cand(torch.nn.Module):
+        def __init__(self, k: int) -> None:
+            super().__init__()
+            seen.append(("init", k))
+
+        def forward(self, x: Any) -> Any:
+            seen.append(("call", tuple(x.shape)))
+            return x
+
+    done = prebuild.exercise(Cand, pack([3]), pack([torch.zeros(2, 5)]), 42, lambda: 0)
+    assert done == {"constructed": True, "forward": "ran"} and seen == [("init", 3), ("call", (2, 5))]
+    assert prebuild.exercise(Cand, pack([3]), None, 42, lambda: 0)["forward"].startswith("skipped")
+
+
+@pytest.mark.slow
+def test_the_farm_draws_the_reference_values_in_a_sandbox_of_their_own() -> None:
+    pytest.importorskip("torch")
+    from hackscan.dynamic import farm
+    from hackscan.dynamic.pool import WorkerPool
+
+    ref = (RELU / "reference.py").read_text()
+    pool = WorkerPool()
+    try:
+        drawn = farm._draw(pool.zygote("cpu", None, farm=BuildFarm(jobs=1)), ref, 42, 60.0, None)
+    finally:
+        pool.close()
+    assert drawn is not None and "init_inputs" in drawn and drawn.get("inputs") is not None, drawn
+    assert drawn["input_bytes"] > 0

@@ -78,16 +78,17 @@ def _place(folder: Path, name: str, code: str) -> Path:
     return path
 
 
-def _scan(pool, path: Path, code: str | None = None, timeout: float = TIMEOUT, **extra) -> Report:
+def _scan(pool, path: Path, code: str | None = None, timeout: float = TIMEOUT, config: Config = DYNAMIC_ONLY,
+          perf: bool = False, **extra) -> Report:
     from hackscan.dynamic import run_dynamic_stage
 
     code = path.read_text() if code is None else code
     sub = Submission(path=str(path), code=code, file=str(path), reference=REFERENCE,
                      reference_path=str(path.parent / "reference.py"))
-    report = StaticScanner(DYNAMIC_ONLY).scan(sub)
-    opts = RunOptions(seed=SEED, perf=False, timeout=timeout, device="cpu",
+    report = StaticScanner(config).scan(sub)
+    opts = RunOptions(seed=SEED, perf=perf, timeout=timeout, device="cpu",
                       extra={"dynamic": extra} if extra else {})
-    return run_dynamic_stage(sub, report, opts, DYNAMIC_ONLY, pool=pool)
+    return run_dynamic_stage(sub, report, opts, config, pool=pool)
 
 
 def _describe(report: Report) -> str:
@@ -155,6 +156,10 @@ WRONG_UNLESS_ATTACK = {
     "detect_env.py": "the harness is undetectable: no hackscan-specific environment variable reaches the candidate",
     "detect_frames.py": "the harness is undetectable: the candidate's caller frames do not name hackscan or the probe",
     "read_hackscan_source.py": "hackscan's own source is not readable from the sandbox",
+    "rewrite_in_place.py": "the candidate process's rewritten worker code (its __code__, globals and module dict, "
+                           "its own guard) cannot make wrong outputs pass: the parent compares them itself",
+    "detect_referee.py": "the harness is undetectable: uid, hostname, environment, home, interpreter paths and the "
+                         "extension build folder look like a container's KernelBench run",
 }
 
 
@@ -164,6 +169,62 @@ def test_a_wrong_kernel_cannot_pass_through_its_attack(pool, tmp_path, name) -> 
     path = _place(tmp_path / "user", name, _source(name))
     report = _scan(pool, path)
     assert report.verdict in REJECTED, f"{name}: {WRONG_UNLESS_ATTACK[name]}\n{_describe(report)}"
+
+
+@pytest.mark.slow
+def test_a_worker_rewritten_in_place_is_caught_by_the_outside_comparison(pool, tmp_path) -> None:
+    # the guard is silenced too: what rejects must be the parent's own comparison of the outputs
+    path = _place(tmp_path / "user", "rewrite_in_place.py", _source("rewrite_in_place.py"))
+    report = _scan(pool, path)
+    wrong = [f for f in report.findings if f.rule in ("HS401", "HS402", "HS403") and not f.suppressed]
+    assert report.verdict is Verdict.HACK and wrong, ("the outputs compared in the parent reject a worker rewritten in "
+                                                      "place\n" + _describe(report))
+    changes = [f for f in report.findings if "harness code" in f.message]
+    assert not changes, "the fixture must silence the in-process guard (else it tests the guard)\n" + _describe(report)
+
+
+@pytest.mark.slow
+def test_a_claimed_missing_driver_is_error_not_the_static_verdict(pool, tmp_path) -> None:
+    path = _place(tmp_path / "user", "fake_no_driver.py", _source("fake_no_driver.py"))
+    report = _scan(pool, path)
+    dyn = report.dynamic or {}
+    assert report.verdict is Verdict.ERROR and dyn.get("failed") and dyn.get("cannot_run_here"), (
+        "a candidate that says it cannot run here (no CUDA driver) was not checked: error, never the static "
+        "verdict\n" + _describe(report))
+
+
+@pytest.mark.slow
+def test_forged_extension_counts_never_soften_a_static_fallback(pool, tmp_path) -> None:
+    from hackscan.model import Severity
+
+    # the static fallback finding (HS108) stays on, as an error, beside the dynamic rules
+    config = Config(select=("HS108", "HS4", "HS5"), severity={"HS108": Severity.ERROR})
+    path = _place(tmp_path / "user", "forged_census.py", _source("forged_census.py"))
+    report = _scan(pool, path, config=config)
+    facts = (report.dynamic or {}).get("custom_code") or {}
+    assert facts.get("called_on_every_probe"), ("the fixture's forgery must reach the parent (else this tests "
+                                                "nothing)\n" + _describe(report) + f"\n{facts}")
+    fallback = [f for f in report.findings if f.rule == "HS108"]
+    assert fallback and all(f.severity is Severity.ERROR and not f.cleared_by for f in fallback), (
+        "the candidate process's counts never soften a static finding\n" + _describe(report))
+    assert report.verdict is Verdict.HACK, _describe(report)
+
+
+@pytest.mark.slow
+def test_forged_timings_are_floored_by_the_parents_clock(pool, tmp_path) -> None:
+    # one pair of processes (quick), short rounds: enough paired blocks for the floor
+    path = _place(tmp_path / "user", "forged_timing.py", _source("forged_timing.py"))
+    report = _scan(pool, path, timeout=60.0, perf=True, perf_mode="quick", perf_budget_s=0.5,
+                   perf_pair_cap_s=4.0)
+    perf = report.performance or {}
+    bound = (perf.get("paired") or {}).get("outside_bound") or {}
+    assert bound.get("rounds", 0) >= 3, "the paired blocks were timed\n" + _describe(report) + f"\n{perf.get('paired')}"
+    assert bound.get("contradicts") and any(f.rule == "HS609" for f in report.findings), (
+        "claims far below the parent's clock are HS609\n" + _describe(report) + f"\n{bound}")
+    head = perf.get("headline_speedup")
+    assert head is not None and head < 1.0, (f"the speedup stated is the parent's, not the claimed one: {head}\n"
+                                             + _describe(report))
+    assert report.verdict in REJECTED, _describe(report)
 
 
 @pytest.mark.slow
@@ -569,7 +630,7 @@ def test_the_sandbox_caps_every_file_it_writes(monkeypatch) -> None:
 
 @pytest.mark.parametrize("whole", [False, True], ids=["links-inside", "whole-folder-a-link"])
 def test_the_harvest_follows_no_link_out_of_the_sandbox(tmp_path, whole) -> None:
-    from hackscan.dynamic.sandbox import BuildCache
+    from hackscan.dynamic.sandbox import BuildCache, _ext_rel
 
     target = tmp_path / "host"
     target.mkdir()
@@ -581,7 +642,8 @@ def test_the_harvest_follows_no_link_out_of_the_sandbox(tmp_path, whole) -> None
     private = tmp_path / "private"
     (private / "tmp").mkdir(parents=True)
     # a plain finished build beside the lures: still kept (no false rejection)
-    plain = private / "tmp" / ".cache" / "ext" / "plain_0123"
+    ext = private.joinpath("home", ".cache", "torch_extensions", _ext_rel(private)[-1])  # the worker's build folder
+    plain = ext / "plain_0123"
     plain.mkdir(parents=True)
     (plain / "plain.so").write_bytes(b"\x7fELF plain")
     (plain / "build.ninja").write_text("rule cxx\n")
@@ -589,9 +651,9 @@ def test_the_harvest_follows_no_link_out_of_the_sandbox(tmp_path, whole) -> None
     (plain / "src").mkdir()  # ``load`` pins its sources here
     (plain / "src" / "k.cpp").write_text("int k;\n")
     os.symlink(target, plain / "src" / "up")
-    _fixture("harvest_link").plant(str(private / "tmp"), str(target), whole=whole)
+    _fixture("harvest_link").plant(str(ext), str(target), whole=whole)
     cache = BuildCache(tmp_path / "cache")
-    out = cache.harvest("k", private)
+    out = cache.harvest("k", private, rel=_ext_rel(private))
     root = tmp_path / "cache" / "sandboxed" / "k" / "ext"
     got = sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) if root.exists() else []
     for p in root.rglob("*") if root.exists() else []:

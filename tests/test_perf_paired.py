@@ -239,3 +239,56 @@ def test_rounds_stop_at_a_worker_failure_and_keep_what_was_timed() -> None:
     assert len(out["rounds"]) == 3
     assert perf_run.paired_rounds(FakeSession([], ms, load), FakeSession([], ms, load), {"error": "x"}, r_raw,
                                   "cpu", 0.05) is None
+
+
+# ----------------------------------------------------------------------------- the parent's clock bounds the claims
+def _timed_rounds(true_ratio: float, claimed_factor: float, rounds: int = 12, calls: int = 5,
+                  overhead_ms: float = 4.0, noise: float = 0.1) -> dict[str, Any]:
+    """Rounds whose blocks carry the parent's request time: the candidate's true calls take 1 ms
+    (with the baseline's shape of scatter) and it claims ``claimed_factor`` of that; the request
+    times are the true calls plus a non-call overhead of its own on each side (``noise``: each
+    block's overhead off by up to 2 x noise of it, independently)."""
+    out = _rounds([true_ratio] * rounds, calls=calls)
+    for i, rd in enumerate(out["rounds"]):
+        c, b = rd["blocks"]["candidate"], rd["blocks"]["eager_fp32"]
+        b["request_s"] = (sum(b["wall_ms"]) + overhead_ms * (1 + noise * ((i % 5) - 2))) / 1e3
+        c["request_s"] = (sum(c["wall_ms"]) + overhead_ms * (1 + noise * (((i * 3) % 5) - 2))) / 1e3
+        c["wall_ms"] = c["event_ms"] = [v * claimed_factor for v in c["wall_ms"]]
+    return out
+
+
+def test_the_parent_clock_floors_a_candidate_that_forges_its_block_times() -> None:
+    # honest: the floor from the parent's clock stays under the claim, nothing changes
+    honest, findings = evaluate(raw.candidate(1.0, device="cpu"), raw.reference(strict_ms=3.0, device="cpu"),
+                                location=LOC, paired=_timed_rounds(3.0, 1.0))
+    assert honest["speedup"]["eager_fp32"] == pytest.approx(3.0, rel=0.01)
+    bound = honest["paired"]["outside_bound"]
+    assert bound["rounds"] == 12 and bound["raised"] == 0 and not bound["contradicts"]
+    assert not [f for f in findings if f.rule == "HS609"]
+    # forged: the candidate's process reports a tenth of its calls' time; the speedup decided is
+    # the parent's (one floor per pair of processes, within OUTSIDE_SLACK, against rounds whose
+    # load swings 2x), not the claimed 30x, and the claims are HS609
+    forged, findings = evaluate(raw.candidate(0.1, device="cpu"), raw.reference(strict_ms=3.0, device="cpu"),
+                                location=LOC, paired=_timed_rounds(3.0, 0.1))
+    assert forged["speedup"]["eager_fp32"] <= 3.0 / 0.8 * 2.0
+    bound = forged["paired"]["outside_bound"]
+    assert bound["raised"] == 12 and bound["contradicts"]
+    assert [f for f in findings if f.rule == "HS609"]
+
+
+def test_a_round_without_the_parents_request_time_is_left_as_claimed() -> None:
+    # older raw records (no request_s): no floor, the claims as before, nothing contradicted
+    perf, _ = evaluate(raw.candidate(1.0, device="cpu"), raw.reference(strict_ms=3.0, device="cpu"),
+                       location=LOC, paired=_rounds([3.0] * 12))
+    assert perf["paired"]["outside_bound"] == {"rounds": 0, "raised": 0, "median_floor_over_claim": None,
+                                               "contradicts": False, "claimed_ms": None, "floor_ms": None}
+
+
+def test_an_overhead_that_swamps_the_calls_gives_no_floor() -> None:
+    # a shared CPU: each call's flush takes 50x the call and scatters by 40 %: the parent's clock
+    # cannot prove anything about a 1 ms call, so the honest claim stands as it is
+    perf, findings = evaluate(raw.candidate(1.0, device="cpu"), raw.reference(strict_ms=3.0, device="cpu"),
+                              location=LOC, paired=_timed_rounds(3.0, 1.0, overhead_ms=250.0, noise=0.2))
+    assert perf["speedup"]["eager_fp32"] == pytest.approx(3.0, rel=0.01)
+    assert perf["paired"]["outside_bound"]["rounds"] == 0
+    assert not [f for f in findings if f.rule == "HS609"]

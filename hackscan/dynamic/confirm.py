@@ -11,18 +11,18 @@ kernels on a GPU).  From them:
   on any probe is HS413 (both list the ops that ran instead);
 * a static finding that torch computes the output (taxonomy class 3, HS119 among them, or a
   fallback, class 5) is *confirmed* by HS412 / HS413; a fallback finding is also *confirmed*
-  when the custom code was not called on a probe of the task's shape where ModelNew answered,
-  and *downgraded* to a warning when it was called on every probe; HS119 ("custom code cannot run") is *withdrawn* when the
-  custom code demonstrably ran;
+  when the custom code was not called on a probe of the task's shape where ModelNew answered;
+  "called on every probe" and "the custom code ran" are only noted in the finding's evidence
+  (``candidate_claims``): they are the candidate process's own word;
 * a static stream / thread finding (taxonomy class 9) and a timing escape measured by the
   performance stage (HS601 events against the wall clock, HS609 the parent's own clock) confirm
   each other: both become errors.
 
 Each finding so settled names the other stage's evidence in ``confirmed_by`` / ``cleared_by``
 (``"stage:rule@line"``, or ``"dynamic:<fact>"`` where the evidence is a fact and not a finding)
-and says so in its message.  Counts and the census are the candidate worker's word: they can
-confirm a suspicion or add a finding freely, but they only ever *soften* a static error (to a
-warning, or to information for HS119), never remove it (PROTOCOL.md, "Replies").
+and says so in its message.  Counts and the census are the candidate worker's word: code in
+that process can rewrite the counter, the census and the reply in place, so they can confirm a
+suspicion or add a finding, and never soften or remove one (docs/walls-trust.md).
 """
 
 from __future__ import annotations
@@ -239,23 +239,17 @@ def reconcile(static: list[Finding], dyn: list[Finding], facts: dict[str, Any] |
             static[i] = _confirm(static[i], [fact], f"the dynamic stage: on probe {', '.join(not_called[:6])} "
                                                     "ModelNew answered without calling its extension")
     elif facts.get("ran") and facts.get("called_on_every_probe"):
+        # the candidate's own count says its kernel ran everywhere: its word, so the finding keeps
+        # its severity and message and carries the observation only as evidence (a forged count
+        # changes nothing a reader or the verdict relies on)
         n = len(facts.get("calls_per_probe") or {})
-        fact = "dynamic:extension called on every probe"
         for i in fallbacks:
             f = static[i]
-            if fact not in f.cleared_by:
-                # an error becomes a warning (the arm is still there, for inputs no probe drew); a
-                # warning stays one, and says what the run saw
-                sev = Severity.WARNING if f.severity is Severity.ERROR else f.severity
-                static[i] = f.with_(severity=sev, cleared_by=f.cleared_by + (fact,),
-                                    message=f"{f.message} (downgraded by the dynamic stage: the extension was called "
-                                            f"on every one of {n} probes, so this fallback did not fire on them)")
+            static[i] = f.with_(evidence=dict(f.evidence, candidate_claims=f"extension called on every one of {n} "
+                                              "probes (the candidate process's own count: not evidence for it)"))
     if facts.get("ran"):
-        fact = "dynamic:custom code ran"
         for i in cannot_run:
             f = static[i]
-            if fact not in f.cleared_by:
-                static[i] = f.with_(severity=Severity.INFO, cleared_by=f.cleared_by + (fact,),
-                                    message=f"{f.message} (withdrawn by the dynamic stage: the custom code ran, so "
-                                            "this static claim is wrong here)")
+            static[i] = f.with_(evidence=dict(f.evidence, candidate_claims="custom code ran (the candidate process's "
+                                              "own count: not evidence for it)"))
     return static, dyn

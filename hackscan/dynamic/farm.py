@@ -133,6 +133,7 @@ class BuildFarm:
                seed: int, gpu: bool) -> dict[str, Any]:
         try:
             launcher = pool.zygote("cpu", harness, farm=self)
+            drawn = _draw(launcher, reference, seed, timeout, mem_bytes) if reference else None
             session = launcher.spawn({"role": "candidate", "path": path, "device": "cpu", "threads": 1,
                                       "perf": False, "build_only": True}, timeout=timeout, mem_bytes=mem_bytes, source=code)
         except WorkerFailure as exc:
@@ -143,9 +144,11 @@ class BuildFarm:
         session = CheckedSession(session, "candidate")
         try:
             msg: dict[str, Any] = {"cmd": "load", "code": code, "setups": [], "profile": profile}
-            if reference:
-                # gpu: the real worker sees a GPU, so the farm's must read as if it did (prebuild.py)
-                msg["prebuild"] = {"reference": reference, "seed": int(seed), "gpu": bool(gpu)}
+            if drawn is not None:
+                # values, never the reference's source (ReferenceWorker.draw); gpu: the real worker
+                # sees a GPU, so the farm's must read as if it did (prebuild.py)
+                msg["prebuild"] = {"init_inputs": drawn.get("init_inputs"), "inputs": drawn.get("inputs"),
+                                   "seed": int(seed), "gpu": bool(gpu)}
             reply = session.request(msg)
         except WorkerFailure as exc:
             # the builds it finished are harvested all the same (close below)
@@ -166,3 +169,29 @@ class BuildFarm:
         if isinstance(reply.get("prebuild"), dict):
             out["exercised"] = {str(k): str(v)[:200] for k, v in reply["prebuild"].items()}
         return out
+
+
+# the largest get_inputs() draw the farm's candidate worker is called on (worker/prebuild.py's
+# MAX_FORWARD_BYTES; the parent never imports the worker side)
+FORWARD_BYTES = 1 << 30
+
+
+def _draw(launcher: Any, reference: str, seed: int, timeout: float, mem_bytes: int | None) -> dict[str, Any] | None:
+    """The reference's init inputs and one ``get_inputs()`` draw, from a reference worker of the
+    farm's own (a sandbox the candidate never runs in); None when that fails (the farm then only
+    imports the candidate, and the real worker builds what that misses)."""
+    from .protocol import CheckedSession
+
+    try:
+        ref = launcher.spawn({"role": "reference", "path": "<reference>", "device": "cpu", "threads": 1,
+                              "perf": False}, timeout=timeout, mem_bytes=mem_bytes, source=reference)
+    except WorkerFailure:
+        return None
+    try:
+        reply = CheckedSession(ref, "reference").request({"cmd": "draw", "code": reference, "seed": int(seed),
+                                                          "max_bytes": FORWARD_BYTES})
+    except WorkerFailure:
+        return None
+    finally:
+        ref.close()
+    return reply if isinstance(reply, dict) and reply.get("ok", True) and "init_inputs" in reply else None

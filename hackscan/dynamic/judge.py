@@ -194,9 +194,13 @@ class Judge:
                 if family == "magnitude" and nonfinite:
                     sev = Severity.ERROR
                 if family == "params":
+                    # how the parameters were matched is the candidate worker's word (match_state
+                    # runs in its process): a claim that they had to be loaded after construction
+                    # (where folding at __init__ could explain a wrong output) lowers the stated
+                    # confidence only, never the severity: a forged claim must not soften a verdict
                     match = worst.spec.get("match_method")
                     if match != "constructed-equal":
-                        sev, conf = Severity.WARNING, Confidence.MEDIUM
+                        conf = Confidence.MEDIUM
                 j.findings.append(self.make(rule, self._message(family, worst, wrong), self._evidence(
                     worst, failing_probes=[r.spec["id"] for r in wrong],
                     parameters=worst.spec.get("match_method")), severity=sev, confidence=conf))

@@ -99,9 +99,15 @@ PASSED_ENV = (
 
 SYSTEM_DIRS = ("/usr", "/etc", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/opt", "/sys")
 
+# where the interpreter's import path and build tools found outside the system folders are bound:
+# a virtualenv's layout, as a benchmark's container often has one (not a folder named for hackscan)
+VENV_DIR = "/venv"
 # build tools found outside the system folders are bound here, one file each
-TOOL_DIR = "/python/bin"
+TOOL_DIR = f"{VENV_DIR}/bin"
 TOOLS = ("ninja",)
+
+# torch's default extension build folder under the home folder; a sandboxed worker builds there
+EXT_HOME = ".cache/torch_extensions"
 
 PIDS_MAX = 1024          # threads count too (torch's pools, the compilers' jobs)
 
@@ -551,7 +557,8 @@ def stage_package(dest: Path, package: str) -> Path:
 
 
 # ----------------------------------------------------------------------------------- the build cache
-# where a worker's extension builds are, below its private folder (its /tmp/.cache/ext)
+# where the harvest looks when not told (a tree laid out by hand); a sandbox's own builds are in
+# its home's torch_extensions folder (``_ext_rel``)
 EXT_REL = ("tmp", ".cache", "ext")
 # what the parent takes back from one sandbox into the build cache: a build folder of at most
 # this many bytes and files, and this many bytes in all (a build of a few kernels is a few MiB of
@@ -812,7 +819,7 @@ class Handle:
         self.limit.remove()
         if self.cache is not None and self.source_key:
             try:
-                self.cache.harvest(self.source_key, self.private)
+                self.cache.harvest(self.source_key, self.private, rel=_ext_rel(self.private))
             except OSError:
                 pass
         shutil.rmtree(self.private, ignore_errors=True)
@@ -838,6 +845,62 @@ def _tree_bytes(root: Path) -> tuple[int, int]:
         except OSError:
             continue
     return used, entries
+
+
+def _dress_home(home: Path) -> None:
+    """A lived-in home folder, as root's in a container image is: the shell's start-up files from
+    ``/etc/skel`` (or Debian's defaults) and a ``.cache``; an empty home tells a sandbox."""
+    for name in (".bashrc", ".profile"):
+        skel = Path("/etc/skel") / name
+        try:
+            text = skel.read_text() if skel.is_file() else ("# ~/.bashrc\n" if name == ".bashrc" else
+                                                             "# ~/.profile\nif [ -f ~/.bashrc ]; then . ~/.bashrc; fi\n")
+            (home / name).write_text(text)
+        except OSError:
+            continue
+    (home / ".cache").mkdir(exist_ok=True)
+
+
+def _ext_rel(private: Path) -> tuple[str, ...]:
+    """Where a sandbox's builds are, below its private folder: its home's
+    ``.cache/torch_extensions/<tag>``, where the worker builds as torch does by default
+    (``extcache.ExtensionCache.plain_dir``).  The tag (``py311_cpu``, ``py311_cu124``) is the worker's
+    torch's: the one plain folder there, or the interpreter's with the parent's torch's CUDA tag
+    before the first build.  Read without following a link (the tree is the candidate's to
+    arrange); the harvest opens every step with ``O_NOFOLLOW`` again."""
+    tag = f"py{sys.version_info.major}{sys.version_info.minor}_{_cuda_tag()}"
+    names: list[str] = []
+    plain: list[str] = []
+    try:
+        with os.scandir(private / "home" / EXT_HOME) as it:
+            for e in it:
+                names.append(e.name)
+                if e.is_dir(follow_symlinks=False):
+                    plain.append(e.name)
+    except OSError:
+        pass
+    if tag not in names and len(plain) == 1:
+        tag = plain[0]
+    return ("home", *Path(EXT_HOME).parts, tag)
+
+
+def _cuda_tag() -> str:
+    """torch's build tag for its CUDA version, read without importing torch (the parent never
+    does): ``torch/version.py``'s ``cuda = '12.4'`` line."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return "cpu"
+    try:
+        text = (Path(spec.origin).parent / "version.py").read_text()
+    except OSError:
+        return "cpu"
+    for line in text.splitlines():
+        if line.startswith("cuda"):
+            value = line.split("=", 1)[1].split("#")[0].strip().strip("'\"")
+            return "cu" + value.replace(".", "") if value and value != "None" else "cpu"
+    return "cpu"
 
 
 def _start_at_once() -> int:
@@ -942,7 +1005,8 @@ class Launcher:
             if str(p).startswith(("/usr/", "/lib")):
                 out.append((str(p), None))
             elif p.is_dir():
-                out.append((f"/python/site-packages-{n}", str(p)))
+                ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
+                out.append((f"{VENV_DIR}/lib/{ver}/site-packages" + (f"-{n}" if n else ""), str(p)))
                 n += 1
         return out
 
@@ -960,9 +1024,11 @@ class Launcher:
         bw = check()["bwrap"]
         # --as-pid-1: bwrap itself stays outside, so its command line (the binds) is not in the
         # sandbox's /proc; the worker is the namespace's init, and everything dies with it
+        # --uid/--gid 0: inside, the worker is root, as a benchmark run in a container is (its own
+        # unprivileged uid outside, no capabilities either way); the hostname a container's id
         cmd = [bw, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
-               "--as-pid-1",
-               "--cap-drop", "ALL", "--hostname", prof.hostname]
+               "--as-pid-1", "--uid", "0", "--gid", "0",
+               "--cap-drop", "ALL", "--hostname", self._hostname(private)]
         for d in SYSTEM_DIRS:
             if os.path.islink(d):
                 cmd += ["--symlink", os.readlink(d), d]
@@ -990,9 +1056,15 @@ class Launcher:
         cmd += ["--ro-bind", str(self._pkg / INNER_PACKAGE), f"{prof.root}/{INNER_PACKAGE}"]
         cmd += ["--ro-bind", str(self._script), prof.script]
         cmd += ["--chdir", prof.cwd, "--clearenv"]
-        for k, v in self._env().items():
+        for k, v in self._env(self._hostname(private)).items():
             cmd += ["--setenv", k, v]
         return cmd
+
+    @staticmethod
+    def _hostname(private: Path) -> str:
+        """A container id's first 12 hex digits, one per sandbox (derived from its private
+        folder, so that the UTS name and ``HOSTNAME`` agree), never a fixed name."""
+        return hashlib.sha256(f"{private}:{os.getpid()}".encode()).hexdigest()[:12]
 
     def _tools(self) -> dict[str, str]:
         """Build tools the parent finds on its PATH (``ninja`` from a virtualenv's bin folder, where
@@ -1010,7 +1082,7 @@ class Launcher:
                 out[name] = real
         return out
 
-    def _env(self) -> dict[str, str]:
+    def _env(self, hostname: str = "localhost") -> dict[str, str]:
         prof = self.profile
         bins = [TOOL_DIR] if self._tool_files else []
         for inside, host in self._paths:
@@ -1023,8 +1095,12 @@ class Launcher:
             bins.append(f"{cuda}/bin")
         env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
         env.update(self.extra_env)
-        env.update({"PATH": ":".join([*bins, "/usr/local/bin", "/usr/bin", "/bin"]), "HOME": prof.home,
-                    "TMPDIR": "/tmp", "LANG": env.get("LANG", "C.UTF-8"), "USER": "root", "PWD": prof.cwd})
+        # what a container's python process has (PATH, HOSTNAME, HOME, LANG, PWD from its shell),
+        # no TMPDIR or USER a harness would not set; the build tools' folders first, as a
+        # virtualenv's activation puts its bin first
+        env.update({"PATH": ":".join([*bins, "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin",
+                                      "/bin"]),
+                    "HOME": prof.home, "HOSTNAME": hostname, "LANG": env.get("LANG", "C.UTF-8"), "PWD": prof.cwd})
         if self.device != "cpu" and self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
         if self.device == "cpu":
@@ -1041,8 +1117,9 @@ class Launcher:
             n = self._counter
         uid = _uid_base() + n % 1000 if os.geteuid() == 0 else None
         private = Path(tempfile.mkdtemp(dir=self._root))
-        for sub in ("tmp", "home", "work", "tmp/.cache/ext"):
+        for sub in ("tmp", "home", "work", f"home/{EXT_HOME}"):
             (private / sub).mkdir(parents=True, exist_ok=True)
+        _dress_home(private / "home")
         if uid is not None:
             _chown_tree(private, uid)
             os.chmod(private, 0o755)
@@ -1254,8 +1331,9 @@ class Launcher:
         if source is not None:
             h.source_key = key_for(source)
             h.cache = self.cache
-            self.cache.seed(h.source_key, h.private / "tmp" / ".cache" / "ext", h.uid)
-        spec = dict(spec, mem_bytes=mem_bytes, cache_dir="/tmp/.cache", preload=sorted(self.preloaded))
+            self.cache.seed(h.source_key, h.private.joinpath(*_ext_rel(h.private)), h.uid)
+        spec = dict(spec, mem_bytes=mem_bytes, cache_dir="/tmp/.cache", ext_home=f"{self.profile.home}/{EXT_HOME}",
+                    preload=sorted(self.preloaded))
         spec.setdefault("device", self.device)
         try:
             self._send(h, {"cmd": "spec", "spec": spec})

@@ -192,8 +192,8 @@ class DynamicRun:
     def _rejected_before_timing(self, dyn: list[Finding]) -> list[str]:
         """Rules whose errors already reject the candidate, with every finding up to correctness
         settled as the report will settle them; empty when it may still pass.  Timing can only add
-        findings (a stream suspicion confirmed by an escape, HS6xx); the downgrades of
-        ``confirm.reconcile`` rest on the correctness run's facts, which are in already."""
+        findings (a stream suspicion confirmed by an escape, HS6xx); ``confirm.reconcile`` never
+        softens a finding, so nothing later can clear what rejects here."""
         if self.report.verdict.value == "error":
             return []
         settled = self._settled(dyn + list(self.protocol_findings))
@@ -362,6 +362,15 @@ class DynamicRun:
     def _failed(self, reason: str, **more: Any) -> None:
         self.info.update(ran=False, failed=True, reason=reason, **more)
 
+    def _cannot_run_here(self, reason: str) -> list[Finding]:
+        """The candidate's process says it cannot run here (a missing device, driver or library, read
+        from its own exception or its build wrapper's count).  Only the parent's own facts (the
+        static target, the machine's info) may skip the stage; this word of the candidate's makes
+        the run ``error`` (exit 2), so that a ModelNew raising a plausible "no CUDA driver" on
+        purpose never keeps the static verdict."""
+        self._failed("not checked: " + reason, cannot_run_here=True)
+        return []
+
     def _channel_findings(self) -> list[Finding]:
         """Frames that answered no request (PROTOCOL.md, "Replies").  On the candidate's channel a
         finding; on the reference's, which the candidate cannot write, a broken run, unless the
@@ -518,8 +527,9 @@ class DynamicRun:
                                 "compiled": sum(1 for b in builds if isinstance(b, dict) and b.get("compiled"))}
         findings: list[Finding] = []
         if device == "cpu" and c_load.get("cuda_builds"):
-            # its custom path is CUDA: on a CPU only a fallback could run, which is not the candidate
-            return self._skip("the candidate builds CUDA code at run time and needs a CUDA GPU")
+            # its custom path is CUDA: on a CPU only a fallback could run, which is not the candidate.
+            # The count is the candidate worker's word (the static stage saw no CUDA): not run is error
+            return self._cannot_run_here("the candidate builds CUDA code at run time and needs a CUDA GPU")
         if not c_load.get("ok") or c_load.get("failed"):
             return findings + self._load_failure(c_load)
         matches = c_load.get("matches", {})
@@ -656,13 +666,14 @@ class DynamicRun:
         self.timings["candidate_probes_s"] = time.perf_counter() - t
 
         # "needs CUDA" is the candidate worker's word, read from an exception the candidate could
-        # raise on purpose: it skips the stage only when ModelNew fails that way on every one of
-        # the task's own inputs, never when it runs there and "needs CUDA" only elsewhere
+        # raise on purpose: a ModelNew that fails that way on every one of the task's own inputs was
+        # not checked, which is error (never the static verdict); failing that way only elsewhere
+        # is a failure like any other
         orig = [cands.get(p["id"]) or {} for p in plan.probes if p["family"] == "original"]
         needs = [(c.get("error") or {}).get("needs") if "error" in c else None for c in orig]
-        if device == "cpu" and orig and all(n == "cuda" for n in needs):
-            return self._skip("the candidate uses CUDA at run time (no CUDA GPU here): " +
-                              str(orig[0]["error"].get("message", ""))[-200:])
+        if orig and all(n in ("cuda", "triton") for n in needs):
+            return self._cannot_run_here(f"the candidate says it needs {needs[0].upper() if needs[0] == 'cuda' else 'Triton'}"
+                                         " at run time: " + str(orig[0]["error"].get("message", ""))[-200:])
         judge = self._judge()
         self._fetch_extras(ref, refs, cands, integrity)
         records: dict[str, ProbeRecord] = {}
@@ -965,12 +976,11 @@ class DynamicRun:
                               {"phase": "import", "seed": self.seed, "kind": crash["kind"],
                                "log_tail": crash.get("log_tail", "")[-800:]})]
         err = c_load.get("error") or {}
-        if err.get("needs") == "cuda" and self.info.get("device") == "cpu":
-            self._skip("the candidate needs CUDA (no CUDA GPU here): " + err.get("message", "")[-200:])
-            return []
-        if err.get("needs") == "triton":
-            self._skip("the candidate needs Triton, which cannot run here: " + err.get("message", "")[-200:])
-            return []
+        if err.get("needs") in ("cuda", "triton"):
+            # the candidate's own exception: a stage that could not check it is error, never the
+            # static verdict (a plausible "no CUDA driver" raised on purpose would otherwise pass)
+            return self._cannot_run_here(f"the candidate says it needs {'CUDA' if err['needs'] == 'cuda' else 'Triton'}"
+                                         ": " + str(err.get("message", ""))[-200:])
         phase = c_load.get("failed", "import")
         what = {"import": "cannot be imported", "init": "cannot be constructed"}.get(phase, "fails")
         failed = [b for b in c_load.get("builds") or [] if isinstance(b, dict) and b.get("failed") is True]

@@ -27,6 +27,7 @@ from .stats import (
     between_processes,
     block_statistic,
     interval_of,
+    median_interval,
     median_of,
     paired_speedup,
     ratio,
@@ -442,6 +443,12 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
     pair = _paired(paired, cuda, escaped, c_cal) if paired else None
     if pair is not None:
         perf["paired"] = pair
+        ob = pair.get("outside_bound") or {}
+        if ob.get("contradicts"):
+            em.emit("HS609", {"claimed_ms": ob["claimed_ms"], "calls": pair.get("calls_per_block") or 0,
+                              "outside_ms": ob["floor_ms"]},
+                    {"source": "paired blocks: the parent's clock per block request, less the reference "
+                               "worker's non-call time in the same round", **ob})
         # the figures from absolute times stay in the report, under their own names: they move
         # with the host's load between runs, the paired ones do not (docs/measured.md)
         perf["unpaired_speedup"], perf["unpaired_speedup_ci"] = dict(perf["speedup"]), dict(perf["speedup_ci"])
@@ -528,8 +535,57 @@ def headline_of(ref: dict[str, Any], cuda: bool, base_times: Mapping[str, float]
     return headline
 
 
-def _process_pairs(raw: dict[str, Any], cuda: bool, escaped: bool,
-                   c_cal: float) -> tuple[list[dict[str, Any]], dict[str, list[tuple[float, float]]]]:
+# The candidate's block time is what its own process reports, and code in that process can rewrite
+# the clock, the timing loop and the reply in place.  The parent times every block request itself
+# (``request_s``, perf_run.paired_rounds; the worker synchronises the device after each call before
+# it answers); the baseline blocks of the same round, from the reference worker the candidate cannot
+# reach, say how much of a block's request is not the calls (the cache flushes, the input refills,
+# the round trip) and how the block's statistic relates to its mean call.  So each round gives an
+# outside estimate of the candidate's per-call statistic: (its request - the baseline's non-call
+# time) / calls x the baseline's statistic-to-mean ratio.  A round's estimate carries the noise of
+# two blocks' non-call time (on a shared CPU, where a call's flush can take 50x the call, it
+# swamps a sub-millisecond call), so the floor of a pair of processes is the lower end of the
+# distribution-free interval of the median of its rounds' estimates, times OUTSIDE_SLACK: what the
+# parent's clock shows beyond doubt.  The time that decides the paired speedup is the larger of the
+# claim and that floor; a floor above OUTSIDE_FLAG x the median claim is HS609.
+OUTSIDE_SLACK = 0.8
+OUTSIDE_FLAG = 2.0
+OUTSIDE_MIN_ROUNDS = 5
+
+
+def _outside_estimate(blocks: dict[str, Any], key: str, stat: str) -> float | None:
+    """One round's estimate (ms, signed: noise may make it negative) of the candidate's per-call
+    statistic from the parent's clock, or None when the round lacks what it needs."""
+    c_req = _f(_d(blocks.get("candidate")).get("request_s"))
+    if c_req is None:
+        return None
+    est = None
+    for name, block in blocks.items():
+        b = _d(block)
+        if name == "candidate" or b.get("timers_changed"):
+            continue
+        walls, b_req = _floats(b.get("wall_ms")), _f(b.get("request_s"))
+        b_stat = block_statistic(_floats(b.get(key)), stat)
+        if not walls or b_req is None or b_stat is None:
+            continue
+        overhead = max(0.0, b_req * 1e3 - sum(walls))
+        e = (c_req * 1e3 - overhead) / len(walls) * min(1.0, b_stat / (sum(walls) / len(walls)))
+        est = e if est is None else min(est, e)  # the lowest: the benefit of the doubt
+    return est
+
+
+def _outside_floor(rounds: list[dict[str, Any]], key: str, stat: str) -> float | None:
+    """A pair of processes' floor for the candidate's per-call statistic (see above), or None."""
+    est = sorted(e for e in (_outside_estimate(_d(r.get("blocks")), key, stat) for r in rounds) if e is not None)
+    if len(est) < OUTSIDE_MIN_ROUNDS:
+        return None
+    lo = median_interval(est)[0]
+    return lo * OUTSIDE_SLACK if lo > 0 else None
+
+
+def _process_pairs(raw: dict[str, Any], cuda: bool, escaped: bool, c_cal: float,
+                   floors: list[tuple[float, float]] | None = None,
+                   ) -> tuple[list[dict[str, Any]], dict[str, list[tuple[float, float]]]]:
     """One pair of workers' rounds (``perf_run.paired_rounds``) as (usable rounds, per baseline
     its (baseline, candidate) block statistics in time order), recomputed from the calls: per
     round, each baseline's block statistic over the candidate's block of the same round (the
@@ -539,6 +595,7 @@ def _process_pairs(raw: dict[str, Any], cuda: bool, escaped: bool,
     stat = "median" if cuda else "min"
     key = "event_ms" if cuda else "wall_ms"
     per: dict[str, list[tuple[float, float]]] = {}
+    floor = _outside_floor(rounds, key, stat)
     for r in rounds:
         blocks = _d(r.get("blocks"))
         c_block = _d(blocks.get("candidate"))
@@ -549,6 +606,10 @@ def _process_pairs(raw: dict[str, Any], cuda: bool, escaped: bool,
             c = block_statistic(_floats(c_block.get(key)), stat)
         if c is None:
             continue
+        if floor is not None:
+            if floors is not None:
+                floors.append((c, floor))
+            c = max(c, floor)
         for name, block in blocks.items():
             name = _s(name, 40)
             if name == "candidate" or _d(block).get("timers_changed"):
@@ -557,6 +618,20 @@ def _process_pairs(raw: dict[str, Any], cuda: bool, escaped: bool,
             if b is not None:
                 per.setdefault(name, []).append((b, c))
     return rounds, per
+
+
+def _outside_summary(floors: list[tuple[float, float]]) -> dict[str, Any]:
+    """How the parent's clock bounded the candidate's blocks: rounds with a floor, rounds where the
+    floor was above the claim (and so decided), the median floor / claim, and whether that median
+    contradicts the claims (HS609)."""
+    factors = sorted(f / c for c, f in floors if c > 0)
+    med = factors[len(factors) // 2] if factors else None
+    claims = sorted(c for c, _ in floors)
+    return {"rounds": len(floors), "raised": sum(1 for c, f in floors if f > c),
+            "median_floor_over_claim": round(med, 4) if med is not None else None,
+            "contradicts": bool(med is not None and med > OUTSIDE_FLAG),
+            "claimed_ms": round(claims[len(claims) // 2], 6) if claims else None,
+            "floor_ms": round(sorted(f for _, f in floors)[len(floors) // 2], 6) if floors else None}
 
 
 def _paired(raw: dict[str, Any], cuda: bool, escaped: bool, c_cal: float) -> dict[str, Any] | None:
@@ -572,8 +647,9 @@ def _paired(raw: dict[str, Any], cuda: bool, escaped: bool, c_cal: float) -> dic
     per_proc: list[dict[str, list[tuple[float, float]]]] = []
     n_rounds: list[int] = []
     first: dict[str, Any] = {}
+    floors: list[tuple[float, float]] = []
     for praw in procs_raw:
-        rounds, per = _process_pairs(praw, cuda, escaped, c_cal)
+        rounds, per = _process_pairs(praw, cuda, escaped, c_cal, floors)
         if per:
             per_proc.append(per)
             n_rounds.append(len(rounds))
@@ -606,6 +682,7 @@ def _paired(raw: dict[str, Any], cuda: bool, escaped: bool, c_cal: float) -> dic
                            "statistic": f"{stat} of each block; per pair of worker processes the median over its rounds "
                                         "of baseline block / candidate block; the speedup is the geometric mean over "
                                         "the pairs, its interval a t-interval over them"}
+    out["outside_bound"] = _outside_summary(floors)
     spawn_errors = [_s(e, 300) for e in raw.get("spawn_errors", [])[:8]] if isinstance(raw.get("spawn_errors"), list) else []
     if spawn_errors:
         out["spawn_errors"] = spawn_errors

@@ -4,7 +4,9 @@
 the same source does not recompile (35-45 s here, about a minute on the GPU machine), and so that
 parallel workers never share a build folder or an extension name: the build folder is
 ``<cache>/ext/<hash>`` and the name gets the hash as a suffix (unless the source spells its own
-``PYBIND11_MODULE`` name, which a rename would break).  The time spent inside these calls is
+``PYBIND11_MODULE`` name, which a rename would break).  In a sandbox (single-use, nothing shared)
+the folder is laid out as torch's default one and the names are the candidate's own
+(``plain_dir``).  The time spent inside these calls is
 recorded, so that the dynamic stage's cost can be reported without compilation.
 """
 
@@ -34,8 +36,17 @@ MAX_ERROR_CHARS = 200_000
 
 class ExtensionCache:
     def __init__(self, root: Path, on_event: Callable[[dict[str, Any]], None] | None = None,
-                 known_failures: dict[str, str] | None = None):
+                 known_failures: dict[str, str] | None = None, plain_dir: Path | None = None):
         self.root = Path(root)
+        # a sandboxed worker's own build folder, laid out as torch's default one
+        # (``~/.cache/torch_extensions/py311_cpu/<name>``), with the candidate's own extension
+        # names: a hash in a build folder's or a module's name tells a candidate it is checked.
+        # The sandbox is single-use, so no other worker shares its names; None: the shared
+        # layout (``<root>/ext/<hash>``, names with the hash appended), for --sandbox off
+        self.plain_dir = Path(plain_dir) if plain_dir else None
+        # name -> build key, for the plain layout: a second build of one name with other
+        # sources or flags gets ``<name>_v1``, ``_v2``, ... as torch's own versioning names it
+        self._plain_names: dict[str, str] = {}
         # build key -> torch's error message, for builds that already failed in the build farm
         # (dynamic/farm.py) with these same arguments, sources and compiler flags: raised again
         # as torch raised it, instead of compiling again on the device's time
@@ -77,14 +88,20 @@ class ExtensionCache:
             name = str(bound.get("name", "ext"))
             key = cache._key(kind, {k: v for k, v in bound.items()
                                     if k not in ("verbose", "build_directory", "keep_intermediates")})
-            folder = cache.root / "ext" / key
-            folder.mkdir(parents=True, exist_ok=True)
             text = " ".join(_read(s) for s in _sources_of(kind, bound))
+            own_name = bool(_OWN_MODULE_NAME.search(text))
+            if cache.plain_dir is not None:
+                plain = cache.plain_name(name, key) if not own_name else name
+                folder = cache.plain_dir / plain
+                bound["name"] = plain
+            else:
+                folder = cache.root / "ext" / key
+                if not own_name:
+                    bound["name"] = f"{name}_{key[:12]}"
+            folder.mkdir(parents=True, exist_ok=True)
             if (kind == "load_inline" and bound.get("cuda_sources")) or any(
                     str(x).endswith((".cu", ".cuh")) for x in _sources_of(kind, bound)) or "__global__" in text:
                 cache.cuda_builds += 1
-            if not _OWN_MODULE_NAME.search(text):
-                bound["name"] = f"{name}_{key[:12]}"
             bound["build_directory"] = str(folder)
             bound["verbose"] = False
             if kind == "load":
@@ -126,8 +143,21 @@ class ExtensionCache:
                                     "at": time.monotonic()})
             return cache.count_calls(module, name)
 
-        cached.__wrapped__ = original  # type: ignore[attr-defined]
-        return cached
+        # torch's own name, module, docstring and signature (``inspect.signature`` follows
+        # ``__wrapped__``): a wrapper named ``ExtensionCache.wrap.<locals>.cached`` tells a
+        # candidate that something stands between it and torch
+        import functools
+
+        return functools.wraps(original)(cached)
+
+    def plain_name(self, name: str, key: str) -> str:
+        """The module (and folder) name of a build in the plain layout: the candidate's own, or
+        ``<name>_v<N>`` when this process already built that name from other arguments."""
+        for n in range(1000):
+            candidate = name if n == 0 else f"{name}_v{n}"
+            if self._plain_names.setdefault(candidate, key) == key:
+                return candidate
+        return f"{name}_{key[:12]}"
 
     def count_calls(self, module: Any, name: str) -> Any:
         """Count calls into the functions a built extension module exports.

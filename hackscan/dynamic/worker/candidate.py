@@ -43,7 +43,8 @@ class CandidateWorker(Worker):
         self.path = spec.get("path", "<candidate>")
         failures = spec.get("known_build_failures")
         self.cache = ExtensionCache(Path(spec.get("cache_dir") or default_cache_dir()), self._progress,
-                                    {str(k): str(v) for k, v in failures.items()} if isinstance(failures, dict) else None)
+                                    {str(k): str(v) for k, v in failures.items()} if isinstance(failures, dict) else None,
+                                    plain_dir=_plain_dir(spec.get("ext_home")))
         self.module: Any = None
         self.cls: Any = None
         self.setups: dict[str, dict[str, Any]] = {}
@@ -182,8 +183,8 @@ class CandidateWorker(Worker):
             if isinstance(prebuild, dict):
                 from .prebuild import exercise
 
-                self.prebuilt = exercise(self.cls, str(prebuild.get("reference") or ""),
-                                               int(prebuild.get("seed") or 0), lambda: len(self.cache.builds))
+                self.prebuilt = exercise(self.cls, prebuild.get("init_inputs"), prebuild.get("inputs"),
+                                         int(prebuild.get("seed") or 0), lambda: len(self.cache.builds))
         except BaseException as exc:  # noqa: BLE001
             return {"failed": phase, "error": self._describe(exc), "changes": self.changes,
                     "compile_s": self.cache.compile_seconds, "builds": self.cache.builds,
@@ -434,6 +435,16 @@ class CandidateWorker(Worker):
             del self.models[key]
         self.held.clear()
         self.held_bytes = 0
+
+
+def _plain_dir(home: Any) -> Path | None:
+    """torch's default build folder under ``home`` (``py311_cpu``, ``py311_cu124``), where the
+    sandbox keeps this worker's builds; None outside a sandbox."""
+    if not isinstance(home, str) or not home:
+        return None
+    cuda = torch.version.cuda
+    tag = f"py{sys.version_info.major}{sys.version_info.minor}_{'cu' + cuda.replace('.', '') if cuda else 'cpu'}"
+    return Path(home) / tag
 
 
 def _source_dir(profile: dict[str, Any]) -> str:

@@ -151,9 +151,10 @@ class GlobalState:
         """The worker's own code: every method of the classes and every function of the modules of
         ``package`` (whatever name it runs under) that are loaded now.  A candidate that rewrites
         them (found through sys.modules, gc or its frames) to run a stand-in model or skip a check
-        is reported like one that replaces a timer.  In-process code can still go deeper (a
-        function's ``__code__``, this fingerprint itself): the parent never takes the worker's
-        word for a result; this makes the cheap rewrite visible."""
+        is reported like one that replaces a timer, and so is one that assigns a function's
+        ``__code__`` in place.  In-process code can still go deeper (this fingerprint itself, the
+        reply): the parent never takes the worker's word for a result; this only adds findings
+        when the cheap rewrites are used."""
         import sys
 
         prefix = package + "."
@@ -169,7 +170,12 @@ class GlobalState:
                             callable(value) and not isinstance(value, type)
                             and getattr(value, "__module__", None) == mod_name):
                         label = f"{getattr(owner, '__qualname__', mod_name)}.{name}"
-                        self._harness[label] = (owner, name, self._id(value))
+                        self._harness[label] = (owner, name, self._id(value), self._code_id(value))
+
+    def _code_id(self, value: Any) -> int | None:
+        inner = getattr(value, "__func__", value)
+        code = getattr(inner, "__code__", None)
+        return None if code is None else self._id(code)
 
     def _ident(self, path: str) -> str:
         obj = _lookup(path)
@@ -198,10 +204,15 @@ class GlobalState:
             if now != self._flags[label]:
                 kind = "precision-flag" if label in PRECISION_FLAGS else "flag"
                 out.append({"name": label, "kind": kind, "before": self._flags[label], "after": now})
-        for label, (owner, name, ident) in self._harness.items():
-            if self._id(vars(owner).get(name)) != ident:
+        for label, (owner, name, ident, code) in self._harness.items():
+            now = vars(owner).get(name)
+            if self._id(now) != ident:
                 out.append({"name": f"harness code {label}", "kind": "function", "before": "original",
                             "after": "replaced"})
+            elif self._code_id(now) != code:
+                # the same function object running other code (``__code__`` assigned in place)
+                out.append({"name": f"harness code {label}", "kind": "function", "before": "original",
+                            "after": "code rewritten in place"})
         for name, ident in self._module_ids().items():
             if ident != self._modules[name]:
                 out.append({"name": f"sys.modules[{name!r}]", "kind": "function", "before": "original",

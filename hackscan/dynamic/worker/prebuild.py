@@ -13,7 +13,9 @@ reads False where no GPU is visible.  So the farm worker:
   nothing can run on a GPU here, so anything that really needs one fails, after the build;
 - constructs ``ModelNew(*get_init_inputs())`` with the reference's init inputs (under the harness's
   construction seed: what the real worker constructs), and if that built nothing, calls it once on
-  the reference's ``get_inputs()`` on the CPU (a build on first use).
+  the reference's ``get_inputs()`` on the CPU (a build on first use).  Both are values a reference
+  worker of the farm drew (``ReferenceWorker.draw``): the reference's source never enters this
+  process, whose builds reach the candidate's real worker through the cache.
 
 Every error is ignored: what the farm misses, the real worker builds as before.  Only the farm's
 workers ever do this (``build_only`` in the spec the parent gave; the candidate cannot set it),
@@ -42,16 +44,16 @@ def pretend_gpu() -> None:
     torch.nn.Module.cuda = stay  # type: ignore[method-assign]
 
 
-def exercise(cls: Any, reference: str, seed: int, built: Any) -> dict[str, Any]:
-    """Construct ``cls`` with the reference's init inputs, and call it once if ``built()`` (how many
-    builds the candidate made so far) is still 0.  Returns what was done (for the farm's record)."""
-    from .base import import_source
+def exercise(cls: Any, init_packed: Any, inputs_packed: Any, seed: int, built: Any) -> dict[str, Any]:
+    """Construct ``cls`` with the reference's init inputs, and call it once on the reference's
+    ``get_inputs()`` draw if ``built()`` (how many builds the candidate made so far) is still 0.
+    Both come as values the parent had a reference worker draw (``draw``): the reference's source
+    never enters this process, where the candidate's code runs.  Returns what was done."""
+    from .values import unpack
 
     done: dict[str, Any] = {}
     try:
-        ref = import_source(reference, "<reference>", "hackscan_farm_reference", register=False)
-        torch.manual_seed(int(seed))
-        init = list(ref.get_init_inputs()) if hasattr(ref, "get_init_inputs") else []
+        init = list(unpack(init_packed)) if init_packed is not None else []
         torch.manual_seed(int(seed))
         model = cls(*init)
         done["constructed"] = True
@@ -60,8 +62,11 @@ def exercise(cls: Any, reference: str, seed: int, built: Any) -> dict[str, Any]:
         return done
     if built():
         return done
+    if inputs_packed is None:
+        done["forward"] = "skipped: no inputs drawn (too large, or the draw failed)"
+        return done
     try:
-        inputs = list(ref.get_inputs())
+        inputs = list(unpack(inputs_packed))
         size = sum(int(x.numel() * x.element_size()) for x in inputs if torch.is_tensor(x))
         if size > MAX_FORWARD_BYTES:
             done["forward"] = f"skipped: {size >> 20} MiB of inputs"

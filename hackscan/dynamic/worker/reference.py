@@ -34,6 +34,8 @@ class ReferenceWorker(Worker):
     def handle(self, cmd: str, msg: dict[str, Any]) -> dict[str, Any]:
         if cmd == "load":
             return self.load(msg)
+        if cmd == "draw":
+            return self.draw(msg)
         if cmd == "probe":
             return self.probe(msg)
         if cmd == "extras":
@@ -59,6 +61,26 @@ class ReferenceWorker(Worker):
 
             return run_spin(self, msg)
         raise ValueError(f"unknown command {cmd!r}")
+
+    def draw(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """For the build farm: ``get_init_inputs()`` and one ``get_inputs()`` draw under ``seed``
+        (the harness's construction seed), the draw only up to ``max_bytes``.  The farm's candidate
+        worker gets these values instead of the reference's source, which must never enter a
+        process the candidate's code runs in (it could smuggle it to its real worker through the
+        build cache and compute the right answer there)."""
+        module = import_source(msg["code"], self.path, "reference_module")
+        ns = module.__dict__
+        get_init = ns.get("get_init_inputs")
+        torch.manual_seed(int(msg["seed"]))
+        init = as_list(get_init()) if get_init is not None else []
+        out: dict[str, Any] = {"init_inputs": pack(init)}
+        if callable(ns.get("get_inputs")):
+            torch.manual_seed(int(msg["seed"]))
+            inputs = as_list(ns["get_inputs"]())
+            size = sum(int(x.numel() * x.element_size()) for x in inputs if torch.is_tensor(x))
+            out["inputs"] = pack(inputs) if size <= int(msg.get("max_bytes", 1 << 30)) else None
+            out["input_bytes"] = size
+        return out
 
     def load(self, msg: dict[str, Any]) -> dict[str, Any]:
         # a neutral module name: the reference may be the candidate's own file
