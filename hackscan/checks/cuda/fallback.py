@@ -13,7 +13,7 @@ from ...context import Hit, ScanContext
 from ...cuda import names
 from ...cuda.branches import depends_on, enclosing, is_empty_check, launches_after, tainted_names, value_reads
 from ...cuda.facts import CudaFacts
-from ...cuda.flow import UNINITIALISED, Origin
+from ...cuda.flow import UNINITIALISED, CudaFlow, Origin
 from ...cuda.names import is_compute
 from ...cuda.parser import contains, identifiers, in_walk_order, language, text
 from ...cuda.records import ARITH_OPS, Call, Function, pos_of
@@ -207,6 +207,13 @@ def cuda_aten_fallback(ctx: ScanContext) -> Iterator[Hit]:
                 sev, conf = Severity.WARNING, Confidence.MEDIUM
                 why = (f" on the path where the kernel is not launched (branch on `{cond}`): a fallback the "
                        "benchmark's shapes may or may not take")
+            elif same is not None and launches and not heavy and _statistic_for_kernel(flow, call, same, launches):
+                # ``mean = x.mean({2,3})`` / ``var = x.var(...)`` handed to the kernel that normalises:
+                # ATen computes a statistic of the reference's composite op and the custom kernel the
+                # rest, the split a Python candidate gets a warning for (a partial kernel, not a rewrite)
+                sev, conf = Severity.WARNING, Confidence.MEDIUM
+                why = (f", a statistic of the reference's op `{same}` that the launched kernel consumes "
+                       "(a partial kernel: ATen does part of the op's work)")
             elif same is not None and (heavy or len(ref_ops) <= 1 or not launches):
                 sev, conf, why = Severity.ERROR, Confidence.HIGH, f", the reference's own op `{same}`"
             elif not launches:
@@ -245,6 +252,26 @@ def cuda_aten_fallback(ctx: ScanContext) -> Iterator[Hit]:
                                     "kind": "ATen "},
                               evidence={"call": "operator", "function": fn.key, "export": export,
                                         "launches": len(launches)})
+
+
+# reductions that give a normalisation or a softmax its per-row (per-channel) statistics
+_STATISTICS = frozenset({"mean", "var", "std", "var_mean", "std_mean", "sum", "amax", "amin", "max", "min",
+                         "logsumexp", "norm", "rsqrt"})
+
+
+def _statistic_for_kernel(flow: CudaFlow, call: Call, reference_op: str, launches: list) -> bool:
+    """Whether an ATen ``call`` is a statistic of a larger reference op (``x.var`` for an
+    ``InstanceNorm2d``, not ``x.mean`` for a ``torch.mean`` task) whose result a launched kernel
+    reads: the op's remaining work is the kernel's."""
+    base = names.op_base(call.name)
+    if base not in _STATISTICS or base == names.op_base(reference_op):
+        return False
+    for lc in launches:
+        for arg in lc.args:
+            if any(o.kind == "aten" and o.node is not None and o.node.id == call.node.id
+                   for o in flow.origins(arg, lc.function)):
+                return True
+    return False
 
 
 def _tensor_arithmetic(fn: Function) -> list[ts.Node]:
