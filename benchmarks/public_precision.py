@@ -54,33 +54,56 @@ def _leaderboard(root: Path) -> list[Submission | InputProblem]:
         data = json.loads((root / "data.json").read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         return [InputProblem(str(root / "data.json"), f"not a leaderboard index: {exc}")]
-    items: list[Submission | InputProblem] = []
+    problem_of: dict[str, Path] = {}
     for key, entries in data.items():
         m = _LEVEL_KEY.match(key)
-        problem = root / "problems" / f"l{m.group(1)}_p{m.group(2)}.py" if m else None
-        ref = problem.read_text(encoding="utf-8") if problem and problem.is_file() else None
-        for entry in entries if isinstance(entries, list) else []:
-            sol = root / "solutions" / f"{entry.get('file')}.py"
-            if not sol.is_file():
-                continue
-            items.append(Submission(path=str(sol), code=sol.read_text(encoding="utf-8", errors="replace"),
-                                    file=str(sol), reference=ref, reference_path=str(problem) if ref else None))
+        if m is None or not isinstance(entries, list):
+            continue
+        for entry in entries:
+            problem_of[str(entry.get("file"))] = root / "problems" / f"l{m.group(1)}_p{m.group(2)}.py"
+    items: list[Submission | InputProblem] = []
+    # every solution file, also those the index no longer lists (they are scanned without a problem)
+    for sol in sorted((root / "solutions").glob("*.py")):
+        problem = problem_of.get(sol.stem)
+        ref = problem.read_text(encoding="utf-8") if problem is not None and problem.is_file() else None
+        items.append(Submission(path=str(sol), code=sol.read_text(encoding="utf-8", errors="replace"),
+                                file=str(sol), reference=ref, reference_path=str(problem) if ref else None))
     return items
 
 
-def items_of(folder: Path) -> list[Submission | InputProblem]:
+# what makes a library file kernel code (or code that reaches kernels): a Triton / CuTe / Numba
+# kernel, an extension build, an autograd Function applied, a CUDA kernel or a binding to Python.
+# Build scripts, training loops and benchmarks of a library are not candidates of any task.
+_KERNEL_MARKERS = re.compile(r"@triton\.jit|triton\.jit\b|@cute\.(kernel|jit)|cuda\.jit|load_inline|cpp_extension\.load|"
+                             r"\.apply\(|__global__|PYBIND11_MODULE|TORCH_LIBRARY|<<<")
+
+
+def kernel_file(path: Path) -> bool:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return True  # an unreadable file is scanned and reported as such
+    return path.name != "setup.py" and bool(_KERNEL_MARKERS.search(text))
+
+
+def items_of(folder: Path, kernel_files: bool = False) -> list[Submission | InputProblem]:
     lb = _leaderboard_root(folder)
-    return _leaderboard(lb) if lb else list(discover([str(folder)]))
+    if lb:
+        return _leaderboard(lb)
+    items = list(discover([str(folder)]))
+    if kernel_files:
+        items = [i for i in items if not isinstance(i, Submission) or i.file is None or kernel_file(Path(i.file))]
+    return items
 
 
 def _analysis_failure(f) -> bool:
     return f.rule.startswith("HS00") and f.rule != "HS006"
 
 
-def scan_set(scanner: StaticScanner, folder: Path) -> dict:
+def scan_set(scanner: StaticScanner, folder: Path, kernel_files: bool = False) -> dict:
     counts = {"files": 0, "hack": 0, "suspicious": 0, "clean": 0, "error": 0, "hack_from_analysis_error": 0}
     hacks, others = [], []
-    for item in items_of(folder):
+    for item in items_of(folder, kernel_files):
         report = scanner.scan(item)
         counts["files"] += 1
         counts[report.verdict.value] = counts.get(report.verdict.value, 0) + 1
@@ -104,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="a folder of known hacks (counted as caught or missed)")
     ap.add_argument("--json", metavar="PATH", help="write every set's figures and verdicts")
     ap.add_argument("--quiet", action="store_true", help="the table only")
+    ap.add_argument("--kernel-files", action="store_true",
+                    help="in a library folder, only files holding kernel code (a Triton/CuTe kernel, an extension "
+                         "build, an autograd Function applied, a __global__ kernel, a Python binding); not setup.py")
     args = ap.parse_args(argv)
     if not args.dirs and not args.hacks:
         ap.error("give at least one folder")
@@ -114,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     scanner = StaticScanner(Config())
     results = []
     for d, known_hacks in [(d, False) for d in args.dirs] + [(d, True) for d in args.hacks]:
-        res = scan_set(scanner, Path(d))
+        res = scan_set(scanner, Path(d), args.kernel_files)
         res["known_hacks"] = known_hacks
         results.append(res)
         if args.quiet:

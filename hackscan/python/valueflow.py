@@ -170,11 +170,11 @@ class _Analyser:
         self.facts = facts
         self.flows = facts._flows  # written once per expression evaluated: bound once
         self._canon: Callable[[ast.AST], str] = host.canonical  # bound once: called per callee
-        # ``_pointer_bases`` finds ``.data_ptr()`` calls only: an identifier is a contiguous token, so a
+        # ``_pointer_bases`` finds ``.data_ptr()`` and ``from_dlpack`` calls only: an identifier is a contiguous token, so a
         # file whose text never spells it has none (a non-ASCII file may spell it in another
         # normalisation form and is walked as before)
         text = host.source.text
-        self.any_data_ptr = "data_ptr" in text or not text.isascii()
+        self.any_data_ptr = "data_ptr" in text or "dlpack" in text or not text.isascii()
         # one pass over the module's statements: classes, decorated functions (possible JIT kernels) and
         # module-level ``name = value`` (the last one: ``relu = ext.relu_forward`` makes ``relu(x)`` a launch)
         self.classes: dict[str, ast.ClassDef] = {}
@@ -652,6 +652,10 @@ class _Analyser:
                                          if d.name == ret.id), None)
                         if desc is not None:
                             return desc
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "compile" and node.args and \
+                    isinstance(node.args[0], ast.Name) and node.args[0].id in self.dsl_functions:
+                # ``compiled = cute.compile(host_fn, ...)``: calling the result launches ``host_fn``
+                return ("dsl", node.args[0].id)
             if isinstance(node.func, ast.Attribute) and node.func.attr in ("get_function", "get_kernel"):
                 owner = node.func.value
                 chain = self._chain(owner)
@@ -1556,6 +1560,8 @@ class _Analyser:
                                         leading=EMPTY)
             if kind == "triton":
                 return self._launch(e, "triton", f"triton:{target}", target, None, discarded=True)
+            if kind == "dsl":
+                return self._launch(e, "dsl", f"dsl:{target}", target, None, discarded)
             if kind == "torch":
                 return self._torch_call(e, target, discarded)
         # --- self.something(...)
@@ -2424,7 +2430,8 @@ def _returns_of(fn: ast.FunctionDef) -> list[ast.AST]:
 
 
 def _pointer_bases(call: ast.Call) -> list[ast.AST]:
-    """The tensors whose ``data_ptr()`` an expression wraps: ``cp.asarray(out.data_ptr())`` -> [out]."""
+    """The tensors whose ``data_ptr()`` an expression wraps: ``cp.asarray(out.data_ptr())`` -> [out];
+    ``from_dlpack(out)`` (a DLPack view of the same memory) -> [out]."""
     out = []
     stack: list[ast.AST] = [call]
     while stack:
@@ -2433,6 +2440,13 @@ def _pointer_bases(call: ast.Call) -> list[ast.AST]:
             if isinstance(n.func, ast.Attribute) and n.func.attr == "data_ptr":
                 out.append(n.func.value)
                 continue
+            fname = n.func.attr if isinstance(n.func, ast.Attribute) else n.func.id if isinstance(n.func, ast.Name) else ""
+            if fname == "from_dlpack" and n.args:
+                # another framework's view of the tensor (CuTe, CuPy, JAX through DLPack): same memory
+                out.append(n.args[0])
+                continue
+            if isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Call):
+                stack.append(n.func.value)  # ``from_dlpack(x).mark_layout_dynamic()``: a method of the view
             stack.extend(n.args)
             stack.extend(k.value for k in n.keywords)
     return out

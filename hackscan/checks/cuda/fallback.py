@@ -171,6 +171,13 @@ def _exported_roots(facts: CudaFacts) -> list[tuple[str, Function]]:
     return [(fn.name, fn) for fn in facts.host_functions]
 
 
+# A source scanned without a reference has no task whose work it could be passing off: a binding
+# that only calls ATen or cuBLAS (a library's GEMM wrapper, the host side of kernels launched from
+# other files) is worth a look, not a verdict; with a reference, the same path is a hack.
+_NO_TASK = (", and no kernel launch is visible on the exported path (no reference: whose op it does "
+            "cannot be told)")
+
+
 def cuda_aten_fallback(ctx: ScanContext) -> Iterator[Hit]:
     """HS204."""
     facts = ctx.cuda
@@ -216,6 +223,8 @@ def cuda_aten_fallback(ctx: ScanContext) -> Iterator[Hit]:
                        "(a partial kernel: ATen does part of the op's work)")
             elif same is not None and (heavy or len(ref_ops) <= 1 or not launches):
                 sev, conf, why = Severity.ERROR, Confidence.HIGH, f", the reference's own op `{same}`"
+            elif not launches and ctx.reference is None:
+                sev, conf, why = Severity.WARNING, Confidence.MEDIUM, _NO_TASK
             elif not launches:
                 sev, conf, why = Severity.ERROR, Confidence.HIGH, ", and the exported path launches no kernel"
             elif same is not None:
@@ -243,7 +252,9 @@ def cuda_aten_fallback(ctx: ScanContext) -> Iterator[Hit]:
                     continue
                 seen.add(node.id)
                 shown = " ".join(text(node).split())[:50]
-                if not launches:
+                if not launches and ctx.reference is None:
+                    sev, conf, why = Severity.WARNING, Confidence.MEDIUM, _NO_TASK
+                elif not launches:
                     sev, conf, why = Severity.ERROR, Confidence.HIGH, ", and the exported path launches no kernel"
                 else:
                     sev, conf, why = Severity.WARNING, Confidence.LOW, " (tensor arithmetic through operators)"
