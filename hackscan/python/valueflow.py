@@ -1516,6 +1516,13 @@ class _Analyser:
                         return self._launch(e, "cupy", f"cupy:{ext.name}", ext.name, ext.name, discarded=True)
         canon = self._canon(func)
         torchy = canon.startswith("torch.")  # asked twice below; ``torch.ops.`` implies it
+        # --- code of the candidate's own package, defined in another of its files: an imported
+        #     autograd Function's ``.apply`` (``from mylib.ops import FusedGELU``), or any callable of
+        #     a relative import (``from .kernels import rms_norm``).  What it runs is not in this
+        #     file; it is custom code reached from here, not torch and not nothing
+        if not torchy and (is_name or recv is not None) and \
+                (func.id if is_name else recv) not in frame.state and self._imported_code(func, canon, recv):
+            return self._launch(e, "imported", f"imported:{canon}", canon, None, discarded)
         # --- torch.ops.<ns>.<op>
         if torchy and canon.startswith("torch.ops."):
             parts = canon.split(".")
@@ -1785,6 +1792,15 @@ class _Analyser:
             for n in inputs:
                 self._mutate(n, result, e, "kernel", lambda n=n: f"{name.split(':', 1)[-1]} writes {_src(n, 40)}")
         return result
+
+    def _imported_code(self, func: ast.expr, canon: str, recv: str | None) -> bool:
+        """Whether ``func`` names code imported from the candidate's own package (see the caller)."""
+        if canon.startswith("."):
+            return True  # a relative import: a sibling module of this file
+        if recv is None or type(func) is not ast.Attribute or func.attr != "apply" or recv in self.classes:
+            return False
+        # ``X.apply`` with X bound by an import (its canonical name is not its own spelling)
+        return canon != f"{recv}.apply" and not canon.startswith(("numpy.", "pandas.", "functools."))
 
     def _returns_void(self, ext_name: str | None, fn: str) -> bool:
         """Whether an extension function is declared ``void fn(...)``: it can only work in place."""
