@@ -175,6 +175,7 @@ class _Analyser:
         # normalisation form and is walked as before)
         text = host.source.text
         self.any_data_ptr = "data_ptr" in text or "dlpack" in text or not text.isascii()
+        self.rebound_cache: dict[ast.FunctionDef, frozenset[str]] = {}
         # one pass over the module's statements: classes, decorated functions (possible JIT kernels) and
         # module-level ``name = value`` (the last one: ``relu = ext.relu_forward`` makes ``relu(x)`` a launch)
         self.classes: dict[str, ast.ClassDef] = {}
@@ -355,7 +356,13 @@ class _Analyser:
         facts.args = tuple(p.arg for p in params)
         facts.arg_annotations = {p.arg: _annotation_text(p.annotation) for p in params if p.annotation is not None}
         frame = _Frame(info.qualname, owner, "", 0, node.args.args[0].arg if node.args.args else None)
+        flags = _flag_params(node)
         for p in params:
+            if p.arg in flags:
+                # ``prenorm: bool = False``: a Python switch of the call, never a tensor; a branch on
+                # it picks a configuration, it does not look at the data
+                frame.state[p.arg] = EMPTY
+                continue
             frame.state[p.arg] = Provenance(inputs=frozenset([p.arg]), alias=frozenset([p.arg]))
         self.stack.append(frame)
         self._block(node.body)
@@ -1720,6 +1727,9 @@ class _Analyser:
         return out
 
     def _triton_name(self, node: ast.AST) -> str | None:
+        if isinstance(node, ast.Call) and node.args and not node.keywords and len(node.args) == 1 and \
+                self._canon(node.func).rsplit(".", 1)[-1] in ("wrap_triton", "capture_triton"):
+            node = node.args[0]  # ``torch.library.wrap_triton(kernel)[grid](...)``: the kernel, launched
         if isinstance(node, ast.Name) and node.id in self.host.triton_kernels and node.id not in self.stack[-1].state:
             return node.id
         if isinstance(node, ast.Name) and self.stack[-1].callables.get(node.id, ("", ""))[0] == "triton":
@@ -2241,7 +2251,26 @@ class _Analyser:
         self.stack.append(frame)
         self._block(fn.body)
         self.stack.pop()
+        # a helper that launches a kernel writing through a tensor it was handed (``_impl(x, out)``
+        # returning nothing): the caller's tensor holds that kernel's result afterwards
+        if any(f.allocs for f in arg_flows):
+            rebound = self._rebound_params(fn)
+            for i, p in enumerate(params[:min(len(arg_flows), starred)]):
+                before, after = arg_flows[i], frame.state.get(p.arg)
+                if after is None or p.arg in rebound or not before.allocs:
+                    continue
+                added = after.kernels - before.kernels
+                if added:
+                    self._write_through(pos[i], after)
         return Provenance.join_all(frame.returns).plus(VIA, frozenset([qualname]))
+
+    def _rebound_params(self, fn: ast.FunctionDef) -> frozenset[str]:
+        """Names ``fn`` assigns anywhere in its body (a parameter rebound no longer is the caller's tensor)."""
+        got = self.rebound_cache.get(fn)
+        if got is None:
+            got = self.rebound_cache[fn] = frozenset(
+                n.id for n in ast.walk(fn) if type(n) is ast.Name and type(n.ctx) is ast.Store)
+        return got
 
     def _finish(self) -> None:
         facts = self.facts
@@ -2443,6 +2472,24 @@ def _returns_of(fn: ast.FunctionDef) -> list[ast.AST]:
         elif isinstance(n, ast.ExceptHandler):
             stack.extend(n.body)
     return out
+
+
+def _flag_params(fn: ast.FunctionDef) -> frozenset[str]:
+    """Parameters that are Python flags: a ``bool`` default or annotation (``prenorm=False``,
+    ``training: bool``).  Never tensors, whatever the harness passes."""
+    a = fn.args
+    positional = list(a.posonlyargs) + list(a.args)
+    defaults: dict[str, ast.expr] = dict(zip([p.arg for p in positional[len(positional) - len(a.defaults):]],
+                                             a.defaults, strict=True))
+    defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None})
+    out = set()
+    for p in positional + list(a.kwonlyargs):
+        d = defaults.get(p.arg)
+        if isinstance(d, ast.Constant) and isinstance(d.value, bool):
+            out.add(p.arg)
+        elif isinstance(p.annotation, ast.Name) and p.annotation.id == "bool":
+            out.add(p.arg)
+    return frozenset(out)
 
 
 def _pointer_bases(call: ast.Call) -> list[ast.AST]:
