@@ -74,8 +74,9 @@ def _leaderboard(root: Path) -> list[Submission | InputProblem]:
 # what makes a library file kernel code (or code that reaches kernels): a Triton / CuTe / Numba
 # kernel, an extension build, an autograd Function applied, a CUDA kernel or a binding to Python.
 # Build scripts, training loops and benchmarks of a library are not candidates of any task.
+# (``Fn.apply(`` with a capitalised name: an autograd Function; ``model.apply(init_fn)`` is not one)
 _KERNEL_MARKERS = re.compile(r"@triton\.jit|triton\.jit\b|@cute\.(kernel|jit)|cuda\.jit|load_inline|cpp_extension\.load|"
-                             r"\.apply\(|__global__|PYBIND11_MODULE|TORCH_LIBRARY|<<<")
+                             r"\b[A-Z]\w*\.apply\(|__global__|PYBIND11_MODULE|TORCH_LIBRARY|<<<")
 
 
 def kernel_file(path: Path) -> bool:

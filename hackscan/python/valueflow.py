@@ -2475,8 +2475,9 @@ def _returns_of(fn: ast.FunctionDef) -> list[ast.AST]:
 
 
 def _flag_params(fn: ast.FunctionDef) -> frozenset[str]:
-    """Parameters that are Python flags: a ``bool`` default or annotation (``prenorm=False``,
-    ``training: bool``).  Never tensors, whatever the harness passes."""
+    """Parameters that are Python flags: a ``bool`` or ``int`` default or annotation
+    (``prenorm=False``, ``training: bool``, ``checkpoint_lvl: int = 0``).  Never tensors, whatever
+    the harness passes: a branch on one picks a configuration, it does not read the data."""
     a = fn.args
     positional = list(a.posonlyargs) + list(a.args)
     defaults: dict[str, ast.expr] = dict(zip([p.arg for p in positional[len(positional) - len(a.defaults):]],
@@ -2485,9 +2486,9 @@ def _flag_params(fn: ast.FunctionDef) -> frozenset[str]:
     out = set()
     for p in positional + list(a.kwonlyargs):
         d = defaults.get(p.arg)
-        if isinstance(d, ast.Constant) and isinstance(d.value, bool):
+        if isinstance(d, ast.Constant) and isinstance(d.value, (bool, int)):
             out.add(p.arg)
-        elif isinstance(p.annotation, ast.Name) and p.annotation.id == "bool":
+        elif isinstance(p.annotation, ast.Name) and p.annotation.id in ("bool", "int"):
             out.add(p.arg)
     return frozenset(out)
 

@@ -329,6 +329,12 @@ def _sink_allocs(facts: CudaFacts, flow: CudaFlow, fn: Function, call) -> list[t
     if call.is_method:
         if call.receiver is not None and _MUTATORS.match(call.base):
             out.extend(o.node for o in flow.origins(call.receiver, fn) if o.kind == "alloc" and o.node is not None)
+        elif call.receiver is not None and _foreign_object(flow, fn, call):
+            # ``module->inference(stream, n, in, out.data_ptr(), ...)``, ``plan.execute(handle, pack)``:
+            # an object of another library's class that receives the output's pointer may write it
+            for a in call.args:
+                if a.type not in ("number_literal", "string_literal"):
+                    out.extend(o.node for o in flow.origins(a, fn) if o.kind == "alloc" and o.node is not None)
         return out
     base = call.base
     if base in names.ATEN_ALLOWED or x.lookup(call.name, "host") or base in _PURE_HOST or base in CAST_CALLS:
@@ -338,6 +344,23 @@ def _sink_allocs(facts: CudaFacts, flow: CudaFlow, fn: Function, call) -> list[t
             continue
         out.extend(o.node for o in flow.origins(a, fn) if o.kind == "alloc" and o.node is not None)
     return out
+
+
+_TENSOR_KINDS = frozenset({"alloc", "input", "aten", "copy", "literal"})
+# value types whose methods only hold or describe pointers (a container, a string, a tensor)
+_HOLDER_TYPE = re.compile(r"^(const\s+)?(std::|c10::|at::|torch::)|Tensor|vector|array|map|set|string|list")
+
+
+def _foreign_object(flow: CudaFlow, fn: Function, call) -> bool:
+    """Whether a method call's receiver is an object of another library's class (reached through
+    ``->``, or a local of a non-container, non-tensor type), not a tensor or a standard container."""
+    if any(o.kind in _TENSOR_KINDS for o in flow.origins(call.receiver, fn)):
+        return False
+    func = call.node.child_by_field_name("function")
+    if func is not None and func.type == "field_expression" and text(func.child_by_field_name("operator") or func)[:2] == "->":
+        return True
+    declared = fn.local_types.get(text(call.receiver))
+    return declared is not None and not _HOLDER_TYPE.search(declared)
 
 
 def _unstoring_launches(facts: CudaFacts, flow: CudaFlow, fn: Function, origin: Origin) -> list[str]:
