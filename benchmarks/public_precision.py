@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernel-files", action="store_true",
                     help="in a library folder, only files holding kernel code (a Triton/CuTe kernel, an extension "
                          "build, an autograd Function applied, a __global__ kernel, a Python binding); not setup.py")
-    args = ap.parse_args(argv)
+    args = ap.parse_intermixed_args(argv)  # folders may come before and after the options
     if not args.dirs and not args.hacks:
         ap.error("give at least one folder")
     for d in args.dirs + args.hacks:
