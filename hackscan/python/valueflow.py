@@ -17,6 +17,7 @@ which is how an arm "sees" the ops and kernels of the helpers it calls.
 from __future__ import annotations
 
 import ast
+import os
 import builtins
 import re
 from collections.abc import Callable
@@ -176,6 +177,7 @@ class _Analyser:
         text = host.source.text
         self.any_data_ptr = "data_ptr" in text or "dlpack" in text or not text.isascii()
         self.rebound_cache: dict[ast.FunctionDef, frozenset[str]] = {}
+        self.own_package = _own_package(host.path)
         # one pass over the module's statements: classes, decorated functions (possible JIT kernels) and
         # module-level ``name = value`` (the last one: ``relu = ext.relu_forward`` makes ``relu(x)`` a launch)
         self.classes: dict[str, ast.ClassDef] = {}
@@ -1807,6 +1809,9 @@ class _Analyser:
         """Whether ``func`` names code imported from the candidate's own package (see the caller)."""
         if canon.startswith("."):
             return True  # a relative import: a sibling module of this file
+        own = self.own_package
+        if own is not None and canon.split(".", 1)[0] == own and "." in canon:
+            return True  # ``from flash_attn.ops.triton.rotary import apply_rotary`` inside flash_attn/
         if recv is None or type(func) is not ast.Attribute or func.attr != "apply" or recv in self.classes:
             return False
         # ``X.apply`` with X bound by an import (its canonical name is not its own spelling)
@@ -2472,6 +2477,22 @@ def _returns_of(fn: ast.FunctionDef) -> list[ast.AST]:
         elif isinstance(n, ast.ExceptHandler):
             stack.extend(n.body)
     return out
+
+
+def _own_package(path: str) -> str | None:
+    """The top-level package a file on disk belongs to (the highest folder above it, unbroken, that
+    holds an ``__init__.py``), or None: a dataset record or a lone file has none."""
+    import os
+
+    folder = os.path.dirname(os.path.abspath(path)) if path else ""
+    top = None
+    while folder and os.path.isfile(os.path.join(folder, "__init__.py")):
+        top = os.path.basename(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return top
 
 
 def _flag_params(fn: ast.FunctionDef) -> frozenset[str]:
