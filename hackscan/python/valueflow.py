@@ -17,8 +17,8 @@ which is how an arm "sees" the ops and kernels of the helpers it calls.
 from __future__ import annotations
 
 import ast
-import os
 import builtins
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -2482,7 +2482,6 @@ def _returns_of(fn: ast.FunctionDef) -> list[ast.AST]:
 def _own_package(path: str) -> str | None:
     """The top-level package a file on disk belongs to (the highest folder above it, unbroken, that
     holds an ``__init__.py``), or None: a dataset record or a lone file has none."""
-    import os
 
     folder = os.path.dirname(os.path.abspath(path)) if path else ""
     top = None
