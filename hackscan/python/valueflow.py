@@ -2482,7 +2482,6 @@ def _returns_of(fn: ast.FunctionDef) -> list[ast.AST]:
 def _own_package(path: str) -> str | None:
     """The top-level package a file on disk belongs to (the highest folder above it, unbroken, that
     holds an ``__init__.py``), or None: a dataset record or a lone file has none."""
-
     folder = os.path.dirname(os.path.abspath(path)) if path else ""
     top = None
     while folder and os.path.isfile(os.path.join(folder, "__init__.py")):
