@@ -154,6 +154,17 @@ def cuda_unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
             for alloc in _sink_allocs(facts, flow, host_fn, call):
                 mark(alloc, sites.site(host_fn, call.node), "maybe")
         for host_fn in flow.host_closure(fn):
+            # ``params.dx = dx.data_ptr(); launcher(launch_params);``: a parameter block handed to a
+            # launcher looked up at run time (a function pointer or std::function local, not a lambda)
+            call = _runtime_launcher(host_fn)
+            if call is not None:
+                for asg in host_fn.of_type("assignment_expression"):
+                    left, right = asg.child_by_field_name("left"), asg.child_by_field_name("right")
+                    if left is None or right is None or left.type != "field_expression":
+                        continue  # ``launch_params.params.dx = dx.data_ptr()``: a member, at any depth
+                    for o in flow.origins(right, host_fn):
+                        if o.kind == "alloc" and o.node is not None:
+                            mark(o.node, sites.site(host_fn, call.node), "maybe")
             for node, origins in flow.host_stores(host_fn):
                 for o in origins:
                     if o.kind == "alloc" and o.node is not None:
@@ -344,6 +355,18 @@ def _sink_allocs(facts: CudaFacts, flow: CudaFlow, fn: Function, call) -> list[t
             continue
         out.extend(o.node for o in flow.origins(a, fn) if o.kind == "alloc" and o.node is not None)
     return out
+
+
+def _runtime_launcher(fn: Function):
+    """A call in ``fn`` of a local bound to a callable obtained at run time (``auto launcher =
+    get_launcher(...); launcher(params);``): what it runs is not in this source."""
+    for c in fn.calls:
+        if c.is_method or "::" in c.name:
+            continue
+        values = fn.assigned.get(c.name)
+        if values and all(v.type == "call_expression" for v in values) and c.args:
+            return c
+    return None
 
 
 _TENSOR_KINDS = frozenset({"alloc", "input", "aten", "copy", "literal"})
