@@ -377,11 +377,25 @@ _HOLDER_TYPE = re.compile(r"^(const\s+)?(std::|c10::|at::|torch::)|Tensor|vector
 def _foreign_object(flow: CudaFlow, fn: Function, call) -> bool:
     """Whether a method call's receiver is an object of another library's class (reached through
     ``->``, or a local of a non-container, non-tensor type), not a tensor or a standard container."""
-    if any(o.kind in _TENSOR_KINDS for o in flow.origins(call.receiver, fn)):
+    if call.receiver.type != "call_expression" and any(o.kind in _TENSOR_KINDS
+                                                        for o in flow.origins(call.receiver, fn)):
         return False
     func = call.node.child_by_field_name("function")
     if func is not None and func.type == "field_expression" and text(func.child_by_field_name("operator") or func)[:2] == "->":
         return True
+    if call.receiver.type == "call_expression":
+        # ``Builder().setDataPointers(n, ptrs).build()``: a chain on an object of another library
+        root = call.receiver
+        while root.type == "call_expression":
+            f = root.child_by_field_name("function")
+            nxt = f.child_by_field_name("argument") if f is not None and f.type == "field_expression" else None
+            if nxt is None:
+                break
+            root = nxt
+        # the chain's first object is built by a named constructor or factory of another library
+        # (``cudnn_frontend::VariantPackBuilder()``); a tensor expression or a container is not
+        return root.type == "call_expression" and not _HOLDER_TYPE.search(text(root)[:60]) and \
+            not any(o.kind in _TENSOR_KINDS for o in flow.origins(root, fn))
     declared = fn.local_types.get(text(call.receiver))
     return declared is not None and not _HOLDER_TYPE.search(declared)
 
