@@ -18,6 +18,7 @@ from ...cuda.names import is_compute
 from ...cuda.parser import contains, identifiers, in_walk_order, language, text
 from ...cuda.records import ARITH_OPS, Call, Function, pos_of
 from ...model import Confidence, Severity
+from .memory import foreign_object
 
 _DEVICE_CHECK = re.compile(r"is_cpu\s*\(|is_cuda\s*\(|kCPU|DeviceType::CPU|device\(\)\.type\(\)")
 _CONST_ALLOCS = frozenset({"zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones",
@@ -421,6 +422,10 @@ def cuda_passthrough_export(ctx: ScanContext) -> Iterator[Hit]:
                 continue  # HS204 reports the ATen / library work
             if any(flow.host_stores(g) for g in flow.host_closure(fn)):
                 continue  # computes on the host through a data pointer: slow, not a passthrough
+            if any(c.is_method and c.receiver is not None and foreign_object(flow, g, c)
+                   and any(o.kind == "alloc" for a in c.args for o in flow.origins(a, g))
+                   for g, c in flow.host_calls_from(fn)):
+                continue  # ``net->initialize_params(seed, out.data_ptr())``: another library's object does the work
             described = [(r, _describe(flow.origins(r.value, fn), r.value)) for r in returns]
             if all(d is not None for _, d in described):
                 r, d = described[0]

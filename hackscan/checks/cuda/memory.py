@@ -340,7 +340,7 @@ def _sink_allocs(facts: CudaFacts, flow: CudaFlow, fn: Function, call) -> list[t
     if call.is_method:
         if call.receiver is not None and _MUTATORS.match(call.base):
             out.extend(o.node for o in flow.origins(call.receiver, fn) if o.kind == "alloc" and o.node is not None)
-        elif call.receiver is not None and _foreign_object(flow, fn, call):
+        elif call.receiver is not None and foreign_object(flow, fn, call):
             # ``module->inference(stream, n, in, out.data_ptr(), ...)``, ``plan.execute(handle, pack)``:
             # an object of another library's class that receives the output's pointer may write it
             for a in call.args:
@@ -374,7 +374,7 @@ _TENSOR_KINDS = frozenset({"alloc", "input", "aten", "copy", "literal"})
 _HOLDER_TYPE = re.compile(r"^(const\s+)?(std::|c10::|at::|torch::)|Tensor|vector|array|map|set|string|list")
 
 
-def _foreign_object(flow: CudaFlow, fn: Function, call) -> bool:
+def foreign_object(flow: CudaFlow, fn: Function, call) -> bool:
     """Whether a method call's receiver is an object of another library's class (reached through
     ``->``, or a local of a non-container, non-tensor type), not a tensor or a standard container."""
     if call.receiver.type != "call_expression" and any(o.kind in _TENSOR_KINDS
