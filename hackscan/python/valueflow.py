@@ -775,6 +775,13 @@ class _Analyser:
     def _augassign(self, s: ast.AugAssign) -> None:
         value = self._ev(s.value)
         current = self._ev(s.target)
+        if type(s.op) is ast.Add and type(s.value) is ast.List and s.value.elts and \
+                not all(type(e) is ast.Constant for e in s.value.elts):
+            # ``debug_list += [alpha, beta]``: extending a Python list with objects.  A tensor plus a
+            # list of tensors is no in-place op (torch cannot make one tensor of them); a tensor plus
+            # a list of numbers is, and stays a mutation below
+            self._bind(s.target, current.join(value), None)
+            return
         if current.tensorish and (value.tensorish or current.alias or current.allocs or current.ops or current.kernels):
             op = self._op(s, _OPERATOR_NAMES.get(type(s.op), "torch.add"), "operator", inputs=current.join(value))
             result = current.join(value).plus(OPS, frozenset([op]))
