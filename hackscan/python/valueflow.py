@@ -177,7 +177,8 @@ class _Analyser:
         text = host.source.text
         self.any_data_ptr = "data_ptr" in text or "dlpack" in text or not text.isascii()
         self.rebound_cache: dict[ast.FunctionDef, frozenset[str]] = {}
-        self.own_package = _own_package(host.path)
+        self.own_package, package_root = _own_package(host.path)
+        self.own_extensions = _built_extensions(package_root)
         # one pass over the module's statements: classes, decorated functions (possible JIT kernels) and
         # module-level ``name = value`` (the last one: ``relu = ext.relu_forward`` makes ``relu(x)`` a launch)
         self.classes: dict[str, ast.ClassDef] = {}
@@ -1819,6 +1820,8 @@ class _Analyser:
         own = self.own_package
         if own is not None and canon.split(".", 1)[0] == own and "." in canon:
             return True  # ``from flash_attn.ops.triton.rotary import apply_rotary`` inside flash_attn/
+        if self.own_extensions and "." in canon and canon.split(".", 1)[0] in self.own_extensions:
+            return True  # ``import transducer_loss_cuda``: an extension the package's setup.py builds
         if recv is None or type(func) is not ast.Attribute or func.attr != "apply" or recv in self.classes:
             return False
         # ``X.apply`` with X bound by an import (its canonical name is not its own spelling)
@@ -2486,18 +2489,36 @@ def _returns_of(fn: ast.FunctionDef) -> list[ast.AST]:
     return out
 
 
-def _own_package(path: str) -> str | None:
+def _own_package(path: str) -> tuple[str | None, str | None]:
     """The top-level package a file on disk belongs to (the highest folder above it, unbroken, that
-    holds an ``__init__.py``), or None: a dataset record or a lone file has none."""
+    holds an ``__init__.py``) and the folder that holds that package, or (None, None): a dataset
+    record or a lone file has none."""
     folder = os.path.dirname(os.path.abspath(path)) if path else ""
-    top = None
+    top = root = None
     while folder and os.path.isfile(os.path.join(folder, "__init__.py")):
         top = os.path.basename(folder)
         parent = os.path.dirname(folder)
+        root = parent
         if parent == folder:
             break
         folder = parent
-    return top
+    return top, root
+
+
+_EXTENSION_NAME = re.compile(r"\b(?:CUDAExtension|CppExtension|Extension)\(\s*(?:name\s*=\s*)?[\"']([\w.]+)[\"']")
+
+
+def _built_extensions(root: str | None) -> frozenset[str]:
+    """Modules the package's build script compiles (``CUDAExtension(name="fused_ln_cuda", ...)`` in
+    the ``setup.py`` beside the top package): importing one imports the package's own kernels."""
+    if root is None:
+        return frozenset()
+    try:
+        with open(os.path.join(root, "setup.py"), encoding="utf-8", errors="replace") as f:
+            text = f.read(1_000_000)
+    except OSError:
+        return frozenset()
+    return frozenset(n.rsplit(".", 1)[-1] for n in _EXTENSION_NAME.findall(text))
 
 
 def _flag_params(fn: ast.FunctionDef) -> frozenset[str]:
