@@ -231,9 +231,20 @@ def branches(fn: Function, flow: CudaFlow) -> list[Branch]:
 def _arm(node: ts.Node | None, fn: Function, launch_nodes: list[ts.Node]) -> Arm:
     if node is None:
         return Arm(None, False, False)
-    rets = tuple(r for r in fn.of_type("return_statement") if contains(node, r))
+    # a lambda's ``return`` (``std::any_of(b, e, [](float v) { return !isfinite(v); })`` in an
+    # ``else if`` condition) returns from the lambda, not from the function
+    rets = tuple(r for r in fn.of_type("return_statement") if contains(node, r) and not _in_lambda(r, node))
     launches = any(contains(node, n) for n in launch_nodes)
     return Arm(node, bool(rets), launches, rets)
+
+
+def _in_lambda(node: ts.Node, within: ts.Node) -> bool:
+    cur = node.parent
+    while cur is not None and cur != within:
+        if cur.type == "lambda_expression":
+            return True
+        cur = cur.parent
+    return False
 
 
 def _launch_sites(fn: Function, flow: CudaFlow) -> list[ts.Node]:

@@ -231,9 +231,50 @@ def _host_arg(host: HostModule, ext: Extension, name: str) -> bool:
     return node is not None and not (isinstance(node, ast.Constant) and node.value is None)
 
 
+# compilers that parse ``<<<...>>>`` in any file they are given (the HIP and CUDA drivers)
+_CUDA_DRIVERS = re.compile(r"(^|[/\\])(hipcc|nvcc|amdclang\+\+)(\.exe)?$")
+
+
+def _cuda_host_compiler(host: HostModule) -> bool:
+    """Whether the module points the build's host compiler at a CUDA-capable driver
+    (``os.environ["CXX"] = "hipcc"``, ``os.environ.setdefault("CXX", "nvcc")``): torch's build
+    then hands cpp_sources to it, and a launch there parses.  The value must be a constant naming
+    such a driver; ``g++`` or anything computed leaves the host compiler what it was."""
+    def driver(value: ast.AST | None) -> bool:
+        return isinstance(value, ast.Constant) and isinstance(value.value, str) and \
+            bool(_CUDA_DRIVERS.search(value.value.strip()))
+
+    def is_cxx(key: ast.AST | None) -> bool:
+        return isinstance(key, ast.Constant) and key.value == "CXX"
+
+    def environ(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == "environ") or \
+            (isinstance(node, ast.Name) and node.id == "environ")
+
+    for node in host.of_type(ast.Assign):
+        for target in node.targets:
+            if isinstance(target, ast.Subscript) and environ(target.value) and is_cxx(target.slice) \
+                    and driver(node.value):
+                return True
+    for call in host.of_type(ast.Call):
+        func = call.func
+        if not isinstance(func, ast.Attribute):
+            continue
+        if func.attr in ("setdefault", "putenv") and (environ(func.value) or func.attr == "putenv") \
+                and len(call.args) == 2 and is_cxx(call.args[0]) and driver(call.args[1]):
+            return True
+        if func.attr == "update" and environ(func.value) and call.args and isinstance(call.args[0], ast.Dict):
+            d = call.args[0]
+            if any(is_cxx(k) and driver(v) for k, v in zip(d.keys, d.values, strict=True)):
+                return True
+    return False
+
+
 def _cuda_as_cpp(ctx: ScanContext, ext: Extension, units: list[Unit]) -> Iterator[CannotRun]:
     cpp_units = {u.id for u in units if u.role == "cpp_sources" or (u.role == "file" and u.language == "cpp")}
     if not cpp_units or "<<<" not in "".join(u.text for u in units if u.id in cpp_units):
+        return
+    if ctx.host is not None and _cuda_host_compiler(ctx.host):
         return
     for launch in ctx.cuda.launches:
         unit = launch.function.unit

@@ -223,7 +223,7 @@ class CudaFlow:
         self._origins: dict[tuple[int, int], list[Origin]] = {}
         self._host_stores: dict[int, list[tuple[ts.Node, list[Origin]]]] = {}
         # per function: None for an entry point, else its call sites (``_origins_of_param``)
-        self._callers: dict[int, list[tuple[Function, Call]] | None] = {}
+        self._callers: dict[int, tuple[bool, list[tuple[Function, Call]]]] = {}
 
     # ------------------------------------------------------------------ kernel stores
     def aliases(self, fn: Function) -> dict[str, int]:
@@ -522,12 +522,20 @@ class CudaFlow:
         # extension, asked again for each parameter traced back, so kept per function
         key = id(fn)
         if key in self._callers:
-            callers = self._callers[key]
+            exported, callers = self._callers[key]
         else:
-            callers = self._callers[key] = (None if self.facts.is_exported(fn) or fn.lambda_export
-                                            else self.facts.callers(fn))
-        if callers is None:
-            return [Origin("input", fn, param.name, param.index)]
+            exported = self.facts.is_exported(fn) or fn.lambda_export
+            # an exported function the extension also calls itself (``gelu`` allocating the output
+            # and handing it to the exported ``gelu_out`` that launches): its parameters are the
+            # caller's tensors as well as Python's, or an output written that way looks unwritten
+            callers = self.facts.callers(fn)
+            self._callers[key] = (exported, callers)
+        if exported:
+            out = [Origin("input", fn, param.name, param.index)]
+            for caller, call in callers or ():
+                if param.index < len(call.args) and caller is not fn:
+                    out.extend(self.origins(call.args[param.index], caller, depth + 1, seen))
+            return out
         if not callers:
             return [Origin("param", fn, param.name, param.index)]
         out: list[Origin] = []

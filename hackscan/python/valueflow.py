@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -170,11 +171,14 @@ class _Analyser:
         self.facts = facts
         self.flows = facts._flows  # written once per expression evaluated: bound once
         self._canon: Callable[[ast.AST], str] = host.canonical  # bound once: called per callee
-        # ``_pointer_bases`` finds ``.data_ptr()`` calls only: an identifier is a contiguous token, so a
+        # ``_pointer_bases`` finds ``.data_ptr()`` and ``from_dlpack`` calls only: an identifier is a contiguous token, so a
         # file whose text never spells it has none (a non-ASCII file may spell it in another
         # normalisation form and is walked as before)
         text = host.source.text
-        self.any_data_ptr = "data_ptr" in text or not text.isascii()
+        self.any_data_ptr = "data_ptr" in text or "dlpack" in text or not text.isascii()
+        self.rebound_cache: dict[ast.FunctionDef, frozenset[str]] = {}
+        self.own_package, package_root = _own_package(host.path)
+        self.own_extensions = _built_extensions(package_root)
         # one pass over the module's statements: classes, decorated functions (possible JIT kernels) and
         # module-level ``name = value`` (the last one: ``relu = ext.relu_forward`` makes ``relu(x)`` a launch)
         self.classes: dict[str, ast.ClassDef] = {}
@@ -355,7 +359,13 @@ class _Analyser:
         facts.args = tuple(p.arg for p in params)
         facts.arg_annotations = {p.arg: _annotation_text(p.annotation) for p in params if p.annotation is not None}
         frame = _Frame(info.qualname, owner, "", 0, node.args.args[0].arg if node.args.args else None)
+        flags = _flag_params(node)
         for p in params:
+            if p.arg in flags:
+                # ``prenorm: bool = False``: a Python switch of the call, never a tensor; a branch on
+                # it picks a configuration, it does not look at the data
+                frame.state[p.arg] = EMPTY
+                continue
             frame.state[p.arg] = Provenance(inputs=frozenset([p.arg]), alias=frozenset([p.arg]))
         self.stack.append(frame)
         self._block(node.body)
@@ -652,6 +662,10 @@ class _Analyser:
                                          if d.name == ret.id), None)
                         if desc is not None:
                             return desc
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "compile" and node.args and \
+                    isinstance(node.args[0], ast.Name) and node.args[0].id in self.dsl_functions:
+                # ``compiled = cute.compile(host_fn, ...)``: calling the result launches ``host_fn``
+                return ("dsl", node.args[0].id)
             if isinstance(node.func, ast.Attribute) and node.func.attr in ("get_function", "get_kernel"):
                 owner = node.func.value
                 chain = self._chain(owner)
@@ -762,6 +776,13 @@ class _Analyser:
     def _augassign(self, s: ast.AugAssign) -> None:
         value = self._ev(s.value)
         current = self._ev(s.target)
+        if type(s.op) is ast.Add and type(s.value) is ast.List and s.value.elts and \
+                not all(type(e) is ast.Constant for e in s.value.elts):
+            # ``debug_list += [alpha, beta]``: extending a Python list with objects.  A tensor plus a
+            # list of tensors is no in-place op (torch cannot make one tensor of them); a tensor plus
+            # a list of numbers is, and stays a mutation below
+            self._bind(s.target, current.join(value), None)
+            return
         if current.tensorish and (value.tensorish or current.alias or current.allocs or current.ops or current.kernels):
             op = self._op(s, _OPERATOR_NAMES.get(type(s.op), "torch.add"), "operator", inputs=current.join(value))
             result = current.join(value).plus(OPS, frozenset([op]))
@@ -1512,6 +1533,13 @@ class _Analyser:
                         return self._launch(e, "cupy", f"cupy:{ext.name}", ext.name, ext.name, discarded=True)
         canon = self._canon(func)
         torchy = canon.startswith("torch.")  # asked twice below; ``torch.ops.`` implies it
+        # --- code of the candidate's own package, defined in another of its files: an imported
+        #     autograd Function's ``.apply`` (``from mylib.ops import FusedGELU``), or any callable of
+        #     a relative import (``from .kernels import rms_norm``).  What it runs is not in this
+        #     file; it is custom code reached from here, not torch and not nothing
+        if not torchy and (is_name or recv is not None) and \
+                (func.id if is_name else recv) not in frame.state and self._imported_code(func, canon, recv):
+            return self._launch(e, "imported", f"imported:{canon}", canon, None, discarded)
         # --- torch.ops.<ns>.<op>
         if torchy and canon.startswith("torch.ops."):
             parts = canon.split(".")
@@ -1556,6 +1584,8 @@ class _Analyser:
                                         leading=EMPTY)
             if kind == "triton":
                 return self._launch(e, "triton", f"triton:{target}", target, None, discarded=True)
+            if kind == "dsl":
+                return self._launch(e, "dsl", f"dsl:{target}", target, None, discarded)
             if kind == "torch":
                 return self._torch_call(e, target, discarded)
         # --- self.something(...)
@@ -1707,6 +1737,9 @@ class _Analyser:
         return out
 
     def _triton_name(self, node: ast.AST) -> str | None:
+        if isinstance(node, ast.Call) and node.args and not node.keywords and len(node.args) == 1 and \
+                self._canon(node.func).rsplit(".", 1)[-1] in ("wrap_triton", "capture_triton"):
+            node = node.args[0]  # ``torch.library.wrap_triton(kernel)[grid](...)``: the kernel, launched
         if isinstance(node, ast.Name) and node.id in self.host.triton_kernels and node.id not in self.stack[-1].state:
             return node.id
         if isinstance(node, ast.Name) and self.stack[-1].callables.get(node.id, ("", ""))[0] == "triton":
@@ -1779,6 +1812,20 @@ class _Analyser:
             for n in inputs:
                 self._mutate(n, result, e, "kernel", lambda n=n: f"{name.split(':', 1)[-1]} writes {_src(n, 40)}")
         return result
+
+    def _imported_code(self, func: ast.expr, canon: str, recv: str | None) -> bool:
+        """Whether ``func`` names code imported from the candidate's own package (see the caller)."""
+        if canon.startswith("."):
+            return True  # a relative import: a sibling module of this file
+        own = self.own_package
+        if own is not None and canon.split(".", 1)[0] == own and "." in canon:
+            return True  # ``from flash_attn.ops.triton.rotary import apply_rotary`` inside flash_attn/
+        if self.own_extensions and "." in canon and canon.split(".", 1)[0] in self.own_extensions:
+            return True  # ``import transducer_loss_cuda``: an extension the package's setup.py builds
+        if recv is None or type(func) is not ast.Attribute or func.attr != "apply" or recv in self.classes:
+            return False
+        # ``X.apply`` with X bound by an import (its canonical name is not its own spelling)
+        return canon != f"{recv}.apply" and not canon.startswith(("numpy.", "pandas.", "functools."))
 
     def _returns_void(self, ext_name: str | None, fn: str) -> bool:
         """Whether an extension function is declared ``void fn(...)``: it can only work in place."""
@@ -2219,7 +2266,26 @@ class _Analyser:
         self.stack.append(frame)
         self._block(fn.body)
         self.stack.pop()
+        # a helper that launches a kernel writing through a tensor it was handed (``_impl(x, out)``
+        # returning nothing): the caller's tensor holds that kernel's result afterwards
+        if any(f.allocs for f in arg_flows):
+            rebound = self._rebound_params(fn)
+            for i, p in enumerate(params[:min(len(arg_flows), starred)]):
+                before, after = arg_flows[i], frame.state.get(p.arg)
+                if after is None or p.arg in rebound or not before.allocs:
+                    continue
+                added = after.kernels - before.kernels
+                if added:
+                    self._write_through(pos[i], after)
         return Provenance.join_all(frame.returns).plus(VIA, frozenset([qualname]))
+
+    def _rebound_params(self, fn: ast.FunctionDef) -> frozenset[str]:
+        """Names ``fn`` assigns anywhere in its body (a parameter rebound no longer is the caller's tensor)."""
+        got = self.rebound_cache.get(fn)
+        if got is None:
+            got = self.rebound_cache[fn] = frozenset(
+                n.id for n in ast.walk(fn) if type(n) is ast.Name and type(n.ctx) is ast.Store)
+        return got
 
     def _finish(self) -> None:
         facts = self.facts
@@ -2423,8 +2489,60 @@ def _returns_of(fn: ast.FunctionDef) -> list[ast.AST]:
     return out
 
 
+def _own_package(path: str) -> tuple[str | None, str | None]:
+    """The top-level package a file on disk belongs to (the highest folder above it, unbroken, that
+    holds an ``__init__.py``) and the folder that holds that package, or (None, None): a dataset
+    record or a lone file has none."""
+    folder = os.path.dirname(os.path.abspath(path)) if path else ""
+    top = root = None
+    while folder and os.path.isfile(os.path.join(folder, "__init__.py")):
+        top = os.path.basename(folder)
+        parent = os.path.dirname(folder)
+        root = parent
+        if parent == folder:
+            break
+        folder = parent
+    return top, root
+
+
+_EXTENSION_NAME = re.compile(r"\b(?:CUDAExtension|CppExtension|Extension)\(\s*(?:name\s*=\s*)?[\"']([\w.]+)[\"']")
+
+
+def _built_extensions(root: str | None) -> frozenset[str]:
+    """Modules the package's build script compiles (``CUDAExtension(name="fused_ln_cuda", ...)`` in
+    the ``setup.py`` beside the top package): importing one imports the package's own kernels."""
+    if root is None:
+        return frozenset()
+    try:
+        with open(os.path.join(root, "setup.py"), encoding="utf-8", errors="replace") as f:
+            text = f.read(1_000_000)
+    except OSError:
+        return frozenset()
+    return frozenset(n.rsplit(".", 1)[-1] for n in _EXTENSION_NAME.findall(text))
+
+
+def _flag_params(fn: ast.FunctionDef) -> frozenset[str]:
+    """Parameters that are Python flags: a ``bool`` or ``int`` default or annotation
+    (``prenorm=False``, ``training: bool``, ``checkpoint_lvl: int = 0``).  Never tensors, whatever
+    the harness passes: a branch on one picks a configuration, it does not read the data."""
+    a = fn.args
+    positional = list(a.posonlyargs) + list(a.args)
+    defaults: dict[str, ast.expr] = dict(zip([p.arg for p in positional[len(positional) - len(a.defaults):]],
+                                             a.defaults, strict=True))
+    defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None})
+    out = set()
+    for p in positional + list(a.kwonlyargs):
+        d = defaults.get(p.arg)
+        if isinstance(d, ast.Constant) and isinstance(d.value, (bool, int)):
+            out.add(p.arg)
+        elif isinstance(p.annotation, ast.Name) and p.annotation.id in ("bool", "int"):
+            out.add(p.arg)
+    return frozenset(out)
+
+
 def _pointer_bases(call: ast.Call) -> list[ast.AST]:
-    """The tensors whose ``data_ptr()`` an expression wraps: ``cp.asarray(out.data_ptr())`` -> [out]."""
+    """The tensors whose ``data_ptr()`` an expression wraps: ``cp.asarray(out.data_ptr())`` -> [out];
+    ``from_dlpack(out)`` (a DLPack view of the same memory) -> [out]."""
     out = []
     stack: list[ast.AST] = [call]
     while stack:
@@ -2433,6 +2551,13 @@ def _pointer_bases(call: ast.Call) -> list[ast.AST]:
             if isinstance(n.func, ast.Attribute) and n.func.attr == "data_ptr":
                 out.append(n.func.value)
                 continue
+            fname = n.func.attr if isinstance(n.func, ast.Attribute) else n.func.id if isinstance(n.func, ast.Name) else ""
+            if fname == "from_dlpack" and n.args:
+                # another framework's view of the tensor (CuTe, CuPy, JAX through DLPack): same memory
+                out.append(n.args[0])
+                continue
+            if isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Call):
+                stack.append(n.func.value)  # ``from_dlpack(x).mark_layout_dynamic()``: a method of the view
             stack.extend(n.args)
             stack.extend(k.value for k in n.keywords)
     return out

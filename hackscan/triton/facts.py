@@ -575,7 +575,9 @@ def _scalar_uses(r: _KernelReader) -> set[str]:
     out: set[str] = set()
     for n in r.nodes:
         if isinstance(n, ast.Compare):
-            out.update(x.id for x in ast.walk(n) if isinstance(x, ast.Name))
+            # ``C.dtype.element_ty == tl.bfloat16`` compares the pointer's element type, not a number
+            typed = {id(a.value) for a in ast.walk(n) if isinstance(a, ast.Attribute) and a.attr == "dtype"}
+            out.update(x.id for x in ast.walk(n) if isinstance(x, ast.Name) and id(x) not in typed)
         elif isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.FloorDiv, ast.Mod, ast.Div)):
             out.update(x.id for x in (n.left, n.right) if isinstance(x, ast.Name))
         elif isinstance(n, ast.Call) and (r.canon(n.func) in _RANGE_FUNCS or r.canon(n.func) in (

@@ -18,6 +18,7 @@ from ...cuda.names import is_compute
 from ...cuda.parser import contains, identifiers, in_walk_order, text
 from ...cuda.records import ARITH_OPS, Call, Function, pos_of
 from ...model import Confidence, Severity
+from .memory import foreign_object
 
 _DEVICE_CHECK = re.compile(r"is_cpu\s*\(|is_cuda\s*\(|kCPU|DeviceType::CPU|device\(\)\.type\(\)")
 _CONST_ALLOCS = frozenset({"zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones",
@@ -171,6 +172,13 @@ def _exported_roots(facts: CudaFacts) -> list[tuple[str, Function]]:
     return [(fn.name, fn) for fn in facts.host_functions]
 
 
+# A source scanned without a reference has no task whose work it could be passing off: a binding
+# that only calls ATen or cuBLAS (a library's GEMM wrapper, the host side of kernels launched from
+# other files) is worth a look, not a verdict; with a reference, the same path is a hack.
+_NO_TASK = (", and no kernel launch is visible on the exported path (no reference: whose op it does "
+            "cannot be told)")
+
+
 def cuda_aten_fallback(ctx: ScanContext) -> Iterator[Hit]:
     """HS204."""
     facts = ctx.cuda
@@ -207,8 +215,17 @@ def cuda_aten_fallback(ctx: ScanContext) -> Iterator[Hit]:
                 sev, conf = Severity.WARNING, Confidence.MEDIUM
                 why = (f" on the path where the kernel is not launched (branch on `{cond}`): a fallback the "
                        "benchmark's shapes may or may not take")
+            elif same is not None and launches and not heavy and _statistic_for_kernel(flow, call, same, launches):
+                # ``mean = x.mean({2,3})`` / ``var = x.var(...)`` handed to the kernel that normalises:
+                # ATen computes a statistic of the reference's composite op and the custom kernel the
+                # rest, the split a Python candidate gets a warning for (a partial kernel, not a rewrite)
+                sev, conf = Severity.WARNING, Confidence.MEDIUM
+                why = (f", a statistic of the reference's op `{same}` that the launched kernel consumes "
+                       "(a partial kernel: ATen does part of the op's work)")
             elif same is not None and (heavy or len(ref_ops) <= 1 or not launches):
                 sev, conf, why = Severity.ERROR, Confidence.HIGH, f", the reference's own op `{same}`"
+            elif not launches and ctx.reference is None:
+                sev, conf, why = Severity.WARNING, Confidence.MEDIUM, _NO_TASK
             elif not launches:
                 sev, conf, why = Severity.ERROR, Confidence.HIGH, ", and the exported path launches no kernel"
             elif same is not None:
@@ -236,7 +253,9 @@ def cuda_aten_fallback(ctx: ScanContext) -> Iterator[Hit]:
                     continue
                 seen.add(node.id)
                 shown = " ".join(text(node).split())[:50]
-                if not launches:
+                if not launches and ctx.reference is None:
+                    sev, conf, why = Severity.WARNING, Confidence.MEDIUM, _NO_TASK
+                elif not launches:
                     sev, conf, why = Severity.ERROR, Confidence.HIGH, ", and the exported path launches no kernel"
                 else:
                     sev, conf, why = Severity.WARNING, Confidence.LOW, " (tensor arithmetic through operators)"
@@ -245,6 +264,26 @@ def cuda_aten_fallback(ctx: ScanContext) -> Iterator[Hit]:
                                     "kind": "ATen "},
                               evidence={"call": "operator", "function": fn.key, "export": export,
                                         "launches": len(launches)})
+
+
+# reductions that give a normalisation or a softmax its per-row (per-channel) statistics
+_STATISTICS = frozenset({"mean", "var", "std", "var_mean", "std_mean", "sum", "amax", "amin", "max", "min",
+                         "logsumexp", "norm", "rsqrt"})
+
+
+def _statistic_for_kernel(flow: CudaFlow, call: Call, reference_op: str, launches: list) -> bool:
+    """Whether an ATen ``call`` is a statistic of a larger reference op (``x.var`` for an
+    ``InstanceNorm2d``, not ``x.mean`` for a ``torch.mean`` task) whose result a launched kernel
+    reads: the op's remaining work is the kernel's."""
+    base = names.op_base(call.name)
+    if base not in _STATISTICS or base == names.op_base(reference_op):
+        return False
+    for lc in launches:
+        for arg in lc.args:
+            if any(o.kind == "aten" and o.node is not None and o.node.id == call.node.id
+                   for o in flow.origins(arg, lc.function)):
+                return True
+    return False
 
 
 def _tensor_arithmetic(fn: Function) -> list[ts.Node]:
@@ -368,6 +407,10 @@ def cuda_passthrough_export(ctx: ScanContext) -> Iterator[Hit]:
                 continue  # HS204 reports the ATen / library work
             if any(flow.host_stores(g) for g in flow.host_closure(fn)):
                 continue  # computes on the host through a data pointer: slow, not a passthrough
+            if any(c.is_method and c.receiver is not None and foreign_object(flow, g, c)
+                   and any(o.kind == "alloc" for a in c.args for o in flow.origins(a, g))
+                   for g, c in flow.host_calls_from(fn)):
+                continue  # ``net->initialize_params(seed, out.data_ptr())``: another library's object does the work
             described = [(r, _describe(flow.origins(r.value, fn), r.value)) for r in returns]
             if all(d is not None for _, d in described):
                 r, d = described[0]

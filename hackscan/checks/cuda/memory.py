@@ -154,6 +154,17 @@ def cuda_unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
             for alloc in _sink_allocs(facts, flow, host_fn, call):
                 mark(alloc, sites.site(host_fn, call.node), "maybe")
         for host_fn in flow.host_closure(fn):
+            # ``params.dx = dx.data_ptr(); launcher(launch_params);``: a parameter block handed to a
+            # launcher looked up at run time (a function pointer or std::function local, not a lambda)
+            call = _runtime_launcher(host_fn)
+            if call is not None:
+                for asg in host_fn.of_type("assignment_expression"):
+                    left, right = asg.child_by_field_name("left"), asg.child_by_field_name("right")
+                    if left is None or right is None or left.type != "field_expression":
+                        continue  # ``launch_params.params.dx = dx.data_ptr()``: a member, at any depth
+                    for o in flow.origins(right, host_fn):
+                        if o.kind == "alloc" and o.node is not None:
+                            mark(o.node, sites.site(host_fn, call.node), "maybe")
             for node, origins in flow.host_stores(host_fn):
                 for o in origins:
                     if o.kind == "alloc" and o.node is not None:
@@ -329,6 +340,12 @@ def _sink_allocs(facts: CudaFacts, flow: CudaFlow, fn: Function, call) -> list[t
     if call.is_method:
         if call.receiver is not None and _MUTATORS.match(call.base):
             out.extend(o.node for o in flow.origins(call.receiver, fn) if o.kind == "alloc" and o.node is not None)
+        elif call.receiver is not None and foreign_object(flow, fn, call):
+            # ``module->inference(stream, n, in, out.data_ptr(), ...)``, ``plan.execute(handle, pack)``:
+            # an object of another library's class that receives the output's pointer may write it
+            for a in call.args:
+                if a.type not in ("number_literal", "string_literal"):
+                    out.extend(o.node for o in flow.origins(a, fn) if o.kind == "alloc" and o.node is not None)
         return out
     base = call.base
     if base in names.ATEN_ALLOWED or x.lookup(call.name, "host") or base in _PURE_HOST or base in CAST_CALLS:
@@ -338,6 +355,49 @@ def _sink_allocs(facts: CudaFacts, flow: CudaFlow, fn: Function, call) -> list[t
             continue
         out.extend(o.node for o in flow.origins(a, fn) if o.kind == "alloc" and o.node is not None)
     return out
+
+
+def _runtime_launcher(fn: Function):
+    """A call in ``fn`` of a local bound to a callable obtained at run time (``auto launcher =
+    get_launcher(...); launcher(params);``): what it runs is not in this source."""
+    for c in fn.calls:
+        if c.is_method or "::" in c.name:
+            continue
+        values = fn.assigned.get(c.name)
+        if values and all(v.type == "call_expression" for v in values) and c.args:
+            return c
+    return None
+
+
+_TENSOR_KINDS = frozenset({"alloc", "input", "aten", "copy", "literal"})
+# value types whose methods only hold or describe pointers (a container, a string, a tensor)
+_HOLDER_TYPE = re.compile(r"^(const\s+)?(std::|c10::|at::|torch::)|Tensor|vector|array|map|set|string|list")
+
+
+def foreign_object(flow: CudaFlow, fn: Function, call) -> bool:
+    """Whether a method call's receiver is an object of another library's class (reached through
+    ``->``, or a local of a non-container, non-tensor type), not a tensor or a standard container."""
+    if call.receiver.type != "call_expression" and any(o.kind in _TENSOR_KINDS
+                                                        for o in flow.origins(call.receiver, fn)):
+        return False
+    func = call.node.child_by_field_name("function")
+    if func is not None and func.type == "field_expression" and text(func.child_by_field_name("operator") or func)[:2] == "->":
+        return True
+    if call.receiver.type == "call_expression":
+        # ``Builder().setDataPointers(n, ptrs).build()``: a chain on an object of another library
+        root = call.receiver
+        while root.type == "call_expression":
+            f = root.child_by_field_name("function")
+            nxt = f.child_by_field_name("argument") if f is not None and f.type == "field_expression" else None
+            if nxt is None:
+                break
+            root = nxt
+        # the chain's first object is built by a named constructor or factory of another library
+        # (``cudnn_frontend::VariantPackBuilder()``); a tensor expression or a container is not
+        return root.type == "call_expression" and not _HOLDER_TYPE.search(text(root)[:60]) and \
+            not any(o.kind in _TENSOR_KINDS for o in flow.origins(root, fn))
+    declared = fn.local_types.get(text(call.receiver))
+    return declared is not None and not _HOLDER_TYPE.search(declared)
 
 
 def _unstoring_launches(facts: CudaFacts, flow: CudaFlow, fn: Function, origin: Origin) -> list[str]:

@@ -469,8 +469,9 @@ def cuda_strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
             start_names = [text(i) for i in identifiers(start)] if start is not None else []
             if start_names and threads is None:
                 threads = _Derived(fn)
-            start_threaded = False
-            for n in start_names:  # a loop, not ``any`` on a generator left early (GeneratorExit)
+            # ``t2 = block.thread_rank()`` (cooperative groups): the start is the thread's own index
+            start_threaded = start is not None and _THREAD_CALLS.search(text(start)) is not None
+            for n in start_names if not start_threaded else ():  # a loop, not ``any`` on a generator
                 if n in threads:  # type: ignore[operator]
                     start_threaded = True
                     break

@@ -101,6 +101,8 @@ def describe_kernel(k: KernelCall) -> str:
         return f"{k.extension}.{k.target}"
     if k.kind == "triton":
         return f"Triton kernel {k.target}"
+    if k.kind == "imported":
+        return f"{k.target} (imported; its code is in another module)"
     return k.name
 
 

@@ -74,6 +74,35 @@ def _harness_name(name: str) -> bool:
     return root in _PATCH_ROOTS and "." in name and not _is_config(name)
 
 
+def _fills_missing(host, node: ast.AST, t: ast.Attribute) -> bool:
+    """``if "f" not in dir(torch.distributed): torch.distributed.f = torch.distributed._f`` (or
+    ``if not hasattr(mod, "f")``): a back-port of an attribute this version of the module lacks.  It
+    replaces nothing: where the harness runs, the attribute exists and the branch is not taken."""
+    stmt_parent = None
+    for anc in host.ancestors(node):
+        if isinstance(anc, ast.If):
+            stmt_parent = anc
+            break
+        if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)):
+            return False
+    if stmt_parent is None or not any(node is x for s in stmt_parent.body for x in ast.walk(s)):
+        return False
+    test, obj, attr = stmt_parent.test, ast.dump(t.value), t.attr
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Call):
+        c = test.operand
+        return (isinstance(c.func, ast.Name) and c.func.id == "hasattr" and len(c.args) == 2
+                and ast.dump(c.args[0]) == obj and isinstance(c.args[1], ast.Constant) and c.args[1].value == attr)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotIn):
+        key, where = test.left, test.comparators[0]
+        if not (isinstance(key, ast.Constant) and key.value == attr):
+            return False
+        if isinstance(where, ast.Call) and isinstance(where.func, ast.Name) and where.func.id in ("dir", "vars") \
+                and where.args and ast.dump(where.args[0]) == obj:
+            return True
+        return isinstance(where, ast.Attribute) and where.attr == "__dict__" and ast.dump(where.value) == obj
+    return False
+
+
 def harness_function_patched(ctx: ScanContext) -> Iterator[Hit]:
     """HS150: assignments (and setattr) to attributes of torch, time, timing and testing modules."""
     host = ctx.host
@@ -115,7 +144,7 @@ def harness_function_patched(ctx: ScanContext) -> Iterator[Hit]:
                 if obj:
                     key = names.fold_text(t.slice, owner)
                     target = f"{obj}.{key if key is not None else '<computed>'}"
-            if target and _harness_name(target):
+            if target and _harness_name(target) and not (isinstance(t, ast.Attribute) and _fills_missing(host, node, t)):
                 verb = "deletes" if isinstance(node, ast.Delete) else "assigns"
                 yield ctx.hit(ctx.at(t), args={"verb": verb, "target": target, "what": _what(target)},
                               evidence={"target": target})
