@@ -217,13 +217,14 @@ def scan(
                                 "candidate (kernelbench, plain). Default: kernelbench, or `harness` in the config."),
     timeout: float = typer.Option(120.0, "--timeout", metavar="SECONDS", help="Seconds per candidate for the dynamic stage."),
     no_perf: bool = typer.Option(False, "--no-perf", help="Skip timing and memory measurement."),
-    perf_mode: PerfMode = typer.Option(
-        PerfMode.target, "--perf", help="target: repeat each timing until its 95% interval is within +-5% (at most a "
+    perf_mode: PerfMode | None = typer.Option(
+        None, "--perf", help="target: repeat each timing until its 95% interval is within +-5% (at most a "
                                         "few seconds per series; the report says when it did not get there). "
                                         "quick: as target, but the paired speedup is timed in the scan's own pair of worker "
                                         "processes only (an RL gate's budget; the report says the spread between processes "
                                         "is unknown), and a candidate the findings already reject before timing is not "
-                                        "timed. thorough: the fixed counts and budgets, whatever the interval."),
+                                        "timed. thorough: the fixed counts and budgets, whatever the interval. Default: quick on a "
+                                        "host with no GPU and at most 4 cores, target elsewhere."),
     sandbox: Sandbox = typer.Option(
         Sandbox.required, "--sandbox", help="required: every process that runs candidate code is in its own OS "
                                              "sandbox (bubblewrap; refuses to run without one). off: no walls, "
@@ -347,6 +348,13 @@ def scan(
 
         seed = secrets.randbelow(2**31)
         seed_drawn = True
+    if perf_mode is None:
+        from .perf.default_mode import default_perf_mode
+
+        chosen_mode, why_mode = default_perf_mode(device.value)
+        perf_mode = PerfMode(chosen_mode)
+        if why_mode and not static and not no_perf:
+            typer.echo(f"hackscan: {why_mode}", err=True)
     options = RunOptions(static_only=static, device=device.value, seed=seed, timeout=timeout, perf=not no_perf, jobs=jobs,
                          baselines=chosen, sandbox=sandbox.value,
                          extra={**({"build_cache": str(build_cache)} if build_cache is not None else {}),
