@@ -251,6 +251,9 @@ def scan(
     config_path: Path | None = typer.Option(None, "--config", metavar="FILE", help="pyproject.toml with [tool.hackscan]."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Where the run is, on stderr: a bar on a terminal, log lines elsewhere (default: on)."),
     color: bool | None = typer.Option(None, "--color/--no-color", help="Colour the text report."),
+    perf_stats: bool = typer.Option(False, "--perf-stats", help="The text report's full timing statistics per "
+                                    "candidate (series, intervals, pairs of processes, bound) instead of the "
+                                    "three-line summary."),
 ) -> None:
     """Audit candidates (the default command: `hackscan PATH...`)."""
     from .config import ConfigError, load_config
@@ -410,7 +413,8 @@ def scan(
     from .output import render
 
     use_color = color if color is not None else (output is None and sys.stdout.isatty())
-    text = render(reports, fmt.value, color=use_color and fmt is Format.text, code_field=config.code_field)
+    text = render(reports, fmt.value, color=use_color and fmt is Format.text, code_field=config.code_field,
+                  perf_stats=perf_stats)
     if output is not None:
         try:
             output.write_text(text, encoding="utf-8")

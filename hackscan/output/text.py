@@ -74,7 +74,7 @@ def render_finding(f: Finding, color: bool = False) -> str:
     return "\n".join(lines)
 
 
-def render_text(reports: Sequence[Report], color: bool = False) -> str:
+def render_text(reports: Sequence[Report], color: bool = False, perf_stats: bool = False) -> str:
     out: list[str] = []
     seeds = _seeds(reports)
     counts = {v: 0 for v in Verdict}
@@ -111,7 +111,8 @@ def render_text(reports: Sequence[Report], color: bool = False) -> str:
         if r.performance:
             from ..perf.render import table  # torch-free; imported only when a report has timings
 
-            block = table(r.performance)
+            # three lines by default; the statistics behind them with --perf-stats
+            block = table(r.performance, stats=perf_stats)
             if block:
                 out.append(_block(block))
         out.append("")
