@@ -186,7 +186,7 @@ def scan(
         False, "--resume", help="Keep the results already in the stream file (--stream FILE, or FILE.partial.jsonl "
                                 "with -o FILE) whose candidate, reference, options and hackscan version are "
                                 "unchanged, and run only the rest."),
-    claimed_field: str | None = typer.Option(
+    claimed_field: list[str] | None = typer.Option(
         None, "--claimed-field", metavar="FIELD", help="JSONL field holding each candidate's claimed speedup (e.g. "
                                 "score_default): shown beside the verified speedups and summarised as claimed vs "
                                 "verified."),
@@ -279,8 +279,14 @@ def scan(
         raise _fail("--limit and --sample exclude each other: take the first N or a random N")
     if resume and stream is None and output is None:
         raise _fail("--resume needs the stream of the run it resumes: --stream FILE, or -o FILE (FILE.partial.jsonl)")
-    if claimed_field is not None and not claimed_field.strip():
-        raise _fail("--claimed-field needs a field name")
+    if claimed_field:
+        if len(claimed_field) > 1:
+            raise _fail(f"--claimed-field given {len(claimed_field)} times ({', '.join(claimed_field)}): name one field")
+        claimed_field = claimed_field[0]
+        if not claimed_field.strip():
+            raise _fail("--claimed-field needs a field name")
+    else:
+        claimed_field = None
     if ray is not None:
         from .cluster import ray_problem
 
@@ -387,9 +393,21 @@ def scan(
             sink = ResultStream(str(stream_path))
         except OSError as exc:
             raise _fail(f"cannot write {stream_path}: {exc.strerror or exc}") from None
-    from .inputs import discover, take
+    from .inputs import Submission, discover, take
 
     items = list(discover([str(p) for p in paths], inputs))
+    if not items:
+        # a gate pointed at a wrong path must not pass on nothing
+        raise _fail(f"nothing to scan in {', '.join(map(str, paths))}: no .py/.cu/.cpp candidate, no folder holding "
+                    "one, no JSONL record")
+    if all(isinstance(i, Submission) and not i.code.strip() for i in items):
+        raise _fail(f"nothing to scan in {', '.join(map(str, paths))}: every candidate file is empty")
+    if claimed_field is not None:
+        from .inputs import check_claimed
+
+        problem = check_claimed(items, claimed_field)
+        if problem:
+            raise _fail(problem)
     if limit is not None or sample is not None:
         total = len(items)
         items = take(items, limit=limit, sample=sample, seed=seed)
