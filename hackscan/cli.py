@@ -530,6 +530,13 @@ class ProgressBar:
                 return
             self._draw(now, done, total, path, "")
 
+    def done_in(self, done: int, total: int, path: str, seconds: float) -> None:
+        """A candidate that ran elsewhere (a Ray task) finished after ``seconds`` of its own: its
+        completion and the previous one's are not its start and end."""
+        with self._lock:
+            self._item_t0 = self._clock() - seconds
+        self(done, total, path)
+
     def phase(self, done: int, total: int, path: str, phase: str) -> None:
         """A dynamic-stage phase (setup, build, probes, timing) begins for candidate ``done + 1``."""
         now = self._clock()

@@ -104,7 +104,7 @@ def render_text(reports: Sequence[Report], color: bool = False, perf_stats: bool
         dyn = r.dynamic if isinstance(r.dynamic, dict) else None
         if dyn is not None and not dyn.get("ran") and dyn.get("reason"):
             # what could not run here, and why, belongs next to the verdict it qualifies
-            out.append(f"  dynamic stage not run: {_v(dyn['reason'])}")
+            out.append(f"  dynamic stage not run: {_v(str(dyn['reason']).removeprefix('dynamic stage not run: '))}")
         if len(seeds) > 1 and dyn is not None and dyn.get("ran") and _seed_of(dyn) is not None:
             # each submission drew its own seed: the one that replays this submission
             out.append(f"  seed: {_seed_of(dyn)} (replay with --seed {_seed_of(dyn)})")
