@@ -29,6 +29,21 @@ class _DefaultToScan(TyperGroup):
             args = ["--help"]
         return super().parse_args(ctx, args)
 
+    def format_help(self, ctx, formatter) -> None:
+        """The group's help, then the main job's options: ``hackscan PATH... [OPTIONS]`` is what most
+        runs are, and its options were only under ``hackscan scan --help``."""
+        super().format_help(ctx, formatter)
+        import click
+
+        scan = self.commands.get("scan")
+        if scan is None:
+            return
+        sub = click.Context(scan, info_name="scan", parent=ctx)
+        rows = [r for r in (p.get_help_record(sub) for p in scan.get_params(sub)
+                            if not isinstance(p, click.Argument)) if r]
+        with formatter.section("Options of the main job (hackscan PATH... [OPTIONS], same as hackscan scan)"):
+            formatter.write_dl(rows)
+
     def main(self, *args, standalone_mode: bool = True, **kwargs):
         """Usage errors (an unknown option, a value outside an option's choices) as one line on
         stderr and exit 2, like hackscan's own errors: typer would draw a boxed panel, click a
@@ -232,8 +247,10 @@ def scan(
     baselines: str | None = typer.Option(
         None, "--baselines", metavar="LIST", help="What speedups are measured against: eager (strict fp32, always), tf32 (GPU), "
                                   "compile (torch.compile). Default: eager,tf32,compile on a GPU, eager on the CPU."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=0, metavar="N", help="Candidates in flight at once, static and dynamic stage "
-                                                                        "(0: one per core); timing stays exclusive per device."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", min=0, metavar="N", help="Candidates in flight at once, static and dynamic stage "
+                                                                        "(0: one per core); timing stays exclusive per device. "
+                                                                        "Default: one per core (at most 4) on a host with no "
+                                                                        "GPU, where builds are CPU work; 1 elsewhere."),
     build_cache: Path | None = typer.Option(
         None, "--build-cache", metavar="DIR", help="Folder of compiled extensions, by source hash; shareable between runs and "
                                                    "hosts (default: HACKSCAN_CACHE_DIR or ~/.cache/hackscan)."),
@@ -335,6 +352,10 @@ def scan(
     # (verdict error), beside the other paths' results
     inputs = InputOptions(reference=str(ref) if ref else None, code_field=config.code_field, ref_field=config.ref_field,
                           claimed_field=claimed_field)
+    if jobs is None:
+        from .perf.default_mode import default_jobs_for_host
+
+        jobs = default_jobs_for_host(device.value)
     if jobs == 0:
         from .parallel import default_jobs
 
@@ -506,6 +527,9 @@ class ProgressBar:
         self._logged = self._start
         self._current: tuple[int, int, str, str, float] | None = None  # done, total, path, phase, since
         self._item_t0 = self._start
+        # when each candidate's first phase began: with several in flight (--jobs, a cluster) the
+        # previous completion is not when this one started
+        self._starts: dict[str, float] = {}
         self._lock = threading.Lock()
         self._ticker: threading.Thread | None = None
         self._closed = threading.Event()
@@ -521,7 +545,8 @@ class ProgressBar:
             self._current = None
             if self.plain:
                 if stage == "dynamic":
-                    self._log(now, f"dynamic [{done}/{total}] {path}: done in {now - self._item_t0:.1f} s")
+                    began = self._starts.pop(path, self._item_t0)
+                    self._log(now, f"dynamic [{done}/{total}] {path}: done in {now - began:.1f} s")
                     self._item_t0 = now
                 elif done == total or now - self._logged >= self.log_interval:
                     self._log(now, f"static {done}/{total}" + (" done" if done == total else ""))
@@ -534,7 +559,7 @@ class ProgressBar:
         """A candidate that ran elsewhere (a Ray task) finished after ``seconds`` of its own: its
         completion and the previous one's are not its start and end."""
         with self._lock:
-            self._item_t0 = self._clock() - seconds
+            self._starts[path.removeprefix("dynamic: ")] = self._clock() - seconds
         self(done, total, path)
 
     def phase(self, done: int, total: int, path: str, phase: str) -> None:
@@ -544,6 +569,7 @@ class ProgressBar:
             self._enter("dynamic", now)
             if self._current is None or self._current[2] != path:
                 self._item_t0 = now
+            self._starts.setdefault(path, now)
             self._current = (done, total, path, phase, now)
             if self.plain:
                 self._log(now, f"dynamic [{done + 1}/{total}] {path}: {phase}")

@@ -122,6 +122,11 @@ def render_text(reports: Sequence[Report], color: bool = False, perf_stats: bool
         + ", ".join(f"{counts[v]} {v.value}" for v in (Verdict.HACK, Verdict.SUSPICIOUS, Verdict.CLEAN, Verdict.ERROR))
         + f"; {n_findings} finding{'s' * (n_findings != 1)}."
     )
+    rules = sorted({f.rule for r in reports for f in r.active_findings})
+    if rules:
+        # the door to each rule's documentation, named where a reader first wonders what a rule means
+        out.append(f"What a rule checks, with a hack it catches and a legitimate look-alike: hackscan explain {rules[0]}"
+                   + (f" (rules here: {', '.join(rules[:8])}{', ...' if len(rules) > 8 else ''})" if len(rules) > 1 else ""))
     by_class = Counter(c for r in reports for c in r.rejected_for)
     if by_class:
         # the classes say what kind of rejection: a training team treats a faked result, a missing

@@ -1,4 +1,4 @@
-"""The ``--perf`` mode a scan takes when none is asked for: chosen by the machine's size.
+"""The ``--perf`` mode and ``--jobs`` a scan takes when none is asked for: chosen by the machine.
 
 ``target`` spreads each candidate's paired speedup over up to five pairs of fresh worker
 processes (about 40 s a timed candidate, several minutes on a small loaded CPU host, where the
@@ -45,3 +45,16 @@ def default_perf_mode(device: str, cores: int | None = None, gpu: bool | None = 
                          "the speedup from one pair of worker processes, no timing of a candidate already "
                          "rejected); --perf target for the full timing")
     return "target", None
+
+
+def default_jobs_for_host(device: str, cores: int | None = None, gpu: bool | None = None) -> int:
+    """``--jobs`` when none is given: on a host with no GPU (or ``--device cpu``) one candidate per
+    core, at most four, because there a candidate's time is mostly its C++ builds (100-230 s each on
+    a loaded 2-core host), CPU work that one candidate at a time leaves a core idle for; timing
+    stays exclusive (dynamic/schedule.py), so the figures are those of a run with one job.  On a
+    GPU host 1, as before: candidates there share the GPU (--jobs N and the build farm)."""
+    cores = usable_cores() if cores is None else cores
+    gpu = gpu_visible() if gpu is None else gpu
+    if device == "cpu" or (device == "auto" and not gpu):
+        return max(1, min(cores, 4))
+    return 1
