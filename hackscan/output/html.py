@@ -225,7 +225,7 @@ def _perf_summary_note(audit: Audit) -> str:
     if not audit.speed_points:
         return (f'<p class="muted perf-note" id="perf-note">{len(timed)} of {len(audit.submissions)} '
                 "submission(s) timed; none states a claimed speedup, so there is no claimed-versus-verified "
-                "chart. The measured speedups are listed per submission below.</p>")
+                "chart. The measured speedups are in the overview above.</p>")
     return ""
 
 

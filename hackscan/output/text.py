@@ -97,7 +97,9 @@ def render_text(reports: Sequence[Report], color: bool = False, perf_stats: bool
         if r.skipped:
             line += f"; {len(r.skipped)} rule(s) skipped: {_v(r.skipped[0].reason)}"
         if r.performance and isinstance(r.performance, dict):
-            headline = r.performance.get("headline")
+            from ..perf.render import headline as perf_headline  # torch-free
+
+            headline = perf_headline(r.performance)
             if headline:
                 line += f"; {_v(headline)}"
         out.append(line)

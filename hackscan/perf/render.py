@@ -40,6 +40,21 @@ def table(perf: Mapping[str, Any] | None, stats: bool = True) -> str:
     return _detail(perf)
 
 
+def headline(perf: Mapping[str, Any]) -> str | None:
+    """The verdict line's speedup, its interval in words when too wide: recomputed from the figures
+    (a stored headline from an older run may carry an interval wider than the figure)."""
+    head = perf.get("headline_baseline")
+    sp = (perf.get("speedup", {}) or {}).get(head) if head else None
+    if not isinstance(sp, (int, float)):
+        stored = perf.get("headline")
+        return stored if isinstance(stored, str) else None
+    ci = (perf.get("speedup_ci", {}) or {}).get(head)
+    text = f"{sp:.2f}x vs {LABELS.get(head, head)}{interval(sp, ci, perf.get('speedup_confidence', 0.9))}"
+    if not perf.get("valid", True):
+        text += "; NOT CREDITED: " + "; ".join(perf.get("invalid_reasons", []))
+    return text
+
+
 def summary(perf: Mapping[str, Any]) -> str:
     """Three lines: the headline speedup (its interval in words when too wide to be a figure), the
     candidate's time and memory, and how far to trust the timing, with the flag for the rest."""
