@@ -27,3 +27,15 @@ def test_default_by_host_size(device: str, cores: int, gpu: bool, want: str) -> 
 def test_hidden_gpus_are_not_visible(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert gpu_visible() is False
+
+
+@pytest.mark.parametrize("device,cores,gpu,want", [
+    ("auto", 2, False, 2),    # builds are CPU work: one candidate per core
+    ("auto", 64, False, 4),   # at most four in flight
+    ("auto", 2, True, 1),     # a GPU host keeps one (candidates share the GPU through --jobs N)
+    ("cpu", 1, True, 1),
+])
+def test_default_jobs_by_host(device: str, cores: int, gpu: bool, want: int) -> None:
+    from hackscan.perf.default_mode import default_jobs_for_host
+
+    assert default_jobs_for_host(device, cores=cores, gpu=gpu) == want
