@@ -161,17 +161,35 @@ def _timed_task(sub: Submission, report: dict[str, Any], options: Any, config: C
     import time
 
     t0 = time.monotonic()
-    cache = (getattr(options, "extra", None) or {}).get("build_cache")
-    if cache:
-        # the task's sandboxes build into and reuse the driver's cache folder (_with_build_cache)
-        from .dynamic.pool import default_pool
-
-        default_pool(getattr(options, "sandbox", None)).cache_root = str(cache)
-    out = _dynamic_task(sub, report, options, config)
+    out = _dynamic_task(sub, report, options, config, pool=_pool_for(options))
     return {"report": out, "elapsed_s": time.monotonic() - t0, "node": socket.gethostname()}
 
 
-def _dynamic_task(sub: Submission, report: dict[str, Any], options: Any, config: Config) -> dict[str, Any]:
+# a task's worker pools, one per (sandbox mode, build cache folder): a Ray worker process outlives
+# the run that started it, and a pool keeps the cache folder its first sandboxes were started with
+_POOLS: dict[tuple[str | None, str], Any] = {}
+
+
+def _pool_for(options: Any) -> Any:
+    """The pool whose sandboxes seed from and harvest into the driver's build cache folder
+    (``_with_build_cache``), or None for the process's default pool."""
+    cache = (getattr(options, "extra", None) or {}).get("build_cache")
+    if not cache:
+        return None
+    key = (getattr(options, "sandbox", None), str(cache))
+    pool = _POOLS.get(key)
+    if pool is None:
+        import atexit
+
+        from .dynamic.pool import WorkerPool
+
+        pool = _POOLS[key] = WorkerPool(sandbox=key[0], cache_root=key[1])
+        atexit.register(pool.close)
+    return pool
+
+
+def _dynamic_task(sub: Submission, report: dict[str, Any], options: Any, config: Config,
+                  pool: Any = None) -> dict[str, Any]:
     """One candidate's dynamic stage, on the node Ray chose (reports travel as their JSON form)."""
     from .pipeline import _guarded, _unavailable, dynamic_available
     from .resume import report_from_dict
@@ -179,6 +197,11 @@ def _dynamic_task(sub: Submission, report: dict[str, Any], options: Any, config:
     reason = dynamic_available()
     if reason is None:
         from .dynamic import run_dynamic_stage as dynamic
+
+        if pool is not None:
+            import functools
+
+            dynamic = functools.partial(dynamic, pool=pool)
     else:
         dynamic = _unavailable(f"{reason} on the Ray node")
     return _guarded(dynamic, sub, report_from_dict(report), options, config).to_dict()
