@@ -740,7 +740,6 @@ class Launcher:
         import path, without hackscan's own source tree and without the working directory."""
         here = Path(__file__).resolve().parent.parent.parent
         out: list[tuple[str, str | None]] = []
-        n = 0
         for entry in sys.path:
             if not entry:
                 continue
@@ -750,8 +749,14 @@ class Launcher:
             if str(p).startswith(("/usr/", "/lib")):
                 out.append((str(p), None))
             elif p.is_dir():
-                out.append((f"/python/site-packages-{n}", str(p)))
-                n += 1
+                # named after the host folder, not its place in sys.path: the name reaches every
+                # extension's build command (-isystem .../torch/include), and a build is reused only
+                # when that command is the same.  A Ray worker's sys.path holds more entries than the
+                # CLI's, so a position gave torch another name there and every build missed
+                tag = hashlib.sha256(str(p).encode("utf-8", "surrogatepass")).hexdigest()[:12]
+                inside = f"/python/site-packages-{tag}"
+                if all(inside != o for o, _ in out):
+                    out.append((inside, str(p)))
         return out
 
     def _launcher_source(self) -> str:
