@@ -29,12 +29,16 @@ QUIET_PIP = 2>&1 | { grep -v "^WARNING: Location 'file://.*' is ignored: it is n
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	@$(PY) -c 'import sys; print("venv on", sys.version.split()[0], sys.base_prefix)'
-	$(PY) -m pip install -q --upgrade pip $(QUIET_PIP)
+	@$(PY) -m pip install -q --upgrade pip $(QUIET_PIP)
 
+# the recipes are silent (@) and say what they do in one line each: echoed, they printed the pip
+# filter above on every install
 install: $(PY) sandbox-tools
-	# torch first, pinned: the CPU build on this disk; a plain requirement pulls a multi-GB CUDA build
-	$(PY) -m pip install -q torch==2.13.0 $(QUIET_PIP)
-	$(PY) -m pip install -q -e ".[dynamic,clang,dev,ray]" $(QUIET_PIP)
+	@# torch first, pinned: the CPU build on this disk; a plain requirement pulls a multi-GB CUDA build
+	@echo "installing torch 2.13.0 (CPU build) into $(VENV)"
+	@$(PY) -m pip install -q torch==2.13.0 $(QUIET_PIP)
+	@echo "installing hackscan (editable) with its dynamic, clang, dev and ray extras"
+	@$(PY) -m pip install -q -e ".[dynamic,clang,dev,ray]" $(QUIET_PIP)
 
 # bubblewrap and libseccomp (Debian/Ubuntu packages): every process that runs candidate code is
 # sandboxed with bwrap under a syscall filter (pyseccomp, from the dynamic extra, loads the system's

@@ -29,6 +29,21 @@ class _DefaultToScan(TyperGroup):
             args = ["--help"]
         return super().parse_args(ctx, args)
 
+    def format_help(self, ctx, formatter) -> None:
+        """The group's help, then the main job's options: ``hackscan PATH... [OPTIONS]`` is what most
+        runs are, and its options were only under ``hackscan scan --help``."""
+        super().format_help(ctx, formatter)
+        import click
+
+        scan = self.commands.get("scan")
+        if scan is None:
+            return
+        sub = click.Context(scan, info_name="scan", parent=ctx)
+        rows = [r for r in (p.get_help_record(sub) for p in scan.get_params(sub)
+                            if not isinstance(p, click.Argument)) if r]
+        with formatter.section("Options of the main job (hackscan PATH... [OPTIONS], same as hackscan scan)"):
+            formatter.write_dl(rows)
+
     def main(self, *args, standalone_mode: bool = True, **kwargs):
         """Usage errors (an unknown option, a value outside an option's choices) as one line on
         stderr and exit 2, like hackscan's own errors: typer would draw a boxed panel, click a
@@ -204,7 +219,7 @@ def scan(
         False, "--resume", help="Keep the results already in the stream file (--stream FILE, or FILE.partial.jsonl "
                                 "with -o FILE) whose candidate, reference, options and hackscan version are "
                                 "unchanged, and run only the rest."),
-    claimed_field: str | None = typer.Option(
+    claimed_field: list[str] | None = typer.Option(
         None, "--claimed-field", metavar="FIELD", help="JSONL field holding each candidate's claimed speedup (e.g. "
                                 "score_default): shown beside the verified speedups and summarised as claimed vs "
                                 "verified."),
@@ -235,13 +250,14 @@ def scan(
                                 "candidate (kernelbench, plain). Default: kernelbench, or `harness` in the config."),
     timeout: float = typer.Option(120.0, "--timeout", metavar="SECONDS", help="Seconds per candidate for the dynamic stage."),
     no_perf: bool = typer.Option(False, "--no-perf", help="Skip timing and memory measurement."),
-    perf_mode: PerfMode = typer.Option(
-        PerfMode.target, "--perf", help="target: repeat each timing until its 95% interval is within +-5% (at most a "
+    perf_mode: PerfMode | None = typer.Option(
+        None, "--perf", help="target: repeat each timing until its 95% interval is within +-5% (at most a "
                                         "few seconds per series; the report says when it did not get there). "
                                         "quick: as target, but the paired speedup is timed in the scan's own pair of worker "
                                         "processes only (an RL gate's budget; the report says the spread between processes "
                                         "is unknown), and a candidate the findings already reject before timing is not "
-                                        "timed. thorough: the fixed counts and budgets, whatever the interval."),
+                                        "timed. thorough: the fixed counts and budgets, whatever the interval. Default: quick on a "
+                                        "host with no GPU and at most 4 cores, target elsewhere."),
     sandbox: Sandbox = typer.Option(
         Sandbox.required, "--sandbox", help="required: every process that runs candidate code is in its own OS "
                                              "sandbox (bubblewrap) with every wall, the syscall filter "
@@ -250,8 +266,10 @@ def scan(
     baselines: str | None = typer.Option(
         None, "--baselines", metavar="LIST", help="What speedups are measured against: eager (strict fp32, always), tf32 (GPU), "
                                   "compile (torch.compile). Default: eager,tf32,compile on a GPU, eager on the CPU."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=0, metavar="N", help="Candidates in flight at once, static and dynamic stage "
-                                                                        "(0: one per core); timing stays exclusive per device."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", min=0, metavar="N", help="Candidates in flight at once, static and dynamic stage "
+                                                                        "(0: one per core); timing stays exclusive per device. "
+                                                                        "Default: one per core (at most 4) on a host with no "
+                                                                        "GPU, where builds are CPU work; 1 elsewhere."),
     build_cache: Path | None = typer.Option(
         None, "--build-cache", metavar="DIR", help="Folder of compiled extensions, by source hash; shareable between runs and "
                                                    "hosts (default: HACKSCAN_CACHE_DIR or ~/.cache/hackscan)."),
@@ -269,6 +287,9 @@ def scan(
     config_path: Path | None = typer.Option(None, "--config", metavar="FILE", help="pyproject.toml with [tool.hackscan]."),
     progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Where the run is, on stderr: a bar on a terminal, log lines elsewhere (default: on)."),
     color: bool | None = typer.Option(None, "--color/--no-color", help="Colour the text report."),
+    perf_stats: bool = typer.Option(False, "--perf-stats", help="The text report's full timing statistics per "
+                                    "candidate (series, intervals, pairs of processes, bound) instead of the "
+                                    "three-line summary."),
 ) -> None:
     """Audit candidates (the default command: `hackscan PATH...`)."""
     from .config import ConfigError, load_config
@@ -294,8 +315,14 @@ def scan(
         raise _fail("--limit and --sample exclude each other: take the first N or a random N")
     if resume and stream is None and output is None:
         raise _fail("--resume needs the stream of the run it resumes: --stream FILE, or -o FILE (FILE.partial.jsonl)")
-    if claimed_field is not None and not claimed_field.strip():
-        raise _fail("--claimed-field needs a field name")
+    if claimed_field:
+        if len(claimed_field) > 1:
+            raise _fail(f"--claimed-field given {len(claimed_field)} times ({', '.join(claimed_field)}): name one field")
+        claimed_field = claimed_field[0]
+        if not claimed_field.strip():
+            raise _fail("--claimed-field needs a field name")
+    else:
+        claimed_field = None
     if ray is not None:
         from .cluster import ray_problem
 
@@ -344,6 +371,10 @@ def scan(
     # (verdict error), beside the other paths' results
     inputs = InputOptions(reference=str(ref) if ref else None, code_field=config.code_field, ref_field=config.ref_field,
                           claimed_field=claimed_field)
+    if jobs is None:
+        from .perf.default_mode import default_jobs_for_host
+
+        jobs = default_jobs_for_host(device.value)
     if jobs == 0:
         from .parallel import default_jobs
 
@@ -368,6 +399,13 @@ def scan(
 
         seed = secrets.randbelow(2**31)
         seed_drawn = True
+    if perf_mode is None:
+        from .perf.default_mode import default_perf_mode
+
+        chosen_mode, why_mode = default_perf_mode(device.value)
+        perf_mode = PerfMode(chosen_mode)
+        if why_mode and not static and not no_perf:
+            typer.echo(f"hackscan: {why_mode}", err=True)
     options = RunOptions(static_only=static, device=device.value, seed=seed, timeout=timeout, perf=not no_perf, jobs=jobs,
                          baselines=chosen, sandbox=sandbox.value,
                          extra={**({"build_cache": str(build_cache)} if build_cache is not None else {}),
@@ -397,9 +435,21 @@ def scan(
             sink = ResultStream(str(stream_path))
         except OSError as exc:
             raise _fail(f"cannot write {stream_path}: {exc.strerror or exc}") from None
-    from .inputs import discover, take
+    from .inputs import Submission, discover, take
 
     items = list(discover([str(p) for p in paths], inputs))
+    if not items:
+        # a gate pointed at a wrong path must not pass on nothing
+        raise _fail(f"nothing to scan in {', '.join(map(str, paths))}: no .py/.cu/.cpp candidate, no folder holding "
+                    "one, no JSONL record")
+    if all(isinstance(i, Submission) and not i.code.strip() for i in items):
+        raise _fail(f"nothing to scan in {', '.join(map(str, paths))}: every candidate file is empty")
+    if claimed_field is not None:
+        from .inputs import check_claimed
+
+        problem = check_claimed(items, claimed_field)
+        if problem:
+            raise _fail(problem)
     if limit is not None or sample is not None:
         total = len(items)
         items = take(items, limit=limit, sample=sample, seed=seed)
@@ -423,7 +473,8 @@ def scan(
     from .output import render
 
     use_color = color if color is not None else (output is None and sys.stdout.isatty())
-    text = render(reports, fmt.value, color=use_color and fmt is Format.text, code_field=config.code_field)
+    text = render(reports, fmt.value, color=use_color and fmt is Format.text, code_field=config.code_field,
+                  perf_stats=perf_stats)
     if output is not None:
         try:
             output.write_text(text, encoding="utf-8")
@@ -497,6 +548,9 @@ class ProgressBar:
         self._logged = self._start
         self._current: tuple[int, int, str, str, float] | None = None  # done, total, path, phase, since
         self._item_t0 = self._start
+        # when each candidate's first phase began: with several in flight (--jobs, a cluster) the
+        # previous completion is not when this one started
+        self._starts: dict[str, float] = {}
         self._lock = threading.Lock()
         self._ticker: threading.Thread | None = None
         self._closed = threading.Event()
@@ -512,7 +566,8 @@ class ProgressBar:
             self._current = None
             if self.plain:
                 if stage == "dynamic":
-                    self._log(now, f"dynamic [{done}/{total}] {path}: done in {now - self._item_t0:.1f} s")
+                    began = self._starts.pop(path, self._item_t0)
+                    self._log(now, f"dynamic [{done}/{total}] {path}: done in {now - began:.1f} s")
                     self._item_t0 = now
                 elif done == total or now - self._logged >= self.log_interval:
                     self._log(now, f"static {done}/{total}" + (" done" if done == total else ""))
@@ -521,6 +576,13 @@ class ProgressBar:
                 return
             self._draw(now, done, total, path, "")
 
+    def done_in(self, done: int, total: int, path: str, seconds: float) -> None:
+        """A candidate that ran elsewhere (a Ray task) finished after ``seconds`` of its own: its
+        completion and the previous one's are not its start and end."""
+        with self._lock:
+            self._starts[path.removeprefix("dynamic: ")] = self._clock() - seconds
+        self(done, total, path)
+
     def phase(self, done: int, total: int, path: str, phase: str) -> None:
         """A dynamic-stage phase (setup, build, probes, timing) begins for candidate ``done + 1``."""
         now = self._clock()
@@ -528,6 +590,7 @@ class ProgressBar:
             self._enter("dynamic", now)
             if self._current is None or self._current[2] != path:
                 self._item_t0 = now
+            self._starts.setdefault(path, now)
             self._current = (done, total, path, phase, now)
             if self.plain:
                 self._log(now, f"dynamic [{done + 1}/{total}] {path}: {phase}")

@@ -43,14 +43,51 @@ def ray_problem(address: str) -> str | None:
     return None
 
 
+class ClusterUnreachable(RuntimeError):
+    """The cluster could not be joined: every candidate keeps its static result and the dynamic stage
+    is reported as not run on it (fail closed), with this one line as the reason."""
+
+
+def _token_available() -> bool:
+    """Whether this machine holds a Ray authentication token (where Ray itself looks for one)."""
+    if os.environ.get("RAY_AUTH_TOKEN", "").strip():
+        return True
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.join(os.path.expanduser("~"), ".ray", "auth_token")
+    try:
+        return Path(path).is_file() and Path(path).stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _auth_for(address: str) -> None:
+    """Token authentication for an explicit address, as Ray does for ``auto``.
+
+    ``ray start --head`` (Ray 2.59 and later) enables token authentication whenever a token exists
+    (``~/.ray/auth_token``, written by any earlier ``ray.init()`` here), but ``ray.init`` turns it on
+    only for ``auto``: a ``host:port`` then failed after 25 s of connection retries with an internal
+    error.  A token on this machine means the clusters it starts use it, so the driver presents it;
+    ``RAY_AUTH_MODE`` set by the user is left as it is."""
+    if address == "local" or "RAY_AUTH_MODE" in os.environ or not _token_available():
+        return
+    os.environ["RAY_AUTH_MODE"] = "token"
+    try:  # Ray reads the mode into its native config once: refresh it as Ray's own setup does
+        from ray._raylet import Config as RayConfig
+
+        RayConfig.initialize("")
+    except (ImportError, AttributeError):
+        pass
+
+
 def connect(address: str, num_cpus: int | None = None) -> None:
-    """Join or start the cluster (once per process: a second call keeps the first connection)."""
+    """Join or start the cluster (once per process: a second call keeps the first connection).
+    Raises ``ClusterUnreachable`` with one line when the cluster cannot be joined."""
     import ray
 
     if ray.is_initialized():
         return
     here = str(Path(__file__).resolve().parent.parent)
     kw: dict[str, Any] = {"include_dashboard": False, "logging_level": "ERROR", "log_to_driver": False}
+    _auth_for(address)
     if address == "local":
         # a private cluster on this machine runs this very hackscan: its import path goes along
         path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
@@ -58,11 +95,101 @@ def connect(address: str, num_cpus: int | None = None) -> None:
         if num_cpus is not None:
             kw["num_cpus"] = num_cpus
         ray.init(address="local", **kw)
-    else:
-        ray.init(address=address, **kw)
+        return
+    unreachable = _probe(address)
+    if unreachable:
+        raise ClusterUnreachable(unreachable)
+    try:
+        with _quiet_native_stderr():
+            ray.init(address=address, **kw)
+    except Exception as exc:  # ConnectionError, Ray's internal errors, a refused token
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise ClusterUnreachable(f"cannot join the Ray cluster at {address}: {type(exc).__name__}: {first}") from None
 
 
-def _dynamic_task(sub: Submission, report: dict[str, Any], options: Any, config: Config) -> dict[str, Any]:
+def _probe(address: str, timeout: float = 5.0) -> str | None:
+    """Why ``host:port`` (or ``ray://host:port``) takes no TCP connection, or None.  Ray retries an
+    address that answers nothing for about 35 s an attempt, twenty attempts: a mistyped port held
+    the run for twelve minutes before the first line of its report."""
+    import socket
+
+    if address == "auto":
+        return None
+    hostport = address.split("://", 1)[-1].rsplit("/", 1)[0]
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        return None  # Ray's own parsing says what is wrong with it
+    try:
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout):
+            return None
+    except OSError as exc:
+        return f"cannot join the Ray cluster at {address}: {exc.strerror or exc} (is `ray start --head` running there?)"
+
+
+class _quiet_native_stderr:
+    """Ray's C++ core writes a warning per failed connection attempt straight to file descriptor 2
+    (some 20 lines while it retries); a failed join is reported in one line instead.  The lines go
+    to a temporary file, shown only when hackscan's debug variable asks (HACKSCAN_DEBUG)."""
+
+    def __enter__(self) -> _quiet_native_stderr:
+        import sys
+        import tempfile
+
+        self._saved = None
+        if os.environ.get("HACKSCAN_DEBUG"):
+            return self
+        try:
+            sys.stderr.flush()
+            self._file = tempfile.TemporaryFile()
+            self._saved = os.dup(2)
+            os.dup2(self._file.fileno(), 2)
+        except OSError:
+            self._saved = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._saved is not None:
+            os.dup2(self._saved, 2)
+            os.close(self._saved)
+            self._file.close()
+
+
+def _timed_task(sub: Submission, report: dict[str, Any], options: Any, config: Config) -> dict[str, Any]:
+    """``_dynamic_task`` with what it took on its node: the driver sees completions in the order
+    they arrive, so the time between two of them is not either task's duration."""
+    import socket
+    import time
+
+    t0 = time.monotonic()
+    out = _dynamic_task(sub, report, options, config, pool=_pool_for(options))
+    return {"report": out, "elapsed_s": time.monotonic() - t0, "node": socket.gethostname()}
+
+
+# a task's worker pools, one per (sandbox mode, build cache folder): a Ray worker process outlives
+# the run that started it, and a pool keeps the cache folder its first sandboxes were started with
+_POOLS: dict[tuple[str | None, str], Any] = {}
+
+
+def _pool_for(options: Any) -> Any:
+    """The pool whose sandboxes seed from and harvest into the driver's build cache folder
+    (``_with_build_cache``), or None for the process's default pool."""
+    cache = (getattr(options, "extra", None) or {}).get("build_cache")
+    if not cache:
+        return None
+    key = (getattr(options, "sandbox", None), str(cache))
+    pool = _POOLS.get(key)
+    if pool is None:
+        import atexit
+
+        from .dynamic.pool import WorkerPool
+
+        pool = _POOLS[key] = WorkerPool(sandbox=key[0], cache_root=key[1])
+        atexit.register(pool.close)
+    return pool
+
+
+def _dynamic_task(sub: Submission, report: dict[str, Any], options: Any, config: Config,
+                  pool: Any = None) -> dict[str, Any]:
     """One candidate's dynamic stage, on the node Ray chose (reports travel as their JSON form)."""
     from .pipeline import _guarded, _unavailable, dynamic_available
     from .resume import report_from_dict
@@ -70,6 +197,11 @@ def _dynamic_task(sub: Submission, report: dict[str, Any], options: Any, config:
     reason = dynamic_available()
     if reason is None:
         from .dynamic import run_dynamic_stage as dynamic
+
+        if pool is not None:
+            import functools
+
+            dynamic = functools.partial(dynamic, pool=pool)
     else:
         dynamic = _unavailable(f"{reason} on the Ray node")
     return _guarded(dynamic, sub, report_from_dict(report), options, config).to_dict()
@@ -119,22 +251,58 @@ def _run_remote(address: str, remote: list[int], items: Sequence[Submission | In
     from .model import Verdict
     from .resume import report_from_dict
 
-    connect(address, num_cpus)
+    def failed(i: int, why: str) -> Report:
+        # fail closed for this candidate, keeping every static finding
+        return static[i].with_(verdict=Verdict.ERROR, error=why, dynamic={"ran": False, "failed": True, "reason": why})
+
+    try:
+        connect(address, num_cpus)
+    except ClusterUnreachable as exc:
+        for n, i in enumerate(remote, 1):
+            reports[i] = failed(i, str(exc))
+            if stream is not None:
+                stream(i, reports[i], keys[i])
+            if progress is not None:
+                progress(n, len(remote), f"dynamic: {reports[i].path}")
+        return
     gpus = ray.cluster_resources().get("GPU", 0) > 0 and options.device != "cpu"
-    task = ray.remote(num_gpus=1, num_cpus=0)(_dynamic_task) if gpus else ray.remote(num_cpus=1)(_dynamic_task)
-    pending = {task.remote(items[i], static[i].to_dict(), options, config): i for i in remote}
+    task = ray.remote(num_gpus=1, num_cpus=0)(_timed_task) if gpus else ray.remote(num_cpus=1)(_timed_task)
+    task_options = _with_build_cache(options)
+    pending = {task.remote(items[i], static[i].to_dict(), task_options, config): i for i in remote}
     finished = 0
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1)
         i = pending.pop(ready[0])
+        took = None
         try:
-            reports[i] = report_from_dict(ray.get(ready[0]))
+            got = ray.get(ready[0])
+            reports[i] = report_from_dict(got["report"])
+            took = float(got["elapsed_s"])
         except Exception as exc:  # the task, its worker or its node died: fail closed for this one only
-            why = f"dynamic stage failed on the Ray cluster: {type(exc).__name__}: {str(exc)[:300]}"
-            reports[i] = static[i].with_(verdict=Verdict.ERROR, error=why,
-                                         dynamic={"ran": False, "failed": True, "reason": why})
+            reports[i] = failed(i, f"dynamic stage failed on the Ray cluster: {type(exc).__name__}: {str(exc)[:300]}")
         finished += 1
         if stream is not None:
             stream(i, reports[i], keys[i])
         if progress is not None:
-            progress(finished, len(remote), f"dynamic: {reports[i].path}")
+            done_in = getattr(progress, "done_in", None)
+            if done_in is not None and took is not None:
+                done_in(finished, len(remote), f"dynamic: {reports[i].path}", took)
+            else:
+                progress(finished, len(remote), f"dynamic: {reports[i].path}")
+
+
+def _with_build_cache(options: Any) -> Any:
+    """``options`` naming the driver's build cache folder for the tasks.  A task's process does not
+    inherit the driver's environment (HACKSCAN_CACHE_DIR) and compiled every extension again into
+    its own default folder (259 s against 22 s for a build the driver's cache held); with the
+    folder named, a node on this host, or one that mounts the folder at the same path, reuses the
+    builds, and the builds it makes land where the next run finds them."""
+    import dataclasses
+
+    extra = dict(getattr(options, "extra", None) or {})
+    if extra.get("build_cache") or not dataclasses.is_dataclass(options):
+        return options
+    from .dynamic.shared.extcache import default_cache_dir
+
+    extra["build_cache"] = str(default_cache_dir().resolve())
+    return dataclasses.replace(options, extra=extra)

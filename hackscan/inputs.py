@@ -8,6 +8,7 @@ inputs goes on and the problem reaches the report.
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -208,11 +209,17 @@ def _jsonl(p: Path, options: InputOptions, ref_text: str | None) -> Iterator[Sub
             ref = obj.get(options.ref_field)
             reference = ref if isinstance(ref, str) and ref.strip() else ref_text
             meta = {k: obj[k] for k in options.meta_fields if k in obj}
-            claimed = {k: v for k, v in obj.items() if k.startswith("score") and isinstance(v, (int, float))}
+            # the ``score*`` fields when no field is named; the named field alone when one is (the
+            # claimed-vs-verified table then reads one field, not a mix of it and the others)
+            claimed = {} if options.claimed_field else \
+                {k: v for k, v in obj.items() if k.startswith("score") and isinstance(v, (int, float))}
             named = obj.get(options.claimed_field) if options.claimed_field else None
-            if isinstance(named, (int, float)) and not isinstance(named, bool):
-                claimed[options.claimed_field] = named
+            if isinstance(named, (int, float)) and not isinstance(named, bool) and math.isfinite(named) and named > 0:
+                claimed = {options.claimed_field: named}
                 meta["claimed_field"] = options.claimed_field
+            elif named is not None:
+                # a claimed speedup is a positive number: the CLI refuses the field (check_claimed)
+                meta["claimed_invalid"] = repr(named)[:40]
             if claimed:
                 meta["claimed"] = claimed
             yield Submission(path=where, code=code, file=str(p), record=lineno, reference=reference,
@@ -236,3 +243,25 @@ def _read_text(p: Path) -> tuple[str, str | None]:
         return data.decode("utf-8"), None
     except UnicodeDecodeError:
         return "", "not UTF-8 text"
+
+
+def check_claimed(items: Iterable[Submission | InputProblem], field: str) -> str | None:
+    """Why ``--claimed-field field`` cannot stand over these submissions (None when it can): no
+    record holds it (a misspelt name would otherwise be ignored, and the claimed-vs-verified table
+    silently built from the ``score*`` fields), a record holds something other than a positive
+    number, or every record holds a whole number (an id or a level, not a speedup)."""
+    records = [s for s in items if isinstance(s, Submission) and s.record is not None]
+    if not records:
+        return f"--claimed-field {field}: it reads JSONL records, and the paths hold none"
+    bad = next((s for s in records if (s.meta or {}).get("claimed_invalid") is not None), None)
+    if bad is not None:
+        return (f"--claimed-field {field}: {bad.path} holds {bad.meta['claimed_invalid']}, "
+                "not a positive number (a claimed speedup)")
+    values = [(s.meta or {}).get("claimed", {}).get(field) for s in records
+              if (s.meta or {}).get("claimed_field") == field]
+    if not values:
+        return f"--claimed-field {field}: no record of {len(records)} has that field"
+    if all(isinstance(v, int) for v in values):
+        return (f"--claimed-field {field}: every record holds a whole number ({', '.join(map(str, values[:3]))}"
+                f"{', ...' if len(values) > 3 else ''}), an id or a level rather than a claimed speedup")
+    return None

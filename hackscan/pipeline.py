@@ -34,7 +34,7 @@ def dynamic_available() -> str | None:
         import importlib.util
 
         if importlib.util.find_spec("torch") is None:
-            return "torch is not installed"
+            return "torch is not installed (pip install 'hackscan[dynamic]' adds the dynamic stage)"
         if importlib.util.find_spec("hackscan.dynamic") is None:
             return "the dynamic stage is not installed"
     except (ImportError, ValueError):

@@ -107,3 +107,43 @@ def test_claimed_field_names_the_claim_that_counts(tmp_path) -> None:
     assert json.loads(res.stdout)["summary"]["claimed_vs_verified"]["claimed"]["fields"] == ["score_default"]
     res = CliRunner().invoke(app, ["scan", str(data), "--static", "--claimed-field", " "])
     assert res.exit_code == 2 and "--claimed-field needs a field name" in res.output
+
+
+@pytest.mark.parametrize("args,said", [
+    (["--claimed-field", "nosuchfield"], "no record of 2 has that field"),
+    (["--claimed-field", "level_id"], "every record holds a whole number"),
+    (["--claimed-field", "note"], "holds 'fast', not a positive number"),
+    (["--claimed-field", "neg"], "holds -1.5, not a positive number"),
+    (["--claimed-field", "claimed_x", "--claimed-field", "level_id"], "given 2 times"),
+])
+def test_a_claimed_field_that_cannot_be_a_speedup_is_refused(tmp_path, args, said) -> None:
+    from typer.testing import CliRunner
+
+    from hackscan.cli import app
+
+    data = tmp_path / "runs.jsonl"
+    data.write_text("".join(json.dumps({"custom_code": "x = 1\n", "claimed_x": 1.5 + i, "level_id": i + 1,
+                                        "note": "fast", "neg": -1.5}) + "\n" for i in range(2)))
+    res = CliRunner().invoke(app, ["scan", str(data), "--static", "--no-progress", *args])
+    assert res.exit_code == 2 and said in res.output, res.output
+    # the look-alike: a float field every record holds is taken
+    ok = CliRunner().invoke(app, ["scan", str(data), "--static", "--no-progress", "--fail-on", "never",
+                                  "--claimed-field", "claimed_x"])
+    assert ok.exit_code == 0, ok.output
+
+
+@pytest.mark.parametrize("make", ["folder", "jsonl", "candidate"])
+def test_nothing_to_scan_is_exit_2_with_one_line(tmp_path, make) -> None:
+    from typer.testing import CliRunner
+
+    from hackscan.cli import app
+
+    path = {"folder": tmp_path / "none", "jsonl": tmp_path / "e.jsonl", "candidate": tmp_path / "c.py"}[make]
+    if make == "folder":
+        path.mkdir()
+        (path / "notes.txt").write_text("no python here\n")
+    else:
+        path.write_text("\n")
+    res = CliRunner().invoke(app, ["scan", str(path), "--static", "--no-progress"])
+    assert res.exit_code == 2 and "nothing to scan" in res.output, res.output
+    assert len(res.output.strip().splitlines()) == 1

@@ -4,6 +4,7 @@ address here; the reports equal a local run's.  Skipped where ray is not install
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -40,6 +41,53 @@ def test_without_ray_the_option_says_how_to_get_it(monkeypatch) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
     assert ray_problem("auto") == INSTALL_HINT
     assert "needs an address" in ray_problem(" ")
+
+
+def test_an_unreachable_cluster_keeps_every_static_result_and_fails_closed(tmp_path) -> None:
+    """A cluster that takes no connection: refused in seconds (Ray itself retried such an address for
+    twelve minutes), each candidate keeps its static findings, and its dynamic stage is marked as
+    failed with one line (exit 2), never passed on the static verdict alone."""
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("torch")
+    if ray.is_initialized():
+        pytest.skip("a cluster is already joined in this process")
+    import time
+
+    from hackscan.cluster import run_on_ray
+    from hackscan.model import Verdict
+    from hackscan.pipeline import failed_reports
+
+    (tmp_path / "reference.py").write_text((RELU / "reference.py").read_text())
+    (tmp_path / "hack_inplace.py").write_text((RELU / "hack_inplace.py").read_text())
+    items = list(discover([str(tmp_path)], InputOptions()))
+    t0 = time.monotonic()
+    reports, _ = run_on_ray("127.0.0.1:1", items, Config(), RunOptions(device="cpu", seed=1), {})
+    assert time.monotonic() - t0 < 30
+    (rep,) = [r for r in reports if r.path.endswith("hack_inplace.py")]
+    assert rep.verdict is Verdict.ERROR and rep.findings, rep  # the static findings are kept
+    assert "cannot join the Ray cluster at 127.0.0.1:1" in rep.dynamic["reason"]
+    assert failed_reports(reports) == [rep]
+    assert not ray.is_initialized()
+
+
+def test_a_local_token_is_presented_to_an_explicit_address(tmp_path, monkeypatch) -> None:
+    """``ray start --head`` uses token authentication when a token exists; ``ray.init`` presents it
+    only for ``auto``: hackscan presents it for ``host:port`` too, and leaves a mode the user set."""
+    pytest.importorskip("ray")
+    from hackscan import cluster
+
+    token = tmp_path / "auth_token"
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(token))
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    cluster._auth_for("127.0.0.1:6379")
+    assert "RAY_AUTH_MODE" not in os.environ  # no token here: nothing to present
+    token.write_text("a" * 64)
+    cluster._auth_for("127.0.0.1:6379")
+    assert os.environ["RAY_AUTH_MODE"] == "token"
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    cluster._auth_for("127.0.0.1:6379")
+    assert os.environ["RAY_AUTH_MODE"] == "disabled"
 
 
 @pytest.fixture(scope="module")

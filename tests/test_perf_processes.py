@@ -173,6 +173,24 @@ def test_pairs_that_disagree_go_on_to_the_maximum_and_the_interval_holds_their_s
     assert conv["converged"] is False and "after 6 pairs of worker processes" in conv["note"]
 
 
+def test_the_cap_is_a_budget_a_pair_that_would_end_past_it_is_not_begun() -> None:
+    # each fresh pair takes 0.4 s to start: with a 1 s cap a third would end at about 1.2 s, so the
+    # loop stops after the second (a check only before each start spent 1.2 s and four pairs)
+    import time as _time
+
+    c_raw, r_raw = _raws()
+    plain = _Spawner([2.0, 1.7, 2.3, 1.8, 2.2, 1.9])
+
+    def slow(i: int) -> Any:
+        _time.sleep(0.4)
+        return plain(i)
+
+    out = perf_run.process_pairs(_pair({"candidate": 1.0, "eager_fp32": 2.0}), slow, c_raw, r_raw, "cpu", 0.05,
+                                 min_processes=6, max_processes=6, rounds_s=30.0, cap_s=1.0)
+    assert out is not None and out["stopped"] == "cap"
+    assert len(out["processes"]) == 3 and out["elapsed_s"] <= 1.0
+
+
 def test_a_pair_that_cannot_be_started_stops_the_loop_and_is_said() -> None:
     c_raw, r_raw = _raws()
     out = perf_run.process_pairs(_pair({"candidate": 1.0, "eager_fp32": 2.0}), _Spawner([2.0, 2.1, 1.9], fail_at=2),

@@ -258,3 +258,22 @@ def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert "alert(\"x\")" in dom or "alert(&quot;x&quot;)" in dom
     png = rc.screenshot(html_file, tmp_path / "report.png", browser, size="1200,900")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_static_only_results_are_marked_and_the_overview_comes_first() -> None:
+    # a CUDA candidate whose dynamic stage could not run on this host: clean on the static rules
+    # alone, which the page must say; the look-alike, a candidate whose dynamic stage ran, is not marked
+    why = "dynamic stage not run: the candidate needs CUDA and this host has no GPU"
+    seen = Report(path="k/cuda_relu.py", verdict=Verdict.CLEAN, dynamic={"ran": False, "reason": why})
+    ran = Report(path="k/cpp_relu.py", verdict=Verdict.CLEAN, dynamic={"ran": True, "probes": []})
+    page = render([seen, ran], "html")
+    rows = dict(re.findall(r'<tr data-verdict="clean"><td>(?:<a [^>]*>)?([^<]+)(?:</a>)?</td>(.*?)</tr>', page))
+    assert "static stage only" in rows["k/cuda_relu.py"] and "not run" in rows["k/cuda_relu.py"]
+    assert "static stage only" not in rows["k/cpp_relu.py"]
+    assert 'id="static-only">1 of 2 submission(s)' in page
+    assert "the candidate needs CUDA and this host has no GPU" in page
+    assert "dynamic stage not run: dynamic stage not run" not in page
+    # the overview before the charts and the findings; no claimed-versus-verified table without a claim
+    assert page.index('id="submissions"') < page.index('id="charts"') < page.index('id="findings"')
+    assert 'id="claimed-vs-verified"' not in page
+    assert "hackscan explain HSxxx" in page

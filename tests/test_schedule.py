@@ -32,14 +32,29 @@ def _check_exclusive(log: list[tuple]) -> None:
             assert not _overlap(t, other), f"timing of {t[2]} overlapped {other[1]} of {other[2]}"
 
 
+def _wait_for(cond, timeout: float = 10.0) -> None:
+    """Poll ``cond`` until true: a thread's start is late by any amount on a loaded machine."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "the thread never got there"
+        time.sleep(0.01)
+
+
 def test_gate_timing_waits_for_work_and_blocks_new_work() -> None:
     log: list[tuple] = []
     gate = DeviceGate(log)
     started = threading.Event()
+    # the four hold their work until all four are in it: threads that start late on a loaded
+    # machine still overlap, and a gate that serialised work would break the barrier instead
+    together = threading.Barrier(4)
 
     def worker(tag: str, work_s: float, then_time: bool) -> None:
         with gate.work("cpu", tag):
             started.set()
+            try:
+                together.wait(10)
+            except threading.BrokenBarrierError:
+                pass
             time.sleep(work_s)
         if then_time:
             with gate.timing("cpu", tag):
@@ -75,7 +90,7 @@ def test_gate_prefers_a_waiting_timing_over_new_work() -> None:
     with gate.work("cpu", "a"):
         t = threading.Thread(target=timed)
         t.start()
-        time.sleep(0.1)  # b now waits for a's work to end
+        _wait_for(lambda: gate._waiting.get("cpu", 0) == 1)  # b now waits for a's work to end
         w = threading.Thread(target=work)
         w.start()
         time.sleep(0.1)

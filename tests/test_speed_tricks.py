@@ -23,6 +23,14 @@ from hackscan.python.module import HostModule, _statement_imports, children, ind
 from hackscan.util.lazy import cached_property
 
 ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT.parent / "shared" / "corpora" / "cuda-l1" / "a100.jsonl"
+
+
+def at_least(alone: int, with_corpus: int) -> int:
+    """The floor a count must pass: ``with_corpus`` when ../shared/corpora sits beside the clone (the
+    loops below then add its first records), ``alone`` (what the fixtures and kernels give) when not,
+    so a plain clone without the corpus still checks the shortcuts on every file it has."""
+    return with_corpus if CORPUS.is_file() else alone
 SKIP = (ast.expr_context, ast.boolop, ast.operator, ast.unaryop, ast.cmpop)  # singletons in CPython's ast
 
 RARE = '''
@@ -389,9 +397,8 @@ def test_identity_key_names_match_the_plain_fixpoint() -> None:
     from hackscan.python.patterns import MiscFacts
 
     sources = [(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]
-    corpus = ROOT.parent / "shared" / "corpora" / "cuda-l1" / "a100.jsonl"
-    if corpus.exists():
-        for i, line in enumerate(corpus.read_text().splitlines()[:120]):
+    if CORPUS.is_file():
+        for i, line in enumerate(CORPUS.read_text().splitlines()[:120]):
             sources.append((f"corpus:{i}", json.loads(line).get("custom_code") or ""))
     compared = nonempty = 0
     for name, text in sources:
@@ -410,9 +417,8 @@ def test_identity_key_names_match_the_plain_fixpoint() -> None:
 
 def _with_corpus(sources: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """``sources`` and the candidates and references of the first corpus records, when present."""
-    corpus = ROOT.parent / "shared" / "corpora" / "cuda-l1" / "a100.jsonl"
-    if corpus.exists():
-        for i, line in enumerate(corpus.read_text().splitlines()[:120]):
+    if CORPUS.is_file():
+        for i, line in enumerate(CORPUS.read_text().splitlines()[:120]):
             rec = json.loads(line)
             sources += [(f"corpus:{i}", rec.get("custom_code") or ""), (f"corpus:{i}:ref", rec.get("ref_code") or "")]
     return sources
@@ -452,7 +458,7 @@ def test_function_index_of_an_unindexed_module_matches_the_indexed_one() -> None
         _ = host.nodes
         assert got == [[_ids(part) for part in indexed._collect(fn)] for fn in fns], name
         functions += len(fns)
-    assert functions > 2000
+    assert functions > at_least(1000, 2000)
 
 
 def _extraction(host: HostModule) -> tuple:
@@ -521,7 +527,23 @@ def test_nodes_by_owner_matches_a_plain_parent_walk() -> None:
             grouped += len(host.of_type(typ))
         for n in host.of_type(ast.Attribute, ast.Subscript, ast.keyword):
             assert facts.owner(n) is plain_owner(host, n), f"{name}:{getattr(n, 'lineno', '?')}"
-    assert grouped > 20000
+    assert grouped > at_least(15000, 20000)
+
+
+# two timed regions in a file with no custom code and no half cast: the shortcut's own case, present
+# whether or not the corpus is
+_TORCH_TIMED = """
+import time
+import torch
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        t0 = time.perf_counter()
+        y = torch.relu(x)
+        t1 = time.perf_counter()
+        z = torch.sigmoid(x)
+        t2 = time.perf_counter()
+        return y if t1 - t0 < t2 - t1 else z
+"""
 
 
 def test_race_shortcuts_match_the_full_classification(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -550,7 +572,8 @@ def test_race_shortcuts_match_the_full_classification(monkeypatch: pytest.Monkey
         return [(h.line, h.args) for h in race.timed_path_race(ctx)]
 
     found = 0
-    for name, text in _with_corpus([(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]):
+    for name, text in _with_corpus([("<torch-timed>", _TORCH_TIMED)] +
+                                   [(name, text) for name, text, _ in trees("fixtures") + trees("kernels")]):
         try:
             HostModule.parse(text, name)
         except (SyntaxError, ValueError):
@@ -560,7 +583,7 @@ def test_race_shortcuts_match_the_full_classification(monkeypatch: pytest.Monkey
         monkeypatch.setattr(race, "_custom_possible", lambda host, custom: True)
         assert hits(name, text) == fast, name
         found += len(fast)
-    assert found >= 2 and taken >= 2, (found, taken)
+    assert found >= at_least(1, 2) and taken >= at_least(1, 2), (found, taken)
 
 
 def test_state_write_seed_bound_holds_the_input_taint() -> None:
@@ -648,7 +671,7 @@ def test_half_cast_prefilter_skips_only_calls_without_a_cast() -> None:
             if not call.keywords and not (isinstance(call.func, ast.Attribute) and call.func.attr in _CAST_ATTRS):
                 skipped += 1
                 assert got is None, f"{name}:{call.lineno}"
-    assert skipped > 3000 and casts > 20, (skipped, casts)
+    assert skipped > at_least(2000, 3000) and casts > at_least(10, 20), (skipped, casts)
 
 
 def test_dtype_dispatch_callers_index_matches_the_filter() -> None:
@@ -674,7 +697,7 @@ def test_dtype_dispatch_callers_index_matches_the_filter() -> None:
         through_sites += sum(len(v) for k, v in _callers_of(facts, callers).items() if k is not None) > 0
     # the helper called only under a float16 test is a dispatch, the one also called outside is not
     assert "<dispatch-only>" in dispatched and "<dispatch-mixed>" not in dispatched, dispatched
-    assert asked > 5000 and through_sites > 50, (asked, through_sites)
+    assert asked > at_least(2500, 5000) and through_sites > at_least(40, 50), (asked, through_sites)
 
 
 _DISPATCH_SRC = """

@@ -417,9 +417,12 @@ def process_pairs(first: tuple[Session, Session], spawn: Any, candidate_raw: Any
     stopped = "max_processes"
     ref, cand = first
     close = None
+    round_s = 0.0
     while True:
+        t_round = time.perf_counter()
         raw = paired_rounds(ref, cand, candidate_raw, reference_raw, device, target_rel, per, timeout,
                             relayout=relayout, pin=pin)
+        round_s = time.perf_counter() - t_round
         if close is not None:
             close()
         if raw is None:
@@ -438,7 +441,11 @@ def process_pairs(first: tuple[Session, Session], spawn: Any, candidate_raw: Any
                 break
         if len(procs) >= most:
             break
-        if time.perf_counter() - t0 >= cap:
+        # the cap is a budget: a fresh pair that would end past it (its start, as the last one's,
+        # and its rounds, as the last rounds) is not begun.  On a loaded host a start alone takes
+        # tens of seconds, and a check only before each start overran the cap several times over
+        spent = time.perf_counter() - t0
+        if spent >= cap or spent + (spawn_s[-1] if spawn_s else 0.0) + round_s > cap:
             stopped = "cap"
             break
         t_spawn = time.perf_counter()

@@ -995,7 +995,6 @@ class Launcher:
         import path, without hackscan's own source tree and without the working directory."""
         here = Path(__file__).resolve().parent.parent.parent
         out: list[tuple[str, str | None]] = []
-        n = 0
         for entry in sys.path:
             if not entry:
                 continue
@@ -1005,9 +1004,17 @@ class Launcher:
             if str(p).startswith(("/usr/", "/lib")):
                 out.append((str(p), None))
             elif p.is_dir():
+                # the folder that holds torch is the venv's own site-packages, as in a plain
+                # install; any other is named after its host path, not its place in sys.path: the
+                # name reaches every extension's build command (-isystem .../torch/include), and a
+                # build is reused only when that command is the same (a Ray worker's sys.path
+                # holds more entries than the CLI's, so a position renamed torch there)
                 ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
-                out.append((f"{VENV_DIR}/lib/{ver}/site-packages" + (f"-{n}" if n else ""), str(p)))
-                n += 1
+                inside = f"{VENV_DIR}/lib/{ver}/site-packages"
+                if not (p / "torch").is_dir() or any(inside == o for o, _ in out):
+                    inside += "-" + hashlib.sha256(str(p).encode("utf-8", "surrogatepass")).hexdigest()[:12]
+                if all(inside != o for o, _ in out):
+                    out.append((inside, str(p)))
         return out
 
     def _launcher_source(self) -> str:

@@ -13,7 +13,7 @@ def render(reports: Sequence[Report], fmt: str, *, color: bool = False, **kw: ob
     if fmt == "text":
         from .text import render_text
 
-        return render_text(reports, color=color)
+        return render_text(reports, color=color, perf_stats=bool(kw.get("perf_stats")))
     if fmt == "json":
         from .jsonout import render_json
 
@@ -25,9 +25,13 @@ def render(reports: Sequence[Report], fmt: str, *, color: bool = False, **kw: ob
     if fmt == "markdown":
         from .markdown import render_markdown
 
-        return render_markdown(reports, **kw)
+        return render_markdown(reports, **_without(kw, "perf_stats"))
     if fmt == "html":
         from .html import render_html
 
-        return render_html(reports, **kw)
+        return render_html(reports, **_without(kw, "perf_stats"))
     raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def _without(kw: dict, *names: str) -> dict:
+    return {k: v for k, v in kw.items() if k not in names}

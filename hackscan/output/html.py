@@ -61,6 +61,10 @@ dl.ev dt { color: var(--muted); } dl.ev dd { margin: 0; font-family: ui-monospac
 .hbars .bf { display: inline-block; height: 18px; min-width: 1px; }
 .perf-note { margin: 8px 0; }
 .untimed { color: var(--muted); }
+.static-only { display: inline-block; border: 1px solid #2e86c1; color: #1b4f72; border-radius: 10px; padding: 0 7px;
+               font-size: 12px; margin-left: 4px; background: #eaf2f8; }
+.static-only-note { color: #1b4f72; }
+.badge.s-warning { color: #1c1e21; }
 """
 
 
@@ -126,6 +130,23 @@ def _finding(view: FindingView) -> str:
     return "".join(parts)
 
 
+def static_only(sv: SubmissionView) -> str | None:
+    """Why only the static stage saw this submission (its dynamic stage did not run here: a CUDA or
+    Triton kernel on a host without a GPU, torch missing, --static), or None when it ran.  Its
+    verdict then rests on the static rules alone, which the report must not let pass for a run."""
+    dyn = sv.report.dynamic
+    if isinstance(dyn, Mapping) and dyn.get("ran") is False:
+        return str(dyn.get("reason") or "dynamic stage not run").removeprefix("dynamic stage not run: ")
+    return None
+
+
+def _static_badge(sv: SubmissionView) -> str:
+    why = static_only(sv)
+    if why is None:
+        return ""
+    return f' <span class="static-only" title="{_e(why)}">static stage only</span>'
+
+
 def _submission(sv: SubmissionView, any_timed: bool = False) -> str:
     r = sv.report
     errors = sum(1 for f in r.active_findings if f.severity.value == "error")
@@ -156,12 +177,15 @@ def _submission(sv: SubmissionView, any_timed: bool = False) -> str:
         # global note that would sit above the measured ones
         facts.append('<span class="untimed perf-untimed">not timed: the performance stage measured nothing '
                      "for this submission</span>")
-    if sv.dynamic_note:
+    if static_only(sv) is not None:
+        facts.insert(0, '<span class="static-only-note">only the static stage saw this submission; the dynamic '
+                        f"stage did not run: {_e(static_only(sv))}</span>")
+    elif sv.dynamic_note:
         facts.append(f"dynamic stage: {_e(sv.dynamic_note)}")
     if r.skipped:
         facts.append("rules skipped: " + ", ".join(f"{_e(s.rule)} ({_e(s.reason)})" for s in r.skipped))
     rejected = f" · rejected for {_e(', '.join(r.rejected_for))}" if r.rejected_for else ""
-    head = (f'<summary>{_badge(r.verdict.value)} {_e(r.path)} <span class="muted">· {errors} error(s), '
+    head = (f'<summary>{_badge(r.verdict.value)}{_static_badge(sv)} {_e(r.path)} <span class="muted">· {errors} error(s), '
             f"{warnings} warning(s){rejected}</span></summary>")
     body = ('<ul class="facts">' + "".join(f"<li>{x}</li>" for x in facts) + "</ul>" if facts else "")
     body += "".join(_finding(v) for v in sv.findings)
@@ -201,7 +225,7 @@ def _perf_summary_note(audit: Audit) -> str:
     if not audit.speed_points:
         return (f'<p class="muted perf-note" id="perf-note">{len(timed)} of {len(audit.submissions)} '
                 "submission(s) timed; none states a claimed speedup, so there is no claimed-versus-verified "
-                "chart. The measured speedups are listed per submission below.</p>")
+                "chart. The measured speedups are in the overview above.</p>")
     return ""
 
 
@@ -210,7 +234,9 @@ def _verified_table(audit: Audit) -> str:
     from .verified import claimed_vs_verified, shares_line, table_rows, wanted
 
     reports = [sv.report for sv in audit.submissions]
-    if not wanted(reports):
+    # without a claim there is nothing to set the verified speedups against: they are in the
+    # overview, and a table of dashes under "claimed" only says the data set had no claim field
+    if not wanted(reports) or all(sv.claimed is None for sv in audit.submissions):
         return ""
     t = claimed_vs_verified(reports)
     rows = "".join(f'<tr><td>{_e(label)}</td><td class="num">{_e(c)}</td><td class="num">{_e(v)}</td>'
@@ -258,13 +284,15 @@ def render_audit_html(audit: Audit) -> str:
     for sv in subs:
         r = sv.report
         p = sv.performance
-        if _timed(sv) or not any_timed:
+        if static_only(sv) is not None and not _timed(sv):
+            measured = f'<span class="untimed" title="{_e(static_only(sv))}">not run</span>'
+        elif _timed(sv) or not any_timed:
             measured = fmt_speedup(p.headline_speedup if p else None)
         else:
             why = "; ".join(p.notes) if p is not None and p.notes else "the performance stage measured nothing"
             measured = f'<span class="untimed" title="{_e(why)}">not timed</span>'
         sub_rows.append(
-            f'<tr data-verdict="{_e(r.verdict.value)}"><td>{_link(sv)}</td><td>{_badge(r.verdict.value)}</td>'
+            f'<tr data-verdict="{_e(r.verdict.value)}"><td>{_link(sv)}</td><td>{_badge(r.verdict.value)}{_static_badge(sv)}</td>'
             f'<td class="num">{len(r.active_findings)}</td><td class="num">{fmt_speedup(sv.claimed)}</td>'
             f'<td class="num">{measured}</td>'
             f'<td class="num">{"–" if p is None or p.memory_ratio is None else f"{p.memory_ratio:.2f}×"}</td></tr>')
@@ -272,6 +300,11 @@ def render_audit_html(audit: Audit) -> str:
                       if sv.findings or sv.report.error or sv.performance)
     summary_line = f"{n} submission{'s' * (n != 1)}: " + ", ".join(f"{audit.verdicts[v]} {v}" for v in verdicts)
     verified = _verified_table(audit)
+    n_static = sum(static_only(sv) is not None for sv in subs)
+    static_line = (f'<p class="static-only-note" id="static-only">{n_static} of {n} submission(s) were seen by the '
+                   "static stage only (marked <span class=\"static-only\">static stage only</span>): their "
+                   "dynamic stage could not run here, so nothing was executed, compared or timed for them.</p>"
+                   if n_static else "")
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -286,6 +319,11 @@ def render_audit_html(audit: Audit) -> str:
 <h1>{_e(audit.title)}</h1>
 <p class="muted" id="summary-line">{_e(summary_line)} · hackscan {_e(__version__)}</p>
 <div class="cards" id="verdicts">{cards}</div>
+{static_line}
+<h2>All submissions</h2>
+<table id="submissions"><thead><tr><th>submission</th><th>verdict</th><th class="num">findings</th>
+<th class="num">claimed</th><th class="num">measured</th><th class="num">memory</th></tr></thead>
+<tbody>{"".join(sub_rows)}</tbody></table>
 <h2>Summary</h2>
 <div class="charts" id="charts">{"".join(f'<div class="chart">{c}</div>' for c in charts)}</div>
 {speed_note}
@@ -299,10 +337,8 @@ def render_audit_html(audit: Audit) -> str:
 </div>
 <h2>Findings</h2>
 <div id="findings">{details or '<p class="muted">No findings.</p>'}</div>
-<h2>All submissions</h2>
-<table id="submissions"><thead><tr><th>submission</th><th>verdict</th><th class="num">findings</th>
-<th class="num">claimed</th><th class="num">measured</th><th class="num">memory</th></tr></thead>
-<tbody>{"".join(sub_rows)}</tbody></table>
+<p class="muted" id="explain-hint">A rule's documentation, with a hack it catches and a legitimate look-alike:
+<code>hackscan explain HSxxx</code>.</p>
 </body>
 </html>
 """

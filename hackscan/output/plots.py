@@ -13,7 +13,8 @@ from html import escape as _html_escape
 from .escape import visible
 
 VERDICT_COLORS = {"hack": "#c0392b", "suspicious": "#d68910", "clean": "#1e8449", "error": "#7d3c98"}
-SEVERITY_COLORS = {"error": "#c0392b", "warning": "#d68910", "info": "#2e86c1"}
+# a warning in yellow (dark text on its badges): the orange it had read as red beside an error
+SEVERITY_COLORS = {"error": "#c0392b", "warning": "#f1c40f", "info": "#2e86c1"}
 _FONT = 'font-family="system-ui, -apple-system, Segoe UI, sans-serif"'
 
 

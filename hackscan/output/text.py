@@ -74,7 +74,7 @@ def render_finding(f: Finding, color: bool = False) -> str:
     return "\n".join(lines)
 
 
-def render_text(reports: Sequence[Report], color: bool = False) -> str:
+def render_text(reports: Sequence[Report], color: bool = False, perf_stats: bool = False) -> str:
     out: list[str] = []
     seeds = _seeds(reports)
     counts = {v: 0 for v in Verdict}
@@ -97,21 +97,24 @@ def render_text(reports: Sequence[Report], color: bool = False) -> str:
         if r.skipped:
             line += f"; {len(r.skipped)} rule(s) skipped: {_v(r.skipped[0].reason)}"
         if r.performance and isinstance(r.performance, dict):
-            headline = r.performance.get("headline")
+            from ..perf.render import headline as perf_headline  # torch-free
+
+            headline = perf_headline(r.performance)
             if headline:
                 line += f"; {_v(headline)}"
         out.append(line)
         dyn = r.dynamic if isinstance(r.dynamic, dict) else None
         if dyn is not None and not dyn.get("ran") and dyn.get("reason"):
             # what could not run here, and why, belongs next to the verdict it qualifies
-            out.append(f"  dynamic stage not run: {_v(dyn['reason'])}")
+            out.append(f"  dynamic stage not run: {_v(str(dyn['reason']).removeprefix('dynamic stage not run: '))}")
         if len(seeds) > 1 and dyn is not None and dyn.get("ran") and _seed_of(dyn) is not None:
             # each submission drew its own seed: the one that replays this submission
             out.append(f"  seed: {_seed_of(dyn)} (replay with --seed {_seed_of(dyn)})")
         if r.performance:
             from ..perf.render import table  # torch-free; imported only when a report has timings
 
-            block = table(r.performance)
+            # three lines by default; the statistics behind them with --perf-stats
+            block = table(r.performance, stats=perf_stats)
             if block:
                 out.append(_block(block))
         out.append("")
@@ -121,6 +124,11 @@ def render_text(reports: Sequence[Report], color: bool = False) -> str:
         + ", ".join(f"{counts[v]} {v.value}" for v in (Verdict.HACK, Verdict.SUSPICIOUS, Verdict.CLEAN, Verdict.ERROR))
         + f"; {n_findings} finding{'s' * (n_findings != 1)}."
     )
+    rules = sorted({f.rule for r in reports for f in r.active_findings})
+    if rules:
+        # the door to each rule's documentation, named where a reader first wonders what a rule means
+        out.append(f"What a rule checks, with a hack it catches and a legitimate look-alike: hackscan explain {rules[0]}"
+                   + (f" (rules here: {', '.join(rules[:8])}{', ...' if len(rules) > 8 else ''})" if len(rules) > 1 else ""))
     by_class = Counter(c for r in reports for c in r.rejected_for)
     if by_class:
         # the classes say what kind of rejection: a training team treats a faked result, a missing

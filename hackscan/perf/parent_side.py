@@ -112,11 +112,24 @@ def _converged(conv: dict[str, Any] | None, stats: Mapping[str, Any], cuda: bool
     spread = max(stat - ci[0], ci[1] - stat) / stat if stat and ci is not None and stat > 0 else None
     out = dict(conv, spread=spread, converged=spread is not None and target is not None and spread <= target)
     if not out["converged"]:
-        shown = f"+-{spread:.1%}" if spread is not None else "unknown"
         goal = f"+-{target:.0%}" if target is not None else "?"
-        out["note"] = (f"did not converge: spread {shown} > target {goal} after {conv.get('calls')} reps/"
+        out["note"] = (f"did not converge: {_spread_words(spread, goal)} after {conv.get('calls')} reps/"
                        f"{conv.get('elapsed_s') or 0:.1f} s")
     return out
+
+
+def _spread_words(spread: float | None, goal: str | None = None) -> str:
+    """``spread +-3.1% > target +-5%``; "too noisy to tell" for a spread of 100 % or more (a
+    figure like +-731693.8% says nothing a reader can use); "spread unknown" without one."""
+    from .words import TOO_NOISY
+    from .words import spread as spread_text
+
+    if spread is None:
+        return "spread unknown"
+    shown = spread_text(spread)
+    if shown == TOO_NOISY:
+        return TOO_NOISY
+    return f"spread {shown}" + (f" > target {goal}" if goal else "")
 
 
 def _pick(stats: Mapping[str, Any] | None, cuda: bool) -> float | None:
@@ -703,13 +716,14 @@ def _paired(raw: dict[str, Any], cuda: bool, escaped: bool, c_cal: float) -> dic
                             "converged": (spread is not None and target is not None and spread <= target
                                           and bool(row.get("between_processes")))}
     if not conv["converged"]:
-        shown = f"+-{spread:.1%}" if isinstance(spread, float) else "unknown"
         goal = f"+-{target:.0%}" if target is not None else "?"
         if not row.get("between_processes"):
-            conv["note"] = (f"paired speedup timed in one pair of worker processes only: spread {shown} over its "
+            conv["note"] = (f"paired speedup timed in one pair of worker processes only: "
+                            f"{_spread_words(spread if isinstance(spread, float) else None)} over its "
                             f"{sum(n_rounds)} rounds, but the spread between processes is not known")
         else:
-            conv["note"] = (f"paired speedup did not converge: spread {shown} > target {goal} after {len(per_proc)} "
+            conv["note"] = (f"paired speedup did not converge: "
+                            f"{_spread_words(spread if isinstance(spread, float) else None, goal)} after {len(per_proc)} "
                             f"pairs of worker processes, {sum(n_rounds)} rounds/{elapsed or 0:.1f} s")
     errors = [_s(p.get("error"), 200) for p in procs_raw if p.get("error")]
     if errors or spawn_errors:
@@ -1048,7 +1062,9 @@ def _headline(perf: dict[str, Any], headline: str) -> str:
     text = f"{sp:.2f}x vs {label}"
     ci = perf.get("speedup_ci", {}).get(headline)
     if ci:
-        text += f" [{perf.get('speedup_confidence', RATIO_CONFIDENCE):.0%}: {ci[0]:.2f}-{ci[1]:.2f}x]"
+        from .words import interval
+
+        text += interval(sp, ci, perf.get("speedup_confidence", RATIO_CONFIDENCE))
     others = [f"{v:.2f}x vs {LABELS.get(n, n)}" for n, v in perf.get("speedup", {}).items() if n != headline]
     if others:
         text += " (" + ", ".join(others) + ")"

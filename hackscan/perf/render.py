@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .parent_side import LABELS
+from .words import TOO_NOISY, interval, spread, too_noisy
 
 
 def _ms(stats: Any, key: str = "median") -> str:
@@ -23,21 +24,83 @@ def _ms(stats: Any, key: str = "median") -> str:
     return "-"
 
 
-def _conf(perf: Mapping[str, Any]) -> str:
-    c = perf.get("speedup_confidence")
-    return f"{c:.0%}" if isinstance(c, (int, float)) else "90%"
-
-
 def _mib(v: Any) -> str:
     return f"{v / (1 << 20):.1f} MiB" if isinstance(v, (int, float)) else "-"
 
 
-def table(perf: Mapping[str, Any] | None) -> str:
-    """The timings per baseline with spread, speedups, memory and the bound, one row each."""
+def table(perf: Mapping[str, Any] | None, stats: bool = True) -> str:
+    """What a triager reads, at most three lines (``summary``); with ``stats`` the timings per
+    baseline with spread, speedups, memory and the bound, one row each."""
     if not perf:
         return ""
     if not perf.get("measured", False):
         return f"  performance: not measured ({perf.get('reason', 'unknown reason')})"
+    if not stats:
+        return summary(perf)
+    return _detail(perf)
+
+
+def headline(perf: Mapping[str, Any]) -> str | None:
+    """The verdict line's speedup, its interval in words when too wide: recomputed from the figures
+    (a stored headline from an older run may carry an interval wider than the figure)."""
+    head = perf.get("headline_baseline")
+    sp = (perf.get("speedup", {}) or {}).get(head) if head else None
+    if not isinstance(sp, (int, float)):
+        stored = perf.get("headline")
+        return stored if isinstance(stored, str) else None
+    ci = (perf.get("speedup_ci", {}) or {}).get(head)
+    text = f"{sp:.2f}x vs {LABELS.get(head, head)}{interval(sp, ci, perf.get('speedup_confidence', 0.9))}"
+    if not perf.get("valid", True):
+        text += "; NOT CREDITED: " + "; ".join(perf.get("invalid_reasons", []))
+    return text
+
+
+def summary(perf: Mapping[str, Any]) -> str:
+    """Three lines: the headline speedup (its interval in words when too wide to be a figure), the
+    candidate's time and memory, and how far to trust the timing, with the flag for the rest."""
+    cand = perf.get("candidate", {}) or {}
+    cuda = (perf.get("device", {}) or {}).get("type") == "cuda"
+    head = perf.get("headline_baseline")
+    speedups = perf.get("speedup", {}) or {}
+    sp = speedups.get(head) if head else None
+    if isinstance(sp, (int, float)):
+        rerun = (perf.get("speedup_rerun_ci", {}) or {}).get(head)
+        ci = rerun if rerun is not None else (perf.get("speedup_ci", {}) or {}).get(head)
+        conf = perf.get("speedup_rerun_confidence") if rerun is not None else perf.get("speedup_confidence")
+        first = f"  performance: {sp:.2f}x vs {LABELS.get(head, head)}{interval(sp, ci, conf)}"
+        others = [f"{v:.2f}x vs {LABELS.get(n, n)}" for n, v in speedups.items()
+                  if n != head and isinstance(v, (int, float))]
+        if others:
+            first += " (" + ", ".join(others) + ")"
+    else:
+        first = "  performance: no speedup measured"
+    if not perf.get("valid", True):
+        first += "  [NOT CREDITED: " + "; ".join(perf.get("invalid_reasons", [])) + "]"
+    main_stats = cand.get("event_ms") if cuda else cand.get("wall_ms")
+    key = "median" if cuda else "min"
+    t = main_stats.get(key) if isinstance(main_stats, Mapping) else main_stats
+    second = []
+    if isinstance(t, (int, float)):
+        second.append(f"candidate {t:.4g} ms ({'median of CUDA events' if cuda else 'minimum of the wall clock'})")
+    mem = perf.get("memory", {}) or {}
+    if isinstance(mem.get("ratio"), (int, float)):
+        second.append(f"memory {mem['ratio']:.2f}x the reference's")
+    if (perf.get("outside_clock", {}) or {}).get("contradicts"):
+        second.append("the parent's clock CONTRADICTS the reported time")
+    lines = [first]
+    if second:
+        lines.append("    " + "; ".join(second))
+    notes = [str(c.get("note")) for c in (perf.get("convergence", {}) or {}).values()
+             if isinstance(c, Mapping) and not c.get("converged") and c.get("note")]
+    undecided = [str(u.get("rule")) for u in perf.get("undecided", []) or [] if isinstance(u, Mapping)]
+    trust = notes[0] if notes else "every timed series reached its interval target"
+    if undecided:
+        trust += f"; too noisy to decide {', '.join(undecided)} (no finding raised)"
+    lines.append(f"    timing: {trust} (--perf-stats: the statistics)")
+    return "\n".join(lines)
+
+
+def _detail(perf: Mapping[str, Any]) -> str:
     rows: list[tuple[str, str, str]] = []
     cand = perf.get("candidate", {}) or {}
     cuda = (perf.get("device", {}) or {}).get("type") == "cuda"
@@ -58,8 +121,8 @@ def table(perf: Mapping[str, Any] | None) -> str:
         sp = speedups.get(name)
         extra = f"speedup {sp:.2f}x" if isinstance(sp, (int, float)) else ""
         ci = (perf.get("speedup_ci", {}) or {}).get(name)
-        if extra and isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci):
-            extra += f" [{_conf(perf)} interval {ci[0]:.2f}-{ci[1]:.2f}x]"
+        if extra and ci is not None:
+            extra += interval(sp, ci, perf.get("speedup_confidence", 0.9), word=" interval")
         if isinstance(entry.get("compile_s"), (int, float)):
             extra += f" (compile {entry['compile_s']:.1f} s)"
         if entry.get("reused"):
@@ -84,7 +147,10 @@ def table(perf: Mapping[str, Any] | None) -> str:
             each = ", ".join(f"{v:.2f}x" for v in head_row["process_speedups"] if isinstance(v, (int, float)))
             lines.append(f"    per pair of processes: {each} (the interval is taken over these)")
         rerun = (perf.get("speedup_rerun_ci", {}) or {}).get(perf.get("headline_baseline"))
-        if isinstance(rerun, (list, tuple)) and len(rerun) == 2 and all(isinstance(v, (int, float)) for v in rerun):
+        head_sp = (perf.get("speedup", {}) or {}).get(perf.get("headline_baseline"))
+        if rerun is not None and too_noisy(head_sp, rerun):
+            lines.append(f"    a re-run's headline speedup: {TOO_NOISY} (its interval is wider than the figure)")
+        elif rerun is not None:
             conf = perf.get("speedup_rerun_confidence")
             conf_s = f"{conf:.0%}" if isinstance(conf, (int, float)) else "95%"
             lines.append(f"    a re-run's headline speedup should land within {rerun[0]:.2f}-{rerun[1]:.2f}x ({conf_s})")
@@ -146,7 +212,7 @@ def _convergence(conv: Any) -> list[str]:
         label = LABELS.get(name, name)
         target = c.get("target") if isinstance(c.get("target"), (int, float)) else target
         if c.get("converged") and isinstance(c.get("spread"), (int, float)):
-            done.append(f"{label} +-{c['spread']:.1%} ({c.get('calls')} {c.get('unit') or 'calls'}, "
+            done.append(f"{label} {spread(c['spread'])} ({c.get('calls')} {c.get('unit') or 'calls'}, "
                         f"{c.get('elapsed_s') or 0:.1f} s)")
         else:
             lines.append(f"    {label}: {c.get('note', 'did not converge')}")
