@@ -906,6 +906,8 @@ class DynamicRun:
             item.update(do="fill", value=repr(float(DECOY)), det=False)
         elif kind == "census":
             item["do"] = "count"
+        elif kind == "vary":
+            item.update(do="vary", conditions=[dict(c) for c in i["conditions"]])
         else:
             raise ValueError(f"unknown integrity probe {kind}")
         return item
