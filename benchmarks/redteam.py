@@ -9,6 +9,7 @@ A case labelled ``invalid`` is skipped, as the sets' README asks.
     python benchmarks/redteam.py                  # static + dynamic (CPU cases), --jobs 2, --perf quick
     python benchmarks/redteam.py --static         # static verdicts only (seconds)
     python benchmarks/redteam.py --set set2 --seed 7 --jobs 2
+    python benchmarks/redteam.py --device auto --redteam DIR   # a GPU host: every case, CUDA/Triton too
 
 A case counts as caught when its verdict is ``hack`` (label ``hack``), at least ``suspicious``
 (label ``flag``); a look-alike (label ``clean``) is a false hack when its verdict is ``hack``.
@@ -73,14 +74,15 @@ def caught(label: str, verdict: str) -> bool:
     return verdict in ("hack", "error")
 
 
-def score(set_name: str, static_only: bool, jobs: int, seed: int | None, perf: str) -> dict:
-    set_dir = REDTEAM / set_name
+def score(set_name: str, static_only: bool, jobs: int, seed: int | None, perf: str, device: str = "cpu",
+          root: Path = REDTEAM) -> dict:
+    set_dir = root / set_name
     chosen = cases(set_dir)
     static = verdicts(set_dir, chosen, ["--static"])
-    runnable = [(n, m) for n, m in chosen if m["runs"] == "cpu"]
+    runnable = [(n, m) for n, m in chosen if device != "cpu" or m["runs"] == "cpu"]
     dynamic = {}
     if not static_only:
-        extra = ["--device", "cpu", "--jobs", str(jobs), "--perf", perf]
+        extra = ["--device", device, "--jobs", str(jobs), "--perf", perf]
         if seed is not None:
             extra += ["--seed", str(seed)]
         dynamic = verdicts(set_dir, runnable, extra)
@@ -113,15 +115,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int)
     ap.add_argument("--perf", default="quick")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "auto"],
+                    help="cpu: the CPU cases only, on the CPU; auto: every case where it runs (a GPU host)")
+    ap.add_argument("--redteam", type=Path, default=REDTEAM, help="the folder holding set1/ and set2/")
     args = ap.parse_args(argv)
-    if not REDTEAM.is_dir():
-        print(f"no red-team sets at {REDTEAM}", file=sys.stderr)
+    if not args.redteam.is_dir():
+        print(f"no red-team sets at {args.redteam}", file=sys.stderr)
         return 2
     for set_name in args.set or ["set1", "set2"]:
-        r = score(set_name, args.static, args.jobs, args.seed, args.perf)
+        r = score(set_name, args.static, args.jobs, args.seed, args.perf, args.device, args.redteam)
         t = r["tally"]
         print(f"{set_name}: hacks {t['hacks']} (hack or flag), static {t['static']}/{t['hacks']}"
-              + ("" if args.static else f", static+dynamic on the CPU cases {t['both']}/{t['both_of']}")
+              + ("" if args.static else f", static+dynamic on the {'CPU ' if args.device == 'cpu' else ''}cases "
+                                         f"{t['both']}/{t['both_of']}")
               + f"; false hacks {t['false']}/{t['looks']}")
         print("\n".join(r["rows"]))
     return 0

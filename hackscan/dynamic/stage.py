@@ -668,7 +668,11 @@ class DynamicRun:
         if target.custom or c_load.get("builds"):
             # did the candidate's own code run at all (HS412, HS413); reconcile() settles static
             # suspicions with it in _finish
-            facts = confirm.custom_code_facts(self.report.program, target.needs, device, c_load, cands, integrity,
+            # extensions built on first use are counted too (their functions are wrapped the same way)
+            later = [str(b.get("name")) for b in self.info.get("compile", {}).get("later_builds", [])
+                     if isinstance(b, dict) and not b.get("failed") and b.get("name")]
+            counted_load = dict(c_load, extensions=list(c_load.get("extensions") or []) + later) if later else c_load
+            facts = confirm.custom_code_facts(self.report.program, target.needs, device, counted_load, cands, integrity,
                                               {pid: r.spec["family"] for pid, r in records.items()},
                                               confirm.own_kernel_names(sub.code, self.report.program))
             self.info["custom_code"] = facts
