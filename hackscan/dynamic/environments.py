@@ -12,6 +12,7 @@ or from a thread of their own.  hackscan's probes call under ``no_grad`` from on
 
 from __future__ import annotations
 
+import os
 import random
 from typing import Any
 
@@ -33,6 +34,12 @@ DESCRIPTIONS = {
 # inference mode last: a tensor a candidate caches under it cannot be written outside it later,
 # which would make a legitimate workspace cache raise in the conditions after it
 _LAST = ("inference",)
+
+
+def enabled() -> bool:
+    """The differential checks (this one and the shared-state snapshot) run unless
+    ``HACKSCAN_DIFFERENTIAL=0``: only for measuring what they cost (benchmarks/differential_cost.py)."""
+    return os.environ.get("HACKSCAN_DIFFERENTIAL", "1") != "0"
 
 
 def conditions_for(seed: int, cores: int = 2) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from typing import Any
 from ..model import Finding
 from ..registry import Registry
 from .environments import conditions_for
+from .environments import enabled as differential_enabled
 from .shared.probes import SHAPE_VARIANTS, VALUE_ORDER, shape_value, spec
 
 # candidate calls each integrity probe makes
@@ -169,7 +170,8 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
     take_integrity("follow", True)
     take_integrity("poison", True)
     # the same input under other process conditions: a result keyed on them (environments.py)
-    take_integrity("vary", True)
+    if differential_enabled():
+        take_integrity("vary", True)
     if has_params:
         take(spec("params", "original", base_seed, setup="redrawn", family="params",
                   description="get_inputs() with a fresh seed; every parameter and buffer redrawn "

@@ -833,10 +833,13 @@ class DynamicRun:
                      self.fallback_opts)
 
     def _spawn(self, zygote: Any, role: str, path: str, device: str, timeout: float) -> Session:
+        from .environments import enabled as differential_enabled
+
         threads = self.opts.get("threads") or max(1, (os.cpu_count() or 2) // 2)
         # perf: the worker binds its clocks and takes the memory baseline before the untrusted import
         s = zygote.spawn({"role": role, "path": path, "device": device, "threads": int(threads),
                           "cache_dir": self.opts.get("cache_dir"), "perf": self._perf_wanted(),
+                          "world": differential_enabled(),
                           **({"known_build_failures": self.build_failures}
                              if role == "candidate" and self.build_failures else {})},
                          timeout=timeout, mem_bytes=self.mem_bytes,

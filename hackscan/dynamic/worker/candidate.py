@@ -167,7 +167,8 @@ class CandidateWorker(Worker):
     def load(self, msg: dict[str, Any]) -> dict[str, Any]:
         self.cache.install()
         # the world other code in this process would see, before anything untrusted runs (world.py)
-        self.world = World(skip=frozenset(label for label, _ in WATCHED_FUNCTIONS))
+        if self.spec.get("world", True):
+            self.world = World(skip=frozenset(label for label, _ in WATCHED_FUNCTIONS))
         start = self.timers.perf_counter()
         phase = "import"
         # the build farm's worker only (farm.py; the parent's spec, not the message, decides):
