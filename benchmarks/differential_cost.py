@@ -40,10 +40,28 @@ def run(paths: list[str], on: bool, perf: str | None, seed: int) -> dict[str, di
     res = {}
     for r in report["results"]:
         t = (r.get("dynamic") or {}).get("timings") or {}
-        res[r["path"]] = {"total": float(t.get("total_s", "nan")),
+        vary = [i for i in (r.get("dynamic") or {}).get("integrity", []) if i.get("kind") == "vary"]
+        res[r["path"]] = {"total": float(t.get("total_s", "nan")), "vary": float(vary[0].get("cost_s", 0)) if vary else 0.0,
                           "candidate": float(t.get("candidate_load_s", 0)) + float(t.get("candidate_probes_s", 0)),
                           "perf": float((r.get("performance") or {}).get("seconds", 0) or 0)}
     return res
+
+
+def _snapshot_cost() -> tuple[float, float, float]:
+    """The shared-state snapshot in a process like the worker's (torch imported): take, compare,
+    and the dispatch tables, median of 5."""
+    code = (
+        "import time, statistics, torch, torch.nn\n"
+        "from hackscan.dynamic.worker.world import World\n"
+        "a, b, c = [], [], []\n"
+        "for _ in range(5):\n"
+        "    t = time.perf_counter(); w = World(); a.append(time.perf_counter() - t)\n"
+        "    t = time.perf_counter(); w.changes(); b.append(time.perf_counter() - t)\n"
+        "    t = time.perf_counter(); w.take_dispatch(); c.append(time.perf_counter() - t)\n"
+        "print(statistics.median(a), statistics.median(b), statistics.median(c))\n")
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], cwd=ROOT, capture_output=True, text=True)
+    x, y, z = (float(v) for v in out.stdout.split())
+    return x, y, z
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,6 +87,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{path[-48:]:48s} {off:10.2f} {on:10.2f} {100 * (on / off - 1):+6.1f}% {c_off:9.2f} {c_on:8.2f}")
     print(f"median dynamic-stage increase per candidate: {100 * statistics.median(ratios):+.1f}% "
           f"(bound +25%), rounds {args.rounds}, perf {args.perf or 'off'}")
+    # the added work itself, free of the scheduling noise in the totals above
+    vary = [statistics.median(x["vary"] for x in s[True]) for s in samples.values()]
+    snap, diff, tables = _snapshot_cost()
+    totals = [statistics.median(x["total"] for x in s[False]) for s in samples.values()]
+    added = [v + snap + 3 * diff for v in vary]
+    print(f"added work per candidate: environment check {statistics.median(vary):.3f} s (median of its 8 calls' "
+          f"wall), snapshot {snap:.3f} s + {diff:.3f} s per comparison (x3 or more), ATen dispatch tables "
+          f"{tables:.3f} s twice when an extension loads; {100 * statistics.median(a / t for a, t in zip(added, totals, strict=True)):.1f}% "
+          f"of the dynamic stage (without extension)")
     return 0
 
 
