@@ -51,19 +51,38 @@ def _torch_file(path: str) -> bool:
 
 def _is_own_wrapper(new: Any, old: Any) -> bool:
     """torch wraps some of its own functions when a submodule loads lazily (``torch._dynamo`` wraps
-    ``torch.manual_seed``): a wrapper whose code is torch's and whose ``__wrapped__`` chain reaches
-    the very object that was there is not a replacement.  A candidate's wrapper has its own code."""
-    seen = 0
-    while seen < 4:
-        code = getattr(getattr(new, "__func__", new), "__code__", None)
-        if code is None or not _torch_file(code.co_filename):
-            return False
-        new = getattr(new, "__wrapped__", None)
-        if new is None:
-            return False
-        if new is old:
+    ``torch.manual_seed``, ``nn.Module.__init__``, optimizers' methods): a wrapper whose code is
+    torch's and that reaches the very object that was there (through ``__wrapped__`` or a closure
+    cell, every layer on the way torch's code too) is not a replacement.  A candidate's wrapper has
+    code of its own, and the walk stops at it."""
+    targets = set()
+    x = old
+    for _ in range(4):
+        if x is None:
+            break
+        targets.add(id(x))
+        targets.add(id(getattr(x, "__func__", x)))
+        x = getattr(x, "__wrapped__", None)
+    frontier, steps = [new], 0
+    while frontier and steps < 16:
+        x = frontier.pop()
+        steps += 1
+        x = getattr(x, "__func__", x)
+        if steps > 1 and id(x) in targets:
             return True
-        seen += 1
+        code = getattr(x, "__code__", None)
+        if code is None or not _torch_file(code.co_filename):
+            continue  # only torch's own layers are walked through
+        nxt = getattr(x, "__wrapped__", None)
+        if nxt is not None:
+            frontier.append(nxt)
+        for cell in getattr(x, "__closure__", None) or ():
+            try:
+                c = cell.cell_contents
+            except ValueError:
+                continue
+            if callable(c):
+                frontier.append(c)
     return False
 
 
@@ -89,7 +108,9 @@ class World:
         self._modules, self._classes = self._code()
         self._builtins = dict(vars(builtins))
         self._process = self._process_state()
-        self._runtime = self._torch_runtime()
+        names = getattr(getattr(sys.modules.get("torch"), "_C", None), "_dispatch_get_all_op_names", None)
+        self._ops = frozenset(names()) if names is not None else None
+        self._runtime = self._torch_runtime(self._ops)
         self._dispatch: dict[str, str] | None = None
 
     # ----------------------------------------------------------------------------- taking it
@@ -165,7 +186,7 @@ class World:
         return out
 
     @staticmethod
-    def _torch_runtime() -> dict[str, str]:
+    def _torch_runtime(existing: frozenset[str] | None = None) -> dict[str, str]:
         """What the torch runtime applies to every later call: modes, global hooks, Python kernels."""
         out: dict[str, str] = {}
         torch = sys.modules.get("torch")
@@ -186,10 +207,14 @@ class World:
             if hooks is not None:
                 out[f"torch.nn.modules.module.{name}"] = repr(len(hooks))
         # kernels registered from Python over existing operators (torch.library.impl / Library.impl)
+        # (only over operators that existed at the snapshot, and only kernels that compute:
+        # torch's own lazy imports define new prims and register Meta kernels)
         impls = getattr(sys.modules.get("torch.library"), "_impls", None)
-        if isinstance(impls, set):
+        if isinstance(impls, set) and existing is not None:
             for key in impls:
-                if key.split("/")[0] in ("aten", "prims", "prim"):
+                ns, _, rest = key.partition("/")
+                op, _, dispatch_key = rest.rpartition("/")
+                if ns in ("aten", "prims") and f"{ns}::{op}" in existing and dispatch_key.startswith(_COMPUTE_KEYS):
                     out[f"torch.library kernel {key}"] = "registered"
         # the ATen entry points themselves (torch.ops.aten.x.default is a cached OpOverload)
         return out
@@ -271,7 +296,7 @@ class World:
             if self._builtins.get(k, _MISSING) is not v and k in self._builtins:
                 add(f"builtins.{k}", _ident(self._builtins[k]), _ident(v))
         for group_now, group_then in ((self._process_state(), self._process),
-                                      (self._torch_runtime(), self._runtime)):
+                                      (self._torch_runtime(self._ops), self._runtime)):
             for k in set(group_now) | set(group_then):
                 if group_now.get(k) != group_then.get(k):
                     add(k, group_then.get(k, "absent"), group_now.get(k, "absent"))
@@ -283,6 +308,10 @@ class World:
                     new = [line for line in now_tables[op].splitlines() if line not in before]
                     add(f"dispatch table of {op}", "as built", "; ".join(new)[:300] or "changed")
         return out
+
+
+# dispatch keys whose kernel computes a result (Meta, Functionalize, BackendSelect... do not)
+_COMPUTE_KEYS = ("CPU", "CUDA", "Composite", "Autograd", "Sparse", "Quantized", "XPU", "MPS", "PrivateUse")
 
 
 class _Missing:
