@@ -273,9 +273,9 @@ class CandidateWorker(Worker):
             except BaseException as exc:  # noqa: BLE001
                 done.append({"id": item.get("id"), "error": self._describe(exc)})
             done[-1]["wall"] = self.timers.perf_counter() - start
-        # what the calls left behind for other code in the process; the ATen dispatch tables are
-        # compared once, after the checks of the last batch (about 0.3 s)
-        fresh = self.note_world("calls", dispatch=bool(msg.get("plan")))
+        # what the calls left behind for other code in the process, after the integrity checks
+        # (the last batch: every probe has run by then), the ATen dispatch tables included
+        fresh = self.note_world("calls", dispatch=True) if msg.get("plan") else []
         last = (done or results)[-1:]
         if fresh and last:
             last[0]["changes"] = list(last[0].get("changes") or []) + fresh
