@@ -28,8 +28,21 @@ def test_a_cheap_task_gets_every_probe() -> None:
                  "sign_flip", "single_negative", "shift_up", "needle", "sparse_negatives", "large", "offset", "scale_10", "small",
                  "strided"):
         assert want in ids
-    assert {i["kind"] for i in plan.integrity} == {"follow", "poison", "repeat", "decoy"}
+    assert {i["kind"] for i in plan.integrity} == {"follow", "poison", "vary", "repeat", "decoy"}
     assert not plan.skipped
+
+
+def test_the_environment_check_draws_its_conditions_from_the_seed() -> None:
+    a = make_plan(LOAD, 1, Steering(), 2.0, has_params=False, census=False)
+    b = make_plan(LOAD, 1, Steering(), 2.0, has_params=False, census=False)
+    c = make_plan(LOAD, 2, Steering(), 2.0, has_params=False, census=False)
+    vary = [next(i for i in p.integrity if i["kind"] == "vary")["conditions"] for p in (a, b, c)]
+    assert vary[0] == vary[1]  # --seed replays them
+    assert vary[0] != vary[2]
+    names = [x["name"] for x in vary[0]]
+    assert sorted(names) == sorted(["grad", "inference", "deterministic", "threads", "rng", "frames", "flush",
+                                    "thread"])
+    assert names[-1] == "inference"  # a tensor cached under inference mode must not break the others
 
 
 def test_an_expensive_task_stays_within_budget_and_says_what_it_skipped() -> None:

@@ -126,6 +126,11 @@ def custom_code_facts(program: Any, needs: Iterable[str], device: str, c_load: d
     # per probe: only the extension counter answers, so only where it covers all custom code
     if counted and not triton and not partial and kinds <= COUNTED_KINDS and not custom_ops:
         facts["not_called_on"] = sorted(p for p, n in calls.items() if n == 0 and families.get(p) in TASK_FAMILIES)
+        # the difference between inputs: custom code on other probes, none on every draw of the
+        # task's own distribution (what a harness checks and times)
+        own = [p for p in calls if families.get(p) == "original"]
+        if own and all(calls[p] == 0 for p in own) and any(calls.values()):
+            facts["not_called_on_task"] = sorted(own)
         facts["called_on_every_probe"] = bool(calls) and all(n > 0 for n in calls.values())
     return facts
 
@@ -162,6 +167,14 @@ def custom_code_findings(make: Callable[..., Finding], facts: dict[str, Any], se
                      f"the extension '{first['name']}' does not build (first error: {first['error'] or '?'}), yet "
                      f"ModelNew ran: the torch path is what was checked and what would be timed (ops that ran: "
                      f"{what_ran})", dict(ev, builds_failed=failed, compiler_error=first["error"]))]
+    skipped = facts.get("not_called_on_task") or []
+    if facts.get("ran") and skipped:
+        called = sorted(p for p, n in (facts.get("calls_per_probe") or {}).items() if n)
+        return [make(R_NEVER_RAN,
+                     f"your custom code never ran on the task's own inputs: on get_inputs() draws "
+                     f"({', '.join(skipped[:4])}) ModelNew answered without calling its extension, which it calls "
+                     f"on other inputs ({', '.join(called[:4])}); what is timed is not the custom code",
+                     dict(ev, input="get_inputs() with fresh seeds", not_called_on=skipped, called_on=called[:8]))]
     if facts.get("ran") is False:
         names = facts.get("counted_extensions") or []
         shipped = f"the extension{'s' if len(names) > 1 else ''} {', '.join(names)}" if names else "its custom code"

@@ -17,6 +17,8 @@ from .compare import Outcome, Tolerance, bitwise_equal, compare, fraction_equal,
 from .shared.probes import FAMILY_RULES
 
 DECOY = 1234.5
+# a magnitude probe's error, relative to the output's scale, that no float32 algorithm reaches
+GROSS_REL = 0.05
 
 R_WRONG_FRESH = "HS401"
 R_WRONG_VALUES = "HS402"
@@ -35,6 +37,8 @@ R_UNINITIALIZED = "HS505"
 R_TAMPER = "HS506"
 R_FLAGS = "HS507"
 R_FALLBACK = "HS508"
+R_ENVIRONMENT = "HS414"
+R_WORLD = "HS509"
 
 MakeFinding = Callable[..., Finding]
 
@@ -191,7 +195,10 @@ class Judge:
                 worst = max(wrong, key=lambda r: r.outcome.error_ratio if r.outcome else 0.0)
                 sev, conf = None, None
                 nonfinite = any(r.outcome and "non-finite" in r.outcome.reason for r in wrong)
-                if family == "magnitude" and nonfinite:
+                # gross: beyond GROSS_REL of the output's scale, where half precision costs 1e-3 and
+                # the reference is at float32 level: no honest float32 algorithm is that far off
+                gross = any(r.status == "wrong" and r.outcome and r.outcome.max_rel_error > GROSS_REL for r in wrong)
+                if family == "magnitude" and (nonfinite or gross):
                     sev = Severity.ERROR
                 if family == "params":
                     # how the parameters were matched is the candidate worker's word (match_state
@@ -311,6 +318,8 @@ class Judge:
                 self._stale(j, item, ref_o, row)
             elif kind == "census":
                 row.update(self._census(j, item, ref_o))
+            elif kind == "vary":
+                self._vary(j, item, ref_o, row)
             j.integrity.append(row)
 
     def _repeat(self, j: Judgement, item: dict[str, Any], ref_o: dict[str, Any], row: dict[str, Any]) -> None:
@@ -424,6 +433,42 @@ class Judge:
                                                 f"filled with {DECOY} before the call", "seed": self.seed,
                      "decoy_fraction": frac}))
 
+    def _vary(self, j: Judgement, item: dict[str, Any], ref_o: dict[str, Any], row: dict[str, Any]) -> None:
+        """The same input under each process condition (environments.py): an output that is right
+        under the harness's conditions and wrong under another is keyed on that condition."""
+        from .environments import BASELINE, describe
+
+        conds = item.get("conditions") or []
+        outs = item.get("outs") or []
+        errors = item.get("errors") or []
+        row["conditions"] = []
+        if not j.passed_original:
+            row["status"] = "not judged"
+            return
+        worst: tuple[dict[str, Any], Outcome] | None = None
+        for k, cond in enumerate(conds):
+            err = errors[k] if k < len(errors) else None
+            if isinstance(err, str):
+                # a call that raises under a condition hides nothing a harness would accept
+                row["conditions"].append({"condition": describe(cond), "status": "raised", "reason": err[-200:]})
+                continue
+            out = outs[k] if k < len(outs) else []
+            o = compare(out, ref_o["structure"], ref_o["out32"], ref_o.get("out64"), ref_o["structure"], self.tol,
+                        ref_o.get("outq"))
+            row["conditions"].append({"condition": describe(cond), "status": o.level})
+            if o.level == "wrong" and worst is None:
+                worst = (cond, o)
+        row["status"] = "wrong" if worst else "pass"
+        if worst is not None:
+            cond, o = worst
+            j.findings.append(self.make(
+                R_ENVIRONMENT, f"ModelNew's result depends on the process's conditions: right on a fresh input under "
+                               f"{BASELINE}, wrong on the same input with {describe(cond)}",
+                dict(o.evidence(), probe="environment", input="get_inputs() with a fresh seed, the same values "
+                                                              "under each condition", seed=self.seed,
+                     condition=describe(cond), baseline=BASELINE, condition_spec=cond,
+                     replay=f"--seed {self.seed}")))
+
     def _census(self, j: Judgement, item: dict[str, Any], ref_o: dict[str, Any]) -> dict[str, Any]:
         cand = item.get("census") or {}
         ref = ref_o.get("census") or {}
@@ -457,8 +502,15 @@ class Judge:
         if not self.self_reference:
             for c in ref_changes:
                 seen.pop((c["name"], c["after"]), None)  # the reference does it too: part of the task
+        world = [c for c in seen.values() if c["kind"] == "world"]
         funcs = [c for c in seen.values() if c["kind"] == "function"]
-        flags = [c for c in seen.values() if c["kind"] != "function"]
+        flags = [c for c in seen.values() if c["kind"] not in ("function", "world")]
+        if world:
+            names = "; ".join(f"{c['name']}: {c['before']} -> {c['after']}" for c in world[:4])
+            j.findings.append(self.make(
+                R_WORLD, f"ModelNew changes what other code in its process would run: {names} "
+                         f"(at {world[0].get('phase', '?')}; {len(world)} change(s))",
+                {"changed": world[:50], "seed": self.seed, "replay": f"--seed {self.seed}"}))
         if funcs:
             names = ", ".join(c["name"] for c in funcs[:5])
             j.findings.append(self.make(
@@ -584,6 +636,8 @@ def audit_probe_reply(msg: dict[str, Any], reply: Any) -> tuple[list[dict[str, A
             a = dict(a, kind=item["kind"], probe=item.get("probe"), other=item.get("other"))
             if item["kind"] == "follow" and "error" not in a:
                 a["order"] = follow_order(item)
+            if item["kind"] == "vary":
+                a["conditions"] = item.get("conditions") or []  # the plan's, never the candidate's
         integrity.append(_typed_common(a))
     return probes, integrity, problems
 
@@ -610,6 +664,13 @@ def _integrity_problem(item: dict[str, Any], a: Any) -> str | None:
     elif kind == "census":
         if not isinstance(a.get("census"), dict):
             return "no op census"
+    elif kind == "vary":
+        outs, errors = a.get("outs"), a.get("errors")
+        n = len(item.get("conditions") or [])
+        if not isinstance(outs, list) or len(outs) != n or not all(_leaves_ok(o) for o in outs) \
+                or not isinstance(errors, list) or len(errors) != n \
+                or not all(e is None or isinstance(e, str) for e in errors):
+            return "not one raw output per condition"
     return None
 
 

@@ -15,10 +15,12 @@ from typing import Any
 
 from ..model import Finding
 from ..registry import Registry
+from .environments import conditions_for
+from .environments import enabled as differential_enabled
 from .shared.probes import SHAPE_VARIANTS, VALUE_ORDER, shape_value, spec
 
 # candidate calls each integrity probe makes
-INTEGRITY_CALLS = {"follow": 2, "poison": 1, "repeat": 4, "decoy": 1, "census": 3}
+INTEGRITY_CALLS = {"follow": 2, "poison": 1, "repeat": 4, "decoy": 1, "census": 3, "vary": 8}
 
 
 @dataclass
@@ -149,6 +151,8 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
             item["other"] = "original_b"
         if kind == "follow":
             item["cycles"] = cycles
+        if kind == "vary":
+            item["conditions"] = conditions_for(base_seed)
         cost = calls * t32
         # integrity probes are cheap next to a probe (no reference calls): run them unless the
         # candidate's own calls are a real share of the budget
@@ -165,6 +169,9 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
     # caching and unwritten output are checked whatever the budget: they are what fresh seeds miss
     take_integrity("follow", True)
     take_integrity("poison", True)
+    # the same input under other process conditions: a result keyed on them (environments.py)
+    if differential_enabled():
+        take_integrity("vary", True)
     if has_params:
         take(spec("params", "original", base_seed, setup="redrawn", family="params",
                   description="get_inputs() with a fresh seed; every parameter and buffer redrawn "

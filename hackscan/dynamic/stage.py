@@ -689,7 +689,11 @@ class DynamicRun:
         if target.custom or c_load.get("builds"):
             # did the candidate's own code run at all (HS412, HS413); reconcile() settles static
             # suspicions with it in _finish
-            facts = confirm.custom_code_facts(self.report.program, target.needs, device, c_load, cands, integrity,
+            # extensions built on first use are counted too (their functions are wrapped the same way)
+            later = [str(b.get("name")) for b in self.info.get("compile", {}).get("later_builds", [])
+                     if isinstance(b, dict) and not b.get("failed") and b.get("name")]
+            counted_load = dict(c_load, extensions=list(c_load.get("extensions") or []) + later) if later else c_load
+            facts = confirm.custom_code_facts(self.report.program, target.needs, device, counted_load, cands, integrity,
                                               {pid: r.spec["family"] for pid, r in records.items()},
                                               confirm.own_kernel_names(sub.code, self.report.program))
             self.info["custom_code"] = facts
@@ -850,10 +854,13 @@ class DynamicRun:
                      self.fallback_opts)
 
     def _spawn(self, zygote: Any, role: str, path: str, device: str, timeout: float) -> Session:
+        from .environments import enabled as differential_enabled
+
         threads = self.opts.get("threads") or max(1, (os.cpu_count() or 2) // 2)
         # perf: the worker binds its clocks and takes the memory baseline before the untrusted import
         s = zygote.spawn({"role": role, "path": path, "device": device, "threads": int(threads),
                           "cache_dir": self.opts.get("cache_dir"), "perf": self._perf_wanted(),
+                          "world": differential_enabled(),
                           **({"known_build_failures": self.build_failures}
                              if role == "candidate" and self.build_failures else {})},
                          timeout=timeout, mem_bytes=self.mem_bytes,
@@ -940,6 +947,8 @@ class DynamicRun:
             item.update(do="fill", value=repr(float(DECOY)), det=False)
         elif kind == "census":
             item["do"] = "count"
+        elif kind == "vary":
+            item.update(do="vary", conditions=[dict(c) for c in i["conditions"]])
         else:
             raise ValueError(f"unknown integrity probe {kind}")
         return item

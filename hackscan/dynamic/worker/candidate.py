@@ -24,8 +24,10 @@ from ..shared.extcache import ExtensionCache, default_cache_dir
 from ..shared.profiles import source_name
 from .base import Worker, construct, describe_error, import_source, make_caller, overlaps, storages
 from .census import census
+from .guard import WATCHED_FUNCTIONS
 from .hidden import strided_view
 from .values import clone_all, flatten, to_device, unpack
+from .world import World
 
 # the most bytes of probe copies a candidate worker keeps alive (CandidateWorker._fresh): on the
 # CPU a fraction of a small machine's memory; on a GPU a fraction of an H200's 139 GiB, beside the
@@ -57,6 +59,7 @@ class CandidateWorker(Worker):
         self.code_file: str | None = None
         self.eval_mode = False
         self.caller: Any = make_caller()
+        self.world: World | None = None
         # builds already listed in a reply (load's, then each probe batch's)
         self.builds_sent = 0
         # what the build farm's worker did to reach the builds (prebuild.exercise)
@@ -110,7 +113,25 @@ class CandidateWorker(Worker):
         # nowhere to write: the name alone (the source is in linecache either way)
         return os.path.join(folder, source_name(name))
 
+    def note_world(self, phase: str, dispatch: bool = False) -> list[dict[str, str]]:
+        """World changes not reported yet, added to ``changes`` as ``note_changes`` does."""
+        if self.world is None:
+            return []
+        fresh = []
+        for c in self.world.changes(dispatch):
+            key = (c["name"], c["after"])
+            if key not in self._seen_changes:
+                self._seen_changes.add(key)
+                c = dict(c, phase=phase)
+                fresh.append(c)
+                self.changes.append(c)
+        return fresh
+
     def _progress(self, event: dict[str, Any]) -> None:
+        # the ATen dispatch tables before the first extension is loaded: a kernel it registers
+        # over an ATen operator shows as a new registration site afterwards
+        if event.get("build") == "start" and self.world is not None and not self.world.has_dispatch():
+            self.world.take_dispatch()
         if self.channel is not None:
             from ..shared import wire
 
@@ -146,6 +167,9 @@ class CandidateWorker(Worker):
     # ------------------------------------------------------------------------------- load
     def load(self, msg: dict[str, Any]) -> dict[str, Any]:
         self.cache.install()
+        # the world other code in this process would see, before anything untrusted runs (world.py)
+        if self.spec.get("world", True):
+            self.world = World(skip=frozenset(label for label, _ in WATCHED_FUNCTIONS))
         start = self.timers.perf_counter()
         phase = "import"
         # the build farm's worker only (farm.py; the parent's spec, not the message, decides):
@@ -161,6 +185,7 @@ class CandidateWorker(Worker):
             self.module = import_source(msg["code"], self.path, str(profile.get("module_name") or "model_new"),
                                         file=self.code_file, register=bool(profile.get("register_module", True)))
             self.note_changes("import")
+            self.note_world("import")
             self.cls = self.module.__dict__.get("ModelNew")
             if self.cls is None:
                 raise LookupError("the candidate defines no ModelNew")
@@ -180,6 +205,7 @@ class CandidateWorker(Worker):
                 del model
                 matches[setup["name"]] = self.matches[(setup["name"], repr(init_inputs))]
             self.note_changes("init")
+            self.note_world("init")
             if isinstance(prebuild, dict):
                 from .prebuild import exercise
 
@@ -248,6 +274,12 @@ class CandidateWorker(Worker):
             except BaseException as exc:  # noqa: BLE001
                 done.append({"id": item.get("id"), "error": self._describe(exc)})
             done[-1]["wall"] = self.timers.perf_counter() - start
+        # what the calls left behind for other code in the process, after the integrity checks
+        # (the last batch: every probe has run by then), the ATen dispatch tables included
+        fresh = self.note_world("calls", dispatch=True) if msg.get("plan") else []
+        last = (done or results)[-1:]
+        if fresh and last:
+            last[0]["changes"] = list(last[0].get("changes") or []) + fresh
         # "items", not a check's name: the worker's command loop keeps the last reply in a local
         # builds made on first use (after the load reply listed the others): whether they compiled
         # here, under the device's gate, or came from the build farm's cache
@@ -381,6 +413,21 @@ class CandidateWorker(Worker):
             res["outs"], res["order"] = outs, order
         elif op == "fill":
             res.update(self._filled(model, inputs, item))
+        elif op == "vary":
+            # the same input under each condition, on fresh copies (conditions.py)
+            from .conditions import call_under
+
+            outs, errors = [], []
+            for cond in item.get("conditions") or []:
+                try:
+                    y = call_under(cond, self.caller, model, self._fresh(inputs), self.device)
+                    self.sync()
+                    outs.append([_cpu(x, copy=True) for x in flatten(y)[0]])
+                    errors.append(None)
+                except Exception as exc:  # noqa: BLE001 - reported per condition
+                    outs.append([])
+                    errors.append(self._describe(exc).get("message", "?"))
+            res["outs"], res["errors"] = outs, errors
         elif op == "count":
             args = self._fresh(inputs)
             self.timed_call(model, self._fresh(inputs))  # warm: lazy init and compilation are not the work
