@@ -520,8 +520,8 @@ def match_state(model: Any, ref_state: dict[str, Any], device: str) -> dict[str,
 
     ``constructed-equal``: built under the same seed, every floating entry already holds the
     reference's value (the strongest setting: folding at init saw the same values).  ``loaded``:
-    values were copied in after construction, matched by name and shape, then by a shape that is
-    unique on both sides.  ``partial``: some reference entries found no home.
+    values were copied in after construction, matched by name and shape, then by the name's last
+    part and shape, then by a shape that is unique on both sides.  ``partial``: some reference entries found no home.
     """
     if not isinstance(model, torch.nn.Module):
         return {"method": "none", "reason": "ModelNew is not an nn.Module"}
@@ -539,6 +539,20 @@ def match_state(model: Any, ref_state: dict[str, Any], device: str) -> dict[str,
             pairs[k] = k
     left_ref = [k for k in ref if k not in pairs]
     left_own = [k for k in own if k not in pairs.values()]
+    # then by the last part of the name and the shape, one to one: a candidate that holds the
+    # reference's ``nn.LayerNorm``'s ``ln.weight`` / ``ln.bias`` as its own ``weight`` / ``bias`` (two
+    # entries of one shape, which the unique-shape pass below cannot tell apart)
+    def _last(name: str) -> str:
+        return name.rsplit(".", 1)[-1]
+
+    for k in list(left_ref):
+        key = (_last(k), tuple(ref[k].shape))
+        same_ref = [r for r in left_ref if (_last(r), tuple(ref[r].shape)) == key]
+        same_own = [o for o in left_own if (_last(o), tuple(own[o].shape)) == key]
+        if len(same_ref) == 1 and len(same_own) == 1:
+            pairs[k] = same_own[0]
+            left_ref.remove(k)
+            left_own.remove(same_own[0])
     for k in list(left_ref):
         shape = tuple(ref[k].shape)
         same_ref = [r for r in left_ref if tuple(ref[r].shape) == shape]
