@@ -333,13 +333,7 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
     invalid: list[str] = []
 
     # -- timers (HS602): a replaced clock voids everything measured on that side
-    for side, raw in (("candidate", cand), ("reference", ref)):
-        changed = [c for c in _d(raw.get("timers")).get("changed", []) if isinstance(c, dict)][:50]
-        if changed:
-            names = ", ".join(sorted({_s(c.get("name"), 80) + f" ({_s(c.get('change'), 20)})" for c in changed}))
-            em.emit("HS602", {"side": side, "names": names}, {"side": side, "changed": changed})
-            invalid.append(f"{side} timers changed")
-            perf.setdefault("timers", {})[side] = changed
+    _timers(cand, ref, em, perf, invalid)
 
     # -- the candidate's main series
     c_main = _Series.read(_d(cand.get("series")).get("main"))
@@ -364,42 +358,7 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
 
     # -- baselines, as the reference worker measured them
     headline = _s(ref.get("headline"), 40) or ("eager_tf32" if cuda else "eager_fp32")
-    base_times: dict[str, float] = {}
-    base_ci: dict[str, tuple[float, float]] = {}
-    base_out: dict[str, Any] = {}
-    ref_gap = 0.0
-    for name, entry in _d(ref.get("baselines")).items():
-        entry = _d(entry)
-        name = _s(name, 40)
-        if entry.get("skipped"):
-            base_out[name] = {"skipped": _s(entry.get("skipped"), 300)}
-            continue
-        s = _Series.read(_d(entry.get("series")).get("main"))
-        t = s.claimed(cuda)
-        row: dict[str, Any] = {"time_ms": s.event if cuda else s.wall, "tf32": bool(entry.get("tf32"))}
-        if t is not None:
-            row["ms"] = t  # the statistic the speedups use (see method.statistic)
-        if _f(entry.get("compile_s")) is not None:
-            row["compile_s"] = _f(entry.get("compile_s"))
-        if entry.get("reused"):
-            # measured for an earlier candidate of the same reference in this run (compiled once)
-            row["reused"] = True
-            row["measured_with"] = _s(entry.get("measured_with"), 300)
-        if s.error:
-            row["error"] = s.error[:300]
-        conv = _converged(s.convergence, s.event if cuda else s.wall, cuda)
-        if conv is not None:
-            convergence[name] = conv
-        base_out[name] = row
-        if t is not None and not s.error:
-            base_times[name] = t
-            ci = _ci(s.event if cuda else s.wall, cuda)
-            if ci is not None:
-                base_ci[name] = ci
-            if name == headline and cuda:
-                w = median_of(s.wall)
-                if w is not None:
-                    ref_gap = max(0.0, w - t - r_cal)
+    base_times, base_ci, base_out, ref_gap = _baseline_rows(ref, cuda, headline, r_cal, convergence)
     perf["baselines"] = base_out
     if convergence:
         perf["convergence"] = convergence
@@ -411,32 +370,7 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
     decide_ci = _with_processes(claimed, claimed_ci, spread["time_sd"])
 
     # -- timing escape (HS601): events against the synchronised wall clock
-    honest, honest_ci = claimed, claimed_ci
-    if cuda and claimed is not None and median_of(c_main.wall) is not None:
-        wall = median_of(c_main.wall) - c_cal  # type: ignore[operator]
-        gap = wall - claimed - ref_gap
-        o = em.options("HS601")
-        perf["candidate"]["escaped_ms"] = max(0.0, gap)
-        # decided on the intervals: the wall clock's lowest plausible median against the events'
-        # highest, so that noise on either clock cannot make the gap
-        wall_ci = _shift(interval_of(c_main.wall, "median"), c_cal) or (wall, wall)
-        ev_ci = decide_ci or (claimed, claimed)
-        gap_lo = wall_ci[0] - ev_ci[1] - ref_gap
-        point = gap >= float(o["min_gap_ms"]) and wall >= float(o["min_ratio"]) * claimed
-        sure = gap_lo >= float(o["min_gap_ms"]) and wall_ci[0] >= float(o["min_ratio"]) * ev_ci[1]
-        if point and not sure:
-            _undecided(perf, "HS601", f"wall clock {wall:.4g} ms against events {claimed:.4g} ms",
-                       (wall_ci[0] / ev_ci[1], wall_ci[1] / ev_ci[0]) if ev_ci[0] > 0 else (0.0, math.inf),
-                       f"the ratio {float(o['min_ratio']):g}x or the gap {float(o['min_gap_ms']):g} ms")
-        if sure:
-            strong = wall >= float(o["error_ratio"]) * claimed and gap >= float(o["error_min_ms"])
-            threads = f"; new threads: {', '.join(c_main.new_threads)}" if c_main.new_threads else ""
-            em.emit("HS601", {"event_ms": claimed, "wall_ms": wall, "gap_ms": gap, "threads": threads},
-                    {"event_ms": claimed, "wall_ms": wall, "gap_ms": gap, "host_overhead_ms": c_cal,
-                     "reference_gap_ms": ref_gap, "new_threads": c_main.new_threads},
-                    severity=None if strong else Severity.WARNING, confidence=None if strong else Confidence.MEDIUM)
-            honest, honest_ci = wall, wall_ci
-            invalid.append("work escaped the events")
+    honest, honest_ci = _escape(cuda, claimed, claimed_ci, decide_ci, c_main, c_cal, ref_gap, em, perf, invalid)
     perf["candidate"]["time_ms"] = honest
 
     # -- timed outputs against the reference (HS603)
@@ -538,6 +472,94 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
         perf["invalid_reasons"] = invalid
     perf["headline"] = _headline(perf, headline)
     return perf
+
+
+def _timers(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, perf: dict[str, Any], invalid: list[str]) -> None:
+    """HS602 for each side whose timers were replaced."""
+    for side, raw in (("candidate", cand), ("reference", ref)):
+        changed = [c for c in _d(raw.get("timers")).get("changed", []) if isinstance(c, dict)][:50]
+        if changed:
+            names = ", ".join(sorted({_s(c.get("name"), 80) + f" ({_s(c.get('change'), 20)})" for c in changed}))
+            em.emit("HS602", {"side": side, "names": names}, {"side": side, "changed": changed})
+            invalid.append(f"{side} timers changed")
+            perf.setdefault("timers", {})[side] = changed
+
+
+def _baseline_rows(ref: dict[str, Any], cuda: bool, headline: str, r_cal: float, convergence: dict[str, Any]
+                   ) -> tuple[dict[str, float], dict[str, tuple[float, float]], dict[str, Any], float]:
+    """The baselines as the reference worker measured them: each one's time and interval, its
+    report row, and the headline's own gap between the wall clock and the events (CUDA)."""
+    base_times: dict[str, float] = {}
+    base_ci: dict[str, tuple[float, float]] = {}
+    base_out: dict[str, Any] = {}
+    ref_gap = 0.0
+    for name, entry in _d(ref.get("baselines")).items():
+        entry = _d(entry)
+        name = _s(name, 40)
+        if entry.get("skipped"):
+            base_out[name] = {"skipped": _s(entry.get("skipped"), 300)}
+            continue
+        s = _Series.read(_d(entry.get("series")).get("main"))
+        t = s.claimed(cuda)
+        row: dict[str, Any] = {"time_ms": s.event if cuda else s.wall, "tf32": bool(entry.get("tf32"))}
+        if t is not None:
+            row["ms"] = t  # the statistic the speedups use (see method.statistic)
+        if _f(entry.get("compile_s")) is not None:
+            row["compile_s"] = _f(entry.get("compile_s"))
+        if entry.get("reused"):
+            # measured for an earlier candidate of the same reference in this run (compiled once)
+            row["reused"] = True
+            row["measured_with"] = _s(entry.get("measured_with"), 300)
+        if s.error:
+            row["error"] = s.error[:300]
+        conv = _converged(s.convergence, s.event if cuda else s.wall, cuda)
+        if conv is not None:
+            convergence[name] = conv
+        base_out[name] = row
+        if t is not None and not s.error:
+            base_times[name] = t
+            ci = _ci(s.event if cuda else s.wall, cuda)
+            if ci is not None:
+                base_ci[name] = ci
+            if name == headline and cuda:
+                w = median_of(s.wall)
+                if w is not None:
+                    ref_gap = max(0.0, w - t - r_cal)
+    return base_times, base_ci, base_out, ref_gap
+
+
+def _escape(cuda: bool, claimed: float | None, claimed_ci: tuple[float, float] | None,
+            decide_ci: tuple[float, float] | None, c_main: _Series, c_cal: float, ref_gap: float, em: _Emitter,
+            perf: dict[str, Any], invalid: list[str]) -> tuple[float | None, tuple[float, float] | None]:
+    """HS601, work that escaped the events (decided on intervals); the candidate's honest time and
+    interval: the wall clock's when it escaped, else the claimed."""
+    honest, honest_ci = claimed, claimed_ci
+    if cuda and claimed is not None and median_of(c_main.wall) is not None:
+        wall = median_of(c_main.wall) - c_cal  # type: ignore[operator]
+        gap = wall - claimed - ref_gap
+        o = em.options("HS601")
+        perf["candidate"]["escaped_ms"] = max(0.0, gap)
+        # decided on the intervals: the wall clock's lowest plausible median against the events'
+        # highest, so that noise on either clock cannot make the gap
+        wall_ci = _shift(interval_of(c_main.wall, "median"), c_cal) or (wall, wall)
+        ev_ci = decide_ci or (claimed, claimed)
+        gap_lo = wall_ci[0] - ev_ci[1] - ref_gap
+        point = gap >= float(o["min_gap_ms"]) and wall >= float(o["min_ratio"]) * claimed
+        sure = gap_lo >= float(o["min_gap_ms"]) and wall_ci[0] >= float(o["min_ratio"]) * ev_ci[1]
+        if point and not sure:
+            _undecided(perf, "HS601", f"wall clock {wall:.4g} ms against events {claimed:.4g} ms",
+                       (wall_ci[0] / ev_ci[1], wall_ci[1] / ev_ci[0]) if ev_ci[0] > 0 else (0.0, math.inf),
+                       f"the ratio {float(o['min_ratio']):g}x or the gap {float(o['min_gap_ms']):g} ms")
+        if sure:
+            strong = wall >= float(o["error_ratio"]) * claimed and gap >= float(o["error_min_ms"])
+            threads = f"; new threads: {', '.join(c_main.new_threads)}" if c_main.new_threads else ""
+            em.emit("HS601", {"event_ms": claimed, "wall_ms": wall, "gap_ms": gap, "threads": threads},
+                    {"event_ms": claimed, "wall_ms": wall, "gap_ms": gap, "host_overhead_ms": c_cal,
+                     "reference_gap_ms": ref_gap, "new_threads": c_main.new_threads},
+                    severity=None if strong else Severity.WARNING, confidence=None if strong else Confidence.MEDIUM)
+            honest, honest_ci = wall, wall_ci
+            invalid.append("work escaped the events")
+    return honest, honest_ci
 
 
 def headline_of(ref: dict[str, Any], cuda: bool, base_times: Mapping[str, float]) -> str:
