@@ -4,11 +4,36 @@ with every name replaced by a token (``Aliases``) and its replies mapped back.  
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from .failure import DynamicFailure
+from .judge import R_DOES_NOT_RUN, R_UNANSWERED, audit_probe_reply
 from .plan import Plan
-from .session import Session
+from .session import Session, WorkerFailure
+
+# the candidate's probes go in these batches of families, the task's own inputs first; then the
+# integrity checks
+BATCHES = (("original", "params"), ("value", "magnitude", "layout"), ("shape",))
+# fresh workers a candidate gets after its worker died on a batch
+MAX_RESPAWNS = 2
+
+
+@dataclass
+class Batches:
+    """The candidate's side of the probes while they run: its current worker (a dead one is
+    replaced for the next batch), what it answered, what it died on, and how to start another."""
+    cand: Any
+    t_load: float
+    zygote: Any
+    device: str
+    timeout: float
+    compile_allowance: float
+    load_msg: dict[str, Any]
+    cands: dict[str, dict[str, Any]] = field(default_factory=dict)
+    crashes: dict[str, str] = field(default_factory=dict)
+    integrity: list[dict[str, Any]] = field(default_factory=list)
+    respawns: int = 0
 
 
 class Aliases:
@@ -276,3 +301,138 @@ class Probing:
             items.append(res)
         reply["integrity"] = items
         return reply
+
+    def _probe_candidate(self, b: Batches, ref: Session, plan: Plan, refs: dict[str, dict[str, Any]],
+                         r_load: dict[str, Any], r_probe: dict[str, Any]) -> None:
+        """The candidate's probes, batch by batch; a dead worker is replaced for the next batch.
+        The task's own inputs go first, so that a candidate that cannot run here (or at all) costs
+        the reference no more probes."""
+        first_batch = [p for p in plan.probes if p["family"] in BATCHES[0]]
+        go_on = self._run_batch(b, 0, first_batch, False, [], refs, plan)
+        runs = any(b.cands.get(p["id"], {}).get("out") is not None for p in first_batch)
+        if go_on and runs:
+            t2 = time.perf_counter()
+            self._reference_round2(ref, plan, refs, r_load, r_probe)
+            self.timings["reference_probes_s"] += time.perf_counter() - t2
+            batches = [[p for p in plan.probes if p["family"] in fams] for fams in BATCHES[1:]]
+            batches.append([])  # integrity
+            for bi, batch in enumerate(batches, start=1):
+                is_integrity = bi == len(batches)
+                if not batch and not is_integrity:
+                    continue
+                if not self._run_batch(b, bi, batch, is_integrity, batches[bi:], refs, plan):
+                    break
+        else:
+            # nothing runs on the task's own inputs: other probes would only repeat that
+            for p in plan.probes:
+                if p["family"] not in BATCHES[0]:
+                    refs.setdefault(p["id"], {"id": p["id"], "skipped": "not run: ModelNew fails on the task's "
+                                                                       "own inputs"})
+
+    def _respawned(self, b: Batches, bi: int, batch: list[dict[str, Any]],
+                   later: list[list[dict[str, Any]]]) -> Any:
+        """A live candidate worker for batch ``bi``: the current one, a fresh one loaded again, or
+        None (too many deaths: True is then what the batch returns; it failed to load: False)."""
+        c = b.cand
+        if c is not None and c.dead is None:
+            return c
+        if b.respawns >= MAX_RESPAWNS:
+            for p in batch:
+                b.crashes[p["id"]] = "not run: the candidate worker died too often"
+            return True
+        b.respawns += 1
+        # a worker server that cannot fork any more (the candidate may have killed it)
+        # raises here: the run is unproven, verdict error (execute)
+        c = self._spawn(b.zygote, "candidate", self.sub.file or self.sub.path, b.device, b.timeout)
+        b.cand = c
+        c.compile_allowance = b.compile_allowance
+        again = self._ask(c, b.load_msg)
+        if not again.get("ok") or again.get("failed"):
+            for rest in [batch, *later]:
+                for p in rest:
+                    b.crashes.setdefault(p["id"], "not run: the respawned candidate worker did not load")
+            self.protocol_findings.append(self.make(
+                R_DOES_NOT_RUN, "ModelNew loaded once but not again in a fresh worker: "
+                                f"{str((again.get('error') or {}).get('message', '?'))[-300:]}",
+                {"seed": self.seed, "phase": "reload", "batch": bi}))
+            return False
+        return c
+
+    def _run_batch(self, b: Batches, bi: int, batch: list[dict[str, Any]], is_integrity: bool,
+                   later: list[list[dict[str, Any]]], refs: dict[str, dict[str, Any]], plan: Plan) -> bool:
+        """One batch of probes (or the integrity checks) to the candidate.  False when the
+        remaining batches should not run."""
+        msg = self._candidate_batch(batch, refs, plan, is_integrity)
+        if not msg["probes"] and not msg.get("plan"):
+            return True
+        c = self._respawned(b, bi, batch, later)
+        if isinstance(c, bool):
+            return c
+        c.restart_clock(b.timeout)
+        try:
+            reply = self._restore_reply(c.request(msg), plan)
+        except WorkerFailure as exc:
+            return self._batch_died(b, bi, batch, is_integrity, later, exc)
+        if not isinstance(reply, dict) or not reply.get("ok"):
+            err = reply.get("error") if isinstance(reply, dict) else None
+            err = err if isinstance(err, dict) else {"message": "a malformed reply"}
+            for p in batch:
+                b.cands[p["id"]] = {"id": p["id"], "error": err}
+            # the whole request raised, not one probe in it (each probe's own exception is
+            # answered inside an ok reply): a worker subverted from inside, SystemExit out of
+            # the probe loop.  Not one probe or check was answered
+            self.protocol_findings.append(self.make(
+                R_UNANSWERED, f"the candidate's worker answered probe batch {bi} with an error instead of "
+                              f"results: {str(err.get('message', '?'))[-200:]}",
+                {"seed": self.seed, "batch": bi, "probes": [self.alias.restore(p["id"]) for p in msg["probes"]][:20],
+                 "checks": [i["kind"] for i in self._named_request(msg, plan).get("plan", [])]}))
+            return True
+        built_later = [{k: x.get(k) for k in ("name", "key", "seconds", "compiled", "failed", "replayed") if k in x}
+                       for x in reply.get("builds") or [] if isinstance(x, dict)]
+        if built_later:
+            # built on first use, during the probes: compiled here (under the gate) or found in
+            # the cache the farm filled; the worker's word, for the run's timings only
+            info = self.info["compile"]
+            info["later_builds"] = info.get("later_builds", []) + built_later[:20]
+            info["compiled"] += sum(1 for x in built_later if x.get("compiled") is True)
+        # every probe and check asked for comes back once, as raw outputs (judge.audit_probe_reply)
+        answered, checks, problems = audit_probe_reply(self._named_request(msg, plan), reply)
+        if problems:
+            self.info.setdefault("unanswered", []).extend(problems[:20])
+            self.protocol_findings.append(self.make(
+                R_UNANSWERED, f"the candidate's worker did not answer what the parent asked: {problems[0]}"
+                              + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+                {"seed": self.seed, "batch": bi, "problems": problems[:20]}))
+        stored = {self.alias.restore(p["id"]) for p in msg["probes"] if p.get("store_only")}
+        for r in answered:
+            if r["id"] not in stored:
+                b.cands[r["id"]] = r
+        for p in batch:  # forwarded: the parent no longer needs them (a large task's are GiBs)
+            if p["id"] not in ("original", "original_b") and p["id"] in refs:
+                refs[p["id"]].pop("inputs", None)
+        b.integrity.extend(checks)
+        return True
+
+    def _batch_died(self, b: Batches, bi: int, batch: list[dict[str, Any]], is_integrity: bool,
+                    later: list[list[dict[str, Any]]], exc: WorkerFailure) -> bool:
+        """The candidate's worker died, hung or broke its channel on batch ``bi``."""
+        what = f"the candidate worker {exc.kind}: {exc}"
+        for p in batch:
+            b.crashes[p["id"]] = what
+        if is_integrity:
+            b.integrity.append({"kind": "integrity", "error": {"message": what}, "unanswered": what})
+        self.info.setdefault("worker_failures", []).append(dict(exc.describe(), batch=bi))
+        if bi or exc.kind == "protocol":
+            # batch 0's crash is HS408 through the original probes (judge); a later one is
+            # a death the candidate caused all the same
+            self.protocol_findings.append(self._crash_finding(
+                exc, f"running {'the integrity checks' if is_integrity else 'probe batch ' + str(bi)} "
+                     f"({', '.join(p['id'] for p in batch[:4]) or 'integrity plan'})"))
+        if bi == 0 or exc.kind == "timeout":
+            # a hang costs the time limit once, not once per batch
+            for rest in later:
+                for p in rest:
+                    b.crashes.setdefault(p["id"], f"not run: the candidate worker {exc.kind} on an "
+                                                   "earlier batch")
+            return False
+        return True

@@ -31,22 +31,19 @@ from . import confirm, runnable
 from .compare import Tolerance
 from .failure import DynamicFailure
 from .holds import DeviceHolds
-from .judge import R_DOES_NOT_RUN, R_FORGED, R_UNANSWERED, Judge, ProbeRecord, audit_probe_reply
+from .judge import R_DOES_NOT_RUN, R_FORGED, Judge, ProbeRecord
 from .link import link_findings
 from .options import DynamicOptions
-from .plan import FIRST_ROUND, make_plan, steering_from
+from .plan import FIRST_ROUND, Plan, make_plan, steering_from
 from .pool import WorkerPool, default_pool
 from .prebuild import Prebuild
-from .probing import Aliases, Probing, _measured, _sane_load
+from .probing import Aliases, Batches, Probing, _measured, _sane_load
 from .protocol import CheckedSession
 from .session import Session, WorkerFailure
 from .shared.probes import derive
 from .shared.profiles import get_profile
 from .spill import total_memory
 from .timing_pairs import TimingPairs
-
-BATCHES = (("original", "params"), ("value", "magnitude", "layout"), ("shape",))
-MAX_RESPAWNS = 2
 
 
 def _pipeline_options(options: DynamicOptions) -> dict[str, Any]:
@@ -259,16 +256,8 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, TimingPairs):
             return self._skip(target.problem)
         if not sub.reference:
             return self._skip("no reference problem: pass --ref, or put a reference.py next to the candidate")
-        self._phase("setup")  # the worker server and the reference
-        t = time.perf_counter()
-        zygote = self.pool.zygote(self.options.device, self.profile.name,
-                                  gpu=self.slot.gpu if self.slot is not None else None)
-        self.timings["startup_s"] = time.perf_counter() - t
-        info = zygote.info
-        self.info.update(torch=info.get("torch"), python=info.get("python"))
-        # what walls the candidate ran in (docs/dynamic.md, "Security"); absent: --sandbox off
-        self.info["sandbox"] = info.get("sandbox") or {"kind": "none"}
-        device, why = runnable.choose_device(self.options.device, info, target)
+        zygote = self._start_server()
+        device, why = runnable.choose_device(self.options.device, zygote.info, target)
         if device is None:
             return self._skip(why or "cannot run here")
         self.info["device"] = device
@@ -280,14 +269,92 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, TimingPairs):
             t = time.perf_counter()
             zygote.preload(["torch._dynamo"])
             self.timings["preload_s"] = time.perf_counter() - t
+        setups = self._setups()
+        ref, ref_load_msg, r_load = self._load_reference(zygote, device, timeout, setups)
+        # the probes that always run (two fresh draws, the redrawn parameters) must fit in memory
+        from .plan import probe_bytes
+
+        mem_budget, held_in = self._holding_budget_gb(r_load)
+        need = 3 * probe_bytes(r_load)
+        if need > mem_budget * 2**30:
+            return self._skip(f"the task's outputs are too large to compare here: about {need / 2**30:.1f} GiB for "
+                              f"the probes that always run, over {held_in} "
+                              f"(output: {r_load.get('output_numel')} elements)")
+        batches = self._start_candidate(zygote, device, timeout, setups, r_load, ref_load_msg)
+        plan, refs, r_probe, budget = self._plan_probes(ref, r_load, device, mem_budget)
+        c_load = self._receive_load(batches.cand, batches.t_load, timeout)
+        if device == "cpu" and c_load.get("cuda_builds"):
+            # its custom path is CUDA: on a CPU only a fallback could run, which is not the candidate.
+            # The count is the candidate worker's word (the static stage saw no CUDA): not run is error
+            return self._cannot_run_here("the candidate builds CUDA code at run time and needs a CUDA GPU")
+        if not c_load.get("ok") or c_load.get("failed"):
+            return self._load_failure(c_load)
+        matches = c_load.get("matches", {})
+        self.info["parameters"] = matches
+        for p in plan.probes:
+            if p["setup"] == "redrawn":
+                p["match_method"] = (matches.get("redrawn") or {}).get("method")
+
+        self._phase("probes")
+        t = time.perf_counter()
+        self._probe_candidate(batches, ref, plan, refs, r_load, r_probe)
+        cand = batches.cand
+        self.timings["candidate_probes_s"] = time.perf_counter() - t
+        cands, integrity = batches.cands, batches.integrity
+
+        # "needs CUDA" is the candidate worker's word, read from an exception the candidate could
+        # raise on purpose: a ModelNew that fails that way on every one of the task's own inputs was
+        # not checked, which is error (never the static verdict); failing that way only elsewhere
+        # is a failure like any other
+        orig = [cands.get(p["id"]) or {} for p in plan.probes if p["family"] == "original"]
+        needs = [(c.get("error") or {}).get("needs") if "error" in c else None for c in orig]
+        if orig and all(n in ("cuda", "triton") for n in needs):
+            return self._cannot_run_here(f"the candidate says it needs {needs[0].upper() if needs[0] == 'cuda' else 'Triton'}"
+                                         " at run time: " + str(orig[0]["error"].get("message", ""))[-200:])
+        judge = self._judge()
+        self._fetch_extras(ref, refs, cands, integrity)
+        findings, j = self._judge_probes(judge, plan, refs, batches, c_load, r_load, r_probe, device, budget)
+        self.info["peak_rss_mb"] = {"reference": round(ref.peak_rss / 2**20, 1),
+                                    "candidate": round(cand.peak_rss / 2**20, 1) if cand is not None else None}
+        # the reference and the worker server must have lasted the whole correctness run: a reply
+        # lost on the way would otherwise read as "no result", and a probe without one as skipped
+        self._check_infrastructure(ref, zygote)
+        findings.extend(self._timing(zygote, ref, cand, j, refs, plan, device, findings))
+        if cand is not None and cand.dead is None and not cand.sync():
+            # answered every probe, then could not answer a ping: it died or broke its channel
+            self.protocol_findings.append(self._crash_finding(
+                cand.dead or WorkerFailure("crash", "no answer to the final ping"), "answering the final ping"))
+        elif cand is not None and cand.dead is not None and self.info.get("performance_skipped") is None \
+                and self._perf_wanted() and j.correctness_passed:
+            self.protocol_findings.append(self._crash_finding(cand.dead, "being timed"))
+        return findings
+
+    def _start_server(self) -> Any:
+        """The worker server (a zygote of sandboxes) for this candidate's device, and what it runs."""
+        self._phase("setup")  # the worker server and the reference
+        t = time.perf_counter()
+        zygote = self.pool.zygote(self.options.device, self.profile.name,
+                                  gpu=self.slot.gpu if self.slot is not None else None)
+        self.timings["startup_s"] = time.perf_counter() - t
+        info = zygote.info
+        self.info.update(torch=info.get("torch"), python=info.get("python"))
+        # what walls the candidate ran in (docs/dynamic.md, "Security"); absent: --sandbox off
+        self.info["sandbox"] = info.get("sandbox") or {"kind": "none"}
+        return zygote
+
+    def _setups(self) -> list[dict[str, Any]]:
         # the harness setup is built as the harness builds it (its profile's fixed seed, public
         # anyway); the redrawn one under a seed derived from the secret
         eval_mode = self.profile.eval_mode
-        setups = [{"name": "harness", "seed": self.profile.construction_seed, "perturb": False, "eval": eval_mode},
-                  {"name": "redrawn", "seed": derive(self.seed, "construct:redrawn"), "perturb": True,
-                   "eval": eval_mode}]
+        return [{"name": "harness", "seed": self.profile.construction_seed, "perturb": False, "eval": eval_mode},
+                {"name": "redrawn", "seed": derive(self.seed, "construct:redrawn"), "perturb": True,
+                 "eval": eval_mode}]
 
-        # reference: load (imports it, builds both setups, times one call)
+    def _load_reference(self, zygote: Any, device: str, timeout: float, setups: list[dict[str, Any]]
+                        ) -> tuple[Session, dict[str, Any], dict[str, Any]]:
+        """The reference worker, loaded (imports it, builds both setups, times one call): the
+        session, its load request (a fresh timing pair sends it again) and its reply."""
+        sub = self.sub
         t = time.perf_counter()
         ref = self._spawn(zygote, "reference", sub.reference_path or "<reference>", device, timeout)
         # get_init_inputs() and the warm-up draw under the harness's construction seed (KernelBench:
@@ -300,17 +367,13 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, TimingPairs):
             raise DynamicFailure(f"the reference does not run: {str(err.get('message', '?'))[-400:]}")
         self.timings["reference_load_s"] = time.perf_counter() - t
         self._r_load = {k: r_load.get(k) for k in ("input_shapes", "input_dtypes", "dims")}
-        # the probes that always run (two fresh draws, the redrawn parameters) must fit in memory
-        from .plan import probe_bytes
+        return ref, ref_load_msg, r_load
 
-        mem_budget, held_in = self._holding_budget_gb(r_load)
-        need = 3 * probe_bytes(r_load)
-        if need > mem_budget * 2**30:
-            return self._skip(f"the task's outputs are too large to compare here: about {need / 2**30:.1f} GiB for "
-                              f"the probes that always run, over {held_in} "
-                              f"(output: {r_load.get('output_numel')} elements)")
-
-        # candidate: load in the background (compilation overlaps the reference's probes)
+    def _start_candidate(self, zygote: Any, device: str, timeout: float, setups: list[dict[str, Any]],
+                         r_load: dict[str, Any], ref_load_msg: dict[str, Any]) -> Batches:
+        """The candidate's worker, its load sent and not waited for (its compilation overlaps the
+        reference's probes); the batches of probes it will answer start from it."""
+        sub = self.sub
         cand_setups = []
         for s in setups:
             cand_setups.append(dict(s, name=self.alias.token(s["name"]), init_inputs=r_load["init_inputs"],
@@ -330,6 +393,16 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, TimingPairs):
         # what a fresh pair of workers for the paired timing loads again (_fresh_pair)
         self._again = {"zygote": zygote, "timeout": timeout, "reference": ref_load_msg, "candidate": load_msg,
                        "compile_allowance": compile_allowance}
+        return Batches(cand=cand, t_load=t_cand, zygote=zygote, device=device, timeout=timeout,
+                       compile_allowance=compile_allowance, load_msg=load_msg)
+
+    def _plan_probes(self, ref: Session, r_load: dict[str, Any], device: str, mem_budget: float
+                     ) -> tuple[Plan, dict[str, dict[str, Any]], dict[str, Any], float]:
+        """The plan, in two rounds: the probes that always run and the smaller shape first, whose
+        measured costs then price the rest (a matmul's cost scales with the cube of its size, a
+        ReLU's linearly).  Returns the plan, the reference's first-round probes, its reply and the
+        time budget."""
+        from .plan import probe_bytes
 
         has_params = any(getattr(v, "size", 0) for v in r_load["states"].get("harness", {}).values())
         steer = steering_from(self.report.findings, self.registry)
@@ -341,9 +414,7 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, TimingPairs):
             self.timing_sets = TimingSets.plan(device, probe_bytes(r_load), mem_budget,
                                                int(self.opts.get("perf_input_sets") or 0) or None)
             perf_sets = self.timing_sets.extra
-        # two rounds: the probes that always run and the smaller shape first, whose measured costs
-        # then price the rest (a matmul's cost scales with the cube of its size, a ReLU's linearly)
-        kw = dict(has_params=has_params, perf_sets=perf_sets, census=target.custom,
+        kw = dict(has_params=has_params, perf_sets=perf_sets, census=self.target.custom,
                   memory_budget_gb=mem_budget)
         first = make_plan(r_load, self.seed, steer, budget, **kw)
         round1 = [p for p in first.probes if p["id"] in FIRST_ROUND or p["id"].startswith("perf_")]
@@ -355,7 +426,10 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, TimingPairs):
         refs = {p["id"]: p for p in r_probe["probes"]}
         plan = make_plan(r_load, self.seed, steer, budget, measured=_measured(refs, r_load), **kw)
         self.timings["reference_probes_s"] = time.perf_counter() - t
+        return plan, refs, r_probe, budget
 
+    def _receive_load(self, cand: Session, t_cand: float, timeout: float) -> dict[str, Any]:
+        """The candidate's load reply, type-checked, names restored; its builds into ``info``."""
         try:
             c_load = cand.recv()
         except WorkerFailure as exc:
@@ -373,157 +447,15 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, TimingPairs):
         # whose arguments depend on the device, a farm that could not run)
         self.info["compile"] = {"seconds": round(self.timings["compile_s"], 3), "builds": builds,
                                 "compiled": sum(1 for b in builds if isinstance(b, dict) and b.get("compiled"))}
+        return c_load
+
+    def _judge_probes(self, judge: Judge, plan: Plan, refs: dict[str, dict[str, Any]], batches: Batches, c_load: dict[str, Any],
+                      r_load: dict[str, Any], r_probe: dict[str, Any], device: str, budget: float) -> tuple[list[Finding], Any]:
+        """The judge's findings on every probe and check, and whether the candidate's own code ran;
+        the run's record in ``info``."""
+        sub, target = self.sub, self.target
+        cands, crashes, integrity = batches.cands, batches.crashes, batches.integrity
         findings: list[Finding] = []
-        if device == "cpu" and c_load.get("cuda_builds"):
-            # its custom path is CUDA: on a CPU only a fallback could run, which is not the candidate.
-            # The count is the candidate worker's word (the static stage saw no CUDA): not run is error
-            return self._cannot_run_here("the candidate builds CUDA code at run time and needs a CUDA GPU")
-        if not c_load.get("ok") or c_load.get("failed"):
-            return findings + self._load_failure(c_load)
-        matches = c_load.get("matches", {})
-        self.info["parameters"] = matches
-        for p in plan.probes:
-            if p["setup"] == "redrawn":
-                p["match_method"] = (matches.get("redrawn") or {}).get("method")
-
-        self._phase("probes")
-        # candidate probes, batch by batch; a dead worker is replaced for the next batch.  The task's
-        # own inputs go first, so that a candidate that cannot run here (or at all) costs the
-        # reference no more probes
-        t = time.perf_counter()
-        cands: dict[str, dict[str, Any]] = {}
-        crashes: dict[str, str] = {}
-        integrity: list[dict[str, Any]] = []
-        respawns = 0
-        state = {"cand": cand}
-
-        def run_batch(bi: int, batch: list[dict[str, Any]], is_integrity: bool, later: list[list[dict[str, Any]]]) -> bool:
-            """False when the remaining batches should not run."""
-            nonlocal respawns
-            msg = self._candidate_batch(batch, refs, plan, is_integrity)
-            if not msg["probes"] and not msg.get("plan"):
-                return True
-            c = state["cand"]
-            if c is None or c.dead is not None:
-                if respawns >= MAX_RESPAWNS:
-                    for p in batch:
-                        crashes[p["id"]] = "not run: the candidate worker died too often"
-                    return True
-                respawns += 1
-                # a worker server that cannot fork any more (the candidate may have killed it)
-                # raises here: the run is unproven, verdict error (execute)
-                c = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout)
-                state["cand"] = c
-                c.compile_allowance = compile_allowance
-                again = self._ask(c, load_msg)
-                if not again.get("ok") or again.get("failed"):
-                    for rest in [batch, *later]:
-                        for p in rest:
-                            crashes.setdefault(p["id"], "not run: the respawned candidate worker did not load")
-                    self.protocol_findings.append(self.make(
-                        R_DOES_NOT_RUN, "ModelNew loaded once but not again in a fresh worker: "
-                                        f"{str((again.get('error') or {}).get('message', '?'))[-300:]}",
-                        {"seed": self.seed, "phase": "reload", "batch": bi}))
-                    return False
-            c.restart_clock(timeout)
-            try:
-                reply = self._restore_reply(c.request(msg), plan)
-            except WorkerFailure as exc:
-                what = f"the candidate worker {exc.kind}: {exc}"
-                for p in batch:
-                    crashes[p["id"]] = what
-                if is_integrity:
-                    integrity.append({"kind": "integrity", "error": {"message": what}, "unanswered": what})
-                self.info.setdefault("worker_failures", []).append(dict(exc.describe(), batch=bi))
-                if bi or exc.kind == "protocol":
-                    # batch 0's crash is HS408 through the original probes (judge); a later one is
-                    # a death the candidate caused all the same
-                    self.protocol_findings.append(self._crash_finding(
-                        exc, f"running {'the integrity checks' if is_integrity else 'probe batch ' + str(bi)} "
-                             f"({', '.join(p['id'] for p in batch[:4]) or 'integrity plan'})"))
-                if bi == 0 or exc.kind == "timeout":
-                    # a hang costs the time limit once, not once per batch
-                    for rest in later:
-                        for p in rest:
-                            crashes.setdefault(p["id"], f"not run: the candidate worker {exc.kind} on an "
-                                                         "earlier batch")
-                    return False
-                return True
-            if not isinstance(reply, dict) or not reply.get("ok"):
-                err = reply.get("error") if isinstance(reply, dict) else None
-                err = err if isinstance(err, dict) else {"message": "a malformed reply"}
-                for p in batch:
-                    cands[p["id"]] = {"id": p["id"], "error": err}
-                # the whole request raised, not one probe in it (each probe's own exception is
-                # answered inside an ok reply): a worker subverted from inside, SystemExit out of
-                # the probe loop.  Not one probe or check was answered
-                self.protocol_findings.append(self.make(
-                    R_UNANSWERED, f"the candidate's worker answered probe batch {bi} with an error instead of "
-                                  f"results: {str(err.get('message', '?'))[-200:]}",
-                    {"seed": self.seed, "batch": bi, "probes": [self.alias.restore(p["id"]) for p in msg["probes"]][:20],
-                     "checks": [i["kind"] for i in self._named_request(msg, plan).get("plan", [])]}))
-                return True
-            later = [{k: b.get(k) for k in ("name", "key", "seconds", "compiled", "failed", "replayed") if k in b}
-                     for b in reply.get("builds") or [] if isinstance(b, dict)]
-            if later:
-                # built on first use, during the probes: compiled here (under the gate) or found in
-                # the cache the farm filled; the worker's word, for the run's timings only
-                info = self.info["compile"]
-                info["later_builds"] = info.get("later_builds", []) + later[:20]
-                info["compiled"] += sum(1 for b in later if b.get("compiled") is True)
-            # every probe and check asked for comes back once, as raw outputs (judge.audit_probe_reply)
-            answered, checks, problems = audit_probe_reply(self._named_request(msg, plan), reply)
-            if problems:
-                self.info.setdefault("unanswered", []).extend(problems[:20])
-                self.protocol_findings.append(self.make(
-                    R_UNANSWERED, f"the candidate's worker did not answer what the parent asked: {problems[0]}"
-                                  + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
-                    {"seed": self.seed, "batch": bi, "problems": problems[:20]}))
-            stored = {self.alias.restore(p["id"]) for p in msg["probes"] if p.get("store_only")}
-            for r in answered:
-                if r["id"] not in stored:
-                    cands[r["id"]] = r
-            for p in batch:  # forwarded: the parent no longer needs them (a large task's are GiBs)
-                if p["id"] not in ("original", "original_b") and p["id"] in refs:
-                    refs[p["id"]].pop("inputs", None)
-            integrity.extend(checks)
-            return True
-
-        first_batch = [p for p in plan.probes if p["family"] in BATCHES[0]]
-        go_on = run_batch(0, first_batch, False, [])
-        runs = any(cands.get(p["id"], {}).get("out") is not None for p in first_batch)
-        if go_on and runs:
-            t2 = time.perf_counter()
-            self._reference_round2(ref, plan, refs, r_load, r_probe)
-            self.timings["reference_probes_s"] += time.perf_counter() - t2
-            batches = [[p for p in plan.probes if p["family"] in fams] for fams in BATCHES[1:]]
-            batches.append([])  # integrity
-            for bi, batch in enumerate(batches, start=1):
-                is_integrity = bi == len(batches)
-                if not batch and not is_integrity:
-                    continue
-                if not run_batch(bi, batch, is_integrity, batches[bi:]):
-                    break
-        else:
-            # nothing runs on the task's own inputs: other probes would only repeat that
-            for p in plan.probes:
-                if p["family"] not in BATCHES[0]:
-                    refs.setdefault(p["id"], {"id": p["id"], "skipped": "not run: ModelNew fails on the task's "
-                                                                       "own inputs"})
-        cand = state["cand"]
-        self.timings["candidate_probes_s"] = time.perf_counter() - t
-
-        # "needs CUDA" is the candidate worker's word, read from an exception the candidate could
-        # raise on purpose: a ModelNew that fails that way on every one of the task's own inputs was
-        # not checked, which is error (never the static verdict); failing that way only elsewhere
-        # is a failure like any other
-        orig = [cands.get(p["id"]) or {} for p in plan.probes if p["family"] == "original"]
-        needs = [(c.get("error") or {}).get("needs") if "error" in c else None for c in orig]
-        if orig and all(n in ("cuda", "triton") for n in needs):
-            return self._cannot_run_here(f"the candidate says it needs {needs[0].upper() if needs[0] == 'cuda' else 'Triton'}"
-                                         " at run time: " + str(orig[0]["error"].get("message", ""))[-200:])
-        judge = self._judge()
-        self._fetch_extras(ref, refs, cands, integrity)
         records: dict[str, ProbeRecord] = {}
         for p in plan.probes:
             rec = judge.record(p, refs.get(p["id"]), cands.get(p["id"]), crashes.get(p["id"]))
@@ -559,11 +491,12 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, TimingPairs):
             tolerance={"k32": self.tol.k32, "floor_ulps": self.tol.floor_ulps, "half_ratio": self.tol.half_ratio,
                        "half_cap": self.tol.half_cap},
         )
-        self.info["peak_rss_mb"] = {"reference": round(ref.peak_rss / 2**20, 1),
-                                    "candidate": round(cand.peak_rss / 2**20, 1) if cand is not None else None}
-        # the reference and the worker server must have lasted the whole correctness run: a reply
-        # lost on the way would otherwise read as "no result", and a probe without one as skipped
-        self._check_infrastructure(ref, zygote)
+        return findings, j
+
+    def _timing(self, zygote: Any, ref: Session, cand: Session | None, j: Any, refs: dict[str, dict[str, Any]],
+                plan: Plan, device: str, findings: list[Finding]) -> list[Finding]:
+        """The performance stage's findings, when ``--perf`` asks for it and the candidate is not
+        already rejected under ``--perf quick``."""
         rejected = self._rejected_before_timing(findings) \
             if self._perf_wanted() and str(self.opts.get("perf_mode") or "target") == "quick" else []
         if rejected:
@@ -580,21 +513,14 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, TimingPairs):
             self.info["_performance"] = {"measured": False, "reason": why, "baselines_wanted": [
                 k for k, on in (("eager_fp32", True), ("eager_tf32", run_base["tf32"]), ("compile", run_base["compile"]))
                 if on]}
-        elif self._perf_wanted():
-            if j.correctness_passed:
-                self._phase("timing")
-            if j.correctness_passed and cand is not None and cand.dead is None:
-                findings.extend(self._exclusive(zygote, lambda: self._perf(ref, cand, j, refs, plan, device)))
-            else:
-                findings.extend(self._perf(ref, cand, j, refs, plan, device))
-        if cand is not None and cand.dead is None and not cand.sync():
-            # answered every probe, then could not answer a ping: it died or broke its channel
-            self.protocol_findings.append(self._crash_finding(
-                cand.dead or WorkerFailure("crash", "no answer to the final ping"), "answering the final ping"))
-        elif cand is not None and cand.dead is not None and self.info.get("performance_skipped") is None \
-                and self._perf_wanted() and j.correctness_passed:
-            self.protocol_findings.append(self._crash_finding(cand.dead, "being timed"))
-        return findings
+            return []
+        if not self._perf_wanted():
+            return []
+        if j.correctness_passed:
+            self._phase("timing")
+        if j.correctness_passed and cand is not None and cand.dead is None:
+            return self._exclusive(zygote, lambda: self._perf(ref, cand, j, refs, plan, device))
+        return self._perf(ref, cand, j, refs, plan, device)
 
     def _check_infrastructure(self, ref: CheckedSession, zygote: Any) -> None:
         if not ref.sync():
