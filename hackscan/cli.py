@@ -11,6 +11,7 @@ import os
 import sys
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
@@ -204,6 +205,90 @@ def main(
     """hackscan: static and dynamic detection of reward hacks in generated GPU kernels."""
 
 
+def _open_stream(stream_path: Path | None, resume: bool, partial: bool) -> tuple[Any, dict[str, Any]]:
+    """The result stream (None without one) and, with ``--resume``, the results already in it."""
+    from .pipeline import ResultStream
+
+    sink = None
+    done: dict[str, Any] = {}
+    if stream_path is not None:
+        try:
+            if resume:
+                from .resume import StreamError, load_done
+
+                try:
+                    done = load_done(str(stream_path))
+                except StreamError as exc:
+                    raise _fail(str(exc)) from None
+            elif partial:
+                stream_path.unlink(missing_ok=True)  # a leftover of an earlier, interrupted run
+            sink = ResultStream(str(stream_path))
+        except OSError as exc:
+            raise _fail(f"cannot write {stream_path}: {exc.strerror or exc}") from None
+    return sink, done
+
+
+def _check_usage(output: Path | None, stream: Path | None, build_cache: Path | None, build_farm: str,
+                 timeout: float, limit: int | None, sample: int | None, resume: bool, ray: str | None) -> None:
+    """The checks of ``scan``'s options that need nothing loaded: a usage error before any work."""
+    if output is not None:
+        _writable(output, "report")
+    if stream is not None:
+        _writable(stream, "stream")
+    if build_cache is not None:
+        try:
+            build_cache.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _fail(f"--build-cache {build_cache}: {exc.strerror or exc}") from None
+    if build_farm not in ("auto", "on", "off"):
+        raise _fail(f"--build-farm must be auto, on or off (got {build_farm!r})")
+    if not timeout > 0:  # also NaN: a candidate with no time at all would fail as a timeout
+        raise _fail(f"--timeout must be a positive number of seconds (got {timeout})")
+    if limit is not None and sample is not None:
+        raise _fail("--limit and --sample exclude each other: take the first N or a random N")
+    if resume and stream is None and output is None:
+        raise _fail("--resume needs the stream of the run it resumes: --stream FILE, or -o FILE (FILE.partial.jsonl)")
+    if ray is not None:
+        from .cluster import ray_problem
+
+        problem = ray_problem(ray)
+        if problem:
+            raise _fail(problem)
+
+
+def _one_field(claimed_field: list[str] | None) -> str | None:
+    """``--claimed-field``: one field name, or None."""
+    if claimed_field:
+        if len(claimed_field) > 1:
+            raise _fail(f"--claimed-field given {len(claimed_field)} times ({', '.join(claimed_field)}): name one field")
+        claimed_field = claimed_field[0]
+        if not claimed_field.strip():
+            raise _fail("--claimed-field needs a field name")
+    else:
+        claimed_field = None
+    return claimed_field
+
+
+def _check_rules(registry: Any, keys: list[str]) -> None:
+    """Every ``--select``/``--ignore`` key names a rule (an id, a prefix or a name)."""
+    for key in keys:
+        if not any(r.id.startswith(key.upper()) or r.name == key for r in registry):
+            raise _fail(f"no rule matches {key!r} (see `hackscan rules`)")
+
+
+def _jobs(jobs: int | None, device: str) -> int:
+    """``--jobs``: the host's default when not given, one per core for 0."""
+    if jobs is None:
+        from .perf.default_mode import default_jobs_for_host
+
+        jobs = default_jobs_for_host(device)
+    if jobs == 0:
+        from .parallel import default_jobs
+
+        jobs = default_jobs()
+    return jobs
+
+
 @app.command("scan", cls=_PlainArgs)
 def scan(
     paths: list[Path] = typer.Argument(..., metavar="PATH...", show_default=False,
@@ -294,41 +379,12 @@ def scan(
     """Audit candidates (the default command: `hackscan PATH...`)."""
     from .config import ConfigError, load_config
     from .inputs import InputOptions
-    from .pipeline import ResultStream, RunOptions, failed_reports, run_resumable
+    from .pipeline import RunOptions, failed_reports, run_resumable
     from .registry import RegistryError
 
     # every check that can fail on what was typed runs before any work
-    if output is not None:
-        _writable(output, "report")
-    if stream is not None:
-        _writable(stream, "stream")
-    if build_cache is not None:
-        try:
-            build_cache.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise _fail(f"--build-cache {build_cache}: {exc.strerror or exc}") from None
-    if build_farm not in ("auto", "on", "off"):
-        raise _fail(f"--build-farm must be auto, on or off (got {build_farm!r})")
-    if not timeout > 0:  # also NaN: a candidate with no time at all would fail as a timeout
-        raise _fail(f"--timeout must be a positive number of seconds (got {timeout})")
-    if limit is not None and sample is not None:
-        raise _fail("--limit and --sample exclude each other: take the first N or a random N")
-    if resume and stream is None and output is None:
-        raise _fail("--resume needs the stream of the run it resumes: --stream FILE, or -o FILE (FILE.partial.jsonl)")
-    if claimed_field:
-        if len(claimed_field) > 1:
-            raise _fail(f"--claimed-field given {len(claimed_field)} times ({', '.join(claimed_field)}): name one field")
-        claimed_field = claimed_field[0]
-        if not claimed_field.strip():
-            raise _fail("--claimed-field needs a field name")
-    else:
-        claimed_field = None
-    if ray is not None:
-        from .cluster import ray_problem
-
-        problem = ray_problem(ray)
-        if problem:
-            raise _fail(problem)
+    _check_usage(output, stream, build_cache, build_farm, timeout, limit, sample, resume, ray)
+    claimed_field = _one_field(claimed_field)
     try:
         config = load_config(config_path) if config_path else load_config(start=Path.cwd())
     except ConfigError as exc:
@@ -340,9 +396,7 @@ def scan(
     except RegistryError as exc:
         raise _fail(f"rule registry: {exc}") from None
     sel, ign = _split(select), _split(ignore)
-    for key in sel + ign:
-        if not any(r.id.startswith(key.upper()) or r.name == key for r in registry):
-            raise _fail(f"no rule matches {key!r} (see `hackscan rules`)")
+    _check_rules(registry, sel + ign)
     if harness is not None:
         from .config import check_harness
 
@@ -371,14 +425,7 @@ def scan(
     # (verdict error), beside the other paths' results
     inputs = InputOptions(reference=str(ref) if ref else None, code_field=config.code_field, ref_field=config.ref_field,
                           claimed_field=claimed_field)
-    if jobs is None:
-        from .perf.default_mode import default_jobs_for_host
-
-        jobs = default_jobs_for_host(device.value)
-    if jobs == 0:
-        from .parallel import default_jobs
-
-        jobs = default_jobs()
+    jobs = _jobs(jobs, device.value)
     chosen = None
     if baselines is not None:
         from .perf.options import normalise_baseline
@@ -419,22 +466,7 @@ def scan(
     # results survive the death of this process: each one is on disk as soon as it is final
     partial = stream is None and output is not None
     stream_path = stream if stream is not None else (Path(str(output) + ".partial.jsonl") if output else None)
-    sink = None
-    done = {}
-    if stream_path is not None:
-        try:
-            if resume:
-                from .resume import StreamError, load_done
-
-                try:
-                    done = load_done(str(stream_path))
-                except StreamError as exc:
-                    raise _fail(str(exc)) from None
-            elif partial:
-                stream_path.unlink(missing_ok=True)  # a leftover of an earlier, interrupted run
-            sink = ResultStream(str(stream_path))
-        except OSError as exc:
-            raise _fail(f"cannot write {stream_path}: {exc.strerror or exc}") from None
+    sink, done = _open_stream(stream_path, resume, partial)
     from .inputs import Submission, discover, take
 
     items = list(discover([str(p) for p in paths], inputs))

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from hackscan.dynamic import sandbox
+from hackscan.dynamic import sandbox, staging
 
 pytestmark = pytest.mark.skipif(bool(sandbox.check().get("problem")),
                                 reason=f"no sandbox here: {sandbox.check().get('problem')}")
@@ -262,7 +262,7 @@ def test_the_parent_is_not_dumpable() -> None:
 
 
 def test_the_staged_worker_code_leaves_the_rules_and_the_judge_behind() -> None:
-    mods = sandbox.worker_modules()
+    mods = staging.worker_modules()
     assert "dynamic/worker/boot.py" in mods and "dynamic/worker/candidate.py" in mods
     for parent_only in ("dynamic/judge.py", "dynamic/compare.py", "dynamic/stage.py", "engine.py"):
         assert parent_only not in mods, f"{parent_only} would be visible to candidates"

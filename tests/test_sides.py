@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import hackscan
-from hackscan.dynamic import sandbox
+from hackscan.dynamic import staging
 
 PKG = Path(hackscan.__file__).resolve().parent
 WORKER_PACKAGES = ("dynamic/worker", "perf/worker")
@@ -108,7 +108,7 @@ def test_the_probe_sees_torch_when_a_worker_module_is_imported() -> None:
 
 
 def test_the_staged_closure_is_exactly_the_worker_packages_and_the_shared_modules() -> None:
-    staged = set(sandbox.worker_modules())
+    staged = set(staging.worker_modules())
     worker = {m for m in _modules() if _in(m, WORKER_PACKAGES) and not m.endswith("__init__.py")}
     shared = {m for m in _modules() if _in(m, SHARED) and not m.endswith("__init__.py")}
     code = {m for m in staged if not m.endswith("__init__.py")}
@@ -124,7 +124,7 @@ def test_the_staged_tree_imports_on_its_own_under_a_neutral_name(tmp_path: Path)
     missed (a name imported from a package's __init__, which staging leaves empty) fails here,
     not in a sandbox at scan time."""
     pytest.importorskip("torch")
-    sandbox.stage_package(tmp_path, "src")
+    staging.stage_package(tmp_path, "src")
     code = (
         "import json, sys\n"
         f"sys.path.insert(0, {str(tmp_path)!r})\n"

@@ -14,7 +14,7 @@ candidates build there as often as at import):
   no GPU visible and no device gate held (on a GPU host; on the CPU the builds are CPU work, so
   they hold the CPU's gate shared like any other work there);
 - the same build cache, by source: the farm's sandbox is seeded with and harvested into
-  ``<cache>/sandboxed/<hash of the candidate's source>/`` (``sandbox.BuildCache``), exactly the
+  ``<cache>/sandboxed/<hash of the candidate's source>/`` (``buildcache.BuildCache``), exactly the
   folder the candidate's real worker is seeded from, so the real worker finds the build and
   ninja has nothing to do.  A candidate can only ever plant builds under its own source's hash;
 - the same compiler flags: torch picks the CUDA architectures from the visible GPUs, and with none

@@ -178,56 +178,8 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
                               "(non-identity), identical in both models",
                   steered_by=steer.keys_for([17])), base_cost, must=True)
 
-    # shape variants of every dimension constant at once, then one dimension at a time where steered
-    shape_ratio = {}
-    for variant in SHAPE_VARIANTS:
-        ratio = 1.0
-        for d in dims.values():
-            vals = d["value"] if isinstance(d["value"], list) else [d["value"]]
-            for v in vals:
-                ratio *= shape_value(variant, int(v)) / max(int(v), 1)
-        shape_ratio[variant] = ratio
-    shape_specs = []
-    if dims:
-        for variant, desc in SHAPE_VARIANTS.items():
-            overrides = {n: _vary(d["value"], variant) for n, d in dims.items()}
-            shape_specs.append((spec(f"shape_{variant}", "original", base_seed, dims=overrides, family="shape",
-                                     description=f"{desc}: " + _dims_text(overrides),
-                                     steered_by=steer.keys_for([2])), shape_ratio[variant]))
-        for value, keys in steer.dims.items():
-            for name, d in dims.items():
-                if d["value"] == value:
-                    overrides = {name: shape_value("near", value)}
-                    shape_specs.append((spec(f"shape_{name}", "original", base_seed, dims=overrides, family="shape",
-                                             description=f"{name} alone changed: " + _dims_text(overrides),
-                                             steered_by=keys), shape_value("near", value) / value))
-    else:
-        skipped.append({"probe": "shape_*", "input": "other shapes",
-                        "reason": "no module-level constant of the reference changes an input's shape"})
-
-    # value probes; steered ones first, extra seeds for what the static stage suspects
-    order = list(VALUE_ORDER)
-    steered_first = []
-    if steer.has(1, 6):
-        steered_first += ["sign_flip", "single_negative", "shift_up"]
-    if steer.has(15):
-        steered_first += ["needle"]
-    if steer.has(14, 16):
-        steered_first += ["large", "offset", "scale_10"]
-    for name in reversed(steered_first):
-        order.remove(name)
-        order.insert(0, name)
-    from .shared.probes import TRANSFORMS
-
-    value_specs = []
-    for name in order:
-        t = TRANSFORMS[name]
-        value_specs.append(spec(name, name, base_seed, steered_by=steer.keys_for(t.classes)))
-    if steer.has(1):
-        value_specs.insert(len(steered_first), spec("single_negative_2", "single_negative", base_seed,
-                                                    steered_by=steer.keys_for([1])))
-    if steer.has(15):
-        value_specs.insert(len(steered_first), spec("needle_2", "needle", base_seed, steered_by=steer.keys_for([15])))
+    shape_specs = _shape_specs(dims, steer, base_seed, skipped)
+    value_specs, steered_first = _value_specs(steer, base_seed)
 
     # interleave: the cheapest shape probe first, then values, then the rest
     smaller = [s for s in shape_specs if s[0]["id"] == "shape_smaller_odd"]
@@ -272,6 +224,67 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
         take(spec(f"perf_{i}", "original", base_seed, description="a fresh get_inputs() draw for timing"),
              base_cost * 0.5, must=True)
     return Plan(probes, skipped, fixed + spent, integrity)
+
+
+def _shape_specs(dims: dict[str, dict[str, Any]], steer: Steering, base_seed: int,
+                 skipped: list[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
+    """The shape probes, each with its input size relative to the task's; none (and a note in
+    ``skipped``) when no constant of the reference changes a shape."""
+    # shape variants of every dimension constant at once, then one dimension at a time where steered
+    shape_ratio = {}
+    for variant in SHAPE_VARIANTS:
+        ratio = 1.0
+        for d in dims.values():
+            vals = d["value"] if isinstance(d["value"], list) else [d["value"]]
+            for v in vals:
+                ratio *= shape_value(variant, int(v)) / max(int(v), 1)
+        shape_ratio[variant] = ratio
+    shape_specs = []
+    if dims:
+        for variant, desc in SHAPE_VARIANTS.items():
+            overrides = {n: _vary(d["value"], variant) for n, d in dims.items()}
+            shape_specs.append((spec(f"shape_{variant}", "original", base_seed, dims=overrides, family="shape",
+                                     description=f"{desc}: " + _dims_text(overrides),
+                                     steered_by=steer.keys_for([2])), shape_ratio[variant]))
+        for value, keys in steer.dims.items():
+            for name, d in dims.items():
+                if d["value"] == value:
+                    overrides = {name: shape_value("near", value)}
+                    shape_specs.append((spec(f"shape_{name}", "original", base_seed, dims=overrides, family="shape",
+                                             description=f"{name} alone changed: " + _dims_text(overrides),
+                                             steered_by=keys), shape_value("near", value) / value))
+    else:
+        skipped.append({"probe": "shape_*", "input": "other shapes",
+                        "reason": "no module-level constant of the reference changes an input's shape"})
+    return shape_specs
+
+
+def _value_specs(steer: Steering, base_seed: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """The value probes in order, the steered ones (also returned by name) first."""
+    # value probes; steered ones first, extra seeds for what the static stage suspects
+    order = list(VALUE_ORDER)
+    steered_first = []
+    if steer.has(1, 6):
+        steered_first += ["sign_flip", "single_negative", "shift_up"]
+    if steer.has(15):
+        steered_first += ["needle"]
+    if steer.has(14, 16):
+        steered_first += ["large", "offset", "scale_10"]
+    for name in reversed(steered_first):
+        order.remove(name)
+        order.insert(0, name)
+    from .shared.probes import TRANSFORMS
+
+    value_specs = []
+    for name in order:
+        t = TRANSFORMS[name]
+        value_specs.append(spec(name, name, base_seed, steered_by=steer.keys_for(t.classes)))
+    if steer.has(1):
+        value_specs.insert(len(steered_first), spec("single_negative_2", "single_negative", base_seed,
+                                                    steered_by=steer.keys_for([1])))
+    if steer.has(15):
+        value_specs.insert(len(steered_first), spec("needle_2", "needle", base_seed, steered_by=steer.keys_for([15])))
+    return value_specs, steered_first
 
 
 def probe_bytes(load: dict[str, Any]) -> int:

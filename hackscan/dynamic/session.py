@@ -239,7 +239,7 @@ class Session:
 
     def close(self) -> None:
         if getattr(self, "_closed", False):
-            return  # closed early (a fresh pair of timing workers, stage._fresh_pair), then again at the end
+            return  # closed early (a fresh pair of timing workers, timing_pairs._fresh_pair), then again at the end
         self._closed = True
         if self.dead is None and not self.pending:
             try:

@@ -19,38 +19,31 @@ import os
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from ..config import Config
 from ..inputs import Submission
 from ..model import Confidence, Finding, Location, Report, Severity, Stage, Verdict, verdict_for
-from ..perf import parent_side
 from ..registry import Registry, load_registry
 from ..suppress import find_suppressions
 from . import confirm, runnable
 from .compare import Tolerance
-from .judge import R_DOES_NOT_RUN, R_FORGED, R_UNANSWERED, Judge, ProbeRecord, audit_probe_reply
+from .failure import DynamicFailure
+from .holds import DeviceHolds
+from .judge import R_DOES_NOT_RUN, R_FORGED, Judge, ProbeRecord
 from .link import link_findings
 from .options import DynamicOptions
 from .plan import FIRST_ROUND, Plan, make_plan, steering_from
 from .pool import WorkerPool, default_pool
+from .prebuild import Prebuild
+from .probing import Aliases, Batches, Probing, _measured, _sane_load
 from .protocol import CheckedSession
 from .session import Session, WorkerFailure
 from .shared.probes import derive
 from .shared.profiles import get_profile
 from .spill import total_memory
-
-BATCHES = (("original", "params"), ("value", "magnitude", "layout"), ("shape",))
-MAX_RESPAWNS = 2
-# what the build farm's sandbox may spend outside its builds (see _start_prebuild)
-FARM_RUN_S = 120.0
-
-
-class DynamicFailure(Exception):
-    """The run cannot be completed for a reason the candidate is not known to have caused: the
-    verdict becomes ``error`` (fail closed), with this message in ``report.dynamic["reason"]``."""
+from .timing_pairs import TimingPairs
 
 
 def _pipeline_options(options: DynamicOptions) -> dict[str, Any]:
@@ -58,7 +51,10 @@ def _pipeline_options(options: DynamicOptions) -> dict[str, Any]:
     return dict(extra.get("dynamic", extra))
 
 
-class DynamicRun:
+class DynamicRun(DeviceHolds, Prebuild, Probing, TimingPairs):
+    """One submission's dynamic run; its parts are mixins: the device holds (holds.py), the build
+    farm (prebuild.py), the probe requests (probing.py) and the timing (timing_pairs.py)."""
+
     def __init__(self, sub: Submission, report: Report, options: DynamicOptions, config: Config, pool: WorkerPool,
                  registry: Registry, on_phase: Callable[[str], None] | None = None, slot: Any = None):
         self.sub = sub
@@ -173,7 +169,7 @@ class DynamicRun:
         return self.report.with_(findings=findings, verdict=verdict, dynamic=self.info, error=error,
                                  performance=self.info.pop("_performance", self.report.performance))
 
-    # ------------------------------------------------------------------------------- the device gate
+    # ------------------------------------------------------------------------------- verdict
     def _settled(self, dyn: list[Finding]) -> tuple[Finding, ...]:
         """The static findings and ``dyn`` as the report states them: selected, deduplicated,
         suppressed (audit mode), linked, and reconciled (what each stage proves about the other's
@@ -207,157 +203,6 @@ class DynamicRun:
         return sorted({f.rule for f in settled if not f.suppressed and f.severity is Severity.ERROR
                        and class_of_rule(f.rule) in wanted})
 
-    def _hold_work(self) -> None:
-        """Loading, building and probing share the device with other candidates' (schedule.py)."""
-        if self.slot is not None and self._work_held is None:
-            self._work_held = self.slot.gate.work(self.slot.key, self.sub.path)
-            self._work_held.__enter__()
-
-    def _start_prebuild(self) -> None:
-        """Compile the candidate's extensions in the build farm (farm.py), in a thread, while this
-        candidate's worker server starts and its reference loads: the farm's sandbox sees no GPU and
-        holds no device gate, so its builds hold no GPU.  ``build_farm`` ``auto`` (the default):
-        when the candidate shares a GPU with others (``--jobs`` > 1 on a GPU); ``on``: always;
-        ``off``: never.  What the farm cannot do the real worker does, as before.
-
-        Why ``auto`` never holds a GPU longer than no farm: the candidate's worker is started only
-        once the farm is done (``_await_prebuild``, which gives up this candidate's hold on the
-        gate while it waits: nothing of the candidate runs on the device meanwhile), so a build is
-        never compiled twice at once, and whatever the farm built the worker loads from the cache
-        (the same flags and folder, so ninja finds nothing to do).  A build the farm did not reach is compiled
-        by the worker as before; it costs this candidate the farm's time, not the GPU's."""
-        from . import farm
-
-        mode = str(self.opts.get("build_farm") or "auto")
-        if mode not in farm.MODES:
-            raise DynamicFailure(f"build_farm must be one of {', '.join(farm.MODES)}, not {mode!r}")
-        if mode == "off" or self.target.problem or not self.sub.reference or not farm.builds_at_import(self.target):
-            return
-        if mode == "auto" and (self.slot is None or self.slot.key == "cpu"):
-            return
-        bf = getattr(self.pool, "farm", None)
-        if bf is None:
-            bf = self.pool.farm = farm.BuildFarm()
-        slot = self.slot
-        # on the CPU a build is CPU work: it shares the CPU's gate like any other (no timing meanwhile)
-        gate = (lambda: slot.gate.work(slot.key, f"{self.sub.path} (farm)")) \
-            if slot is not None and slot.key == "cpu" else None
-        # the farm's clock stops during builds (compile_timeout each, as in a worker); the rest (an
-        # import, a construction, one CPU call) gets FARM_RUN_S at most: the candidate waits for it
-        args = (self.pool, self.sub.code, self.sub.file or self.sub.path, self.profile.name, self.profile.to_dict(),
-                min(float(self.options.timeout), FARM_RUN_S), float(self.opts.get("compile_timeout", 900.0)),
-                self.mem_bytes, gate,
-                self.sub.reference, self.profile.construction_seed, self._on_gpu())
-
-        def run() -> None:
-            try:
-                self._farm_out = bf.build(*args)
-            except Exception as exc:  # noqa: BLE001 - a farm that cannot run leaves the build to the worker
-                self._farm_out = {"error": f"the build farm failed: {type(exc).__name__}: {exc}", "builds": [],
-                                  "failures": {}}
-
-        self._farm_thread = threading.Thread(target=run, name="hackscan-farm", daemon=True)
-        self._farm_thread.start()
-
-    def _on_gpu(self) -> bool:
-        """Whether this candidate's own workers will see a GPU (then the farm's reads as if it did)."""
-        if self.slot is not None:
-            return self.slot.key != "cpu"
-        from .schedule import visible_gpus
-
-        return bool(visible_gpus(str(self.options.device)))
-
-    def _await_prebuild(self) -> None:
-        """Wait for the farm (``_start_prebuild``) without holding the device's gate, then take
-        its results: the builds that failed to compile are replayed by the worker."""
-        thread, self._farm_thread = self._farm_thread, None
-        if thread is None:
-            return
-        if thread.is_alive():
-            held = self._work_held is not None
-            self._release_work()
-            self._phase("build")
-            t = time.perf_counter()
-            thread.join()
-            self.timings["farm_join_wait_s"] = time.perf_counter() - t
-            if held:
-                self._hold_work()
-        out = self._farm_out or {}
-        self.build_failures = dict(out.get("failures") or {})
-        self.timings["farm_s"] = float(out.get("seconds") or 0.0)
-        self.timings["farm_wait_s"] = float(out.get("waited_s") or 0.0)
-        self.info["build_farm"] = {k: out[k] for k in ("seconds", "waited_s", "builds", "error", "exercised")
-                                   if k in out}
-        self.info["build_farm"]["failed_builds"] = sorted(self.build_failures)
-
-    def _unreported_build_failures(self) -> list[Finding]:
-        """HS412 for the farm's compile errors when the stage stopped before the candidate's own
-        load reported its builds (a task too large to compare, a reference that does not run):
-        the extension does not build whatever happens next, and without this no report would say so.  Only compile errors count (``farm.BuildFarm``: the ones the worker would replay)."""
-        if "compile" in self.info or not self.build_failures:
-            return []
-        failed = [{"name": str(b.get("name", "?"))[:80], "error": str(b.get("error", ""))[:300]}
-                  for b in (self.info.get("build_farm") or {}).get("builds") or []
-                  if isinstance(b, dict) and b.get("key") in self.build_failures]
-        if not failed:
-            return []
-        return confirm.farm_build_findings(self.make, failed, self.info.get("reason") or "the dynamic stage stopped",
-                                           self.seed)
-
-    def _release_work(self) -> None:
-        if self._work_held is not None:
-            held, self._work_held = self._work_held, None
-            held.__exit__(None, None, None)
-
-    def _exclusive(self, zygote: Any, fn: Callable[[], list[Finding]]) -> list[Finding]:
-        """``fn`` (the timing) with the device to itself: this candidate's work share is given up
-        first (else two candidates waiting to be timed would wait on each other), and on the CPU the
-        spare workers still importing torch are waited for, as their start-up is CPU work too.
-        Inside ``fn``, ``_between_timings`` gives the device back while fresh timing workers load."""
-        if self.slot is None:
-            return fn()
-        self._release_work()
-        self._timing_zygote = zygote
-        t = time.perf_counter()
-        try:
-            self._take_timing()
-            self.timings["timing_wait_s"] = time.perf_counter() - t
-            return fn()
-        finally:
-            self._drop_timing()
-            self._hold_work()
-
-    def _take_timing(self) -> None:
-        held = self.slot.gate.timing(self.slot.key, self.sub.path)
-        held.__enter__()
-        self._timing_held = held
-        if self.slot.key == "cpu" and hasattr(self._timing_zygote, "quiet"):
-            self._timing_zygote.quiet()
-
-    def _drop_timing(self) -> None:
-        if self._timing_held is not None:
-            held, self._timing_held = self._timing_held, None
-            held.__exit__(None, None, None)
-
-    @contextmanager
-    def _between_timings(self) -> Iterator[None]:
-        """Inside ``_exclusive``: the device shared again while a fresh pair of timing workers is
-        started, loaded and given its inputs (GPU work, but no measurement), then taken back
-        exclusively for that pair's rounds.  Held through the readying, the exclusive gate kept
-        every other candidate's probes off the GPU for 6-9 s per pair (25.6 s of a 38 s exclusive
-        hold were the fresh pairs); only the rounds need the device alone."""
-        if self.slot is None or self._timing_held is None:
-            yield
-            return
-        self._drop_timing()
-        self._hold_work()
-        try:
-            yield
-        finally:
-            self._release_work()
-            t = time.perf_counter()
-            self._take_timing()
-            self.timings["timing_wait_s"] = self.timings.get("timing_wait_s", 0.0) + time.perf_counter() - t
 
     def _failed(self, reason: str, **more: Any) -> None:
         self.info.update(ran=False, failed=True, reason=reason, **more)
@@ -411,16 +256,8 @@ class DynamicRun:
             return self._skip(target.problem)
         if not sub.reference:
             return self._skip("no reference problem: pass --ref, or put a reference.py next to the candidate")
-        self._phase("setup")  # the worker server and the reference
-        t = time.perf_counter()
-        zygote = self.pool.zygote(self.options.device, self.profile.name,
-                                  gpu=self.slot.gpu if self.slot is not None else None)
-        self.timings["startup_s"] = time.perf_counter() - t
-        info = zygote.info
-        self.info.update(torch=info.get("torch"), python=info.get("python"))
-        # what walls the candidate ran in (docs/dynamic.md, "Security"); absent: --sandbox off
-        self.info["sandbox"] = info.get("sandbox") or {"kind": "none"}
-        device, why = runnable.choose_device(self.options.device, info, target)
+        zygote = self._start_server()
+        device, why = runnable.choose_device(self.options.device, zygote.info, target)
         if device is None:
             return self._skip(why or "cannot run here")
         self.info["device"] = device
@@ -432,14 +269,92 @@ class DynamicRun:
             t = time.perf_counter()
             zygote.preload(["torch._dynamo"])
             self.timings["preload_s"] = time.perf_counter() - t
+        setups = self._setups()
+        ref, ref_load_msg, r_load = self._load_reference(zygote, device, timeout, setups)
+        # the probes that always run (two fresh draws, the redrawn parameters) must fit in memory
+        from .plan import probe_bytes
+
+        mem_budget, held_in = self._holding_budget_gb(r_load)
+        need = 3 * probe_bytes(r_load)
+        if need > mem_budget * 2**30:
+            return self._skip(f"the task's outputs are too large to compare here: about {need / 2**30:.1f} GiB for "
+                              f"the probes that always run, over {held_in} "
+                              f"(output: {r_load.get('output_numel')} elements)")
+        batches = self._start_candidate(zygote, device, timeout, setups, r_load, ref_load_msg)
+        plan, refs, r_probe, budget = self._plan_probes(ref, r_load, device, mem_budget)
+        c_load = self._receive_load(batches.cand, batches.t_load, timeout)
+        if device == "cpu" and c_load.get("cuda_builds"):
+            # its custom path is CUDA: on a CPU only a fallback could run, which is not the candidate.
+            # The count is the candidate worker's word (the static stage saw no CUDA): not run is error
+            return self._cannot_run_here("the candidate builds CUDA code at run time and needs a CUDA GPU")
+        if not c_load.get("ok") or c_load.get("failed"):
+            return self._load_failure(c_load)
+        matches = c_load.get("matches", {})
+        self.info["parameters"] = matches
+        for p in plan.probes:
+            if p["setup"] == "redrawn":
+                p["match_method"] = (matches.get("redrawn") or {}).get("method")
+
+        self._phase("probes")
+        t = time.perf_counter()
+        self._probe_candidate(batches, ref, plan, refs, r_load, r_probe)
+        cand = batches.cand
+        self.timings["candidate_probes_s"] = time.perf_counter() - t
+        cands, integrity = batches.cands, batches.integrity
+
+        # "needs CUDA" is the candidate worker's word, read from an exception the candidate could
+        # raise on purpose: a ModelNew that fails that way on every one of the task's own inputs was
+        # not checked, which is error (never the static verdict); failing that way only elsewhere
+        # is a failure like any other
+        orig = [cands.get(p["id"]) or {} for p in plan.probes if p["family"] == "original"]
+        needs = [(c.get("error") or {}).get("needs") if "error" in c else None for c in orig]
+        if orig and all(n in ("cuda", "triton") for n in needs):
+            return self._cannot_run_here(f"the candidate says it needs {needs[0].upper() if needs[0] == 'cuda' else 'Triton'}"
+                                         " at run time: " + str(orig[0]["error"].get("message", ""))[-200:])
+        judge = self._judge()
+        self._fetch_extras(ref, refs, cands, integrity)
+        findings, j = self._judge_probes(judge, plan, refs, batches, c_load, r_load, r_probe, device, budget)
+        self.info["peak_rss_mb"] = {"reference": round(ref.peak_rss / 2**20, 1),
+                                    "candidate": round(cand.peak_rss / 2**20, 1) if cand is not None else None}
+        # the reference and the worker server must have lasted the whole correctness run: a reply
+        # lost on the way would otherwise read as "no result", and a probe without one as skipped
+        self._check_infrastructure(ref, zygote)
+        findings.extend(self._timing(zygote, ref, cand, j, refs, plan, device, findings))
+        if cand is not None and cand.dead is None and not cand.sync():
+            # answered every probe, then could not answer a ping: it died or broke its channel
+            self.protocol_findings.append(self._crash_finding(
+                cand.dead or WorkerFailure("crash", "no answer to the final ping"), "answering the final ping"))
+        elif cand is not None and cand.dead is not None and self.info.get("performance_skipped") is None \
+                and self._perf_wanted() and j.correctness_passed:
+            self.protocol_findings.append(self._crash_finding(cand.dead, "being timed"))
+        return findings
+
+    def _start_server(self) -> Any:
+        """The worker server (a zygote of sandboxes) for this candidate's device, and what it runs."""
+        self._phase("setup")  # the worker server and the reference
+        t = time.perf_counter()
+        zygote = self.pool.zygote(self.options.device, self.profile.name,
+                                  gpu=self.slot.gpu if self.slot is not None else None)
+        self.timings["startup_s"] = time.perf_counter() - t
+        info = zygote.info
+        self.info.update(torch=info.get("torch"), python=info.get("python"))
+        # what walls the candidate ran in (docs/dynamic.md, "Security"); absent: --sandbox off
+        self.info["sandbox"] = info.get("sandbox") or {"kind": "none"}
+        return zygote
+
+    def _setups(self) -> list[dict[str, Any]]:
         # the harness setup is built as the harness builds it (its profile's fixed seed, public
         # anyway); the redrawn one under a seed derived from the secret
         eval_mode = self.profile.eval_mode
-        setups = [{"name": "harness", "seed": self.profile.construction_seed, "perturb": False, "eval": eval_mode},
-                  {"name": "redrawn", "seed": derive(self.seed, "construct:redrawn"), "perturb": True,
-                   "eval": eval_mode}]
+        return [{"name": "harness", "seed": self.profile.construction_seed, "perturb": False, "eval": eval_mode},
+                {"name": "redrawn", "seed": derive(self.seed, "construct:redrawn"), "perturb": True,
+                 "eval": eval_mode}]
 
-        # reference: load (imports it, builds both setups, times one call)
+    def _load_reference(self, zygote: Any, device: str, timeout: float, setups: list[dict[str, Any]]
+                        ) -> tuple[Session, dict[str, Any], dict[str, Any]]:
+        """The reference worker, loaded (imports it, builds both setups, times one call): the
+        session, its load request (a fresh timing pair sends it again) and its reply."""
+        sub = self.sub
         t = time.perf_counter()
         ref = self._spawn(zygote, "reference", sub.reference_path or "<reference>", device, timeout)
         # get_init_inputs() and the warm-up draw under the harness's construction seed (KernelBench:
@@ -452,17 +367,13 @@ class DynamicRun:
             raise DynamicFailure(f"the reference does not run: {str(err.get('message', '?'))[-400:]}")
         self.timings["reference_load_s"] = time.perf_counter() - t
         self._r_load = {k: r_load.get(k) for k in ("input_shapes", "input_dtypes", "dims")}
-        # the probes that always run (two fresh draws, the redrawn parameters) must fit in memory
-        from .plan import probe_bytes
+        return ref, ref_load_msg, r_load
 
-        mem_budget, held_in = self._holding_budget_gb(r_load)
-        need = 3 * probe_bytes(r_load)
-        if need > mem_budget * 2**30:
-            return self._skip(f"the task's outputs are too large to compare here: about {need / 2**30:.1f} GiB for "
-                              f"the probes that always run, over {held_in} "
-                              f"(output: {r_load.get('output_numel')} elements)")
-
-        # candidate: load in the background (compilation overlaps the reference's probes)
+    def _start_candidate(self, zygote: Any, device: str, timeout: float, setups: list[dict[str, Any]],
+                         r_load: dict[str, Any], ref_load_msg: dict[str, Any]) -> Batches:
+        """The candidate's worker, its load sent and not waited for (its compilation overlaps the
+        reference's probes); the batches of probes it will answer start from it."""
+        sub = self.sub
         cand_setups = []
         for s in setups:
             cand_setups.append(dict(s, name=self.alias.token(s["name"]), init_inputs=r_load["init_inputs"],
@@ -482,6 +393,16 @@ class DynamicRun:
         # what a fresh pair of workers for the paired timing loads again (_fresh_pair)
         self._again = {"zygote": zygote, "timeout": timeout, "reference": ref_load_msg, "candidate": load_msg,
                        "compile_allowance": compile_allowance}
+        return Batches(cand=cand, t_load=t_cand, zygote=zygote, device=device, timeout=timeout,
+                       compile_allowance=compile_allowance, load_msg=load_msg)
+
+    def _plan_probes(self, ref: Session, r_load: dict[str, Any], device: str, mem_budget: float
+                     ) -> tuple[Plan, dict[str, dict[str, Any]], dict[str, Any], float]:
+        """The plan, in two rounds: the probes that always run and the smaller shape first, whose
+        measured costs then price the rest (a matmul's cost scales with the cube of its size, a
+        ReLU's linearly).  Returns the plan, the reference's first-round probes, its reply and the
+        time budget."""
+        from .plan import probe_bytes
 
         has_params = any(getattr(v, "size", 0) for v in r_load["states"].get("harness", {}).values())
         steer = steering_from(self.report.findings, self.registry)
@@ -493,9 +414,7 @@ class DynamicRun:
             self.timing_sets = TimingSets.plan(device, probe_bytes(r_load), mem_budget,
                                                int(self.opts.get("perf_input_sets") or 0) or None)
             perf_sets = self.timing_sets.extra
-        # two rounds: the probes that always run and the smaller shape first, whose measured costs
-        # then price the rest (a matmul's cost scales with the cube of its size, a ReLU's linearly)
-        kw = dict(has_params=has_params, perf_sets=perf_sets, census=target.custom,
+        kw = dict(has_params=has_params, perf_sets=perf_sets, census=self.target.custom,
                   memory_budget_gb=mem_budget)
         first = make_plan(r_load, self.seed, steer, budget, **kw)
         round1 = [p for p in first.probes if p["id"] in FIRST_ROUND or p["id"].startswith("perf_")]
@@ -507,7 +426,10 @@ class DynamicRun:
         refs = {p["id"]: p for p in r_probe["probes"]}
         plan = make_plan(r_load, self.seed, steer, budget, measured=_measured(refs, r_load), **kw)
         self.timings["reference_probes_s"] = time.perf_counter() - t
+        return plan, refs, r_probe, budget
 
+    def _receive_load(self, cand: Session, t_cand: float, timeout: float) -> dict[str, Any]:
+        """The candidate's load reply, type-checked, names restored; its builds into ``info``."""
         try:
             c_load = cand.recv()
         except WorkerFailure as exc:
@@ -525,157 +447,15 @@ class DynamicRun:
         # whose arguments depend on the device, a farm that could not run)
         self.info["compile"] = {"seconds": round(self.timings["compile_s"], 3), "builds": builds,
                                 "compiled": sum(1 for b in builds if isinstance(b, dict) and b.get("compiled"))}
+        return c_load
+
+    def _judge_probes(self, judge: Judge, plan: Plan, refs: dict[str, dict[str, Any]], batches: Batches, c_load: dict[str, Any],
+                      r_load: dict[str, Any], r_probe: dict[str, Any], device: str, budget: float) -> tuple[list[Finding], Any]:
+        """The judge's findings on every probe and check, and whether the candidate's own code ran;
+        the run's record in ``info``."""
+        sub, target = self.sub, self.target
+        cands, crashes, integrity = batches.cands, batches.crashes, batches.integrity
         findings: list[Finding] = []
-        if device == "cpu" and c_load.get("cuda_builds"):
-            # its custom path is CUDA: on a CPU only a fallback could run, which is not the candidate.
-            # The count is the candidate worker's word (the static stage saw no CUDA): not run is error
-            return self._cannot_run_here("the candidate builds CUDA code at run time and needs a CUDA GPU")
-        if not c_load.get("ok") or c_load.get("failed"):
-            return findings + self._load_failure(c_load)
-        matches = c_load.get("matches", {})
-        self.info["parameters"] = matches
-        for p in plan.probes:
-            if p["setup"] == "redrawn":
-                p["match_method"] = (matches.get("redrawn") or {}).get("method")
-
-        self._phase("probes")
-        # candidate probes, batch by batch; a dead worker is replaced for the next batch.  The task's
-        # own inputs go first, so that a candidate that cannot run here (or at all) costs the
-        # reference no more probes
-        t = time.perf_counter()
-        cands: dict[str, dict[str, Any]] = {}
-        crashes: dict[str, str] = {}
-        integrity: list[dict[str, Any]] = []
-        respawns = 0
-        state = {"cand": cand}
-
-        def run_batch(bi: int, batch: list[dict[str, Any]], is_integrity: bool, later: list[list[dict[str, Any]]]) -> bool:
-            """False when the remaining batches should not run."""
-            nonlocal respawns
-            msg = self._candidate_batch(batch, refs, plan, is_integrity)
-            if not msg["probes"] and not msg.get("plan"):
-                return True
-            c = state["cand"]
-            if c is None or c.dead is not None:
-                if respawns >= MAX_RESPAWNS:
-                    for p in batch:
-                        crashes[p["id"]] = "not run: the candidate worker died too often"
-                    return True
-                respawns += 1
-                # a worker server that cannot fork any more (the candidate may have killed it)
-                # raises here: the run is unproven, verdict error (execute)
-                c = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout)
-                state["cand"] = c
-                c.compile_allowance = compile_allowance
-                again = self._ask(c, load_msg)
-                if not again.get("ok") or again.get("failed"):
-                    for rest in [batch, *later]:
-                        for p in rest:
-                            crashes.setdefault(p["id"], "not run: the respawned candidate worker did not load")
-                    self.protocol_findings.append(self.make(
-                        R_DOES_NOT_RUN, "ModelNew loaded once but not again in a fresh worker: "
-                                        f"{str((again.get('error') or {}).get('message', '?'))[-300:]}",
-                        {"seed": self.seed, "phase": "reload", "batch": bi}))
-                    return False
-            c.restart_clock(timeout)
-            try:
-                reply = self._restore_reply(c.request(msg), plan)
-            except WorkerFailure as exc:
-                what = f"the candidate worker {exc.kind}: {exc}"
-                for p in batch:
-                    crashes[p["id"]] = what
-                if is_integrity:
-                    integrity.append({"kind": "integrity", "error": {"message": what}, "unanswered": what})
-                self.info.setdefault("worker_failures", []).append(dict(exc.describe(), batch=bi))
-                if bi or exc.kind == "protocol":
-                    # batch 0's crash is HS408 through the original probes (judge); a later one is
-                    # a death the candidate caused all the same
-                    self.protocol_findings.append(self._crash_finding(
-                        exc, f"running {'the integrity checks' if is_integrity else 'probe batch ' + str(bi)} "
-                             f"({', '.join(p['id'] for p in batch[:4]) or 'integrity plan'})"))
-                if bi == 0 or exc.kind == "timeout":
-                    # a hang costs the time limit once, not once per batch
-                    for rest in later:
-                        for p in rest:
-                            crashes.setdefault(p["id"], f"not run: the candidate worker {exc.kind} on an "
-                                                         "earlier batch")
-                    return False
-                return True
-            if not isinstance(reply, dict) or not reply.get("ok"):
-                err = reply.get("error") if isinstance(reply, dict) else None
-                err = err if isinstance(err, dict) else {"message": "a malformed reply"}
-                for p in batch:
-                    cands[p["id"]] = {"id": p["id"], "error": err}
-                # the whole request raised, not one probe in it (each probe's own exception is
-                # answered inside an ok reply): a worker subverted from inside, SystemExit out of
-                # the probe loop.  Not one probe or check was answered
-                self.protocol_findings.append(self.make(
-                    R_UNANSWERED, f"the candidate's worker answered probe batch {bi} with an error instead of "
-                                  f"results: {str(err.get('message', '?'))[-200:]}",
-                    {"seed": self.seed, "batch": bi, "probes": [self.alias.restore(p["id"]) for p in msg["probes"]][:20],
-                     "checks": [i["kind"] for i in self._named_request(msg, plan).get("plan", [])]}))
-                return True
-            later = [{k: b.get(k) for k in ("name", "key", "seconds", "compiled", "failed", "replayed") if k in b}
-                     for b in reply.get("builds") or [] if isinstance(b, dict)]
-            if later:
-                # built on first use, during the probes: compiled here (under the gate) or found in
-                # the cache the farm filled; the worker's word, for the run's timings only
-                info = self.info["compile"]
-                info["later_builds"] = info.get("later_builds", []) + later[:20]
-                info["compiled"] += sum(1 for b in later if b.get("compiled") is True)
-            # every probe and check asked for comes back once, as raw outputs (judge.audit_probe_reply)
-            answered, checks, problems = audit_probe_reply(self._named_request(msg, plan), reply)
-            if problems:
-                self.info.setdefault("unanswered", []).extend(problems[:20])
-                self.protocol_findings.append(self.make(
-                    R_UNANSWERED, f"the candidate's worker did not answer what the parent asked: {problems[0]}"
-                                  + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
-                    {"seed": self.seed, "batch": bi, "problems": problems[:20]}))
-            stored = {self.alias.restore(p["id"]) for p in msg["probes"] if p.get("store_only")}
-            for r in answered:
-                if r["id"] not in stored:
-                    cands[r["id"]] = r
-            for p in batch:  # forwarded: the parent no longer needs them (a large task's are GiBs)
-                if p["id"] not in ("original", "original_b") and p["id"] in refs:
-                    refs[p["id"]].pop("inputs", None)
-            integrity.extend(checks)
-            return True
-
-        first_batch = [p for p in plan.probes if p["family"] in BATCHES[0]]
-        go_on = run_batch(0, first_batch, False, [])
-        runs = any(cands.get(p["id"], {}).get("out") is not None for p in first_batch)
-        if go_on and runs:
-            t2 = time.perf_counter()
-            self._reference_round2(ref, plan, refs, r_load, r_probe)
-            self.timings["reference_probes_s"] += time.perf_counter() - t2
-            batches = [[p for p in plan.probes if p["family"] in fams] for fams in BATCHES[1:]]
-            batches.append([])  # integrity
-            for bi, batch in enumerate(batches, start=1):
-                is_integrity = bi == len(batches)
-                if not batch and not is_integrity:
-                    continue
-                if not run_batch(bi, batch, is_integrity, batches[bi:]):
-                    break
-        else:
-            # nothing runs on the task's own inputs: other probes would only repeat that
-            for p in plan.probes:
-                if p["family"] not in BATCHES[0]:
-                    refs.setdefault(p["id"], {"id": p["id"], "skipped": "not run: ModelNew fails on the task's "
-                                                                       "own inputs"})
-        cand = state["cand"]
-        self.timings["candidate_probes_s"] = time.perf_counter() - t
-
-        # "needs CUDA" is the candidate worker's word, read from an exception the candidate could
-        # raise on purpose: a ModelNew that fails that way on every one of the task's own inputs was
-        # not checked, which is error (never the static verdict); failing that way only elsewhere
-        # is a failure like any other
-        orig = [cands.get(p["id"]) or {} for p in plan.probes if p["family"] == "original"]
-        needs = [(c.get("error") or {}).get("needs") if "error" in c else None for c in orig]
-        if orig and all(n in ("cuda", "triton") for n in needs):
-            return self._cannot_run_here(f"the candidate says it needs {needs[0].upper() if needs[0] == 'cuda' else 'Triton'}"
-                                         " at run time: " + str(orig[0]["error"].get("message", ""))[-200:])
-        judge = self._judge()
-        self._fetch_extras(ref, refs, cands, integrity)
         records: dict[str, ProbeRecord] = {}
         for p in plan.probes:
             rec = judge.record(p, refs.get(p["id"]), cands.get(p["id"]), crashes.get(p["id"]))
@@ -711,11 +491,12 @@ class DynamicRun:
             tolerance={"k32": self.tol.k32, "floor_ulps": self.tol.floor_ulps, "half_ratio": self.tol.half_ratio,
                        "half_cap": self.tol.half_cap},
         )
-        self.info["peak_rss_mb"] = {"reference": round(ref.peak_rss / 2**20, 1),
-                                    "candidate": round(cand.peak_rss / 2**20, 1) if cand is not None else None}
-        # the reference and the worker server must have lasted the whole correctness run: a reply
-        # lost on the way would otherwise read as "no result", and a probe without one as skipped
-        self._check_infrastructure(ref, zygote)
+        return findings, j
+
+    def _timing(self, zygote: Any, ref: Session, cand: Session | None, j: Any, refs: dict[str, dict[str, Any]],
+                plan: Plan, device: str, findings: list[Finding]) -> list[Finding]:
+        """The performance stage's findings, when ``--perf`` asks for it and the candidate is not
+        already rejected under ``--perf quick``."""
         rejected = self._rejected_before_timing(findings) \
             if self._perf_wanted() and str(self.opts.get("perf_mode") or "target") == "quick" else []
         if rejected:
@@ -732,21 +513,14 @@ class DynamicRun:
             self.info["_performance"] = {"measured": False, "reason": why, "baselines_wanted": [
                 k for k, on in (("eager_fp32", True), ("eager_tf32", run_base["tf32"]), ("compile", run_base["compile"]))
                 if on]}
-        elif self._perf_wanted():
-            if j.correctness_passed:
-                self._phase("timing")
-            if j.correctness_passed and cand is not None and cand.dead is None:
-                findings.extend(self._exclusive(zygote, lambda: self._perf(ref, cand, j, refs, plan, device)))
-            else:
-                findings.extend(self._perf(ref, cand, j, refs, plan, device))
-        if cand is not None and cand.dead is None and not cand.sync():
-            # answered every probe, then could not answer a ping: it died or broke its channel
-            self.protocol_findings.append(self._crash_finding(
-                cand.dead or WorkerFailure("crash", "no answer to the final ping"), "answering the final ping"))
-        elif cand is not None and cand.dead is not None and self.info.get("performance_skipped") is None \
-                and self._perf_wanted() and j.correctness_passed:
-            self.protocol_findings.append(self._crash_finding(cand.dead, "being timed"))
-        return findings
+            return []
+        if not self._perf_wanted():
+            return []
+        if j.correctness_passed:
+            self._phase("timing")
+        if j.correctness_passed and cand is not None and cand.dead is None:
+            return self._exclusive(zygote, lambda: self._perf(ref, cand, j, refs, plan, device))
+        return self._perf(ref, cand, j, refs, plan, device)
 
     def _check_infrastructure(self, ref: CheckedSession, zygote: Any) -> None:
         if not ref.sync():
@@ -756,32 +530,6 @@ class DynamicRun:
             raise DynamicFailure("the worker server died during the run")
 
     # ------------------------------------------------------------------------------- pieces
-    def _reference_round2(self, ref: Session, plan: Plan, refs: dict[str, dict[str, Any]], r_load: dict[str, Any],
-                          r_probe: dict[str, Any]) -> None:
-        """The probes the first round priced, then each dimension alone where all at once failed."""
-        round2 = [p for p in plan.probes if p["id"] not in refs]
-        if round2:
-            r_more = self._ask(ref, {"cmd": "probe", "probes": round2})
-            if r_more.get("ok"):
-                refs.update({p["id"]: p for p in r_more["probes"]})
-                r_probe["changes"] = r_more.get("changes", r_probe.get("changes", []))
-            else:
-                # a probe the reference cannot build comes back "skipped" inside an ok reply; a
-                # failed request means the worker is gone or broken: nothing it did can be trusted
-                err = r_more.get("error") or {}
-                raise DynamicFailure(f"the reference worker failed on its second round of probes: "
-                                     f"{str(err.get('message', '?'))[-300:]}")
-        # a joint change of every dimension the reference rejects (a conv whose kernel no longer
-        # fits, channels no longer divisible by groups): try each dimension alone
-        alone = _one_dim_at_a_time(plan, refs, r_load.get("dims") or {}, self.seed)
-        if alone:
-            r_alone = self._ask(ref, {"cmd": "probe", "probes": alone})
-            if not r_alone.get("ok"):
-                err = r_alone.get("error") or {}
-                raise DynamicFailure(f"the reference worker failed on the one-dimension probes: "
-                                     f"{str(err.get('message', '?'))[-300:]}")
-            refs.update({p["id"]: p for p in r_alone["probes"]})
-            plan.probes.extend(alone)
 
     def _memory_budget_gb(self) -> float:
         """What the parent may hold of reference and candidate outputs (default: a quarter of RAM)."""
@@ -808,46 +556,6 @@ class DynamicRun:
         budget = float(value) if value else spill.room() * 0.5 / 2**30 / share
         return budget, f"the spill folder's budget ({budget:.1f} GiB free for this candidate in {spill.spill_dir()})"
 
-    def _fetch_extras(self, ref: Session, refs: dict[str, dict[str, Any]], cands: dict[str, dict[str, Any]],
-                      integrity: list[dict[str, Any]]) -> None:
-        """Ask the reference for the runs only some comparisons need (see ReferenceWorker.extras)."""
-        from .compare import bitwise_equal, compare
-
-        rounded: set[str] = set()
-
-        def check(out: Any, structure: str, pid: str) -> None:
-            r = refs.get(pid)
-            if not r or "skipped" in r or out is None:
-                return
-            if compare(out, structure, r["out32"], r.get("out64"), r["structure"], self.tol).level != "pass":
-                rounded.add(pid)
-
-        for pid, c in cands.items():
-            if "out" in c:
-                check(c["out"], c["structure"], pid)
-        repeat: list[str] = []
-        for item in integrity:
-            if item.get("kind") == "follow":
-                for out, src in zip(item.get("outs") or [], item.get("order") or [], strict=False):
-                    r = refs.get(src) or {}
-                    check(out, r.get("structure", ""), src)
-            elif item.get("kind") == "poison" and item.get("out") is not None:
-                check(item["out"], (refs.get("original") or {}).get("structure", ""), "original")
-            elif item.get("kind") == "repeat":
-                outs = item.get("outs") or []
-                if any(not bitwise_equal(outs[0], o) for o in outs[1:]):
-                    repeat.append(item.get("probe", "original"))
-        if not rounded and not repeat:
-            return
-        t = time.perf_counter()
-        reply = self._ask(ref, {"cmd": "extras", "rounded": sorted(rounded), "repeat": repeat})
-        self.timings["reference_extras_s"] = time.perf_counter() - t
-        if not reply.get("ok"):
-            err = reply.get("error") or {}
-            raise DynamicFailure(f"the reference worker failed on its extra runs: {str(err.get('message', '?'))[-300:]}")
-        for pid, extra in (reply.get("extras") or {}).items():
-            if pid in refs:
-                refs[pid].update(extra)
 
     def _judge(self) -> Judge:
         return Judge(self.make, self.tol, self.seed, bool(self.sub.self_reference), self.target.custom,
@@ -891,91 +599,6 @@ class DynamicRun:
         except WorkerFailure as exc:
             return {"ok": False, "error": {"message": str(exc), "type": exc.kind, "log_tail": exc.log_tail[-800:]}}
 
-    def _candidate_batch(self, batch: list[dict[str, Any]], refs: dict[str, dict[str, Any]], plan: Plan,
-                         integrity: bool) -> dict[str, Any]:
-        """The candidate's request for one batch.  Nothing in it names a probe, a setup or a check:
-        ids are tokens (``Aliases``), a strided layout is ``view: 1``, and each plan item says what
-        to do (``_plan_item``); ``_restore_reply`` maps the answer back."""
-        tok = self.alias.token
-        probes = []
-        for p in batch:
-            r = refs.get(p["id"])
-            if not r or "skipped" in r:
-                continue
-            item = {"id": tok(p["id"]), "setup": tok(p["setup"]),
-                    "view": 1 if p.get("layout") == "strided" else 0, "inputs": r["inputs"]}
-            if "init_inputs" in r:
-                item["init_inputs"] = r["init_inputs"]
-                item["state"] = r.get("state", {})
-            probes.append(item)
-        msg: dict[str, Any] = {"cmd": "probe", "probes": probes}
-        if integrity:
-            needed = {i["probe"] for i in plan.integrity} | {i.get("other") for i in plan.integrity if i.get("other")}
-            ok = [pid for pid in needed if refs.get(pid) and "skipped" not in refs[pid]]
-            msg["probes"] = [{"id": tok(pid), "setup": tok("harness"), "inputs": refs[pid]["inputs"], "store_only": True}
-                             for pid in ok]
-            items = []
-            ref_o = refs.get("original") or {}
-            for i in plan.integrity:
-                if i["probe"] not in ok or (i.get("other") and i["other"] not in ok):
-                    continue
-                item = self._plan_item(i)
-                if i["kind"] in ("poison", "decoy") and "out32" in ref_o:
-                    item["out_shapes"] = [list(getattr(x, "shape", ())) for x in ref_o["out32"] if x is not None]
-                    item["out_dtypes"] = [_dtype(x) for x in ref_o["out32"] if x is not None]
-                items.append(item)
-            msg["plan"] = items
-        return msg
-
-    def _plan_item(self, i: dict[str, Any]) -> dict[str, Any]:
-        """A plan item as the candidate worker gets it: an operation, not the check's name."""
-        from .judge import DECOY
-
-        tok = self.alias.token
-        item: dict[str, Any] = {"id": tok(i["id"]), "on": tok(i["probe"]), "setup": tok(i.get("setup", "harness"))}
-        if i.get("other"):
-            item["other"] = tok(i["other"])
-        kind = i["kind"]
-        if kind == "repeat":
-            item["do"] = "again"
-        elif kind == "follow":
-            item.update(do="refill", cycles=int(i.get("cycles", 2)))
-        elif kind == "poison":
-            # NaN as text: JSON has no NaN literal
-            item.update(do="fill", value="nan", det=True)
-        elif kind == "decoy":
-            item.update(do="fill", value=repr(float(DECOY)), det=False)
-        elif kind == "census":
-            item["do"] = "count"
-        elif kind == "vary":
-            item.update(do="vary", conditions=[dict(c) for c in i["conditions"]])
-        else:
-            raise ValueError(f"unknown integrity probe {kind}")
-        return item
-
-    def _named_request(self, msg: dict[str, Any], plan: Plan) -> dict[str, Any]:
-        """The request as the judge reads it: probe ids and plan items by name (the reply is
-        restored to names before it is audited against this)."""
-        by_id = {i["id"]: i for i in plan.integrity}
-        named: dict[str, Any] = {"probes": [dict(p, id=self.alias.restore(p["id"])) for p in msg.get("probes", [])]}
-        if "plan" in msg:
-            named["plan"] = [by_id.get(self.alias.restore(i["id"]), {"kind": "?", "id": i["id"]})
-                             for i in msg["plan"]]
-        return named
-
-    def _restore_reply(self, reply: dict[str, Any], plan: Plan) -> dict[str, Any]:
-        """The candidate's answer with names in place of tokens, and each plan item's result as
-        the judge reads it (``kind``, ``id``, ``probe``, ``other``)."""
-        reply = self.alias.restore(reply)
-        by_id = {i["id"]: i for i in plan.integrity}
-        items = []
-        for res in reply.pop("items", None) or []:
-            planned = by_id.get(res.get("id"))
-            if planned is not None:
-                res = dict(res, kind=planned["kind"], probe=planned["probe"], other=planned.get("other"))
-            items.append(res)
-        reply["integrity"] = items
-        return reply
 
     def _load_failure(self, c_load: dict[str, Any]) -> list[Finding]:
         if "crash" in c_load:
@@ -1008,384 +631,6 @@ class DynamicRun:
         judge._changes(j, c_load, {}, [], [])
         self.info.update(ran=True, probes=[], reason=f"ModelNew {what}")
         return findings + j.findings
-
-    def _baselines(self, device: str) -> tuple[dict[str, bool], dict[str, str]]:
-        """``perf_run.wanted_baselines`` for ``--baselines``; a bad value falls back to the default
-        set, with the reason in ``performance_note``."""
-        from . import perf_run
-
-        try:
-            return perf_run.wanted_baselines(self.options.baselines, device)
-        except ValueError as exc:
-            self.info["performance_note"] = str(exc)
-            return perf_run.wanted_baselines(None, device)
-
-    def _perf_wanted(self) -> bool:
-        return bool(self.options.perf)
-
-    def _perf(self, ref: Session, cand: Session | None, j: Any, refs: dict[str, dict[str, Any]], plan: Plan,
-              device: str) -> list[Finding]:
-        """Time reference and candidate, check the candidate's times with this process's clock, add
-        the torch.compile baseline (see ``perf_run``), and judge them (``hackscan.perf.parent_side``)."""
-        if not j.correctness_passed or cand is None or cand.dead is not None or ref.dead is not None:
-            why = "the candidate did not pass correctness" if not j.correctness_passed else "a worker is gone"
-            self.info["performance_skipped"] = why
-            self.info["_performance"] = {"measured": False, "reason": why}
-            return []
-        from . import perf_run
-
-        # what passed correctness is timed, at the half-precision level too: that level passes
-        # correctness (HS406 says so apart), and a candidate whose every original input lands there
-        # (a convolution in TF32 or fp16) must be timed, not left with no input set to time
-        passed = ("pass", "half")
-        originals = [p["id"] for p in plan.probes if p["family"] == "original" and p["id"] in j.records
-                     and j.records[p["id"]].status in passed]
-        sets: dict[str, list[str]] = {"original": originals}
-        for p in plan.probes:
-            if p["family"] == "value" and not p.get("dims") and j.records.get(p["id"]) and \
-                    j.records[p["id"]].status in passed:
-                sets.setdefault(p["transform"], []).append(p["id"])
-        if not any(sets.values()):
-            why = "no input set passed correctness to be timed on"
-            self.info["performance_skipped"] = why
-            self.info["_performance"] = {"measured": False, "reason": why}
-            return []
-        run_base, why_not = self._baselines(device)
-        budget = float(self.opts.get("perf_budget_s") or perf_run.PERF_BUDGET_S.get(device, 1.0))
-        perf_mode = str(self.opts.get("perf_mode") or "target")
-        opts = {"budget_s": budget, "seed": derive(self.seed, "perf"), "sets": len(originals),
-                # "target" (repeat until each main series' interval is narrow) or "thorough" (fixed)
-                # ("quick" is "target" in the worker: it only spares the fresh pairs below)
-                "mode": "target" if perf_mode == "quick" else perf_mode,
-                # the torch.compile baseline has a request of its own (below), with its own allowance
-                "compile": "never", "tf32": run_base["tf32"],
-                # the other worker stays alive: the device's free memory is not this worker's alone
-                "exclusive_device": False,
-                "rules": {r.id: self.config.options_for(r.id, r.options) for r in self.registry
-                          if r.id.startswith("HS6")}}
-        host_ceilings = perf_run.HostCeilings(getattr(self.pool, "cache_root", None))
-        opts["extra"] = {"known_ceilings": host_ceilings.load()}
-        errors: dict[str, str] = {}
-        raw: dict[str, Any] = {}
-        t = time.perf_counter()
-        # the reference first: it fingerprints the calls the candidate's timed outputs are checked against
-        for role, session in (("reference", ref), ("candidate", cand)):
-            session.restart_clock(max(float(self.options.timeout), 30.0 + 20 * budget))
-            try:
-                # the candidate's stored inputs are under their tokens
-                role_sets = sets if role == "reference" else \
-                    {k: [self.alias.token(i) for i in ids] for k, ids in sets.items()}
-                reply = session.request({"cmd": "perf", "sets": role_sets, "options": opts})
-                if not reply.get("ok"):
-                    errors[role] = (reply.get("error") or {}).get("message", "?")
-                    raw[role] = None
-                else:
-                    raw[role] = reply.get("perf")
-                    if raw[role] is None:
-                        errors[role] = reply.get("reason", "no result")
-            except WorkerFailure as exc:
-                errors[role] = f"the {role} worker {exc.kind}: {exc}"
-                raw[role] = None
-        self.timings["perf_s"] = time.perf_counter() - t
-        host_ceilings.remember(raw.get("reference"), trusted=not self.sub.self_reference)
-
-        outside = None
-        if isinstance(raw.get("candidate"), dict) and not raw["candidate"].get("error") and cand.dead is None:
-            t = time.perf_counter()
-            outside = perf_run.outside_clock(cand, raw["candidate"], perf_run.SPIN_BUDGET_S.get(device, 0.5),
-                                             max(float(self.options.timeout), 60.0))
-            self.timings["perf_outside_clock_s"] = time.perf_counter() - t
-            if outside is not None and "error" in outside:
-                self.info["performance_outside_clock"] = outside["error"]
-                outside = None
-
-        paired = None
-        if (isinstance(raw.get("candidate"), dict) and not raw["candidate"].get("error") and cand.dead is None
-                and isinstance(raw.get("reference"), dict) and not raw["reference"].get("error") and ref.dead is None
-                and self.opts.get("perf_paired", True)):
-            # the speedup a user acts on: candidate and baselines in alternating short blocks, the
-            # ratio taken per pair (perf_run.paired_rounds); absolute times above move with the load
-            # The rounds are spread over several pairs of fresh worker processes: each pair carries
-            # a bias of its own that no statistic over its rounds can see (stats.between_processes)
-            t = time.perf_counter()
-            cap = self.opts.get("perf_pair_cap_s")
-            per = self.opts.get("perf_pair_process_s")
-            most = self.opts.get("perf_pair_processes_max")
-            least = self.opts.get("perf_pair_processes")
-            if perf_mode == "quick":
-                # the RL gate's budget (about 10 s of timing per candidate): the scan's
-                # own pair only; the report then says the spread between processes is unknown
-                least = most = 1
-            originals_specs = [p for p in plan.probes if p["id"] in set(originals)]
-            paired = perf_run.process_pairs(
-                (ref, cand), lambda i: self._fresh_pair(i, originals_specs, sets, opts, device),
-                raw["candidate"], raw["reference"], device, float(self.opts.get("perf_target_rel") or 0.05),
-                min_processes=int(least or perf_run.PROCESS_MIN),
-                max_processes=int(most) if most else None, rounds_s=float(per) if per else None,
-                cap_s=float(cap) if cap else None, timeout=max(float(self.options.timeout), 60.0),
-                relayout=bool(self.opts.get("perf_pair_relayout", True)),
-                pin=bool(self.opts.get("perf_pair_pin", True)), unlocked=self._between_timings)
-            self.timings["perf_paired_s"] = time.perf_counter() - t
-
-        if isinstance(raw.get("reference"), dict) and isinstance(raw["reference"].get("baselines"), dict):
-            t = time.perf_counter()
-            raw["reference"]["baselines"]["compile"] = self._compile_baseline(ref, sets, run_base, why_not, raw,
-                                                                              device, opts)
-            self.timings["perf_compile_s"] = time.perf_counter() - t
-        from .protocol import PerfContext
-
-        ctx = PerfContext(
-            device=device, options=opts, errors=errors,
-            reference_outputs={k: [refs[i]["out32"] for i in ids] for k, ids in sets.items()},
-            reference_outputs64={k: [refs[i].get("out64") for i in ids] for k, ids in sets.items()},
-            structures={k: [refs[i]["structure"] for i in ids] for k, ids in sets.items()},
-            tolerance=self.tol, finding_factory=self.make, static_report=self.report, outside=outside,
-            paired=paired)
-        try:
-            performance, findings = parent_side.evaluate(raw.get("candidate"), raw.get("reference"), ctx)
-        except Exception as exc:  # the perf stage's bug must not lose the dynamic findings
-            self.info["performance_error"] = f"{type(exc).__name__}: {exc}"
-            return []
-        if self.timing_sets is not None and performance.get("measured"):
-            performance["input_sets"] = perf_run.timing_sets_report(self.timing_sets, len(originals), performance)
-        self.info["_performance"] = performance
-        return list(findings)
-
-    def _fresh_pair(self, index: int, specs: list[dict[str, Any]], sets: dict[str, list[str]], opts: dict[str, Any],
-                    device: str) -> tuple[Session, Session, Callable[[], None]] | str:
-        """A new reference and candidate worker, loaded as the first ones were, given the timing
-        sets (drawn again by the new reference from the same probe specs, handed to the candidate as
-        stored inputs) and readied for ``perf_block`` (``perf_setup``: no measurement of their own).
-        Returns the two sessions and a function that closes them, or why they could not be readied
-        (the paired speedup is then stated over the pairs that timed).  Their channels are checked
-        like the first pair's (they join ``self.sessions``)."""
-        again = self._again
-        if again is None:
-            return f"pair {index + 1}: no worker server to start it from"
-        zygote, timeout = again["zygote"], float(again["timeout"])
-        sub = self.sub
-        made: list[Session] = []
-        t_ready = time.perf_counter()
-
-        def close(report_death: bool = True) -> None:
-            cand_now = made[1] if len(made) > 1 else None
-            if report_death and cand_now is not None and cand_now.dead is not None \
-                    and not _memory_failure(str(cand_now.dead), cand_now.dead):
-                # it died, hung or broke its channel while timed: the candidate did it, as in the
-                # first pair (the rounds it left stay in the figure, the death is a finding)
-                self.protocol_findings.append(self._crash_finding(cand_now.dead, "being timed in a fresh pair of workers"))
-            for sess in made:
-                try:
-                    sess.close()
-                except Exception:  # noqa: BLE001 - a worker that will not close is killed at the end
-                    pass
-
-        blame = None  # "candidate" once a failure is the candidate's own (it ran the same requests before)
-        try:
-            ref = self._spawn(zygote, "reference", sub.reference_path or "<reference>", device, timeout)
-            made.append(ref)
-            cand = self._spawn(zygote, "candidate", sub.file or sub.path, device, timeout)
-            made.append(cand)
-            cand.compile_allowance = float(again["compile_allowance"])
-            cand.send(again["candidate"])  # the two loads overlap, as in the scan
-            r_load = self._ask(ref, again["reference"])
-            blame = "candidate"
-            c_load = cand.recv()
-            if not isinstance(c_load, dict) or not c_load.get("ok") or c_load.get("failed"):
-                why = (c_load.get("error") or {}).get("message") if isinstance(c_load, dict) else None
-                raise RuntimeError(f"ModelNew did not load again in a fresh worker: {str(why or c_load)[-200:]}")
-            blame = None
-            if not r_load.get("ok"):
-                raise RuntimeError(f"the reference did not load: {str((r_load.get('error') or {}).get('message'))[-200:]}")
-            r_probe = self._ask(ref, {"cmd": "probe", "probes": specs})
-            drawn = {p["id"]: p for p in r_probe.get("probes", []) if isinstance(p, dict) and "inputs" in p} \
-                if r_probe.get("ok") else {}
-            missing = [p["id"] for p in specs if p["id"] not in drawn]
-            if missing:
-                raise RuntimeError(f"the reference did not draw the timing inputs again ({', '.join(missing[:4])})")
-            tok = self.alias.token
-            blame = "candidate"
-            stored = self._ask(cand, {"cmd": "probe", "probes": [
-                {"id": tok(pid), "setup": tok("harness"), "inputs": drawn[pid]["inputs"], "store_only": True}
-                for pid in drawn]})
-            if not stored.get("ok"):
-                raise RuntimeError(f"the candidate worker did not take the timing inputs: "
-                                   f"{str((stored.get('error') or {}).get('message'))[-200:]}")
-            for role, sess in (("reference", ref), ("candidate", cand)):
-                blame = role if role == "candidate" else None
-                role_sets = sets if role == "reference" else {k: [tok(i) for i in ids] for k, ids in sets.items()}
-                ready = self._ask(sess, {"cmd": "perf_setup", "sets": role_sets, "options": opts})
-                if not ready.get("ok") or not ready.get("ready"):
-                    why = ready.get("reason") or (ready.get("error") or {}).get("message") or "?"
-                    raise RuntimeError(f"the {role} worker could not ready its blocks: {str(why)[-200:]}")
-        except (WorkerFailure, RuntimeError, KeyError, TypeError) as exc:
-            dead = made[1].dead if len(made) > 1 else None
-            if blame == "candidate" and not self._fresh_failed and not _memory_failure(str(exc), dead):
-                # it loaded, passed every probe and was timed in the first pair; in a pair started
-                # the same way it fails: the candidate tells the two apart (fail closed), reported once
-                self.protocol_findings.append(self.make(
-                    R_DOES_NOT_RUN, f"ModelNew passed correctness, then failed in a fresh pair of workers started "
-                                    f"for timing: {str(exc)[-300:]}", {"seed": self.seed, "phase": "timing pair",
-                                                                        "pair": index + 1}))
-                self._fresh_failed = True
-            close(report_death=blame != "candidate")
-            return f"pair {index + 1}: {exc}"
-        self.timings["perf_pair_ready_s"] = self.timings.get("perf_pair_ready_s", 0.0) + time.perf_counter() - t_ready
-        if hasattr(zygote, "quiet"):
-            # the two spares started behind this pair import torch: CPU work the rounds must not share
-            zygote.quiet()
-        return ref, cand, close
-
-    def _compile_baseline(self, ref: Session, sets: dict[str, list[str]], run_base: dict[str, bool],
-                          why_not: dict[str, str], raw: dict[str, Any], device: str,
-                          opts: dict[str, Any]) -> dict[str, Any]:
-        """The torch.compile entry: measured now, reused from an earlier candidate of the same
-        reference in this process, or skipped with the reason."""
-        from . import perf_run
-
-        tf32 = device == "cuda" and run_base["tf32"]
-        if not run_base["compile"]:
-            return {"tf32": tf32, "skipped": why_not.get("compile", "not requested")}
-        if ref.dead is not None:
-            return {"tf32": tf32, "skipped": f"the reference worker is gone: {ref.dead}"}
-        compile_opts = {k: v for k, v in opts.items() if k != "compile"}
-        compile_opts["compile_mode"] = str(self.opts.get("perf_compile_mode") or "default")
-        device_info = raw["reference"].get("device") if isinstance(raw["reference"].get("device"), dict) else {}
-        key = perf_run.CompileCache.key(self.sub.reference or "", device_info, self._r_load or {}, compile_opts)
-        cached = perf_run.COMPILE_CACHE.get(key)
-        if cached is not None:
-            cached["reused"] = True
-            return cached
-        timeout = float(self.opts.get("perf_compile_timeout") or perf_run.COMPILE_TIMEOUT_S)
-        if self._timing_held is not None:
-            # among other candidates: compile with the device shared (Inductor's code generation is
-            # CPU work; 7-9 s per task on an H200), then time it exclusively
-            with self._between_timings():
-                warm = perf_run.measure_compile(ref, sets, compile_opts, timeout, tf32, warm_only=True)
-            if "skipped" in warm:
-                perf_run.COMPILE_CACHE.put(key, warm)
-                return warm
-        entry = perf_run.measure_compile(ref, sets, compile_opts, timeout, tf32)
-        entry["measured_with"] = self.sub.path
-        perf_run.COMPILE_CACHE.put(key, entry)
-        return entry
-
-
-class Aliases:
-    """Opaque tokens for the names the candidate worker must not see (probe ids such as
-    ``shift_up``, setups such as ``redrawn``, plan items such as ``poison``), and back.
-
-    Random per run (``secrets``), never derived from the seed: they are the candidate's view only,
-    and findings, which use the names, replay with ``--seed`` as before."""
-
-    def __init__(self) -> None:
-        self._to: dict[str, str] = {}
-        self._from: dict[str, str] = {}
-
-    def token(self, name: str) -> str:
-        t = self._to.get(name)
-        if t is None:
-            import secrets
-
-            t = secrets.token_hex(6)
-            while t in self._from:
-                t = secrets.token_hex(6)
-            self._to[name], self._from[t] = t, name
-        return t
-
-    def name(self, token: str) -> str:
-        return self._from.get(token, token)
-
-    def restore(self, value: Any) -> Any:
-        """``value`` (a reply: dicts, lists, strings, arrays) with every token back to its name,
-        whole strings and inside short ones (``"call on <token>"``); arrays are left alone."""
-        if isinstance(value, str):
-            if value in self._from:
-                return self._from[value]
-            if len(value) < 300 and self._from:
-                for t, n in self._from.items():
-                    if t in value:
-                        value = value.replace(t, n)
-            return value
-        if isinstance(value, dict):
-            return {self.restore(k) if isinstance(k, str) else k: self.restore(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.restore(v) for v in value]
-        return value
-
-
-def _one_dim_at_a_time(plan: Plan, refs: dict[str, dict[str, Any]], dims: dict[str, Any], seed: int,
-                       limit: int = 4) -> list[dict[str, Any]]:
-    from .shared.probes import shape_value, spec
-
-    joint_failed = [p for p in plan.probes if p["family"] == "shape" and p["id"] in ("shape_smaller_odd", "shape_near")
-                    and "skipped" in (refs.get(p["id"]) or {})]
-    if not joint_failed or len(dims) < 2:
-        return []
-    out = []
-    for name, d in list(dims.items())[:limit]:
-        v = d["value"]
-        changed = [shape_value("near", int(x)) for x in v] if isinstance(v, list) else shape_value("near", int(v))
-        pid = f"shape_{name}_alone"
-        if pid in refs:
-            continue
-        out.append(spec(pid, "original", seed, dims={name: changed}, family="shape",
-                        description=f"{name} alone changed ({name}={changed}): the reference rejects all at once"))
-    return out
-
-
-def _measured(refs: dict[str, dict[str, Any]], load: dict[str, Any]) -> dict[str, float]:
-    """Seconds per probe at the task's shape and at the smaller shape, from the first round
-    (the reference's wall time, plus about a third again for the candidate's call)."""
-    def wall(pid: str) -> float | None:
-        r = refs.get(pid) or {}
-        return float(r["wall"]) * 4 / 3 if "wall" in r and "skipped" not in r else None
-
-    full = [w for w in (wall("original"), wall("original_b")) if w is not None]
-    out: dict[str, float] = {}
-    if full:
-        out["full"] = min(full)
-    small = wall("shape_smaller_odd")
-    if small is not None:
-        out["small"] = small
-    return out
-
-
-def _dtype(x: Any) -> str:
-    from .shared.wire import BF16Array
-
-    if isinstance(x, BF16Array):
-        return "bfloat16"
-    return str(getattr(x, "dtype", "float32"))
-
-
-def _sane_load(c_load: dict[str, Any]) -> dict[str, Any]:
-    """The candidate's load reply with the fields the parent reads type-checked: a value of the
-    wrong type is dropped (an observation the candidate reports can only add findings)."""
-    from .judge import _typed_common
-
-    out = _typed_common(c_load)
-    if not isinstance(out.get("matches", {}), dict):
-        out["matches"] = {}
-    # builds and counted extensions feed findings only (HS412, HS413, a compile message)
-    if not isinstance(out.get("builds", []), list):
-        out["builds"] = []
-    out["builds"] = [{k: v for k, v in b.items() if isinstance(v, (str, int, float, bool))}
-                     for b in out.get("builds", []) if isinstance(b, dict)]
-    for key in ("extensions", "extensions_partial"):
-        if not isinstance(out.get(key, []), list):
-            out[key] = []
-    if "crash" in c_load:
-        out["crash"] = c_load["crash"]  # the parent's own description of the death
-    return out
-
-
-def _memory_failure(text: str, dead: WorkerFailure | None) -> bool:
-    """A fresh timing pair that ran out of memory: the first pair's workers are still alive beside
-    it (the torch.compile baseline and the final ping need them), so this can be the harness's
-    doing, not the candidate's; stated in the convergence note, never a finding."""
-    return (dead is not None and dead.kind == "memory") or "out of memory" in text.lower() \
-        or "memoryerror" in text.lower()
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:

@@ -6,7 +6,7 @@ Two halves that never share a process:
   ``fingerprint``, ``clock``, ``baselines``, ``memory``, ``bounds``), runs inside the isolated
   workers of the dynamic stage (or ``worker/child``, the worker of the standalone runner), imports
   torch, and returns plain JSON-able dicts of raw measurements;
-* the *parent side*, the modules here (``parent_side`` with ``compare``, ``stats``, ``outside``,
+* the *parent side*, the modules here (``parent_side`` with ``reading``, ``paired``, ``compare``, ``stats``, ``outside``,
   ``render``, and the standalone runner ``standalone``), turns those dicts into
   ``Report.performance`` and HS6xx findings.  It never imports torch and never unpickles anything.
 

@@ -20,14 +20,14 @@ from ..python.program import anchor
 from ..registry import Registry, load_registry
 from .compare import Agreement, compare_outputs
 from .options import SCHEMA
+from .paired import _paired, _process_pairs
+from .reading import _d, _f, _floats, _s, _spread_words
 from .stats import (
     PAIR_CONFIDENCE,
     RATIO_CONFIDENCE,
     RERUN_CONFIDENCE,
     between_processes,
-    block_statistic,
     interval_of,
-    median_interval,
     median_of,
     paired_speedup,
     ratio,
@@ -39,28 +39,7 @@ MIB = float(1 << 20)
 LABELS = {"eager_fp32": "eager fp32", "eager_tf32": "eager TF32", "compile": "torch.compile"}
 
 
-# ----------------------------------------------------------------------------- defensive reading
-def _d(x: Any) -> dict[str, Any]:
-    return x if isinstance(x, dict) else {}
-
-
-def _f(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-
-def _floats(x: Any) -> list[float]:
-    if not isinstance(x, list):
-        return []
-    return [v for v in (_f(e) for e in x[:100_000]) if v is not None]
-
-
-def _s(x: Any, limit: int = 500) -> str:
-    return str(x)[:limit] if x is not None else ""
-
-
+# ----------------------------------------------------------------------------- series
 @dataclass
 class _Series:
     event: dict[str, Any]
@@ -116,20 +95,6 @@ def _converged(conv: dict[str, Any] | None, stats: Mapping[str, Any], cuda: bool
         out["note"] = (f"did not converge: {_spread_words(spread, goal)} after {conv.get('calls')} reps/"
                        f"{conv.get('elapsed_s') or 0:.1f} s")
     return out
-
-
-def _spread_words(spread: float | None, goal: str | None = None) -> str:
-    """``spread +-3.1% > target +-5%``; "too noisy to tell" for a spread of 100 % or more (a
-    figure like +-731693.8% says nothing a reader can use); "spread unknown" without one."""
-    from .words import TOO_NOISY
-    from .words import spread as spread_text
-
-    if spread is None:
-        return "spread unknown"
-    shown = spread_text(spread)
-    if shown == TOO_NOISY:
-        return TOO_NOISY
-    return f"spread {shown}" + (f" > target {goal}" if goal else "")
 
 
 def _pick(stats: Mapping[str, Any] | None, cuda: bool) -> float | None:
@@ -333,13 +298,7 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
     invalid: list[str] = []
 
     # -- timers (HS602): a replaced clock voids everything measured on that side
-    for side, raw in (("candidate", cand), ("reference", ref)):
-        changed = [c for c in _d(raw.get("timers")).get("changed", []) if isinstance(c, dict)][:50]
-        if changed:
-            names = ", ".join(sorted({_s(c.get("name"), 80) + f" ({_s(c.get('change'), 20)})" for c in changed}))
-            em.emit("HS602", {"side": side, "names": names}, {"side": side, "changed": changed})
-            invalid.append(f"{side} timers changed")
-            perf.setdefault("timers", {})[side] = changed
+    _timers(cand, ref, em, perf, invalid)
 
     # -- the candidate's main series
     c_main = _Series.read(_d(cand.get("series")).get("main"))
@@ -364,42 +323,7 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
 
     # -- baselines, as the reference worker measured them
     headline = _s(ref.get("headline"), 40) or ("eager_tf32" if cuda else "eager_fp32")
-    base_times: dict[str, float] = {}
-    base_ci: dict[str, tuple[float, float]] = {}
-    base_out: dict[str, Any] = {}
-    ref_gap = 0.0
-    for name, entry in _d(ref.get("baselines")).items():
-        entry = _d(entry)
-        name = _s(name, 40)
-        if entry.get("skipped"):
-            base_out[name] = {"skipped": _s(entry.get("skipped"), 300)}
-            continue
-        s = _Series.read(_d(entry.get("series")).get("main"))
-        t = s.claimed(cuda)
-        row: dict[str, Any] = {"time_ms": s.event if cuda else s.wall, "tf32": bool(entry.get("tf32"))}
-        if t is not None:
-            row["ms"] = t  # the statistic the speedups use (see method.statistic)
-        if _f(entry.get("compile_s")) is not None:
-            row["compile_s"] = _f(entry.get("compile_s"))
-        if entry.get("reused"):
-            # measured for an earlier candidate of the same reference in this run (compiled once)
-            row["reused"] = True
-            row["measured_with"] = _s(entry.get("measured_with"), 300)
-        if s.error:
-            row["error"] = s.error[:300]
-        conv = _converged(s.convergence, s.event if cuda else s.wall, cuda)
-        if conv is not None:
-            convergence[name] = conv
-        base_out[name] = row
-        if t is not None and not s.error:
-            base_times[name] = t
-            ci = _ci(s.event if cuda else s.wall, cuda)
-            if ci is not None:
-                base_ci[name] = ci
-            if name == headline and cuda:
-                w = median_of(s.wall)
-                if w is not None:
-                    ref_gap = max(0.0, w - t - r_cal)
+    base_times, base_ci, base_out, ref_gap = _baseline_rows(ref, cuda, headline, r_cal, convergence)
     perf["baselines"] = base_out
     if convergence:
         perf["convergence"] = convergence
@@ -411,32 +335,7 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
     decide_ci = _with_processes(claimed, claimed_ci, spread["time_sd"])
 
     # -- timing escape (HS601): events against the synchronised wall clock
-    honest, honest_ci = claimed, claimed_ci
-    if cuda and claimed is not None and median_of(c_main.wall) is not None:
-        wall = median_of(c_main.wall) - c_cal  # type: ignore[operator]
-        gap = wall - claimed - ref_gap
-        o = em.options("HS601")
-        perf["candidate"]["escaped_ms"] = max(0.0, gap)
-        # decided on the intervals: the wall clock's lowest plausible median against the events'
-        # highest, so that noise on either clock cannot make the gap
-        wall_ci = _shift(interval_of(c_main.wall, "median"), c_cal) or (wall, wall)
-        ev_ci = decide_ci or (claimed, claimed)
-        gap_lo = wall_ci[0] - ev_ci[1] - ref_gap
-        point = gap >= float(o["min_gap_ms"]) and wall >= float(o["min_ratio"]) * claimed
-        sure = gap_lo >= float(o["min_gap_ms"]) and wall_ci[0] >= float(o["min_ratio"]) * ev_ci[1]
-        if point and not sure:
-            _undecided(perf, "HS601", f"wall clock {wall:.4g} ms against events {claimed:.4g} ms",
-                       (wall_ci[0] / ev_ci[1], wall_ci[1] / ev_ci[0]) if ev_ci[0] > 0 else (0.0, math.inf),
-                       f"the ratio {float(o['min_ratio']):g}x or the gap {float(o['min_gap_ms']):g} ms")
-        if sure:
-            strong = wall >= float(o["error_ratio"]) * claimed and gap >= float(o["error_min_ms"])
-            threads = f"; new threads: {', '.join(c_main.new_threads)}" if c_main.new_threads else ""
-            em.emit("HS601", {"event_ms": claimed, "wall_ms": wall, "gap_ms": gap, "threads": threads},
-                    {"event_ms": claimed, "wall_ms": wall, "gap_ms": gap, "host_overhead_ms": c_cal,
-                     "reference_gap_ms": ref_gap, "new_threads": c_main.new_threads},
-                    severity=None if strong else Severity.WARNING, confidence=None if strong else Confidence.MEDIUM)
-            honest, honest_ci = wall, wall_ci
-            invalid.append("work escaped the events")
+    honest, honest_ci = _escape(cuda, claimed, claimed_ci, decide_ci, c_main, c_cal, ref_gap, em, perf, invalid)
     perf["candidate"]["time_ms"] = honest
 
     # -- timed outputs against the reference (HS603)
@@ -540,197 +439,100 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
     return perf
 
 
+def _timers(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, perf: dict[str, Any], invalid: list[str]) -> None:
+    """HS602 for each side whose timers were replaced."""
+    for side, raw in (("candidate", cand), ("reference", ref)):
+        changed = [c for c in _d(raw.get("timers")).get("changed", []) if isinstance(c, dict)][:50]
+        if changed:
+            names = ", ".join(sorted({_s(c.get("name"), 80) + f" ({_s(c.get('change'), 20)})" for c in changed}))
+            em.emit("HS602", {"side": side, "names": names}, {"side": side, "changed": changed})
+            invalid.append(f"{side} timers changed")
+            perf.setdefault("timers", {})[side] = changed
+
+
+def _baseline_rows(ref: dict[str, Any], cuda: bool, headline: str, r_cal: float, convergence: dict[str, Any]
+                   ) -> tuple[dict[str, float], dict[str, tuple[float, float]], dict[str, Any], float]:
+    """The baselines as the reference worker measured them: each one's time and interval, its
+    report row, and the headline's own gap between the wall clock and the events (CUDA)."""
+    base_times: dict[str, float] = {}
+    base_ci: dict[str, tuple[float, float]] = {}
+    base_out: dict[str, Any] = {}
+    ref_gap = 0.0
+    for name, entry in _d(ref.get("baselines")).items():
+        entry = _d(entry)
+        name = _s(name, 40)
+        if entry.get("skipped"):
+            base_out[name] = {"skipped": _s(entry.get("skipped"), 300)}
+            continue
+        s = _Series.read(_d(entry.get("series")).get("main"))
+        t = s.claimed(cuda)
+        row: dict[str, Any] = {"time_ms": s.event if cuda else s.wall, "tf32": bool(entry.get("tf32"))}
+        if t is not None:
+            row["ms"] = t  # the statistic the speedups use (see method.statistic)
+        if _f(entry.get("compile_s")) is not None:
+            row["compile_s"] = _f(entry.get("compile_s"))
+        if entry.get("reused"):
+            # measured for an earlier candidate of the same reference in this run (compiled once)
+            row["reused"] = True
+            row["measured_with"] = _s(entry.get("measured_with"), 300)
+        if s.error:
+            row["error"] = s.error[:300]
+        conv = _converged(s.convergence, s.event if cuda else s.wall, cuda)
+        if conv is not None:
+            convergence[name] = conv
+        base_out[name] = row
+        if t is not None and not s.error:
+            base_times[name] = t
+            ci = _ci(s.event if cuda else s.wall, cuda)
+            if ci is not None:
+                base_ci[name] = ci
+            if name == headline and cuda:
+                w = median_of(s.wall)
+                if w is not None:
+                    ref_gap = max(0.0, w - t - r_cal)
+    return base_times, base_ci, base_out, ref_gap
+
+
+def _escape(cuda: bool, claimed: float | None, claimed_ci: tuple[float, float] | None,
+            decide_ci: tuple[float, float] | None, c_main: _Series, c_cal: float, ref_gap: float, em: _Emitter,
+            perf: dict[str, Any], invalid: list[str]) -> tuple[float | None, tuple[float, float] | None]:
+    """HS601, work that escaped the events (decided on intervals); the candidate's honest time and
+    interval: the wall clock's when it escaped, else the claimed."""
+    honest, honest_ci = claimed, claimed_ci
+    if cuda and claimed is not None and median_of(c_main.wall) is not None:
+        wall = median_of(c_main.wall) - c_cal  # type: ignore[operator]
+        gap = wall - claimed - ref_gap
+        o = em.options("HS601")
+        perf["candidate"]["escaped_ms"] = max(0.0, gap)
+        # decided on the intervals: the wall clock's lowest plausible median against the events'
+        # highest, so that noise on either clock cannot make the gap
+        wall_ci = _shift(interval_of(c_main.wall, "median"), c_cal) or (wall, wall)
+        ev_ci = decide_ci or (claimed, claimed)
+        gap_lo = wall_ci[0] - ev_ci[1] - ref_gap
+        point = gap >= float(o["min_gap_ms"]) and wall >= float(o["min_ratio"]) * claimed
+        sure = gap_lo >= float(o["min_gap_ms"]) and wall_ci[0] >= float(o["min_ratio"]) * ev_ci[1]
+        if point and not sure:
+            _undecided(perf, "HS601", f"wall clock {wall:.4g} ms against events {claimed:.4g} ms",
+                       (wall_ci[0] / ev_ci[1], wall_ci[1] / ev_ci[0]) if ev_ci[0] > 0 else (0.0, math.inf),
+                       f"the ratio {float(o['min_ratio']):g}x or the gap {float(o['min_gap_ms']):g} ms")
+        if sure:
+            strong = wall >= float(o["error_ratio"]) * claimed and gap >= float(o["error_min_ms"])
+            threads = f"; new threads: {', '.join(c_main.new_threads)}" if c_main.new_threads else ""
+            em.emit("HS601", {"event_ms": claimed, "wall_ms": wall, "gap_ms": gap, "threads": threads},
+                    {"event_ms": claimed, "wall_ms": wall, "gap_ms": gap, "host_overhead_ms": c_cal,
+                     "reference_gap_ms": ref_gap, "new_threads": c_main.new_threads},
+                    severity=None if strong else Severity.WARNING, confidence=None if strong else Confidence.MEDIUM)
+            honest, honest_ci = wall, wall_ci
+            invalid.append("work escaped the events")
+    return honest, honest_ci
+
+
 def headline_of(ref: dict[str, Any], cuda: bool, base_times: Mapping[str, float]) -> str:
     """The headline baseline as ``_evaluate`` settles it (the reference's, else strict fp32)."""
     headline = _s(ref.get("headline"), 40) or ("eager_tf32" if cuda else "eager_fp32")
     if headline not in base_times and base_times:
         headline = "eager_fp32" if "eager_fp32" in base_times else next(iter(base_times))
     return headline
-
-
-# The candidate's block time is what its own process reports, and code in that process can rewrite
-# the clock, the timing loop and the reply in place.  The parent times every block request itself
-# (``request_s``, perf_run.paired_rounds; the worker synchronises the device after each call before
-# it answers); the baseline blocks of the same round, from the reference worker the candidate cannot
-# reach, say how much of a block's request is not the calls (the cache flushes, the input refills,
-# the round trip) and how the block's statistic relates to its mean call.  So each round gives an
-# outside estimate of the candidate's per-call statistic: (its request - the baseline's non-call
-# time) / calls x the baseline's statistic-to-mean ratio.  A round's estimate carries the noise of
-# two blocks' non-call time (on a shared CPU, where a call's flush can take 50x the call, it
-# swamps a sub-millisecond call), so the floor of a pair of processes is the lower end of the
-# distribution-free interval of the median of its rounds' estimates, times OUTSIDE_SLACK: what the
-# parent's clock shows beyond doubt.  The time that decides the paired speedup is the larger of the
-# claim and that floor; a floor above OUTSIDE_FLAG x the median claim is HS609.
-OUTSIDE_SLACK = 0.8
-OUTSIDE_FLAG = 2.0
-OUTSIDE_MIN_ROUNDS = 5
-
-
-def _outside_estimate(blocks: dict[str, Any], key: str, stat: str) -> float | None:
-    """One round's estimate (ms, signed: noise may make it negative) of the candidate's per-call
-    statistic from the parent's clock, or None when the round lacks what it needs."""
-    c_req = _f(_d(blocks.get("candidate")).get("request_s"))
-    if c_req is None:
-        return None
-    est = None
-    for name, block in blocks.items():
-        b = _d(block)
-        if name == "candidate" or b.get("timers_changed"):
-            continue
-        walls, b_req = _floats(b.get("wall_ms")), _f(b.get("request_s"))
-        b_stat = block_statistic(_floats(b.get(key)), stat)
-        if not walls or b_req is None or b_stat is None:
-            continue
-        overhead = max(0.0, b_req * 1e3 - sum(walls))
-        e = (c_req * 1e3 - overhead) / len(walls) * min(1.0, b_stat / (sum(walls) / len(walls)))
-        est = e if est is None else min(est, e)  # the lowest: the benefit of the doubt
-    return est
-
-
-def _outside_floor(rounds: list[dict[str, Any]], key: str, stat: str) -> float | None:
-    """A pair of processes' floor for the candidate's per-call statistic (see above), or None."""
-    est = sorted(e for e in (_outside_estimate(_d(r.get("blocks")), key, stat) for r in rounds) if e is not None)
-    if len(est) < OUTSIDE_MIN_ROUNDS:
-        return None
-    lo = median_interval(est)[0]
-    return lo * OUTSIDE_SLACK if lo > 0 else None
-
-
-def _process_pairs(raw: dict[str, Any], cuda: bool, escaped: bool, c_cal: float,
-                   floors: list[tuple[float, float]] | None = None,
-                   ) -> tuple[list[dict[str, Any]], dict[str, list[tuple[float, float]]]]:
-    """One pair of workers' rounds (``perf_run.paired_rounds``) as (usable rounds, per baseline
-    its (baseline, candidate) block statistics in time order), recomputed from the calls: per
-    round, each baseline's block statistic over the candidate's block of the same round (the
-    minimum of the wall clock on a CPU, the median of events on a GPU; the candidate's median wall
-    clock, less the host overhead, once its work escaped the events, as the unpaired figures do)."""
-    rounds = [r for r in raw.get("rounds", [])[:10_000] if isinstance(r, dict)] if isinstance(raw.get("rounds"), list) else []
-    stat = "median" if cuda else "min"
-    key = "event_ms" if cuda else "wall_ms"
-    per: dict[str, list[tuple[float, float]]] = {}
-    floor = _outside_floor(rounds, key, stat)
-    for r in rounds:
-        blocks = _d(r.get("blocks"))
-        c_block = _d(blocks.get("candidate"))
-        if escaped:
-            w = block_statistic(_floats(c_block.get("wall_ms")), "median")
-            c = w - c_cal if w is not None and w - c_cal > 0 else None
-        else:
-            c = block_statistic(_floats(c_block.get(key)), stat)
-        if c is None:
-            continue
-        if floor is not None:
-            if floors is not None:
-                floors.append((c, floor))
-            c = max(c, floor)
-        for name, block in blocks.items():
-            name = _s(name, 40)
-            if name == "candidate" or _d(block).get("timers_changed"):
-                continue
-            b = block_statistic(_floats(_d(block).get(key)), stat)
-            if b is not None:
-                per.setdefault(name, []).append((b, c))
-    return rounds, per
-
-
-def _outside_summary(floors: list[tuple[float, float]]) -> dict[str, Any]:
-    """How the parent's clock bounded the candidate's blocks: rounds with a floor, rounds where the
-    floor was above the claim (and so decided), the median floor / claim, and whether that median
-    contradicts the claims (HS609)."""
-    factors = sorted(f / c for c, f in floors if c > 0)
-    med = factors[len(factors) // 2] if factors else None
-    claims = sorted(c for c, _ in floors)
-    return {"rounds": len(floors), "raised": sum(1 for c, f in floors if f > c),
-            "median_floor_over_claim": round(med, 4) if med is not None else None,
-            "contradicts": bool(med is not None and med > OUTSIDE_FLAG),
-            "claimed_ms": round(claims[len(claims) // 2], 6) if claims else None,
-            "floor_ms": round(sorted(f for _, f in floors)[len(floors) // 2], 6) if floors else None}
-
-
-def _paired(raw: dict[str, Any], cuda: bool, escaped: bool, c_cal: float) -> dict[str, Any] | None:
-    """The paired speedups from the alternating blocks, None when no round is usable.
-
-    ``raw`` is ``perf_run.process_pairs``'s: the rounds of several pairs of worker processes
-    (``processes``), each pair's speedup taken over its own rounds (``stats.paired_speedup``) and
-    the pairs combined by ``stats.between_processes`` (the headline's interval then holds the
-    spread between processes).  A bare ``paired_rounds`` result (one pair) is read as one process."""
-    procs_raw = raw.get("processes") if isinstance(raw.get("processes"), list) else [raw]
-    procs_raw = [_d(p) for p in procs_raw[:64]]
-    stat = "median" if cuda else "min"
-    per_proc: list[dict[str, list[tuple[float, float]]]] = []
-    n_rounds: list[int] = []
-    first: dict[str, Any] = {}
-    floors: list[tuple[float, float]] = []
-    for praw in procs_raw:
-        rounds, per = _process_pairs(praw, cuda, escaped, c_cal, floors)
-        if per:
-            per_proc.append(per)
-            n_rounds.append(len(rounds))
-            first = first or praw
-    if not per_proc:
-        return None
-    names = sorted({n for per in per_proc for n in per})
-    baselines: dict[str, Any] = {}
-    for n in names:
-        rows = [paired_speedup(per[n]) for per in per_proc if per.get(n)]
-        rows = [r for r in rows if r.get("n")]
-        if not rows:
-            continue
-        comb = between_processes(rows)
-        if not comb.get("k"):
-            continue
-        baselines[n] = dict(comb, n=sum(r["n"] for r in rows),
-                            processes=[{"n": r["n"], "speedup": r["speedup"], "ci": r["ci"],
-                                        "group_speedups": r["group_speedups"]} for r in rows])
-    if not baselines:
-        return None
-    out: dict[str, Any] = {"baselines": baselines, "rounds": sum(n_rounds), "rounds_per_process": n_rounds,
-                           "processes": len(per_proc),
-                           "calls_per_block": first.get("calls_per_block") if isinstance(first.get("calls_per_block"), int) else None,
-                           "relayout": bool(first.get("relayout")), "pinned": bool(first.get("pinned")),
-                           # blocks whose worker said which CPU it was pinned to (time_block's "cpu")
-                           "pinned_blocks": sum(1 for p in procs_raw for r in (p.get("rounds") or [])[:10_000]
-                                                if isinstance(r, dict) for b in _d(r.get("blocks")).values()
-                                                if isinstance(_d(b).get("cpu"), int)),
-                           "statistic": f"{stat} of each block; per pair of worker processes the median over its rounds "
-                                        "of baseline block / candidate block; the speedup is the geometric mean over "
-                                        "the pairs, its interval a t-interval over them"}
-    out["outside_bound"] = _outside_summary(floors)
-    spawn_errors = [_s(e, 300) for e in raw.get("spawn_errors", [])[:8]] if isinstance(raw.get("spawn_errors"), list) else []
-    if spawn_errors:
-        out["spawn_errors"] = spawn_errors
-    if isinstance(raw.get("spawn_s"), list):
-        out["spawn_s"] = _floats(raw["spawn_s"])[:64]
-    head = _s(raw.get("headline") or first.get("headline"), 40)
-    row = baselines.get(head) or next(iter(baselines.values()))
-    head_name = head if head in baselines else next(iter(baselines))
-    # the headline's pairs themselves (baseline ms, candidate ms per round, in time order, pair of
-    # processes after pair): what a reader needs to see the load the run went through
-    out["pairs"] = [[round(b, 6), round(c, 6)] for per in per_proc for b, c in per.get(head_name, [])][:2000]
-    target = _f(raw.get("target"))
-    spread = row.get("spread")
-    elapsed = _f(raw.get("elapsed_s"))
-    conv: dict[str, Any] = {"target": target, "calls": sum(n_rounds), "unit": "rounds", "processes": len(per_proc),
-                            "elapsed_s": elapsed, "cap_s": _f(raw.get("cap_s")), "stopped": _s(raw.get("stopped"), 20),
-                            "spread": spread, "between_processes": bool(row.get("between_processes")),
-                            "converged": (spread is not None and target is not None and spread <= target
-                                          and bool(row.get("between_processes")))}
-    if not conv["converged"]:
-        goal = f"+-{target:.0%}" if target is not None else "?"
-        if not row.get("between_processes"):
-            conv["note"] = (f"paired speedup timed in one pair of worker processes only: "
-                            f"{_spread_words(spread if isinstance(spread, float) else None)} over its "
-                            f"{sum(n_rounds)} rounds, but the spread between processes is not known")
-        else:
-            conv["note"] = (f"paired speedup did not converge: "
-                            f"{_spread_words(spread if isinstance(spread, float) else None, goal)} after {len(per_proc)} "
-                            f"pairs of worker processes, {sum(n_rounds)} rounds/{elapsed or 0:.1f} s")
-    errors = [_s(p.get("error"), 200) for p in procs_raw if p.get("error")]
-    if errors or spawn_errors:
-        conv["note"] = (conv.get("note", "") + "; " if conv.get("note") else "") + \
-            f"stopped early: {(errors + spawn_errors)[0]}"
-    out["convergence"] = conv
-    return out
 
 
 def _validate(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, em: _Emitter) -> dict[str, Any]:
