@@ -138,23 +138,12 @@ class CallSemantics:
             if ft is ast.Lambda:  # ``(lambda t: ...)(x)``, as a table's element gives it
                 return self._lambda(func, e)  # type: ignore[arg-type]
         frame = self.stack[-1]
-        is_attr, is_name, is_sub = ft is ast.Attribute, ft is ast.Name, ft is ast.Subscript
+        is_attr, is_name = ft is ast.Attribute, ft is ast.Name
         # the receiver's name of ``name.attr(...)`` (None for any other callee), read once for the tests below
         recv = func.value.id if is_attr and type(func.value) is ast.Name else None  # type: ignore[attr-defined]
         # --- Triton launch: kernel[grid](...)
-        if is_sub:
-            tname = self._triton_name(func.value)
-            if tname is not None:
-                self._ev(func.slice)
-                return self._launch(e, "triton", f"triton:{tname}", tname, None, discarded=True)
-            if isinstance(func.value, ast.Name) and func.value.id in self.jit_kernels:
-                self._ev(func.slice)
-                return self._launch(e, "numba", f"numba:{func.value.id}", func.value.id, None, discarded=True)
-            holder = self._holder_of(func.value)
-            callee = self._ev(func.value)
-            if holder is not None:
-                return self._module_call(e, holder)
-            return callee.join(self._args(e)).fresh().plus(OPAQUE, frozenset([e.lineno]))
+        if ft is ast.Subscript:
+            return self._subscript_call(e, func, discarded)  # type: ignore[arg-type]
         # --- extension function (not a method of a local tensor that happens to share its name)
         found = None
         if is_attr and (func.attr in self.ext_functions or self.ext_unlisted):
@@ -165,11 +154,9 @@ class CallSemantics:
             ext, fn = found
             return self._launch(e, "extension", f"export:{ext.name}.{fn}", fn, ext.name, discarded)
         if self.cupy_extensions:  # the callee's dotted name is needed here only in a file with CuPy kernels
-            dotted = dotted_name(func)
-            if dotted:
-                for ext in self.cupy_extensions:
-                    if dotted in ext.bound_to:
-                        return self._launch(e, "cupy", f"cupy:{ext.name}", ext.name, ext.name, discarded=True)
+            out = self._cupy_launch(e, func)
+            if out is not None:
+                return out
         canon = self._canon(func)
         torchy = canon.startswith("torch.")  # asked twice below; ``torch.ops.`` implies it
         # --- code of the candidate's own package, defined in another of its files: an imported
@@ -181,90 +168,30 @@ class CallSemantics:
             return self._launch(e, "imported", f"imported:{canon}", canon, None, discarded)
         # --- torch.ops.<ns>.<op>
         if torchy and canon.startswith("torch.ops."):
-            parts = canon.split(".")
-            if len(parts) >= 4 and parts[2] not in ("aten", "prims", "prim", "quantized", "_c10d_functional"):
-                ns_op = ".".join(parts[2:4])
-                return self._launch(e, "torch_ops", f"op:{ns_op}", ns_op, None, discarded)
-            args = self._args(e)
-            op = self._op(e, canon, "call", inputs=args)
-            return args.fresh().plus(OPS, frozenset([op]))
+            return self._torch_ops_call(e, canon, discarded)
         # --- local callables (fn = ext.relu; layer in self.layers; self.kernel = mod.get_function(...))
         desc = frame.callables.get(func.id) if is_name else None
         if desc is None and is_name and func.id in self.module_values and \
                 func.id not in frame.state:
             desc = self._callable_of_value(self.module_values[func.id])
         if desc is None and is_attr:
-            chain = self._chain(func)
-            if self.attr_callables:  # most files store no callable in an attribute: no key to build
-                key = "self." + chain if chain is not None else dotted_name(func)
-                desc = self.attr_callables.get(key) if key else None
-            if desc is None and chain is not None:
-                holder = self.facts.holders.get(chain)
-                if holder is not None and holder.kind == "callable" and holder.target.startswith("cupy:"):
-                    desc = ("cupy", holder.target[5:])
+            desc = self._attribute_callable(func)  # type: ignore[arg-type]
         if desc is not None:
-            kind, target = desc
-            if kind in ("def", "lambda", "method", "func"):
-                out = self._call_ref(e, f"{kind}:{target}")
-                if out is not None:
-                    return out
-            if kind == "cupy":
-                return self._launch(e, "cupy", f"cupy:{target}", target, target, discarded=True)
-            if kind == "extfn":
-                ext_name, _, fn = target.rpartition(".")
-                return self._launch(e, "extension", f"export:{ext_name}.{fn}", fn, ext_name, discarded)
-            if kind == "holder":
-                return self._module_call(e, self.facts.holders[target])
-            if kind == "autograd":
-                methods = self._methods(target)
-                if "forward" in methods:
-                    node, owner = methods["forward"]
-                    return self._invoke(node, f"{owner}.forward", owner, "", e, bind_self=False, kind="autograd",
-                                        leading=EMPTY)
-            if kind == "triton":
-                return self._launch(e, "triton", f"triton:{target}", target, None, discarded=True)
-            if kind == "dsl":
-                return self._launch(e, "dsl", f"dsl:{target}", target, None, discarded)
-            if kind == "torch":
-                return self._torch_call(e, target, discarded)
+            out = self._callable_call(e, desc, discarded)
+            if out is not None:
+                return out
         # --- self.something(...)
         if recv is not None and recv == frame.self_name and frame.cls is not None:
-            methods = self._methods(frame.cls)
-            if func.attr in methods:
-                node, owner = methods[func.attr]
-                if _is_static(node):
-                    return self._invoke(node, f"{owner}.{func.attr}", owner, frame.prefix, e, bind_self=False,
-                                        kind="method")
-                return self._invoke(node, f"{owner}.{func.attr}", owner, frame.prefix, e, bind_self=True,
-                                    kind="method")
-            chain = frame.prefix + func.attr
-            holder = self.facts.holders.get(chain)
-            self._self_read(chain, func)
-            if holder is not None:
-                return self._module_call(e, holder)
-            args = self._args(e)
-            if func.attr in _DYNAMIC_SELF:
-                return args.join(Provenance(state=frozenset(["self.*"])))
-            assigned = self.self_state.get(chain)
-            return args.fresh().join(assigned or EMPTY).plus(OPAQUE, frozenset([e.lineno]))
+            return self._self_call(e, func, frame)  # type: ignore[arg-type]
         # --- super().method(...)
         if is_attr and recv is None and type(func.value) is ast.Call and \
                 type(func.value.func) is ast.Name and func.value.func.id == "super":
             return self._super_call(e, func.attr)
         # --- LocalClass.apply(...) / Model.forward(self, ...) / LocalClass.method(...)
         if recv is not None and recv in self.classes and recv not in frame.state:
-            cls = recv
-            methods = self._methods(cls)
-            if func.attr == "apply" and cls in self.autograd and "forward" in methods:
-                node, owner = methods["forward"]
-                return self._invoke(node, f"{owner}.forward", owner, "", e, bind_self=False, kind="autograd",
-                                    leading=EMPTY)
-            if func.attr in methods:
-                node, owner = methods[func.attr]
-                if cls == "Model":
-                    self._reference_call(e, "model-forward", f"Model.{func.attr}(...)")
-                return self._invoke(node, f"{owner}.{func.attr}", owner, "", e, bind_self=not _is_static(node),
-                                    kind="method", explicit_self=not _is_static(node))
+            out = self._class_call(e, recv, func.attr)
+            if out is not None:
+                return out
         if is_attr and canon == "Model.forward" and "Model" not in self.classes:
             self._reference_call(e, "model-forward", "Model.forward(...)")
             return self._args(e).fresh().plus(OPAQUE, frozenset([e.lineno]))
@@ -274,50 +201,17 @@ class CallSemantics:
             return self._launch(e, "dsl", f"dsl:{func.id}", func.id, None, discarded)
         # --- module-level function / class instantiation
         if is_name and func.id not in frame.state:
-            if func.id in self.functions:
-                alts = self.function_alts[func.id]
-                out = EMPTY
-                for i, fn in enumerate(alts):
-                    qual = func.id if i == len(alts) - 1 else f"{func.id}@{fn.lineno}"
-                    out = out.join(self._invoke(fn, qual, None, "", e, bind_self=False, kind="function"))
+            out = self._module_name_call(e, func.id, canon)
+            if out is not None:
                 return out
-            if func.id in self.classes:
-                args = self._args(e)
-                if func.id == "Model":
-                    self._reference_call(e, "instantiate", "Model(...)")
-                return args.fresh().plus(OPAQUE, frozenset([e.lineno]))
-            if func.id == "Model" or canon.endswith(".Model"):
-                self._reference_call(e, "instantiate", "Model(...)")
-                return self._args(e).fresh().plus(OPAQUE, frozenset([e.lineno]))
         # --- torch.*
         if torchy:
             return self._torch_call(e, canon, discarded)
         # --- builtins and arithmetic helpers
         if is_name and func.id not in frame.state:
-            name = func.id
-            if name in _META_BUILTINS:
-                if name == "range":
-                    self._shape_use(e, "range", tuple(e.args))
-                if name == "getattr" and e.args and isinstance(e.args[0], ast.Name) and \
-                        e.args[0].id == frame.self_name:
-                    if len(e.args) > 1 and isinstance(e.args[1], ast.Constant) and isinstance(e.args[1].value, str):
-                        return self._self_read(frame.prefix + e.args[1].value, e)
-                    self.facts.dynamic_self_access.append(e)
-                return self._args(e).metadata()
-            if name == "getattr" and e.args and isinstance(e.args[0], ast.Name) and e.args[0].id == frame.self_name:
-                if len(e.args) > 1 and isinstance(e.args[1], ast.Constant) and isinstance(e.args[1].value, str):
-                    return self._self_read(frame.prefix + e.args[1].value, e)
-                self.facts.dynamic_self_access.append(e)
-                return self._args(e).plus(STATE, frozenset(["self.*"]))
-            if name == "vars" and e.args and isinstance(e.args[0], ast.Name) and e.args[0].id == frame.self_name:
-                self.facts.dynamic_self_access.append(e)
-            if name in _HOST_BUILTINS:
-                return self._args(e).fresh()
-            if name in _UNION_BUILTINS:
-                return self._args(e)
-            if name in _QUIET_BUILTINS:
-                self._args(e)
-                return EMPTY
+            out = self._builtin_call(e, func.id, frame)
+            if out is not None:
+                return out
         if canon.startswith(_ARITH_MODULES) or canon in ("triton.cdiv", "triton.next_power_of_2"):
             return self._args(e)
         # --- a method on a value
@@ -326,6 +220,163 @@ class CallSemantics:
         # --- anything else: an unknown callable
         callee = self._ev(func)
         return callee.join(self._args(e)).fresh().plus(OPAQUE, frozenset([e.lineno]))
+
+    def _cupy_launch(self, e: ast.Call, func: ast.expr) -> Provenance | None:
+        """A call of a name a CuPy kernel is bound to (``kernel = cp.RawKernel(...)``; ``kernel(...)``)."""
+        dotted = dotted_name(func)
+        if dotted:
+            for ext in self.cupy_extensions:
+                if dotted in ext.bound_to:
+                    return self._launch(e, "cupy", f"cupy:{ext.name}", ext.name, ext.name, discarded=True)
+        return None
+
+    def _subscript_call(self, e: ast.Call, func: ast.Subscript, discarded: bool) -> Provenance:
+        """``kernel[grid](...)`` (Triton, Numba) or a call of a subscripted value (``self.layers[i](x)``)."""
+        tname = self._triton_name(func.value)
+        if tname is not None:
+            self._ev(func.slice)
+            return self._launch(e, "triton", f"triton:{tname}", tname, None, discarded=True)
+        if isinstance(func.value, ast.Name) and func.value.id in self.jit_kernels:
+            self._ev(func.slice)
+            return self._launch(e, "numba", f"numba:{func.value.id}", func.value.id, None, discarded=True)
+        holder = self._holder_of(func.value)
+        callee = self._ev(func.value)
+        if holder is not None:
+            return self._module_call(e, holder)
+        return callee.join(self._args(e)).fresh().plus(OPAQUE, frozenset([e.lineno]))
+
+    def _torch_ops_call(self, e: ast.Call, canon: str, discarded: bool) -> Provenance:
+        """``torch.ops.<ns>.<op>(...)``: a custom namespace's op is a launch, aten's and friends an op."""
+        parts = canon.split(".")
+        if len(parts) >= 4 and parts[2] not in ("aten", "prims", "prim", "quantized", "_c10d_functional"):
+            ns_op = ".".join(parts[2:4])
+            return self._launch(e, "torch_ops", f"op:{ns_op}", ns_op, None, discarded)
+        args = self._args(e)
+        op = self._op(e, canon, "call", inputs=args)
+        return args.fresh().plus(OPS, frozenset([op]))
+
+    def _attribute_callable(self, func: ast.Attribute) -> tuple[str, str] | None:
+        """What an attribute callee was bound to (``self.kernel = mod.get_function(...)``), if known."""
+        chain = self._chain(func)
+        desc = None
+        if self.attr_callables:  # most files store no callable in an attribute: no key to build
+            key = "self." + chain if chain is not None else dotted_name(func)
+            desc = self.attr_callables.get(key) if key else None
+        if desc is None and chain is not None:
+            holder = self.facts.holders.get(chain)
+            if holder is not None and holder.kind == "callable" and holder.target.startswith("cupy:"):
+                desc = ("cupy", holder.target[5:])
+        return desc
+
+    def _callable_call(self, e: ast.Call, desc: tuple[str, str], discarded: bool) -> Provenance | None:
+        """A call of a local callable by what it was bound to; None when that says nothing."""
+        kind, target = desc
+        if kind in ("def", "lambda", "method", "func"):
+            out = self._call_ref(e, f"{kind}:{target}")
+            if out is not None:
+                return out
+        if kind == "cupy":
+            return self._launch(e, "cupy", f"cupy:{target}", target, target, discarded=True)
+        if kind == "extfn":
+            ext_name, _, fn = target.rpartition(".")
+            return self._launch(e, "extension", f"export:{ext_name}.{fn}", fn, ext_name, discarded)
+        if kind == "holder":
+            return self._module_call(e, self.facts.holders[target])
+        if kind == "autograd":
+            methods = self._methods(target)
+            if "forward" in methods:
+                node, owner = methods["forward"]
+                return self._invoke(node, f"{owner}.forward", owner, "", e, bind_self=False, kind="autograd",
+                                    leading=EMPTY)
+        if kind == "triton":
+            return self._launch(e, "triton", f"triton:{target}", target, None, discarded=True)
+        if kind == "dsl":
+            return self._launch(e, "dsl", f"dsl:{target}", target, None, discarded)
+        if kind == "torch":
+            return self._torch_call(e, target, discarded)
+        return None
+
+    def _self_call(self, e: ast.Call, func: ast.Attribute, frame: _Frame) -> Provenance:
+        """``self.something(...)``: a method analysed in place, a held module, or state read."""
+        methods = self._methods(frame.cls)  # type: ignore[arg-type]
+        if func.attr in methods:
+            node, owner = methods[func.attr]
+            if _is_static(node):
+                return self._invoke(node, f"{owner}.{func.attr}", owner, frame.prefix, e, bind_self=False,
+                                    kind="method")
+            return self._invoke(node, f"{owner}.{func.attr}", owner, frame.prefix, e, bind_self=True,
+                                kind="method")
+        chain = frame.prefix + func.attr
+        holder = self.facts.holders.get(chain)
+        self._self_read(chain, func)
+        if holder is not None:
+            return self._module_call(e, holder)
+        args = self._args(e)
+        if func.attr in _DYNAMIC_SELF:
+            return args.join(Provenance(state=frozenset(["self.*"])))
+        assigned = self.self_state.get(chain)
+        return args.fresh().join(assigned or EMPTY).plus(OPAQUE, frozenset([e.lineno]))
+
+    def _class_call(self, e: ast.Call, cls: str, attr: str) -> Provenance | None:
+        """``LocalClass.apply(...)`` / ``Model.forward(self, ...)`` / ``LocalClass.method(...)``."""
+        methods = self._methods(cls)
+        if attr == "apply" and cls in self.autograd and "forward" in methods:
+            node, owner = methods["forward"]
+            return self._invoke(node, f"{owner}.forward", owner, "", e, bind_self=False, kind="autograd",
+                                leading=EMPTY)
+        if attr in methods:
+            node, owner = methods[attr]
+            if cls == "Model":
+                self._reference_call(e, "model-forward", f"Model.{attr}(...)")
+            return self._invoke(node, f"{owner}.{attr}", owner, "", e, bind_self=not _is_static(node),
+                                kind="method", explicit_self=not _is_static(node))
+        return None
+
+    def _module_name_call(self, e: ast.Call, name: str, canon: str) -> Provenance | None:
+        """A module-level function (every definition of it) or a class instantiated by name."""
+        if name in self.functions:
+            alts = self.function_alts[name]
+            out = EMPTY
+            for i, fn in enumerate(alts):
+                qual = name if i == len(alts) - 1 else f"{name}@{fn.lineno}"
+                out = out.join(self._invoke(fn, qual, None, "", e, bind_self=False, kind="function"))
+            return out
+        if name in self.classes:
+            args = self._args(e)
+            if name == "Model":
+                self._reference_call(e, "instantiate", "Model(...)")
+            return args.fresh().plus(OPAQUE, frozenset([e.lineno]))
+        if name == "Model" or canon.endswith(".Model"):
+            self._reference_call(e, "instantiate", "Model(...)")
+            return self._args(e).fresh().plus(OPAQUE, frozenset([e.lineno]))
+        return None
+
+    def _builtin_call(self, e: ast.Call, name: str, frame: _Frame) -> Provenance | None:
+        """A builtin by name: metadata, ``getattr(self, ...)`` reads, host values, unions, quiet ones."""
+        if name in _META_BUILTINS:
+            if name == "range":
+                self._shape_use(e, "range", tuple(e.args))
+            if name == "getattr" and e.args and isinstance(e.args[0], ast.Name) and \
+                    e.args[0].id == frame.self_name:
+                if len(e.args) > 1 and isinstance(e.args[1], ast.Constant) and isinstance(e.args[1].value, str):
+                    return self._self_read(frame.prefix + e.args[1].value, e)
+                self.facts.dynamic_self_access.append(e)
+            return self._args(e).metadata()
+        if name == "getattr" and e.args and isinstance(e.args[0], ast.Name) and e.args[0].id == frame.self_name:
+            if len(e.args) > 1 and isinstance(e.args[1], ast.Constant) and isinstance(e.args[1].value, str):
+                return self._self_read(frame.prefix + e.args[1].value, e)
+            self.facts.dynamic_self_access.append(e)
+            return self._args(e).plus(STATE, frozenset(["self.*"]))
+        if name == "vars" and e.args and isinstance(e.args[0], ast.Name) and e.args[0].id == frame.self_name:
+            self.facts.dynamic_self_access.append(e)
+        if name in _HOST_BUILTINS:
+            return self._args(e).fresh()
+        if name in _UNION_BUILTINS:
+            return self._args(e)
+        if name in _QUIET_BUILTINS:
+            self._args(e)
+            return EMPTY
+        return None
 
     def _with_table(self, e: ast.Call) -> ast.Call:
         """``e`` with a local table it indexes written in place (``t = (f, g); t[i](x)`` ->
