@@ -112,77 +112,92 @@ def fold(node: ts.Node | None, env: Env, depth: int = 0) -> int | float | None:
         s = text(node)
         return ord(s[1]) if len(s) == 3 else None
     if t == "binary_expression":
-        kids = node.children
-        if len(kids) == 3 and not node.has_error:
-            # ``left op right``: three required parts and no room for anything else, so read by
-            # position (a field lookup costs several times the one children list)
-            left, op, right = kids
-        else:
-            left, op, right = (node.child_by_field_name("left"), node.child_by_field_name("operator"),
-                               node.child_by_field_name("right"))
-        a = fold(left, env, depth + 1)
-        if a is None:
-            return None
-        b = fold(right, env, depth + 1)
-        if b is None:
-            return None
-        o = op.type if op is not None else ""
-        if o == "/":
-            return _div(a, b)
-        if o == "%":
-            return int(a) % int(b) if b else None
-        f = _BIN.get(o)
-        try:
-            return f(a, b) if f is not None else None
-        except (TypeError, ValueError, OverflowError):
-            return None
+        return _fold_binary(node, env, depth)
     if t == "unary_expression":
-        kids = node.children
-        if len(kids) == 2 and not node.has_error:  # ``op argument``, as above
-            op, arg = kids
-        else:
-            op, arg = node.child_by_field_name("operator"), node.child_by_field_name("argument")
-        v = fold(arg, env, depth + 1)
-        if v is None or op is None:
-            return None
-        if op.type == "-":
-            return -v
-        if op.type == "+":
-            return v
-        if op.type == "~" and isinstance(v, int):
-            return ~v
-        return None
+        return _fold_unary(node, env, depth)
     if t == "cast_expression":
         return fold(node.child_by_field_name("value"), env, depth + 1)
     if t == "sizeof_expression":
         inner = node.child_by_field_name("type") or node.child_by_field_name("value")
         return _SIZEOF.get("".join(text(inner).split()).strip("()"))
     if t == "call_expression":
-        # static_cast<int>(x), min/max of constants, int(x)
-        func = node.child_by_field_name("function")
-        args = node.child_by_field_name("arguments")
-        if func is None or args is None:
-            return None
-        fname = text(func.child_by_field_name("name") if func.type == "template_function" else func)
-        if fname not in _FOLDED_CALLS:
-            # any other call folds to None whatever its arguments are: do not fold them
-            return None
-        vals = [fold(a, env, depth + 1) for a in args.named_children]
-        for v in vals:  # a loop, not an early-exited any(generator): GeneratorExit costs more
-            if v is None:
-                return None
-        if fname in ("static_cast", "int", "unsigned", "size_t", "int64_t", "long", "float") and len(vals) == 1:
-            return vals[0]
-        if fname in ("min", "std::min", "fminf") and vals:
-            return min(vals)  # type: ignore[type-var]
-        if fname in ("max", "std::max", "fmaxf") and vals:
-            return max(vals)  # type: ignore[type-var]
-        return None
+        return _fold_call(node, env, depth)
     if t == "conditional_expression":
         c = fold(node.child_by_field_name("condition"), env, depth + 1)
         if c is None:
             return None
         return fold(node.child_by_field_name("consequence" if c else "alternative"), env, depth + 1)
+    return None
+
+
+def _fold_binary(node: ts.Node, env: Env, depth: int) -> int | float | None:
+    """``left op right`` with both sides folded."""
+    kids = node.children
+    if len(kids) == 3 and not node.has_error:
+        # ``left op right``: three required parts and no room for anything else, so read by
+        # position (a field lookup costs several times the one children list)
+        left, op, right = kids
+    else:
+        left, op, right = (node.child_by_field_name("left"), node.child_by_field_name("operator"),
+                           node.child_by_field_name("right"))
+    a = fold(left, env, depth + 1)
+    if a is None:
+        return None
+    b = fold(right, env, depth + 1)
+    if b is None:
+        return None
+    o = op.type if op is not None else ""
+    if o == "/":
+        return _div(a, b)
+    if o == "%":
+        return int(a) % int(b) if b else None
+    f = _BIN.get(o)
+    try:
+        return f(a, b) if f is not None else None
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _fold_unary(node: ts.Node, env: Env, depth: int) -> int | float | None:
+    """``-x``, ``+x``, ``~x`` of a folded operand."""
+    kids = node.children
+    if len(kids) == 2 and not node.has_error:  # ``op argument``, as above
+        op, arg = kids
+    else:
+        op, arg = node.child_by_field_name("operator"), node.child_by_field_name("argument")
+    v = fold(arg, env, depth + 1)
+    if v is None or op is None:
+        return None
+    if op.type == "-":
+        return -v
+    if op.type == "+":
+        return v
+    if op.type == "~" and isinstance(v, int):
+        return ~v
+    return None
+
+
+def _fold_call(node: ts.Node, env: Env, depth: int) -> int | float | None:
+    """A call that keeps a constant: casts, min/max of constants."""
+    # static_cast<int>(x), min/max of constants, int(x)
+    func = node.child_by_field_name("function")
+    args = node.child_by_field_name("arguments")
+    if func is None or args is None:
+        return None
+    fname = text(func.child_by_field_name("name") if func.type == "template_function" else func)
+    if fname not in _FOLDED_CALLS:
+        # any other call folds to None whatever its arguments are: do not fold them
+        return None
+    vals = [fold(a, env, depth + 1) for a in args.named_children]
+    for v in vals:  # a loop, not an early-exited any(generator): GeneratorExit costs more
+        if v is None:
+            return None
+    if fname in ("static_cast", "int", "unsigned", "size_t", "int64_t", "long", "float") and len(vals) == 1:
+        return vals[0]
+    if fname in ("min", "std::min", "fminf") and vals:
+        return min(vals)  # type: ignore[type-var]
+    if fname in ("max", "std::max", "fmaxf") and vals:
+        return max(vals)  # type: ignore[type-var]
     return None
 
 
