@@ -11,6 +11,7 @@ import os
 import sys
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
@@ -294,35 +295,12 @@ def scan(
     """Audit candidates (the default command: `hackscan PATH...`)."""
     from .config import ConfigError, load_config
     from .inputs import InputOptions
-    from .pipeline import ResultStream, RunOptions, failed_reports, run_resumable
+    from .pipeline import RunOptions, run_resumable
     from .registry import RegistryError
 
     # every check that can fail on what was typed runs before any work
-    if output is not None:
-        _writable(output, "report")
-    if stream is not None:
-        _writable(stream, "stream")
-    if build_cache is not None:
-        try:
-            build_cache.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise _fail(f"--build-cache {build_cache}: {exc.strerror or exc}") from None
-    if build_farm not in ("auto", "on", "off"):
-        raise _fail(f"--build-farm must be auto, on or off (got {build_farm!r})")
-    if not timeout > 0:  # also NaN: a candidate with no time at all would fail as a timeout
-        raise _fail(f"--timeout must be a positive number of seconds (got {timeout})")
-    if limit is not None and sample is not None:
-        raise _fail("--limit and --sample exclude each other: take the first N or a random N")
-    if resume and stream is None and output is None:
-        raise _fail("--resume needs the stream of the run it resumes: --stream FILE, or -o FILE (FILE.partial.jsonl)")
-    if claimed_field:
-        if len(claimed_field) > 1:
-            raise _fail(f"--claimed-field given {len(claimed_field)} times ({', '.join(claimed_field)}): name one field")
-        claimed_field = claimed_field[0]
-        if not claimed_field.strip():
-            raise _fail("--claimed-field needs a field name")
-    else:
-        claimed_field = None
+    _check_options(output, stream, build_cache, build_farm, timeout, limit, sample, resume)
+    claimed = _one_claimed_field(claimed_field)
     if ray is not None:
         from .cluster import ray_problem
 
@@ -370,7 +348,7 @@ def scan(
     # a missing path is not a usage error: like any bad input it gets a result of its own
     # (verdict error), beside the other paths' results
     inputs = InputOptions(reference=str(ref) if ref else None, code_field=config.code_field, ref_field=config.ref_field,
-                          claimed_field=claimed_field)
+                          claimed_field=claimed)
     if jobs is None:
         from .perf.default_mode import default_jobs_for_host
 
@@ -419,42 +397,8 @@ def scan(
     # results survive the death of this process: each one is on disk as soon as it is final
     partial = stream is None and output is not None
     stream_path = stream if stream is not None else (Path(str(output) + ".partial.jsonl") if output else None)
-    sink = None
-    done = {}
-    if stream_path is not None:
-        try:
-            if resume:
-                from .resume import StreamError, load_done
-
-                try:
-                    done = load_done(str(stream_path))
-                except StreamError as exc:
-                    raise _fail(str(exc)) from None
-            elif partial:
-                stream_path.unlink(missing_ok=True)  # a leftover of an earlier, interrupted run
-            sink = ResultStream(str(stream_path))
-        except OSError as exc:
-            raise _fail(f"cannot write {stream_path}: {exc.strerror or exc}") from None
-    from .inputs import Submission, discover, take
-
-    items = list(discover([str(p) for p in paths], inputs))
-    if not items:
-        # a gate pointed at a wrong path must not pass on nothing
-        raise _fail(f"nothing to scan in {', '.join(map(str, paths))}: no .py/.cu/.cpp candidate, no folder holding "
-                    "one, no JSONL record")
-    if all(isinstance(i, Submission) and not i.code.strip() for i in items):
-        raise _fail(f"nothing to scan in {', '.join(map(str, paths))}: every candidate file is empty")
-    if claimed_field is not None:
-        from .inputs import check_claimed
-
-        problem = check_claimed(items, claimed_field)
-        if problem:
-            raise _fail(problem)
-    if limit is not None or sample is not None:
-        total = len(items)
-        items = take(items, limit=limit, sample=sample, seed=seed)
-        how = f"--limit {limit}" if limit is not None else f"--sample {sample} --seed {seed}"
-        typer.echo(f"hackscan: {how}: took {len(items)} of {total} submission(s): {_taken(items)}", err=True)
+    sink, done = _open_stream(stream_path, resume, partial)
+    items = _submissions(paths, inputs, claimed, limit, sample, seed)
     try:
         if ray is not None:
             from .cluster import run_on_ray
@@ -475,32 +419,125 @@ def scan(
     use_color = color if color is not None else (output is None and sys.stdout.isatty())
     text = render(reports, fmt.value, color=use_color and fmt is Format.text, code_field=config.code_field,
                   perf_stats=perf_stats)
+    _write_report(text, output, fmt, len(reports), stream_path if partial else None)
+    raise typer.Exit(_exit_code(reports, fail_on, config))
+
+
+def _check_options(output: Path | None, stream: Path | None, build_cache: Path | None, build_farm: str,
+                   timeout: float, limit: int | None, sample: int | None, resume: bool) -> None:
+    """The checks of what was typed that need nothing loaded: each fails with a usage error."""
+    if output is not None:
+        _writable(output, "report")
+    if stream is not None:
+        _writable(stream, "stream")
+    if build_cache is not None:
+        try:
+            build_cache.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _fail(f"--build-cache {build_cache}: {exc.strerror or exc}") from None
+    if build_farm not in ("auto", "on", "off"):
+        raise _fail(f"--build-farm must be auto, on or off (got {build_farm!r})")
+    if not timeout > 0:  # also NaN: a candidate with no time at all would fail as a timeout
+        raise _fail(f"--timeout must be a positive number of seconds (got {timeout})")
+    if limit is not None and sample is not None:
+        raise _fail("--limit and --sample exclude each other: take the first N or a random N")
+    if resume and stream is None and output is None:
+        raise _fail("--resume needs the stream of the run it resumes: --stream FILE, or -o FILE (FILE.partial.jsonl)")
+
+
+def _one_claimed_field(claimed_field: list[str] | None) -> str | None:
+    """The one ``--claimed-field`` given, or None."""
+    if not claimed_field:
+        return None
+    if len(claimed_field) > 1:
+        raise _fail(f"--claimed-field given {len(claimed_field)} times ({', '.join(claimed_field)}): name one field")
+    if not claimed_field[0].strip():
+        raise _fail("--claimed-field needs a field name")
+    return claimed_field[0]
+
+
+def _open_stream(stream_path: Path | None, resume: bool, partial: bool) -> tuple[Any, dict]:
+    """The stream each finished result is appended to, and the results a resumed run keeps."""
+    sink = None
+    done = {}
+    if stream_path is not None:
+        from .pipeline import ResultStream
+
+        try:
+            if resume:
+                from .resume import StreamError, load_done
+
+                try:
+                    done = load_done(str(stream_path))
+                except StreamError as exc:
+                    raise _fail(str(exc)) from None
+            elif partial:
+                stream_path.unlink(missing_ok=True)  # a leftover of an earlier, interrupted run
+            sink = ResultStream(str(stream_path))
+        except OSError as exc:
+            raise _fail(f"cannot write {stream_path}: {exc.strerror or exc}") from None
+    return sink, done
+
+
+def _submissions(paths: list[Path], inputs: Any, claimed: str | None, limit: int | None, sample: int | None,
+                 seed: int | None) -> list:
+    """What the paths hold, checked (nothing, only empty files, claimed speedups), then limited or sampled."""
+    from .inputs import Submission, discover, take
+
+    items = list(discover([str(p) for p in paths], inputs))
+    if not items:
+        # a gate pointed at a wrong path must not pass on nothing
+        raise _fail(f"nothing to scan in {', '.join(map(str, paths))}: no .py/.cu/.cpp candidate, no folder holding "
+                    "one, no JSONL record")
+    if all(isinstance(i, Submission) and not i.code.strip() for i in items):
+        raise _fail(f"nothing to scan in {', '.join(map(str, paths))}: every candidate file is empty")
+    if claimed is not None:
+        from .inputs import check_claimed
+
+        problem = check_claimed(items, claimed)
+        if problem:
+            raise _fail(problem)
+    if limit is not None or sample is not None:
+        total = len(items)
+        items = take(items, limit=limit, sample=sample, seed=seed)
+        how = f"--limit {limit}" if limit is not None else f"--sample {sample} --seed {seed}"
+        typer.echo(f"hackscan: {how}: took {len(items)} of {total} submission(s): {_taken(items)}", err=True)
+    return items
+
+
+def _write_report(text: str, output: Path | None, fmt: Format, count: int, partial: Path | None) -> None:
+    """The report to ``-o FILE`` (then the partial stream beside it goes) or to stdout."""
     if output is not None:
         try:
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise _fail(f"cannot write {output}: {exc.strerror or exc}") from None
-        typer.echo(f"hackscan: wrote {fmt.value} report for {len(reports)} submission(s) to {output}", err=True)
-        if partial and stream_path is not None:
-            stream_path.unlink(missing_ok=True)
+        typer.echo(f"hackscan: wrote {fmt.value} report for {count} submission(s) to {output}", err=True)
+        if partial is not None:
+            partial.unlink(missing_ok=True)
     else:
         sys.stdout.write(text)
+
+
+def _exit_code(reports: list, fail_on: FailOn | None, config: Any) -> int:
+    """2 when the dynamic stage broke, else 1 when a result fails the gate, else 0."""
+    from .classes import rejects
+    from .pipeline import failed_reports
+
     broken = failed_reports(reports)
     if broken:
         # fail closed: a dynamic stage that broke (reference or worker server died, hackscan's own
         # error) proves nothing about the candidate; whatever --fail-on says, this is exit 2
         for r in broken[:5]:
             typer.echo(f"hackscan: error: {r.path}: {r.dynamic.get('reason')}", err=True)  # type: ignore[union-attr]
-        raise typer.Exit(2)
+        return 2
     threshold = fail_on.value if fail_on else config.fail_on.value
     if threshold == "never":
-        raise typer.Exit(0)
-    from .classes import rejects
-
+        return 0
     # the gate: a result fails when a finding at --fail-on or above belongs to a class it rejects
     # (all by default), or when it could not be analysed at all (fail closed)
     failing = any(rejects(r, config.reject_classes, threshold) for r in reports)
-    raise typer.Exit(1 if failing else 0)
+    return 1 if failing else 0
 
 
 def _taken(items) -> str:
