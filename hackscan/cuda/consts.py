@@ -112,7 +112,30 @@ def fold(node: ts.Node | None, env: Env, depth: int = 0) -> int | float | None:
         s = text(node)
         return ord(s[1]) if len(s) == 3 else None
     if t == "binary_expression":
-        return _fold_binary(node, env, depth)
+        kids = node.children
+        if len(kids) == 3 and not node.has_error:
+            # ``left op right``: three required parts and no room for anything else, so read by
+            # position (a field lookup costs several times the one children list)
+            left, op, right = kids
+        else:
+            left, op, right = (node.child_by_field_name("left"), node.child_by_field_name("operator"),
+                               node.child_by_field_name("right"))
+        a = fold(left, env, depth + 1)
+        if a is None:
+            return None
+        b = fold(right, env, depth + 1)
+        if b is None:
+            return None
+        o = op.type if op is not None else ""
+        if o == "/":
+            return _div(a, b)
+        if o == "%":
+            return int(a) % int(b) if b else None
+        f = _BIN.get(o)
+        try:
+            return f(a, b) if f is not None else None
+        except (TypeError, ValueError, OverflowError):
+            return None
     if t == "unary_expression":
         return _fold_unary(node, env, depth)
     if t == "cast_expression":
@@ -128,34 +151,6 @@ def fold(node: ts.Node | None, env: Env, depth: int = 0) -> int | float | None:
             return None
         return fold(node.child_by_field_name("consequence" if c else "alternative"), env, depth + 1)
     return None
-
-
-def _fold_binary(node: ts.Node, env: Env, depth: int) -> int | float | None:
-    """``left op right`` with both sides folded."""
-    kids = node.children
-    if len(kids) == 3 and not node.has_error:
-        # ``left op right``: three required parts and no room for anything else, so read by
-        # position (a field lookup costs several times the one children list)
-        left, op, right = kids
-    else:
-        left, op, right = (node.child_by_field_name("left"), node.child_by_field_name("operator"),
-                           node.child_by_field_name("right"))
-    a = fold(left, env, depth + 1)
-    if a is None:
-        return None
-    b = fold(right, env, depth + 1)
-    if b is None:
-        return None
-    o = op.type if op is not None else ""
-    if o == "/":
-        return _div(a, b)
-    if o == "%":
-        return int(a) % int(b) if b else None
-    f = _BIN.get(o)
-    try:
-        return f(a, b) if f is not None else None
-    except (TypeError, ValueError, OverflowError):
-        return None
 
 
 def _fold_unary(node: ts.Node, env: Env, depth: int) -> int | float | None:

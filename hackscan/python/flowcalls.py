@@ -145,14 +145,10 @@ class CallSemantics:
         if ft is ast.Subscript:
             return self._subscript_call(e, func, discarded)  # type: ignore[arg-type]
         # --- extension function (not a method of a local tensor that happens to share its name)
-        found = None
         if is_attr and (func.attr in self.ext_functions or self.ext_unlisted):
-            receiver = frame.state.get(recv) if recv is not None else None
-            if receiver is None or not receiver.tensorish:
-                found = self.host.extension_for_call(e)
-        if found is not None:
-            ext, fn = found
-            return self._launch(e, "extension", f"export:{ext.name}.{fn}", fn, ext.name, discarded)
+            out = self._extension_launch(e, frame.state.get(recv) if recv is not None else None, discarded)
+            if out is not None:
+                return out
         if self.cupy_extensions:  # the callee's dotted name is needed here only in a file with CuPy kernels
             out = self._cupy_launch(e, func)
             if out is not None:
@@ -175,7 +171,14 @@ class CallSemantics:
                 func.id not in frame.state:
             desc = self._callable_of_value(self.module_values[func.id])
         if desc is None and is_attr:
-            desc = self._attribute_callable(func)  # type: ignore[arg-type]
+            chain = self._chain(func)
+            if self.attr_callables:  # most files store no callable in an attribute: no key to build
+                key = "self." + chain if chain is not None else dotted_name(func)
+                desc = self.attr_callables.get(key) if key else None
+            if desc is None and chain is not None:
+                holder = self.facts.holders.get(chain)
+                if holder is not None and holder.kind == "callable" and holder.target.startswith("cupy:"):
+                    desc = ("cupy", holder.target[5:])
         if desc is not None:
             out = self._callable_call(e, desc, discarded)
             if out is not None:
@@ -195,23 +198,15 @@ class CallSemantics:
         if is_attr and canon == "Model.forward" and "Model" not in self.classes:
             self._reference_call(e, "model-forward", "Model.forward(...)")
             return self._args(e).fresh().plus(OPAQUE, frozenset([e.lineno]))
-        # --- a CuTe DSL function: it launches device code that writes through its tensor arguments
-        #     (``from_dlpack(out)`` shares ``out``'s memory; ``_pointer_targets`` looks inside calls)
-        if is_name and func.id in self.dsl_functions and func.id not in frame.state:
-            return self._launch(e, "dsl", f"dsl:{func.id}", func.id, None, discarded)
-        # --- module-level function / class instantiation
         if is_name and func.id not in frame.state:
-            out = self._module_name_call(e, func.id, canon)
+            # a DSL function, a module-level function or class, torch by a bare name, a builtin
+            out = self._name_call(e, func.id, canon, torchy, frame, discarded)
             if out is not None:
                 return out
         # --- torch.*
-        if torchy:
+        elif torchy:
             return self._torch_call(e, canon, discarded)
-        # --- builtins and arithmetic helpers
-        if is_name and func.id not in frame.state:
-            out = self._builtin_call(e, func.id, frame)
-            if out is not None:
-                return out
+        # --- arithmetic helpers
         if canon.startswith(_ARITH_MODULES) or canon in ("triton.cdiv", "triton.next_power_of_2"):
             return self._args(e)
         # --- a method on a value
@@ -220,6 +215,16 @@ class CallSemantics:
         # --- anything else: an unknown callable
         callee = self._ev(func)
         return callee.join(self._args(e)).fresh().plus(OPAQUE, frozenset([e.lineno]))
+
+    def _extension_launch(self, e: ast.Call, receiver: Provenance | None, discarded: bool) -> Provenance | None:
+        """A call of an extension's exported function (not a method of a local tensor that happens to
+        share its name), as a launch; None when it is not one."""
+        if receiver is None or not receiver.tensorish:
+            found = self.host.extension_for_call(e)
+            if found is not None:
+                ext, fn = found
+                return self._launch(e, "extension", f"export:{ext.name}.{fn}", fn, ext.name, discarded)
+        return None
 
     def _cupy_launch(self, e: ast.Call, func: ast.expr) -> Provenance | None:
         """A call of a name a CuPy kernel is bound to (``kernel = cp.RawKernel(...)``; ``kernel(...)``)."""
@@ -254,19 +259,6 @@ class CallSemantics:
         args = self._args(e)
         op = self._op(e, canon, "call", inputs=args)
         return args.fresh().plus(OPS, frozenset([op]))
-
-    def _attribute_callable(self, func: ast.Attribute) -> tuple[str, str] | None:
-        """What an attribute callee was bound to (``self.kernel = mod.get_function(...)``), if known."""
-        chain = self._chain(func)
-        desc = None
-        if self.attr_callables:  # most files store no callable in an attribute: no key to build
-            key = "self." + chain if chain is not None else dotted_name(func)
-            desc = self.attr_callables.get(key) if key else None
-        if desc is None and chain is not None:
-            holder = self.facts.holders.get(chain)
-            if holder is not None and holder.kind == "callable" and holder.target.startswith("cupy:"):
-                desc = ("cupy", holder.target[5:])
-        return desc
 
     def _callable_call(self, e: ast.Call, desc: tuple[str, str], discarded: bool) -> Provenance | None:
         """A call of a local callable by what it was bound to; None when that says nothing."""
@@ -332,8 +324,14 @@ class CallSemantics:
                                 kind="method", explicit_self=not _is_static(node))
         return None
 
-    def _module_name_call(self, e: ast.Call, name: str, canon: str) -> Provenance | None:
-        """A module-level function (every definition of it) or a class instantiated by name."""
+    def _name_call(self, e: ast.Call, name: str, canon: str, torchy: bool, frame: _Frame,
+                   discarded: bool) -> Provenance | None:
+        """A call by a bare name that is not a local: None when it is none of these and the caller goes on."""
+        # --- a CuTe DSL function: it launches device code that writes through its tensor arguments
+        #     (``from_dlpack(out)`` shares ``out``'s memory; ``_pointer_targets`` looks inside calls)
+        if name in self.dsl_functions:
+            return self._launch(e, "dsl", f"dsl:{name}", name, None, discarded)
+        # --- module-level function (every definition of it) / class instantiation
         if name in self.functions:
             alts = self.function_alts[name]
             out = EMPTY
@@ -349,10 +347,10 @@ class CallSemantics:
         if name == "Model" or canon.endswith(".Model"):
             self._reference_call(e, "instantiate", "Model(...)")
             return self._args(e).fresh().plus(OPAQUE, frozenset([e.lineno]))
-        return None
-
-    def _builtin_call(self, e: ast.Call, name: str, frame: _Frame) -> Provenance | None:
-        """A builtin by name: metadata, ``getattr(self, ...)`` reads, host values, unions, quiet ones."""
+        # --- torch.* by a bare name (``from torch import relu``)
+        if torchy:
+            return self._torch_call(e, canon, discarded)
+        # --- builtins
         if name in _META_BUILTINS:
             if name == "range":
                 self._shape_use(e, "range", tuple(e.args))
