@@ -137,52 +137,62 @@ def fold(node: ts.Node | None, env: Env, depth: int = 0) -> int | float | None:
         except (TypeError, ValueError, OverflowError):
             return None
     if t == "unary_expression":
-        kids = node.children
-        if len(kids) == 2 and not node.has_error:  # ``op argument``, as above
-            op, arg = kids
-        else:
-            op, arg = node.child_by_field_name("operator"), node.child_by_field_name("argument")
-        v = fold(arg, env, depth + 1)
-        if v is None or op is None:
-            return None
-        if op.type == "-":
-            return -v
-        if op.type == "+":
-            return v
-        if op.type == "~" and isinstance(v, int):
-            return ~v
-        return None
+        return _fold_unary(node, env, depth)
     if t == "cast_expression":
         return fold(node.child_by_field_name("value"), env, depth + 1)
     if t == "sizeof_expression":
         inner = node.child_by_field_name("type") or node.child_by_field_name("value")
         return _SIZEOF.get("".join(text(inner).split()).strip("()"))
     if t == "call_expression":
-        # static_cast<int>(x), min/max of constants, int(x)
-        func = node.child_by_field_name("function")
-        args = node.child_by_field_name("arguments")
-        if func is None or args is None:
-            return None
-        fname = text(func.child_by_field_name("name") if func.type == "template_function" else func)
-        if fname not in _FOLDED_CALLS:
-            # any other call folds to None whatever its arguments are: do not fold them
-            return None
-        vals = [fold(a, env, depth + 1) for a in args.named_children]
-        for v in vals:  # a loop, not an early-exited any(generator): GeneratorExit costs more
-            if v is None:
-                return None
-        if fname in ("static_cast", "int", "unsigned", "size_t", "int64_t", "long", "float") and len(vals) == 1:
-            return vals[0]
-        if fname in ("min", "std::min", "fminf") and vals:
-            return min(vals)  # type: ignore[type-var]
-        if fname in ("max", "std::max", "fmaxf") and vals:
-            return max(vals)  # type: ignore[type-var]
-        return None
+        return _fold_call(node, env, depth)
     if t == "conditional_expression":
         c = fold(node.child_by_field_name("condition"), env, depth + 1)
         if c is None:
             return None
         return fold(node.child_by_field_name("consequence" if c else "alternative"), env, depth + 1)
+    return None
+
+
+def _fold_unary(node: ts.Node, env: Env, depth: int) -> int | float | None:
+    """``-x``, ``+x``, ``~x`` of a folded operand."""
+    kids = node.children
+    if len(kids) == 2 and not node.has_error:  # ``op argument``, as above
+        op, arg = kids
+    else:
+        op, arg = node.child_by_field_name("operator"), node.child_by_field_name("argument")
+    v = fold(arg, env, depth + 1)
+    if v is None or op is None:
+        return None
+    if op.type == "-":
+        return -v
+    if op.type == "+":
+        return v
+    if op.type == "~" and isinstance(v, int):
+        return ~v
+    return None
+
+
+def _fold_call(node: ts.Node, env: Env, depth: int) -> int | float | None:
+    """A call that keeps a constant: casts, min/max of constants."""
+    # static_cast<int>(x), min/max of constants, int(x)
+    func = node.child_by_field_name("function")
+    args = node.child_by_field_name("arguments")
+    if func is None or args is None:
+        return None
+    fname = text(func.child_by_field_name("name") if func.type == "template_function" else func)
+    if fname not in _FOLDED_CALLS:
+        # any other call folds to None whatever its arguments are: do not fold them
+        return None
+    vals = [fold(a, env, depth + 1) for a in args.named_children]
+    for v in vals:  # a loop, not an early-exited any(generator): GeneratorExit costs more
+        if v is None:
+            return None
+    if fname in ("static_cast", "int", "unsigned", "size_t", "int64_t", "long", "float") and len(vals) == 1:
+        return vals[0]
+    if fname in ("min", "std::min", "fminf") and vals:
+        return min(vals)  # type: ignore[type-var]
+    if fname in ("max", "std::max", "fmaxf") and vals:
+        return max(vals)  # type: ignore[type-var]
     return None
 
 

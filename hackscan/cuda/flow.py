@@ -10,7 +10,7 @@ allocated, passed down one or two helpers and launched on) and it keeps the anal
 from __future__ import annotations
 
 import re
-from collections.abc import Container, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -297,6 +297,23 @@ class CudaFlow:
                 idx = param_of(arg)
                 if idx is not None:
                     out.add(idx, StoreSite(upd, "assign"))
+        self._call_stores(fn, out, param_of, amap, _stack)
+        for asm in fn.of_type("gnu_asm_expression"):
+            body = text(asm)
+            if "st." not in body and "red." not in body and "atom." not in body and "cp." not in body:
+                continue
+            for ident in identifiers(asm):
+                idx = amap.get(text(ident))
+                if idx is not None:
+                    out.add(idx, StoreSite(asm, "asm"))
+        out.by_param = {k: v for k, v in out.by_param.items() if k in params}
+        self._stores[id(fn)] = out
+        return out
+
+    def _call_stores(self, fn: Function, out: Stores, param_of: Callable[[ts.Node | None], int | None],
+                     amap: dict[str, int], _stack: tuple[int, ...]) -> None:
+        """The stores ``fn``'s calls make through its parameters: atomics and store intrinsics, methods
+        of atomic refs and functors, helpers that store through a pointer argument (followed)."""
         x = self.facts.extensions[fn.ext]
         # by-value functors / parameter structs (not accessors, which index like pointers)
         struct_params = {p.name: p.index for p in fn.params
@@ -342,17 +359,6 @@ class CudaFlow:
                 elif not base[:1].isupper() or "::" in call.name:
                     # an unknown helper (a library template, a macro): it may store
                     out.add(idx, StoreSite(call.node, f"escape:{call.name}"))
-        for asm in fn.of_type("gnu_asm_expression"):
-            body = text(asm)
-            if "st." not in body and "red." not in body and "atom." not in body and "cp." not in body:
-                continue
-            for ident in identifiers(asm):
-                idx = amap.get(text(ident))
-                if idx is not None:
-                    out.add(idx, StoreSite(asm, "asm"))
-        out.by_param = {k: v for k, v in out.by_param.items() if k in params}
-        self._stores[id(fn)] = out
-        return out
 
     def host_stores(self, fn: Function) -> list[tuple[ts.Node, list[Origin]]]:
         """Stores through pointers in host code (a CPU loop over ``C.data_ptr<float>()``), with where
@@ -414,6 +420,42 @@ class CudaFlow:
             return list(got)
         return self._origins_of(expr, fn, depth, seen)
 
+    def _origins_of_call(self, expr: ts.Node, fn: Function, depth: int,
+                         seen: frozenset[tuple[int, str]]) -> list[Origin]:
+        """Where a call's result's storage comes from: an alias method's receiver, a copy, an
+        allocation, ATen, or what a helper of the file returns."""
+        func = expr.child_by_field_name("function")
+        if func is None:
+            return [Origin("unknown", fn, node=expr)]
+        name = callee_name(func)
+        base = name.rsplit("::", 1)[-1].lstrip(".")
+        if name.startswith("."):
+            recv = func.child_by_field_name("argument")
+            if base in ALIAS_METHODS and recv is not None:
+                found = self.origins(recv, fn, depth + 1, seen)
+                if base in MAYBE_COPY:
+                    return [_maybe(o) for o in found]
+                return found
+            if base in COPY_METHODS:
+                return [Origin("copy", fn, base, node=expr)]
+            if base in ALLOC_CALLS:
+                return [Origin("alloc", fn, base, node=expr)]
+            return [Origin("aten", fn, base, node=expr)]
+        if base in ALLOC_CALLS and (name.startswith(("torch::", "at::")) or "::" not in name):
+            return [Origin("alloc", fn, base, node=expr)]
+        x = self.facts.extensions[fn.ext]
+        helpers = x.lookup(name, "host")
+        if helpers:
+            out: list[Origin] = []
+            for h in helpers:
+                for r in self.returns(h):
+                    if r.value is not None:
+                        out.extend(self.origins(r.value, h, depth + 1, seen))
+            return out or [Origin("call", fn, name, node=expr)]
+        if name.startswith(("torch::", "at::")):
+            return [Origin("aten", fn, base, node=expr)]
+        return [Origin("call", fn, name, node=expr)]
+
     def _origins_of(self, expr: ts.Node, fn: Function, depth: int,
                     seen: frozenset[tuple[int, str]]) -> list[Origin]:
         if depth > 12:
@@ -423,37 +465,7 @@ class CudaFlow:
         if t == "identifier" or t == "type_identifier":  # the latter from ``Guard g(side);`` (a vexing parse)
             return self._origins_of_name(text(expr), expr, fn, depth, seen)
         if t == "call_expression":
-            func = expr.child_by_field_name("function")
-            if func is None:
-                return [Origin("unknown", fn, node=expr)]
-            name = callee_name(func)
-            base = name.rsplit("::", 1)[-1].lstrip(".")
-            if name.startswith("."):
-                recv = func.child_by_field_name("argument")
-                if base in ALIAS_METHODS and recv is not None:
-                    found = self.origins(recv, fn, depth + 1, seen)
-                    if base in MAYBE_COPY:
-                        return [_maybe(o) for o in found]
-                    return found
-                if base in COPY_METHODS:
-                    return [Origin("copy", fn, base, node=expr)]
-                if base in ALLOC_CALLS:
-                    return [Origin("alloc", fn, base, node=expr)]
-                return [Origin("aten", fn, base, node=expr)]
-            if base in ALLOC_CALLS and (name.startswith(("torch::", "at::")) or "::" not in name):
-                return [Origin("alloc", fn, base, node=expr)]
-            x = self.facts.extensions[fn.ext]
-            helpers = x.lookup(name, "host")
-            if helpers:
-                out: list[Origin] = []
-                for h in helpers:
-                    for r in self.returns(h):
-                        if r.value is not None:
-                            out.extend(self.origins(r.value, h, depth + 1, seen))
-                return out or [Origin("call", fn, name, node=expr)]
-            if name.startswith(("torch::", "at::")):
-                return [Origin("aten", fn, base, node=expr)]
-            return [Origin("call", fn, name, node=expr)]
+            return self._origins_of_call(expr, fn, depth, seen)
         if t == "subscript_expression":
             arg = expr.child_by_field_name("argument")
             return self.origins(arg, fn, depth + 1, seen) if arg is not None else [Origin("unknown", fn, node=expr)]

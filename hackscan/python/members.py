@@ -465,6 +465,26 @@ class MemberScanner:
             return self._identity_fill(value.args[0])
         return name.startswith("torch.") and name.rsplit(".", 1)[-1] in _IDENTITY_FILL
 
+    def _module_holder(self, attr: str, name: str, short: str, value: ast.Call) -> None:
+        """``self.x = nn.Something(...)``: a container, a stateless module, or one with parameters."""
+        if short in CONTAINER_MODULES:
+            members = tuple(self.host.canonical(a.func) for a in value.args if isinstance(a, ast.Call))
+            self.holders[attr] = Holder(attr, "container", name, value, target=",".join(members))
+        elif short in STATELESS_MODULES:
+            inplace = isinstance(_kw(value, "inplace"), ast.Constant) and _kw(value, "inplace").value is True  # type: ignore[union-attr]
+            self.holders[attr] = Holder(attr, "stateless", name, value, inplace=inplace)
+        else:
+            params = MODULE_PARAMS.get(short, ())
+            if "bias" in params and _false(_kw(value, "bias")):
+                params = tuple(p for p in params if p != "bias")
+            if _false(_kw(value, "affine")) or _false(_kw(value, "elementwise_affine")):
+                params = ()
+            if short.startswith("InstanceNorm") and isinstance(_kw(value, "affine"), ast.Constant) and \
+                    _kw(value, "affine").value is True:  # type: ignore[union-attr]
+                params = ("weight", "bias")
+            self.holders[attr] = Holder(attr, "module", name, value, params=params,
+                                        identity_init=short in IDENTITY_INIT_MODULES and bool(params))
+
     def _assign(self, attr: str, value: ast.AST, prefix: str, depth: int) -> None:
         host = self.host
         if attr in self.holders and self.holders[attr].kind not in ("config", "unknown") and \
@@ -503,23 +523,7 @@ class MemberScanner:
                                             identity_init=self._identity_fill(value))
                 return
             if name.startswith("torch.nn.") and short[:1].isupper():
-                if short in CONTAINER_MODULES:
-                    members = tuple(self.host.canonical(a.func) for a in value.args if isinstance(a, ast.Call))
-                    self.holders[attr] = Holder(attr, "container", name, value, target=",".join(members))
-                elif short in STATELESS_MODULES:
-                    inplace = isinstance(_kw(value, "inplace"), ast.Constant) and _kw(value, "inplace").value is True  # type: ignore[union-attr]
-                    self.holders[attr] = Holder(attr, "stateless", name, value, inplace=inplace)
-                else:
-                    params = MODULE_PARAMS.get(short, ())
-                    if "bias" in params and _false(_kw(value, "bias")):
-                        params = tuple(p for p in params if p != "bias")
-                    if _false(_kw(value, "affine")) or _false(_kw(value, "elementwise_affine")):
-                        params = ()
-                    if short.startswith("InstanceNorm") and isinstance(_kw(value, "affine"), ast.Constant) and \
-                            _kw(value, "affine").value is True:  # type: ignore[union-attr]
-                        params = ("weight", "bias")
-                    self.holders[attr] = Holder(attr, "module", name, value, params=params,
-                                                identity_init=short in IDENTITY_INIT_MODULES and bool(params))
+                self._module_holder(attr, name, short, value)
                 return
             if isinstance(value.func, ast.Attribute) and value.func.attr in ("get_function", "get_kernel"):
                 owner = dotted_name(value.func.value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import tree_sitter as ts
 
@@ -105,14 +105,7 @@ def cuda_unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
     facts = ctx.cuda
     flow = ctx.cuda_flow
     for export, fn in facts.exported_host_functions():
-        outs: list[tuple[Origin, ts.Node, ts.Node]] = []  # (allocation, returned expression, return)
-        for r in flow.returns(fn):
-            if r.value is None or in_empty_branch(r.node, fn.node):
-                continue
-            for v in _returned_values(r.value):
-                for o in flow.origins(v, fn):
-                    if o.kind == "alloc" and o.detail in UNINITIALISED and o.node is not None and not o.maybe:
-                        outs.append((o, v, r.node))
+        outs = _uninitialised_returns(flow, fn)
         if not outs:
             continue
         sites = _SiteMapper(facts, flow, fn)
@@ -126,49 +119,8 @@ def cuda_unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
             if where is not None:
                 written.setdefault(alloc.id, []).append((where, how))
 
-        for lc in flow.launches_from(fn):
-            kernel = facts.kernel_for(lc)
-            site = sites.site(lc.function, lc.node)
-            for idx, arg in enumerate(lc.args):
-                if arg.type == "lambda_expression":
-                    # a device lambda: whatever it captures may be written
-                    for ident in identifiers(arg):
-                        for o in flow.origins(ident, lc.function):
-                            if o.kind == "alloc" and o.node is not None:
-                                mark(o.node, site, "maybe")
-                    continue
-                for o in flow.origins(arg, lc.function):
-                    if o.kind != "alloc" or o.node is None:
-                        continue
-                    if kernel is None or (o.aggregate and flow.stores(kernel).stores(idx)):
-                        mark(o.node, site, "maybe")
-                    elif flow.stores(kernel).stores(idx):
-                        mark(o.node, site, "store")
-                        storing.setdefault(o.node.id, []).append((lc, kernel, idx))
-                    elif not o.aggregate and site is not None:
-                        unstored.setdefault(o.node.id, []).append((site, lc))
-            if kernel is None and lc.api != "<<<>>>":
-                for o, _, _ in outs:  # cudaLaunchKernel with an args array: cannot map parameters
-                    mark(o.node, site, "maybe")
-        for host_fn, call in flow.host_calls_from(fn):
-            for alloc in _sink_allocs(facts, flow, host_fn, call):
-                mark(alloc, sites.site(host_fn, call.node), "maybe")
-        for host_fn in flow.host_closure(fn):
-            # ``params.dx = dx.data_ptr(); launcher(launch_params);``: a parameter block handed to a
-            # launcher looked up at run time (a function pointer or std::function local, not a lambda)
-            call = _runtime_launcher(host_fn)
-            if call is not None:
-                for asg in host_fn.of_type("assignment_expression"):
-                    left, right = asg.child_by_field_name("left"), asg.child_by_field_name("right")
-                    if left is None or right is None or left.type != "field_expression":
-                        continue  # ``launch_params.params.dx = dx.data_ptr()``: a member, at any depth
-                    for o in flow.origins(right, host_fn):
-                        if o.kind == "alloc" and o.node is not None:
-                            mark(o.node, sites.site(host_fn, call.node), "maybe")
-            for node, origins in flow.host_stores(host_fn):
-                for o in origins:
-                    if o.kind == "alloc" and o.node is not None:
-                        mark(o.node, sites.site(host_fn, node), "maybe")
+        _mark_launches(facts, flow, fn, sites, outs, mark, storing, unstored)
+        _mark_host_writes(facts, flow, fn, sites, mark)
         reported: set[int] = set()
         for o, v, ret in outs:
             if o.node.id in reported:
@@ -204,6 +156,76 @@ def cuda_unwritten_output(ctx: ScanContext) -> Iterator[Hit]:
             if hit is not None:
                 reported.add(o.node.id)
                 yield hit
+
+
+def _uninitialised_returns(flow: CudaFlow, fn: Function) -> list[tuple[Origin, ts.Node, ts.Node]]:
+    """The uninitialised allocations ``fn`` returns: (allocation, returned expression, return)."""
+    outs: list[tuple[Origin, ts.Node, ts.Node]] = []  # (allocation, returned expression, return)
+    for r in flow.returns(fn):
+        if r.value is None or in_empty_branch(r.node, fn.node):
+            continue
+        for v in _returned_values(r.value):
+            for o in flow.origins(v, fn):
+                if o.kind == "alloc" and o.detail in UNINITIALISED and o.node is not None and not o.maybe:
+                    outs.append((o, v, r.node))
+    return outs
+
+
+def _mark_launches(facts: CudaFacts, flow: CudaFlow, fn: Function, sites: _SiteMapper,
+                   outs: list[tuple[Origin, ts.Node, ts.Node]], mark: Callable[[ts.Node, ts.Node | None, str], None],
+                   storing: dict[int, list[tuple[Launch, Function, int]]],
+                   unstored: dict[int, list[tuple[ts.Node, Launch]]]) -> None:
+    """Mark what the launches from ``fn`` write: a kernel that stores through the parameter an
+    allocation reaches it as (recorded in ``storing``), one that may, one that does not (``unstored``)."""
+    for lc in flow.launches_from(fn):
+        kernel = facts.kernel_for(lc)
+        site = sites.site(lc.function, lc.node)
+        for idx, arg in enumerate(lc.args):
+            if arg.type == "lambda_expression":
+                # a device lambda: whatever it captures may be written
+                for ident in identifiers(arg):
+                    for o in flow.origins(ident, lc.function):
+                        if o.kind == "alloc" and o.node is not None:
+                            mark(o.node, site, "maybe")
+                continue
+            for o in flow.origins(arg, lc.function):
+                if o.kind != "alloc" or o.node is None:
+                    continue
+                if kernel is None or (o.aggregate and flow.stores(kernel).stores(idx)):
+                    mark(o.node, site, "maybe")
+                elif flow.stores(kernel).stores(idx):
+                    mark(o.node, site, "store")
+                    storing.setdefault(o.node.id, []).append((lc, kernel, idx))
+                elif not o.aggregate and site is not None:
+                    unstored.setdefault(o.node.id, []).append((site, lc))
+        if kernel is None and lc.api != "<<<>>>":
+            for o, _, _ in outs:  # cudaLaunchKernel with an args array: cannot map parameters
+                mark(o.node, site, "maybe")
+
+
+def _mark_host_writes(facts: CudaFacts, flow: CudaFlow, fn: Function, sites: _SiteMapper,
+                      mark: Callable[[ts.Node, ts.Node | None, str], None]) -> None:
+    """Mark what host code reached from ``fn`` may write: sinks of host calls, parameter blocks handed
+    to a launcher looked up at run time, stores through pointers."""
+    for host_fn, call in flow.host_calls_from(fn):
+        for alloc in _sink_allocs(facts, flow, host_fn, call):
+            mark(alloc, sites.site(host_fn, call.node), "maybe")
+    for host_fn in flow.host_closure(fn):
+        # ``params.dx = dx.data_ptr(); launcher(launch_params);``: a parameter block handed to a
+        # launcher looked up at run time (a function pointer or std::function local, not a lambda)
+        call = _runtime_launcher(host_fn)
+        if call is not None:
+            for asg in host_fn.of_type("assignment_expression"):
+                left, right = asg.child_by_field_name("left"), asg.child_by_field_name("right")
+                if left is None or right is None or left.type != "field_expression":
+                    continue  # ``launch_params.params.dx = dx.data_ptr()``: a member, at any depth
+                for o in flow.origins(right, host_fn):
+                    if o.kind == "alloc" and o.node is not None:
+                        mark(o.node, sites.site(host_fn, call.node), "maybe")
+        for node, origins in flow.host_stores(host_fn):
+            for o in origins:
+                if o.kind == "alloc" and o.node is not None:
+                    mark(o.node, sites.site(host_fn, node), "maybe")
 
 
 def _coverage(ctx: ScanContext, flow: CudaFlow, o: Origin, launches: list, shown: str, alloc: str, fn: Function,

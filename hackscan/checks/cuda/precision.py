@@ -497,56 +497,17 @@ def cuda_strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
             else:
                 if not start_threaded:
                     continue
-                terms = _product_terms(step)
-                lits = [flow.fold(t, fn) for t in terms]
-                if not all(isinstance(v, int) or _thread_count_term(t, fn) for t, v in zip(terms, lits, strict=True)):
+                got = _thread_scaled_step(flow, fn, step)
+                if got is None:
                     continue
-                m = 1
-                for v in lits:
-                    if isinstance(v, int):
-                        m *= v
-                if m <= 1 or not any(v is None for v in lits):
-                    continue
+                m = got
             body = loop.child_by_field_name("body")
             if body is None:
                 continue
             btext = text(body)
             if _VECTOR.search(btext) or not (_accumulates(body, fn) or _ACCUM_CALLS.search(btext)):
                 continue
-            # the loops inside the body are among the function's loops (the body's walk collected
-            # every one), so their variables are known already
-            inner_vars: set[str] = set()
-            for inner in loops:
-                if contains(body, inner):
-                    got = var_of(inner)
-                    if got is not None:
-                        inner_vars.add(got[0])
-            per_array: dict[str, set[str]] = {}
-            covered = False
-            for sub in _subscripts(body):
-                idx = sub.child_by_field_name("indices")
-                if idx is None:
-                    continue
-                idx_text = text(idx)
-                if var not in idx_text:
-                    continue  # every identifier's text is part of the index's: ``var`` is not used
-                used = {text(i) for i in identifiers(idx)}
-                if var not in used:
-                    continue
-                base = pointer_base(sub, amap)
-                if base is None or text(base) not in amap:
-                    continue
-                if used & inner_vars:
-                    covered = True
-                    break
-                others = used - {var}
-                if others:
-                    if threads is None:
-                        threads = _Derived(fn)
-                    if threads.intersects(others):
-                        covered = True
-                        break
-                per_array.setdefault(text(base), set()).add("".join(idx_text.split()))
+            covered, per_array, threads = _strided_reads(fn, body, var, amap, loops, var_of, threads)
             if covered or not per_array:
                 continue
             array, reads = max(per_array.items(), key=lambda kv: len(kv[1]))
@@ -558,6 +519,62 @@ def cuda_strided_subsample(ctx: ScanContext) -> Iterator[Hit]:
                           args={"function": fn.name, "var": var, "step": m, "reads": len(reads), "array": array,
                                 "skipped": m - len(reads)},
                           evidence={"step_expr": text(step), "reads": sorted(reads)})
+
+
+def _thread_scaled_step(flow: CudaFlow, fn: Function, step: ts.Node) -> int | None:
+    """The constant part of a step that is a product of constants and thread counts (``4 * blockDim.x``),
+    when it is more than 1 and some thread count is in it; else None."""
+    terms = _product_terms(step)
+    lits = [flow.fold(t, fn) for t in terms]
+    if not all(isinstance(v, int) or _thread_count_term(t, fn) for t, v in zip(terms, lits, strict=True)):
+        return None
+    m = 1
+    for v in lits:
+        if isinstance(v, int):
+            m *= v
+    if m <= 1 or not any(v is None for v in lits):
+        return None
+    return m
+
+
+def _strided_reads(fn: Function, body: ts.Node, var: str, amap: dict[str, int],
+                   loops: list[ts.Node], var_of: Callable[[ts.Node], tuple[str, ts.Node | None] | None],
+                   threads: _Derived | None) -> tuple[bool, dict[str, set[str]], _Derived | None]:
+    """The distinct reads indexed by ``var`` in a strided loop's body, per array; True first when an
+    index also uses an inner loop's variable or a thread-derived local (the step's gaps are covered).
+    The thread-derived locals, computed here on first need, are handed back for the next loop."""
+    # the loops inside the body are among the function's loops (the body's walk collected
+    # every one), so their variables are known already
+    inner_vars: set[str] = set()
+    for inner in loops:
+        if contains(body, inner):
+            got = var_of(inner)
+            if got is not None:
+                inner_vars.add(got[0])
+    per_array: dict[str, set[str]] = {}
+    for sub in _subscripts(body):
+        idx = sub.child_by_field_name("indices")
+        if idx is None:
+            continue
+        idx_text = text(idx)
+        if var not in idx_text:
+            continue  # every identifier's text is part of the index's: ``var`` is not used
+        used = {text(i) for i in identifiers(idx)}
+        if var not in used:
+            continue
+        base = pointer_base(sub, amap)
+        if base is None or text(base) not in amap:
+            continue
+        if used & inner_vars:
+            return True, per_array, threads
+        others = used - {var}
+        if others:
+            if threads is None:
+                threads = _Derived(fn)
+            if threads.intersects(others):
+                return True, per_array, threads
+        per_array.setdefault(text(base), set()).add("".join(idx_text.split()))
+    return False, per_array, threads
 
 
 _PAIRS = re.compile(r"\b(float2|double2|int2|half2|__half2|__nv_bfloat162|bfloat162)\b")
