@@ -428,8 +428,10 @@ def test_cpu_pipeline_measures_with_a_pre_import_baseline_and_the_parent_clock(p
     assert not [f for f in rep.findings if f.stage is Stage.PERFORMANCE and f.severity is not Severity.INFO]
     from hackscan.output.text import render_text
 
-    text = render_text([rep])
+    # the full statistics are one flag away (--perf-stats); the default block is three lines
+    text = render_text([rep], perf_stats=True)
     assert "torch.compile  skipped" in text and "parent clock:" in text and "eager fp32" in text
+    assert "eager fp32" in render_text([rep])
 
 
 @pytest.mark.slow
