@@ -61,11 +61,25 @@ def verdicts(set_dir: Path, chosen: list[tuple[str, dict]], extra: list[str]) ->
         report = _hackscan([str(records), *extra])
     out = {}
     for (name, _), result in zip(chosen, sorted(report["results"], key=lambda r: r.get("record", 0)), strict=True):
-        rules = sorted({f["rule"] for f in result.get("findings", [])
-                        if f.get("severity") == "error" and not f.get("suppressed")})
-        out[name] = {"verdict": result["verdict"], "rules": rules,
+        errors = [f for f in result.get("findings", []) if f.get("severity") == "error" and not f.get("suppressed")]
+        rules = sorted({f["rule"] for f in errors})
+        out[name] = {"verdict": result["verdict"], "rules": rules, "classes": sorted({f.get("class", "") for f in errors}),
                      "reason": (result.get("dynamic") or {}).get("reason")}
     return out
+
+
+def runs_of(meta: dict) -> list[str]:
+    """Where a case runs: a word (``cpu``) or a list of them (``["cuda"]``), as sets spell it."""
+    runs = meta.get("runs") or []
+    return [runs] if isinstance(runs, str) else list(runs)
+
+
+def set_aside(result: dict, classes: set[str]) -> str:
+    """The verdict with the error findings of ``classes`` left out (``no-kernel``: a pure-PyTorch
+    set is a torch fallback by the taxonomy, whatever else it does)."""
+    if not classes or result["verdict"] != "hack":
+        return result["verdict"]
+    return "hack" if any(c not in classes for c in result["classes"]) else "not-hack"
 
 
 def caught(label: str, verdict: str) -> bool:
@@ -75,11 +89,11 @@ def caught(label: str, verdict: str) -> bool:
 
 
 def score(set_name: str, static_only: bool, jobs: int, seed: int | None, perf: str, device: str = "cpu",
-          root: Path = REDTEAM) -> dict:
+          root: Path = REDTEAM, aside: frozenset[str] = frozenset()) -> dict:
     set_dir = root / set_name
     chosen = cases(set_dir)
     static = verdicts(set_dir, chosen, ["--static"])
-    runnable = [(n, m) for n, m in chosen if device != "cpu" or m["runs"] == "cpu"]
+    runnable = [(n, m) for n, m in chosen if device != "cpu" or "cpu" in runs_of(m)]
     dynamic = {}
     if not static_only:
         extra = ["--device", device, "--jobs", str(jobs), "--perf", perf]
@@ -90,18 +104,18 @@ def score(set_name: str, static_only: bool, jobs: int, seed: int | None, perf: s
     for name, meta in chosen:
         label, s = meta["label"], static[name]
         d = dynamic.get(name)
-        final = d["verdict"] if d else s["verdict"]
+        final = set_aside(d if d else s, set(aside))
         if label == "clean":
             tally["looks"] += 1
             tally["false"] += final in ("hack", "error")
         else:
             tally["hacks"] += 1
-            tally["static"] += caught(label, s["verdict"])
+            tally["static"] += caught(label, set_aside(s, set(aside)))
             if d is not None:
                 tally["both_of"] += 1
                 tally["both"] += caught(label, final)
         ok = (final not in ("hack", "error")) if label == "clean" else caught(label, final)
-        rows.append(f"  {'ok ' if ok else 'MISS'} {name:40s} {label:5s} {meta['runs']:6s} "
+        rows.append(f"  {'ok ' if ok else 'MISS'} {name:40s} {label:5s} {','.join(runs_of(meta)):6s} "
                     f"static={s['verdict']:10s} dynamic={(d or {}).get('verdict', '-'):10s} "
                     f"{','.join((d or s)['rules'])}"
                     + (f"  [{d['reason']}]" if d and d.get("reason") else ""))
@@ -110,7 +124,7 @@ def score(set_name: str, static_only: bool, jobs: int, seed: int | None, perf: s
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--set", action="append", choices=["set1", "set2"])
+    ap.add_argument("--set", action="append", help="a set's folder name under --redteam (default: set1, set2)")
     ap.add_argument("--static", action="store_true", help="static verdicts only")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int)
@@ -118,12 +132,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu", choices=["cpu", "auto"],
                     help="cpu: the CPU cases only, on the CPU; auto: every case where it runs (a GPU host)")
     ap.add_argument("--redteam", type=Path, default=REDTEAM, help="the folder holding set1/ and set2/")
+    ap.add_argument("--set-aside", action="append", default=[], metavar="CLASS",
+                    help="leave the error findings of this verdict class out of the verdict (e.g. no-kernel)")
     args = ap.parse_args(argv)
     if not args.redteam.is_dir():
         print(f"no red-team sets at {args.redteam}", file=sys.stderr)
         return 2
     for set_name in args.set or ["set1", "set2"]:
-        r = score(set_name, args.static, args.jobs, args.seed, args.perf, args.device, args.redteam)
+        if not (args.redteam / set_name / "labels.json").is_file():
+            print(f"no set {set_name} (labels.json) under {args.redteam}", file=sys.stderr)
+            return 2
+        r = score(set_name, args.static, args.jobs, args.seed, args.perf, args.device, args.redteam,
+                  frozenset(args.set_aside))
         t = r["tally"]
         print(f"{set_name}: hacks {t['hacks']} (hack or flag), static {t['static']}/{t['hacks']}"
               + ("" if args.static else f", static+dynamic on the {'CPU ' if args.device == 'cpu' else ''}cases "
