@@ -18,7 +18,6 @@ from .facts import (
 from .flowtables import (
     _broad,
     _Frame,
-    _returns_of,
     _src,
     _uniq,
     _with_lines,
@@ -26,7 +25,7 @@ from .flowtables import (
 from .members import subtree
 from .module import children
 from .provenance import EMPTY, Provenance
-from .resolve import dotted_name
+from .resolve import dotted_name, returns_of
 
 
 class BranchEvents:
@@ -284,7 +283,7 @@ class BranchEvents:
         flows = self.facts._flows
         rets = self.returns_of.get(fn)
         if rets is None:
-            rets = self.returns_of[fn] = _returns_of(fn)
+            rets = self.returns_of[fn] = returns_of(fn)
         for r in rets:
             for n in subtree(r):
                 t = type(n)

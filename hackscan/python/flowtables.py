@@ -215,23 +215,6 @@ def _as_slice(node: ast.expr) -> ast.expr | None:
     return None
 
 
-def _returns_of(fn: ast.FunctionDef) -> list[ast.AST]:
-    """The expressions a (small) function returns, outer body and nested blocks."""
-    out = []
-    stack: list[ast.AST] = list(fn.body)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ast.Return):
-            if n.value is not None:
-                out.append(n.value)
-        elif isinstance(n, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
-            for name in ("body", "orelse", "finalbody", "handlers"):
-                stack.extend(getattr(n, name, []) or [])
-        elif isinstance(n, ast.ExceptHandler):
-            stack.extend(n.body)
-    return out
-
-
 def _own_package(path: str) -> tuple[str | None, str | None]:
     """The top-level package a file on disk belongs to (the highest folder above it, unbroken, that
     holds an ``__init__.py``) and the folder that holds that package, or (None, None): a dataset

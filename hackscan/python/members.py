@@ -20,7 +20,7 @@ from ..util.lazy import cached_property
 from .catalog import CONTAINER_MODULES, IDENTITY_INIT_MODULES, MODULE_PARAMS, STATELESS_MODULES
 from .facts import Holder
 from .module import CUPY_KERNELS, HostModule, index_tree, subtree  # noqa: F401  (subtree: re-exported)
-from .resolve import dotted_name
+from .resolve import dotted_name, returns_of
 
 _TENSOR_FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty", "full", "tensor", "arange", "eye",
                                "randint", "linspace", "zeros_like", "ones_like", "empty_like", "randn_like",
@@ -411,7 +411,7 @@ class MemberScanner:
                 saved = self._current
                 self._current = (target, cls_name)
                 try:
-                    for ret in _returns(target):
+                    for ret in returns_of(target):
                         ref = self._callable_ref(ret, depth + 1)
                         if ref is not None and ref.startswith(("def:", "lambda:")):
                             return ref
@@ -573,21 +573,6 @@ class MemberScanner:
             return
         if attr not in self.holders:
             self.holders[attr] = Holder(attr, "config", type(value).__name__, value)
-
-
-def _returns(fn: ast.FunctionDef) -> list[ast.AST]:
-    out = []
-    stack: list[ast.AST] = list(fn.body)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ast.Return) and n.value is not None:
-            out.append(n.value)
-        elif isinstance(n, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
-            for name in ("body", "orelse", "finalbody", "handlers"):
-                stack.extend(getattr(n, name, []) or [])
-        elif isinstance(n, ast.ExceptHandler):
-            stack.extend(n.body)
-    return out
 
 
 def _self_reads(value: ast.AST) -> set[str]:

@@ -702,3 +702,20 @@ def _dotted(e: ast.AST) -> str:
 
 
 dotted_name = _dotted
+
+
+def returns_of(fn: ast.FunctionDef) -> list[ast.AST]:
+    """The expressions a (small) function returns, outer body and nested blocks."""
+    out = []
+    stack: list[ast.AST] = list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Return):
+            if n.value is not None:
+                out.append(n.value)
+        elif isinstance(n, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
+            for name in ("body", "orelse", "finalbody", "handlers"):
+                stack.extend(getattr(n, name, []) or [])
+        elif isinstance(n, ast.ExceptHandler):
+            stack.extend(n.body)
+    return out

@@ -57,7 +57,6 @@ from .flowtables import (
     _module_level_defs,
     _own_package,
     _pointer_bases,
-    _returns_of,
     _same_storage,
     _src,
 )
@@ -65,7 +64,7 @@ from .imports import CONVENTIONAL
 from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain
 from .module import HostModule
 from .provenance import EMPTY, OPS, PARTIAL, SLICES, Provenance
-from .resolve import Unresolved, dotted_name
+from .resolve import Unresolved, dotted_name, returns_of
 
 
 class _Analyser(ModuleIndex, BranchEvents, CallSemantics):
@@ -417,7 +416,7 @@ class _Analyser(ModuleIndex, BranchEvents, CallSemantics):
                     # what a function returns depends on its tree alone: walked once per function
                     rets = self.returns_of.get(fn)
                     if rets is None:
-                        rets = self.returns_of[fn] = _returns_of(fn)
+                        rets = self.returns_of[fn] = returns_of(fn)
                     for ret in rets:
                         desc = self._callable_of_value(ret, depth + 1)
                         if desc is None and type(ret) is ast.Name:

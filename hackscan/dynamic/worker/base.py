@@ -259,8 +259,12 @@ class Worker:
         self.state.watch_harness(__name__.split(".")[0])
 
     def note_changes(self, phase: str) -> list[dict[str, str]]:
+        return self._note(self.state.changes(), phase)
+
+    def _note(self, changes: list[dict[str, str]], phase: str) -> list[dict[str, str]]:
+        """The changes not reported yet, stamped with ``phase`` and added to ``changes``."""
         fresh = []
-        for c in self.state.changes():
+        for c in changes:
             key = (c["name"], c["after"])
             if key not in self._seen_changes:
                 self._seen_changes.add(key)

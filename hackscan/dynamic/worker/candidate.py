@@ -117,15 +117,7 @@ class CandidateWorker(Worker):
         """World changes not reported yet, added to ``changes`` as ``note_changes`` does."""
         if self.world is None:
             return []
-        fresh = []
-        for c in self.world.changes(dispatch):
-            key = (c["name"], c["after"])
-            if key not in self._seen_changes:
-                self._seen_changes.add(key)
-                c = dict(c, phase=phase)
-                fresh.append(c)
-                self.changes.append(c)
-        return fresh
+        return self._note(self.world.changes(dispatch), phase)
 
     def _progress(self, event: dict[str, Any]) -> None:
         # the ATen dispatch tables before the first extension is loaded: a kernel it registers
