@@ -437,17 +437,12 @@ def _session(tmp_path: Path, timeout: float, handle: _FakeHandle | None = None, 
     return s, theirs
 
 
-def test_a_huge_frame_header_reserves_only_what_arrives(tmp_path, monkeypatch) -> None:
+def _recv_failure_peak(sess):
+    """The failure the parent's ``recv`` ends in, and the peak of the parent's heap meanwhile."""
     import tracemalloc
 
-    from hackscan.dynamic import spill
     from hackscan.dynamic.session import WorkerFailure
 
-    monkeypatch.setenv("HACKSCAN_SPILL_DIR", str(tmp_path / "spill"))
-    fx = _fixture("huge_frame_header")
-    sess, worker = _session(tmp_path, timeout=1.5)
-    for frame in fx.frames():
-        worker.sendall(frame)
     tracemalloc.start()
     try:
         with pytest.raises(WorkerFailure) as info:
@@ -455,6 +450,19 @@ def test_a_huge_frame_header_reserves_only_what_arrives(tmp_path, monkeypatch) -
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+    return info, peak
+
+
+def test_a_huge_frame_header_reserves_only_what_arrives(tmp_path, monkeypatch) -> None:
+
+    from hackscan.dynamic import spill
+
+    monkeypatch.setenv("HACKSCAN_SPILL_DIR", str(tmp_path / "spill"))
+    fx = _fixture("huge_frame_header")
+    sess, worker = _session(tmp_path, timeout=1.5)
+    for frame in fx.frames():
+        worker.sendall(frame)
+    info, peak = _recv_failure_peak(sess)
     assert info.value.kind == "timeout", info.value.describe()
     # the announced 30 GiB: neither the heap nor the spill file took more than what was sent
     assert peak < 8 << 20, f"the parent allocated {peak >> 20} MiB for a frame of {fx.SENT} bytes sent"
@@ -561,9 +569,7 @@ def test_a_future_stamp_is_held_to_now(tmp_path) -> None:
 
 
 def test_a_dying_workers_huge_log_is_read_by_its_tail(tmp_path) -> None:
-    import tracemalloc
 
-    from hackscan.dynamic.session import WorkerFailure
 
     fx = _fixture("loud_death")
     log = tmp_path / "worker.log"
@@ -571,13 +577,7 @@ def test_a_dying_workers_huge_log_is_read_by_its_tail(tmp_path) -> None:
         fx.shout(fh.fileno(), 3 << 30)  # sparse: 3 GiB long, nothing on disk
     sess, worker = _session(tmp_path, timeout=5.0, log=log, handle=_FakeHandle(status=9))
     worker.close()  # the worker dies
-    tracemalloc.start()
-    try:
-        with pytest.raises(WorkerFailure) as info:
-            sess.recv()
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    info, peak = _recv_failure_peak(sess)
     assert fx.LAST_WORDS in info.value.log_tail
     assert peak < 8 << 20, f"the parent took {peak >> 20} MiB to show the tail of a 3 GiB log"
 
