@@ -264,6 +264,19 @@ def test_memory_growth_and_excess_are_measured(prepared: Any) -> None:
     assert perf["memory"]["candidate"]["resident"] > perf["memory"]["reference"]["resident"]
 
 
+def test_growth_hidden_from_rss_is_seen_in_the_heap(prepared: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a long-lived process whose heap reuses pages freed earlier keeps RSS flat while a cache grows
+    from hackscan.perf.worker import memory
+
+    monkeypatch.setattr(memory, "_proc_status", lambda: {"VmRSS": 512 << 20, "VmHWM": 512 << 20})
+    cand, ref = measure_pair(Hoarder(), prepared, opts=FAST.with_(memory_repeats=4))
+    mem = cand["memory"]
+    assert len(set(mem["held_after_calls"])) == 1 and mem["growth_per_call"] > 2 * (1 << 20)
+    assert "HS608" in {f.rule for f in evaluate(cand, ref)[1]}
+    cand, ref = measure_pair(Scale(), prepared, opts=FAST.with_(memory_repeats=4))
+    assert "HS608" not in {f.rule for f in evaluate(cand, ref)[1]}, cand["memory"]
+
+
 def test_speedup_collapse_on_hidden_inputs(prepared: Any) -> None:
     opts = FAST.with_(hidden_iterations=5, hidden_budget_s=1.0)
     cand, ref = measure_pair(GuardedRelu(), prepared, opts=opts, reference=Relu())

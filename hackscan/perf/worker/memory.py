@@ -51,6 +51,29 @@ def _proc_status() -> dict[str, int]:
     return out
 
 
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+                 "fordblks", "keepcost")]
+
+
+def _malloc_in_use() -> int | None:
+    """Bytes the C heap has handed out and not had back (glibc's ``mallinfo2``), or None.
+
+    RSS misses memory a model keeps when the heap reuses pages that earlier work freed but never
+    returned to the system: in a long-lived process a growing cache can then leave RSS flat.  The
+    heap's own in-use count moves with every kept tensor (torch's CPU allocator is malloc).
+    """
+    try:
+        libc = ctypes.CDLL(None)
+        fn = libc.mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = _MallInfo2
+    info = fn()
+    return int(info.uordblks + info.hblkhd)
+
+
 def _reset_peak_rss() -> bool:
     try:
         with open("/proc/self/clear_refs", "w") as fh:
@@ -329,10 +352,14 @@ def _measure_cpu(call: Callable[[list[Any]], Any], model: Any, plan: InputPlan, 
     resident = model_tensor_bytes(model)
     rss_growth = max(0, rss0 - base.rss - harness_bytes) if base and base.rss else 0
     held: list[int] = []
+    heap: list[int] = []
     for r in range(repeats):
         out = call(plan.inputs_for(start + 1 + r))
         del out
         held.append(_proc_status().get("VmRSS", 0))
+        in_use = _malloc_in_use()
+        if in_use is not None:
+            heap.append(in_use)
     return {
         "kind": "rss",
         "resident": resident,
@@ -342,7 +369,9 @@ def _measure_cpu(call: Callable[[list[Any]], Any], model: Any, plan: InputPlan, 
         "outside_during_call": 0,
         "peak": resident + call_peak,
         "held_after_calls": held,
-        "growth_per_call": _growth(held),
+        "heap_after_calls": heap,
+        # either count may miss what the other sees (pages reused, memory mapped outside malloc)
+        "growth_per_call": max(_growth(held), _growth(heap) if len(heap) == len(held) else 0.0),
         "baseline_known": bool(base and base.rss),
         "peak_known": peak_known,
         "rss_growth_since_baseline": rss_growth,
