@@ -307,3 +307,18 @@ def test_leftovers_of_a_killed_hackscan_are_swept(tmp_path) -> None:
 
         shutil.rmtree(gone, ignore_errors=True)
         shutil.rmtree(kept, ignore_errors=True)
+
+
+def test_a_copied_interpreter_starts_as_its_base(tmp_path, monkeypatch):
+    # `python -m venv --copies` puts the interpreter binary in the venv, which the sandbox does not
+    # show; the worker must start from the system interpreter it was copied from
+    import os
+    import shutil
+    import sys
+
+    copy = tmp_path / "bin" / "python3"
+    copy.parent.mkdir()
+    shutil.copy2(os.path.realpath(sys.executable), copy)
+    monkeypatch.setattr(sys, "executable", str(copy))
+    exe = sandbox.Launcher._python(None)[0]
+    assert exe.startswith(tuple(d + "/" for d in sandbox.SYSTEM_DIRS)) and os.path.isfile(exe)

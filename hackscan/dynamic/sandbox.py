@@ -542,6 +542,13 @@ class Launcher:
         # the real interpreter, started as a harness starts it (no -I/-S/-B: sys.flags would show
         # them); the environment is already cleared, and the launcher script replaces sys.path, so
         # the virtualenv's .pth hooks (an editable install's finder names hackscan) never run
+        # a venv made with --copies holds its own interpreter binary, outside the system folders
+        # the sandbox shows: start the base interpreter it was copied from instead (same build)
+        for exe in (sys.executable, getattr(sys, "_base_executable", None),
+                    os.path.join(sys.base_prefix, "bin", f"python{sys.version_info.major}.{sys.version_info.minor}")):
+            real = os.path.realpath(exe) if exe else ""
+            if real and os.path.isfile(real) and real.startswith(tuple(d + "/" for d in SYSTEM_DIRS)):
+                return [real]
         return [os.path.realpath(sys.executable)]
 
     def _start(self) -> Handle:
@@ -636,7 +643,13 @@ class Launcher:
             return
         msg = self._recv(h, timeout)
         if not msg or not msg.get("ready"):
-            why = (msg or {}).get("error") or "no answer in time"
+            why = (msg or {}).get("error")
+            if not why:
+                # a worker that died before its first frame (bwrap could not exec it, say) said why
+                # in its log; its last line is the clearest reason a user gets
+                exited = h.proc.poll() is not None
+                last = read_tail(h.log, 400).strip().splitlines()[-1:] if exited else []
+                why = f"it exited ({last[0].strip()})" if last else "no answer in time"
             raise WorkerFailure("crash", f"the sandboxed worker did not start: {why}", log_tail=read_tail(h.log, 2000))
         h.ready = msg
 
