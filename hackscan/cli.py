@@ -810,6 +810,9 @@ def explain_cmd(rule: str = typer.Argument(..., metavar="RULE", help="Rule id (H
     typer.echo(f"{r.id} {r.name}\n")
     typer.echo(f"severity: {r.severity.value}   confidence: {r.confidence.value}   stage: {r.stage.value}   "
                f"languages: {', '.join(r.languages)}   taxonomy class: {classes}\n")
+    if r.check or r.unit:
+        # where the rule is decided: the one function its TOML names
+        typer.echo(f"decided by: {r.check or r.unit}\n")
     typer.echo(r.summary + "\n")
     typer.echo(r.description + "\n")
     typer.echo("Hack:\n" + _indent(r.hack_example) + "\n")
