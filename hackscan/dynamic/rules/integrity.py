@@ -53,7 +53,6 @@ def output_aliases_input(seed: int, cands: Mapping[str, Mapping[str, Any]] | Non
     for pid, c in cands.items():
         r = refs.get(pid) or {}
         if c.get("aliases_input") and not r.get("aliases_input") and "skipped" not in r:
-            # sharing memory with an input the call also writes is what a harness's comparison sees
             return Decision(
                 message="ModelNew returns a tensor that shares memory with an input (the reference returns a new tensor)",
                 evidence={"probe": pid, "seed": seed, "aliases": "input"},
