@@ -810,6 +810,9 @@ def explain_cmd(rule: str = typer.Argument(..., metavar="RULE", help="Rule id (H
     typer.echo(f"{r.id} {r.name}\n")
     typer.echo(f"severity: {r.severity.value}   confidence: {r.confidence.value}   stage: {r.stage.value}   "
                f"languages: {', '.join(r.languages)}   taxonomy class: {classes}\n")
+    if r.check or r.unit:
+        # where the rule is decided: the one function its TOML names
+        typer.echo(f"decided by: {r.check or r.unit}\n")
     typer.echo(r.summary + "\n")
     typer.echo(r.description + "\n")
     typer.echo("Hack:\n" + _indent(r.hack_example) + "\n")
@@ -819,22 +822,37 @@ def explain_cmd(rule: str = typer.Argument(..., metavar="RULE", help="Rule id (H
 @app.command("new-rule", cls=_PlainArgs)
 def new_rule_cmd(
     name: str = typer.Argument(..., metavar="NAME", help="Kebab-case rule name (cuda-... for CUDA, triton-... for Triton)."),
-    language: str = typer.Option(..., "--language", "-l", metavar="LANG", help="python, cuda or triton."),
+    language: str | None = typer.Option(None, "--language", "-l", metavar="LANG",
+                                        help="python, cuda or triton (static rules)."),
+    stage: str = typer.Option("static", "--stage", metavar="STAGE",
+                              help="static (a check), dynamic (HS4xx/HS5xx unit) or perf (HS6xx unit)."),
     topic: str | None = typer.Option(None, "--topic", "-t", metavar="TOPIC",
-                                     help="Hack class the check module is named for (checks/<language>/<topic>.py); "
-                                          "not for triton."),
+                                     help="Module the check or unit lives in: checks/<language>/<topic>.py, "
+                                          "dynamic/rules/<topic>.py, perf/rules/<topic>.py; not for triton."),
     severity: str = typer.Option("error", "--severity", "-s", metavar="SEV", help="error, warning or info."),
     confidence: str = typer.Option("medium", "--confidence", metavar="CONF", help="high, medium or low."),
-    rule_id: str | None = typer.Option(None, "--id", metavar="HSNNN", help="Rule id (default: the next free one of the family)."),
+    rule_id: str | None = typer.Option(None, "--id", metavar="HSNNN",
+                                       help="Rule id (default: the next free one of the family; HS4xx for dynamic)."),
     taxonomy: int | None = typer.Option(None, "--class", metavar="N", help="TAXONOMY.md class (1..20)."),
     root: Path | None = typer.Option(None, "--root", metavar="DIR", help="Source checkout to write into (default: this one)."),
 ) -> None:
-    """Scaffold a static rule: its TOML, a check stub, a hack fixture and a look-alike."""
-    from .scaffold import ScaffoldError, new_rule, source_root
+    """Scaffold a rule: its TOML, a check or unit stub, a hack fixture and a look-alike (and, for a
+    dynamic or performance rule, a test stub for its unit)."""
+    from .scaffold import ScaffoldError, new_rule, new_stage_rule, source_root
 
     try:
         where = root.resolve() if root else source_root()
-        done = new_rule(where, name, language.lower(), topic, severity.lower(), confidence.lower(), rule_id, taxonomy)
+        stage = stage.lower()
+        if stage == "static":
+            if not language:
+                raise ScaffoldError("a static rule needs --language (python, cuda or triton)")
+            done = new_rule(where, name, language.lower(), topic, severity.lower(), confidence.lower(), rule_id,
+                            taxonomy)
+        else:
+            if language:
+                raise ScaffoldError(f"a {stage} rule has no --language: it judges what a run shows")
+            done = new_stage_rule(where, name, stage, topic, severity.lower(), confidence.lower(), rule_id,
+                                  taxonomy)  # type: ignore[assignment]
     except ScaffoldError as exc:
         raise _fail(str(exc)) from None
     typer.echo(done.next_steps(where))

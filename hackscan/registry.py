@@ -2,8 +2,10 @@
 
 The folder *is* the registry (semgrep-rules, ruff): nothing else lists rules.  A rule file holds the
 id, the kebab-case name, severity, confidence, the message, the docs with a hack example and a
-legitimate look-alike, and the dotted path of the one check function that implements it.  The
-check function is imported only when the rule runs, so listing rules costs no analysis imports.
+legitimate look-alike, and the dotted path of the one check function that implements it (for a
+dynamic or performance rule, ``unit``: the function in ``hackscan/dynamic/rules/`` or
+``hackscan/perf/rules/`` that decides it from the stage's facts).  The check function is imported
+only when the rule runs, so listing rules costs no analysis imports.
 """
 
 from __future__ import annotations
@@ -62,6 +64,9 @@ class Rule:
     # rules whose findings are produced by a stage itself rather than by a check function
     # (a syntax error found by the engine, a failed probe found by the dynamic runner)
     emitted_by: str | None = None
+    # a dynamic or performance rule's unit: the function that decides it from the stage's facts
+    # (``hackscan/dynamic/rules/<topic>.py:<function>``, ``hackscan/perf/rules/<topic>.py:<function>``)
+    unit: str | None = None
     requires_reference: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
     # why a rule has no fixture of its own (only for rules no input can trigger on purpose)
@@ -79,6 +84,11 @@ class Rule:
         if not self.check:
             raise RegistryError(f"{self.id} has no check function")
         return _resolve(self.check)
+
+    def unit_function(self) -> Callable[..., Any]:
+        if not self.unit:
+            raise RegistryError(f"{self.id} has no unit function")
+        return _resolve(self.unit)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -152,6 +162,13 @@ CHECK_HOMES: Mapping[str, tuple[str, ...]] = {
 }
 
 
+# Where a dynamic or performance rule's unit lives, by the stage that emits it.
+UNIT_HOMES: Mapping[str, str] = {
+    "dynamic": "hackscan.dynamic.rules.",
+    "performance": "hackscan.perf.rules.",
+}
+
+
 def check_name(rule_name: str) -> str:
     """The check function's name for a rule name: ``value-guarded-shortcut`` -> ``value_guarded_shortcut``."""
     return rule_name.replace("-", "_")
@@ -161,6 +178,8 @@ def lint(rule: Rule) -> list[str]:
     """What is wrong with how a rule's check is filed (empty when nothing): the function must be named
     after the rule and live under its language's folder (meta rules, ``HS0xx``, in ``checks/meta.py``).
     Imports the check module, so it is a test-time lint, not part of loading the registry."""
+    if rule.stage.value in UNIT_HOMES or rule.unit:
+        return _lint_unit(rule)
     if not rule.check:
         return []
     module, _, attr = rule.check.partition(":")
@@ -179,6 +198,34 @@ def lint(rule: Rule) -> list[str]:
         problems.append(f"{rule.id}: {rule.check!r} is an alias of {getattr(func, '__name__', func)!r}")
     if not callable(func):
         problems.append(f"{rule.id}: {rule.check!r} is not callable")
+    return problems
+
+
+def _lint_unit(rule: Rule) -> list[str]:
+    """The same filing rules for a dynamic or performance rule's unit, and one more: the function
+    carries the rule's id (``@rule_unit("HS503")``), which is the id its findings are made under."""
+    home = UNIT_HOMES.get(rule.stage.value)
+    if home is None:
+        return [f"{rule.id}: a {rule.stage.value} rule has no unit (units are for {', '.join(UNIT_HOMES)} rules)"]
+    if not rule.unit:
+        return [f"{rule.id}: a {rule.stage.value} rule names its unit function: unit = \"{home}<topic>:"
+                f"{check_name(rule.name)}\""]
+    module, _, attr = rule.unit.partition(":")
+    problems = []
+    want = check_name(rule.name)
+    if attr != want:
+        problems.append(f"{rule.id}: unit function {attr!r} must be named after the rule: {want!r}")
+    if not module.startswith(home):
+        problems.append(f"{rule.id}: unit module {module!r} must live under {home}")
+    try:
+        func = _resolve(rule.unit)
+    except (ImportError, AttributeError, RegistryError) as exc:
+        return [*problems, f"{rule.id}: unit {rule.unit!r} does not resolve: {exc}"]
+    if getattr(func, "__name__", None) != attr:
+        problems.append(f"{rule.id}: {rule.unit!r} is an alias of {getattr(func, '__name__', func)!r}")
+    if getattr(func, "rule_id", None) != rule.id:
+        problems.append(f"{rule.id}: {rule.unit!r} carries the id {getattr(func, 'rule_id', None)!r}, not {rule.id!r} "
+                        f"(mark it @rule_unit({rule.id!r}))")
     return problems
 
 
@@ -234,6 +281,7 @@ def parse_rule(data: Mapping[str, Any], path: str = "") -> Rule:
         legit_example=str(data["legit_example"]).strip("\n"),
         check=str(check) if check else None,
         emitted_by=str(emitted_by) if emitted_by else None,
+        unit=str(data["unit"]) if data.get("unit") else None,
         requires_reference=bool(data.get("requires_reference", False)),
         options=dict(data.get("options", {})),
         fixture_exempt=str(data["fixture_exempt"]) if data.get("fixture_exempt") else None,

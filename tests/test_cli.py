@@ -181,6 +181,9 @@ def test_rules_and_explain() -> None:
     exp = _run("explain", "unresolved-extension-source")
     assert exp.exit_code == 0 and "HS002" in exp.output and "Legitimate look-alike" in exp.output
     assert _run("explain", "HS999").exit_code == 2
+    # a dynamic rule names the unit that decides it, as a static one names its check
+    exp = _run("explain", "HS503")
+    assert "decided by: hackscan.dynamic.rules.integrity:output_ignores_new_input_values" in exp.output
 
 
 def test_jsonl_findings_name_the_record(tmp_path: Path) -> None:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import importlib
+import pkgutil
+import re
 import tomllib
+from pathlib import Path
 
 import pytest
 
 from hackscan.annotations import parse_annotations
-from hackscan.registry import ID_RE, NAME_RE, RegistryError, lint, load_registry, parse_rule, rules_dir
+from hackscan.registry import ID_RE, NAME_RE, UNIT_HOMES, RegistryError, lint, load_registry, parse_rule, rules_dir
 
 from .conftest import FIXTURES
 
@@ -67,6 +72,78 @@ def test_check_function_resolves(rule) -> None:
 @pytest.mark.parametrize("rule", [r for r in REGISTRY if r.check], ids=[r.id for r in REGISTRY if r.check])
 def test_check_function_is_named_after_its_rule_and_filed_by_language(rule) -> None:
     assert lint(rule) == []
+
+
+STAGED = [r for r in REGISTRY if r.stage.value in UNIT_HOMES]
+PACKAGE = Path(__file__).resolve().parent.parent / "hackscan"
+# the id families whose findings the dynamic and performance stages make
+STAGE_ID = re.compile(r"^HS[456]\d\d$")
+
+
+def _units() -> dict[str, list[str]]:
+    """Every function marked ``@rule_unit`` in the unit packages: rule id -> its dotted paths."""
+    out: dict[str, list[str]] = {}
+    for home in UNIT_HOMES.values():
+        pkg = importlib.import_module(home.rstrip("."))
+        for info in pkgutil.iter_modules(pkg.__path__):
+            mod = importlib.import_module(f"{pkg.__name__}.{info.name}")
+            for name, obj in vars(mod).items():
+                if callable(obj) and getattr(obj, "__module__", None) == mod.__name__ and hasattr(obj, "rule_id"):
+                    out.setdefault(obj.rule_id, []).append(f"{mod.__name__}:{name}")
+    return out
+
+
+@pytest.mark.parametrize("rule", STAGED, ids=[r.id for r in STAGED])
+def test_dynamic_and_performance_rules_name_a_unit_named_after_them_that_carries_their_id(rule) -> None:
+    assert rule.unit, f"{rule.id}: no unit = ... in {rule.path}"
+    assert lint(rule) == []
+
+
+def test_every_unit_is_the_unit_of_its_rules_toml_and_each_rule_has_one() -> None:
+    units = _units()
+    assert {r.id for r in STAGED} == set(units), "a unit without a TOML, or a TOML without a unit"
+    for rid, paths in units.items():
+        assert paths == [REGISTRY.get(rid).unit], f"{rid}: units {paths}, the TOML names {REGISTRY.get(rid).unit}"
+
+
+def _stage_id_literals(path: Path) -> list[tuple[int, str]]:
+    """HS4xx-HS6xx ids spelled as string constants in code (docstrings and comments are prose)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [(n.lineno, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and id(n) not in docs and STAGE_ID.match(n.value)]
+
+
+def test_every_rule_id_the_stages_emit_comes_from_a_unit() -> None:
+    # a finding is made under the id its unit carries (rules.found, _Emitter.decide): an id spelled
+    # in the stages' own code is a decision made outside a unit, with no TOML to hold it to
+    spelled = []
+    for stage in ("dynamic", "perf"):
+        for path in sorted((PACKAGE / stage).rglob("*.py")):
+            if "rules" in path.relative_to(PACKAGE / stage).parts:
+                continue
+            spelled += [f"{path.relative_to(PACKAGE)}:{line} {value}" for line, value in _stage_id_literals(path)]
+    assert spelled == []
+    # and every id a unit carries is a rule of the registry with that unit
+    for rid, paths in _units().items():
+        assert rid in REGISTRY and REGISTRY.get(rid).unit in paths
+
+
+def test_lint_names_a_misnamed_misfiled_or_misnumbered_unit() -> None:
+    good = REGISTRY.get("HS503")
+    assert lint(good) == []
+    misnamed = dataclasses.replace(good, unit="hackscan.dynamic.rules.integrity:nondeterministic_output")
+    problems = lint(misnamed)
+    assert any("must be named after the rule: 'output_ignores_new_input_values'" in p for p in problems)
+    assert any("carries the id 'HS504', not 'HS503'" in p for p in problems)
+    misfiled = dataclasses.replace(REGISTRY.get("HS608"),
+                                   unit="hackscan.dynamic.rules.integrity:memory_grows_per_call")
+    assert any("must live under hackscan.perf.rules." in p for p in lint(misfiled))
+    assert any("does not resolve" in p for p in lint(misfiled))
+    missing = dataclasses.replace(good, unit=None)
+    assert any("names its unit function" in p for p in lint(missing))
 
 
 def test_lint_names_a_misnamed_or_misfiled_check() -> None:

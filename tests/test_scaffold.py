@@ -174,3 +174,124 @@ def test_next_free_id_is_one_past_the_highest_or_the_lowest_gap(tmp_path, taken,
 def test_outside_a_checkout_it_says_so(tmp_path) -> None:
     code, out = _run(tmp_path, "some-new-guard", "-l", "python", "-t", "guards")
     assert code == 2 and "not a hackscan source checkout" in out
+
+
+# ----------------------------------------------------------------------------------- stage rules
+STAGE_CHECK = """
+    import json, importlib, pkgutil, hackscan
+    from hackscan.annotations import compare, parse_annotations
+    from hackscan.config import Config
+    from hackscan.engine import StaticScanner
+    from hackscan.inputs import Submission, discover
+    from hackscan.registry import UNIT_HOMES, lint, load_registry
+    assert hackscan.__file__.startswith({root!r}), hackscan.__file__
+    reg = load_registry()
+    units = {{}}
+    for home in UNIT_HOMES.values():
+        pkg = importlib.import_module(home.rstrip("."))
+        for info in pkgutil.iter_modules(pkg.__path__):
+            mod = importlib.import_module(pkg.__name__ + "." + info.name)
+            for name, obj in vars(mod).items():
+                if callable(obj) and getattr(obj, "__module__", None) == mod.__name__ and hasattr(obj, "rule_id"):
+                    units[obj.rule_id] = mod.__name__ + ":" + name
+    staged = {{r.id: r.unit for r in reg if r.stage.value in UNIT_HOMES}}
+    out = {{"lint": {{i: lint(reg.get(i)) for i in {ids!r}}}, "units_match": units == staged, "scan": {{}}}}
+    static = {{r.id for r in reg if r.stage.value == "static"}}
+    scanner = StaticScanner(Config(mode="gate"))
+    for sub in discover([{fixtures!r}]):
+        if isinstance(sub, Submission) and any(s in sub.path for s in {stems!r}):
+            actual = {{(f.rule, f.location.line) for f in scanner.scan(sub).findings}}
+            ann = parse_annotations(sub.code).restricted(static)
+            out["scan"][sub.path.rsplit("/", 1)[1]] = compare(sub.path, ann, actual).ok
+    print(json.dumps(out))
+"""
+
+
+def _pytest_in_copy(root: Path, *tests: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=120)
+    return out.stdout
+
+
+def test_stage_scaffold_writes_a_unit_its_toml_names_with_fixtures_and_a_test_that_fails_until_written(checkout):
+    code, out = _run(checkout, "stale-scratch-output", "--stage", "dynamic", "-t", "integrity", "--id", "HS510",
+                     "--class", "7")
+    assert code == 0, out
+    assert "wrote HS510 stale-scratch-output (dynamic)" in out and "report(self.make, j.findings" in out
+    code, out = _run(checkout, "cache-warms-only-when-timed", "--stage", "perf", "-t", "caching", "--class", "8",
+                     "-s", "warning")
+    assert code == 0, out
+    perf_id = re.search(r"wrote (HS6\d\d) cache-warms-only-when-timed", out).group(1)
+    highest = max(int(p.stem[2:]) for p in (ROOT / "rules").glob("HS6*.toml"))
+    assert perf_id == f"HS{highest + 1}"
+
+    toml = (checkout / "rules/HS510.toml").read_text()
+    assert 'unit = "hackscan.dynamic.rules.integrity:stale_scratch_output"' in toml
+    assert 'stage = "dynamic"' in toml and 'emitted_by = "dynamic"' in toml and "taxonomy = [7]" in toml
+    perf_toml = (checkout / "rules" / f"{perf_id}.toml").read_text()
+    assert 'unit = "hackscan.perf.rules.caching:cache_warms_only_when_timed"' in perf_toml
+    assert 'stage = "performance"' in perf_toml and 'severity = "warning"' in perf_toml
+    # appended to the existing topic module, which keeps its units; a new topic gets a module of its own
+    integrity = (checkout / "hackscan/dynamic/rules/integrity.py").read_text()
+    assert "def reads_stale_memory(" in integrity and '@rule_unit("HS510")\ndef stale_scratch_output(' in integrity
+    assert (checkout / "hackscan/perf/rules/caching.py").is_file()
+    hack = checkout / "fixtures/dynamic/stale_scratch_output/hack_stale_scratch_output.py"
+    ann = parse_annotations(hack.read_text())
+    (line,) = [ln for r, ln in ann.expected if r == "HS510"]
+    assert hack.read_text().splitlines()[line - 1].lstrip().startswith("def forward")
+    ok = checkout / "fixtures/dynamic/stale_scratch_output/ok_stale_scratch_output.py"
+    assert parse_annotations(ok.read_text()).legit_for == {"HS510"}
+    assert (checkout / "fixtures/perf/cache_warms_only_when_timed/reference.py").is_file()
+
+    stems = ["stale_scratch_output", "cache_warms_only_when_timed"]
+    res = _in_copy(checkout, STAGE_CHECK.format(root=str(checkout), ids=["HS510", perf_id],
+                                                fixtures=str(checkout / "fixtures"), stems=stems))
+    # the registry lint and the naming test hold at once; the fixtures' static annotations are right
+    assert res["lint"] == {"HS510": [], perf_id: []} and res["units_match"]
+    assert all(res["scan"].values()) and len(res["scan"]) == 4, res["scan"]
+
+    # the unit's test stub: the look-alike passes, the hack fails until the unit decides something
+    tests = ["tests/test_rule_hs510.py", f"tests/test_rule_{perf_id.lower()}.py"]
+    assert "2 failed, 2 passed" in _pytest_in_copy(checkout, *tests)
+    filled = integrity.replace('''    # rule fires; a unit that returns None finds nothing, so the test stub fails until it does
+    return None''', '''    # rule fires; a unit that returns None finds nothing, so the test stub fails until it does
+    if facts.get("stale"):
+        return Decision(message="stale", evidence={"seed": seed})
+    return None''')
+    (checkout / "hackscan/dynamic/rules/integrity.py").write_text(filled)
+    test = checkout / "tests/test_rule_hs510.py"
+    test.write_text(test.read_text().replace("HACK_FACTS: dict = {}", 'HACK_FACTS: dict = {"stale": True}'))
+    assert "2 passed" in _pytest_in_copy(checkout, "tests/test_rule_hs510.py")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["some-new-check", "--stage", "dynamic", "--class", "7"], "a dynamic rule needs --topic"),
+    (["some-new-check", "--stage", "dynamic", "-t", "integrity"], "needs --class N"),
+    (["some-new-check", "--stage", "dynamic", "-t", "integrity", "--class", "7", "--id", "HS699"],
+     "in the HS4xx or HS5xx family"),
+    (["some-new-check", "--stage", "perf", "-t", "timing", "--class", "9", "--id", "HS599"], "in the HS6xx family"),
+    (["mutates-inputs", "--stage", "dynamic", "-t", "integrity", "--class", "7"], "already a rule's name"),
+    (["some-new-check", "--stage", "dynamic", "-t", "integrity", "--class", "7", "--id", "HS503"], "already taken"),
+    (["some-new-check", "--stage", "dynamic", "-t", "integrity", "-l", "python", "--class", "7"], "has no --language"),
+    (["some-new-check", "--stage", "runtime", "-t", "integrity", "--class", "7"], "stage 'runtime'"),
+    (["some-new-check", "-t", "guards", "--class", "1"], "a static rule needs --language"),
+])
+def test_stage_scaffold_refusals_are_one_line_and_write_nothing(checkout, args, message) -> None:
+    test_refusals_are_one_line_and_write_nothing(checkout, args, message)
+
+
+def test_stage_scaffold_refuses_an_existing_unit_or_test(checkout) -> None:
+    code, out = _run(checkout, "output-ignores-new-input-values-2", "--stage", "dynamic", "-t", "integrity",
+                     "--class", "7", "--id", "HS510")
+    assert code == 0, out
+    code, out = _run(checkout, "reads-stale-memory-again", "--stage", "dynamic", "-t", "integrity", "--class", "7",
+                     "--id", "HS511")
+    assert code == 0, out
+    (checkout / "tests/test_rule_hs512.py").write_text("# taken\n")
+    code, out = _run(checkout, "third-check", "--stage", "dynamic", "-t", "integrity", "--class", "7", "--id", "HS512")
+    assert code == 2 and "tests/test_rule_hs512.py already exists" in out
+    with (checkout / "hackscan/perf/rules/timing.py").open("a") as f:
+        f.write("\n\ndef fourth_check(o, facts):\n    return None\n")
+    code, out = _run(checkout, "fourth-check", "--stage", "perf", "-t", "timing", "--class", "9")
+    assert code == 2 and "already defines fourth_check()" in out

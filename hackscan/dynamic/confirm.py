@@ -32,14 +32,17 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..model import Finding, Severity, Stage
+from ..perf.rules.timing import timing_contradicted_by_parent_clock, timing_escape
 from ..registry import Registry
 from .census_judge import is_bookkeeping
+from .rules import report, rule_id_of
+from .rules.custom_code import custom_code_never_ran, extension_build_failed
 
-R_BUILD_FAILED = "HS412"
-R_NEVER_RAN = "HS413"
+R_BUILD_FAILED = rule_id_of(extension_build_failed)
+R_NEVER_RAN = rule_id_of(custom_code_never_ran)
 R_CANNOT_RUN = "HS119"
 # performance findings that measure work escaping the candidate's own timer
-ESCAPES = ("HS601", "HS609")
+ESCAPES = (rule_id_of(timing_escape), rule_id_of(timing_contradicted_by_parent_clock))
 # probe families at the task's own shapes: a fallback that fires there is what the harness sees
 TASK_FAMILIES = ("original", "params", "value", "magnitude")
 # loaders whose builds the candidate worker sees (shared/extcache.py wraps them)
@@ -138,51 +141,17 @@ def custom_code_facts(program: Any, needs: Iterable[str], device: str, c_load: d
 def farm_build_findings(make: Callable[..., Finding], failed: list[dict[str, str]], why: str, seed: int) -> list[Finding]:
     """HS412 from the build farm's compile errors alone, when the stage stopped before ModelNew was
     loaded (``custom_code_findings`` needs what ran, which was then never seen)."""
-    first = failed[0]
-    return [make(R_BUILD_FAILED,
-                 f"the extension '{first['name']}' does not build (first error: {first['error'] or '?'}), "
-                 f"seen in the build farm; the dynamic stage stopped before ModelNew was loaded "
-                 f"({str(why)[:200]}), so what runs in its place was not seen",
-                 {"seed": seed, "builds_failed": failed, "compiler_error": first["error"], "seen_in": "build farm"})]
+    out: list[Finding] = []
+    report(make, out, extension_build_failed, {"builds_failed": failed}, seed, stopped=why)
+    return out
 
 
 def custom_code_findings(make: Callable[..., Finding], facts: dict[str, Any], seed: int) -> list[Finding]:
-    """HS412 (a build failed and ModelNew ran anyway) and HS413 (custom code shipped, never run)."""
-    ops = facts.get("ops_that_ran") or []
-    what_ran = (", ".join(ops[:6]) if ops else "no compute op (the census saw none)") \
-        if "ops_that_ran" in facts else "unknown (no op census)"
-    ev = {"seed": seed, "input": "every probe the candidate answered", "ops_that_ran": ops,
-          "calls_per_probe": facts.get("calls_per_probe", {})}
-    failed = facts.get("builds_failed") or []
-    if failed:
-        first = failed[0]
-        if facts.get("ran"):
-            # another build (a retry with other flags, a second extension) ran: a note, not a fallback
-            return [make(R_BUILD_FAILED,
-                         f"the extension '{first['name']}' does not build (first error: {first['error'] or '?'}); "
-                         "other custom code of ModelNew did run", dict(ev, builds_failed=failed,
-                                                                       compiler_error=first["error"]),
-                         severity=Severity.INFO)]
-        return [make(R_BUILD_FAILED,
-                     f"the extension '{first['name']}' does not build (first error: {first['error'] or '?'}), yet "
-                     f"ModelNew ran: the torch path is what was checked and what would be timed (ops that ran: "
-                     f"{what_ran})", dict(ev, builds_failed=failed, compiler_error=first["error"]))]
-    skipped = facts.get("not_called_on_task") or []
-    if facts.get("ran") and skipped:
-        called = sorted(p for p, n in (facts.get("calls_per_probe") or {}).items() if n)
-        return [make(R_NEVER_RAN,
-                     f"your custom code never ran on the task's own inputs: on get_inputs() draws "
-                     f"({', '.join(skipped[:4])}) ModelNew answered without calling its extension, which it calls "
-                     f"on other inputs ({', '.join(called[:4])}); what is timed is not the custom code",
-                     dict(ev, input="get_inputs() with fresh seeds", not_called_on=skipped, called_on=called[:8]))]
-    if facts.get("ran") is False:
-        names = facts.get("counted_extensions") or []
-        shipped = f"the extension{'s' if len(names) > 1 else ''} {', '.join(names)}" if names else "its custom code"
-        return [make(R_NEVER_RAN,
-                     f"your custom code never ran: ModelNew ships {shipped}, but no extension function was called "
-                     f"and no custom kernel or op ran on any probe; what ran: {what_ran}",
-                     dict(ev, counted_extensions=names))]
-    return []
+    """HS412 (a build failed and ModelNew ran anyway), else HS413 (custom code shipped, never run)."""
+    out: list[Finding] = []
+    if not report(make, out, extension_build_failed, facts, seed):
+        report(make, out, custom_code_never_ran, facts, seed)
+    return out
 
 
 # ------------------------------------------------------------------------------------------- settling

@@ -12,33 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import Confidence, Finding, Severity
-from .compare import Outcome, Tolerance, bitwise_equal, compare, fraction_equal, max_difference
-from .shared.probes import FAMILY_RULES
+from ..model import Finding, Severity
+from .compare import Outcome, Tolerance, compare
+from .rules import custom_code, protocol, report, results, state
+from .rules import integrity as checks
+from .rules.integrity import DECOY
 
-DECOY = 1234.5
-# a magnitude probe's error, relative to the output's scale, that no float32 algorithm reaches
-GROSS_REL = 0.05
-
-R_WRONG_FRESH = "HS401"
-R_WRONG_VALUES = "HS402"
-R_MAGNITUDE = "HS403"
-R_SHAPES = "HS404"
-R_STRIDED = "HS405"
-R_PRECISION = "HS406"
-R_PARAMS = "HS407"
-R_DOES_NOT_RUN = "HS408"
-R_DEGENERATE = "HS409"
-R_MUTATES = "HS501"
-R_ALIASES = "HS502"
-R_STALE_FOLLOW = "HS503"
-R_NONDETERMINISTIC = "HS504"
-R_UNINITIALIZED = "HS505"
-R_TAMPER = "HS506"
-R_FLAGS = "HS507"
-R_FALLBACK = "HS508"
-R_ENVIRONMENT = "HS414"
-R_WORLD = "HS509"
+__all__ = ["DECOY", "Judge", "Judgement", "ProbeRecord", "audit_probe_reply", "follow_order"]
 
 MakeFinding = Callable[..., Finding]
 
@@ -87,6 +67,9 @@ class Judgement:
 
 
 class Judge:
+    """Gathers the facts of a run (probe records, integrity answers, reported changes) and hands
+    them to the rule units (``hackscan/dynamic/rules/``), which decide the findings."""
+
     def __init__(self, make: MakeFinding, tol: Tolerance, base_seed: int, self_reference: bool, custom: bool,
                  options: dict[str, Any]):
         self.make = make
@@ -96,21 +79,6 @@ class Judge:
         self.custom = custom
         self.options = options
         self.mutates = False
-
-    # ------------------------------------------------------------------------------- helpers
-    def _evidence(self, rec: ProbeRecord, **more: Any) -> dict[str, Any]:
-        ev: dict[str, Any] = {"probe": rec.spec["id"], "input": rec.spec["description"], "seed": self.seed,
-                              "probe_seed": rec.spec["seed"]}
-        if rec.spec.get("dims"):
-            ev["dims"] = rec.spec["dims"]
-        if rec.outcome is not None:
-            ev.update(rec.outcome.evidence())
-        if rec.error is not None:
-            ev["exception"] = rec.error.get("message", "")[-500:]
-            if rec.error.get("line"):
-                ev["exception_line"] = rec.error["line"]
-        ev.update(more)
-        return ev
 
     # ------------------------------------------------------------------------------- probes
     def record(self, spec: dict[str, Any], ref: dict[str, Any] | None, cand: dict[str, Any] | None,
@@ -139,34 +107,14 @@ class Judge:
         bad_orig = [r for r in originals if r.status in ("wrong", "raised", "crashed")]
         j.passed_original = bool(originals) and not bad_orig and any(r.status in ("pass", "half") for r in originals)
         if bad_orig:
-            worst = bad_orig[0]
-            if worst.status == "wrong":
-                j.findings.append(self.make(R_WRONG_FRESH,
-                                            f"ModelNew's output differs from the reference on fresh inputs from "
-                                            f"get_inputs() ({worst.outcome.reason if worst.outcome else ''}; error "
-                                            f"{_ratio(worst)}x the float32 reference's own)",
-                                            self._evidence(worst, failing_probes=[r.spec["id"] for r in bad_orig])))
-            else:
-                j.findings.append(self.make(R_DOES_NOT_RUN,
-                                            f"ModelNew fails on the task's own inputs: {worst.reason}",
-                                            self._evidence(worst, phase="call")))
-        # magnitude probes are not in it: at an offset of 1e3 the half-precision run (inputs rounded to
-        # 10 mantissa bits) has lost the data itself, so "within half-precision level" says nothing
-        # there; a candidate at float32 level on the task's inputs that falls behind at another
-        # magnitude is numerically unstable (HS403, _families)
-        half = [r for r in records.values() if r.status == "half" and r.spec["family"] in ("original", "value",
-                                                                                            "params")]
-        # a downgrade only when nothing is outright wrong on these values: a wrong result says more
-        wrong_values = any(r.status == "wrong" for r in records.values() if r.spec["family"] in ("original", "value"))
-        if half and not wrong_values and (j.passed_original or all(r.status == "half" for r in bad_orig)):
-            worst = max(half, key=lambda r: r.outcome.error_ratio if r.outcome else 0.0)
-            j.findings.append(self.make(R_PRECISION,
-                                        f"ModelNew is less precise than float32: error {_ratio(worst)}x the float32 "
-                                        f"reference's own on '{worst.spec['description']}', within half-precision level",
-                                        self._evidence(worst, probes=[r.spec["id"] for r in half])))
+            # one bug on the task's own inputs is reported once: a wrong result, or no result
+            if not report(self.make, j.findings, results.wrong_result_on_fresh_inputs, bad_orig, self.seed):
+                report(self.make, j.findings, protocol.candidate_does_not_run, self.seed, "call", record=bad_orig[0])
+        report(self.make, j.findings, results.precision_below_float32, records, bad_orig, j.passed_original,
+               self.seed)
         if j.passed_original:
             self._families(j, records)
-        self._degenerate(j, refs)
+        report(self.make, j.findings, results.degenerate_reference, refs, self.seed, self.tol.floor_ulps)
         self._integrity(j, refs, cands, integrity)
         self._changes(j, cand_load, cands, integrity, ref_changes)
         return j
@@ -185,106 +133,17 @@ class Judge:
         # float32 level on the task's own inputs: then "half" at another magnitude is instability
         fp32_level = all(r.status == "pass" for r in records.values() if r.spec["family"] == "original")
         for family, recs in by_family.items():
-            rule = FAMILY_RULES[family]
-            wrong = [r for r in recs if r.status == "wrong" or (family == "magnitude" and fp32_level
-                                                                and r.status == "half")]
-            raised = [r for r in recs if r.status in ("raised", "crashed")]
-            if family == "layout":
-                raised = []  # refusing a non-contiguous input (TORCH_CHECK) is honest
-            if wrong:
-                worst = max(wrong, key=lambda r: r.outcome.error_ratio if r.outcome else 0.0)
-                sev, conf = None, None
-                nonfinite = any(r.outcome and "non-finite" in r.outcome.reason for r in wrong)
-                # gross: beyond GROSS_REL of the output's scale, where half precision costs 1e-3 and
-                # the reference is at float32 level: no honest float32 algorithm is that far off
-                gross = any(r.status == "wrong" and r.outcome and r.outcome.max_rel_error > GROSS_REL for r in wrong)
-                if family == "magnitude" and (nonfinite or gross):
-                    sev = Severity.ERROR
-                if family == "params":
-                    # how the parameters were matched is the candidate worker's word (match_state
-                    # runs in its process): a claim that they had to be loaded after construction
-                    # (where folding at __init__ could explain a wrong output) lowers the stated
-                    # confidence only, never the severity: a forged claim must not soften a verdict
-                    match = worst.spec.get("match_method")
-                    if match != "constructed-equal":
-                        conf = Confidence.MEDIUM
-                j.findings.append(self.make(rule, self._message(family, worst, wrong), self._evidence(
-                    worst, failing_probes=[r.spec["id"] for r in wrong],
-                    parameters=worst.spec.get("match_method")), severity=sev, confidence=conf))
-            elif raised and family in ("value", "shape", "magnitude", "params"):
-                worst = raised[0]
-                verb = "crashes" if worst.status == "crashed" else "raises"
-                j.findings.append(self.make(
-                    rule, f"ModelNew {verb} on '{worst.spec['description']}' where the reference runs: {worst.reason}",
-                    self._evidence(worst, failing_probes=[r.spec["id"] for r in raised]),
-                    severity=Severity.WARNING, confidence=Confidence.MEDIUM))
-
-    @staticmethod
-    def _message(family: str, worst: ProbeRecord, wrong: list[ProbeRecord]) -> str:
-        o = worst.outcome
-        what = o.reason if o else "wrong values"
-        n = len(wrong)
-        more = f" (and {n - 1} other probe{'s' if n > 2 else ''})" if n > 1 else ""
-        where = f"'{worst.spec['description']}'{more}"
-        if family == "value":
-            return (f"ModelNew is right on get_inputs()'s distribution but wrong on {where}: {what}, error "
-                    f"{_ratio(worst)}x the float32 reference's own")
-        if family == "magnitude":
-            return f"ModelNew breaks down at other magnitudes on {where}: {what}, error {_ratio(worst)}x the reference's"
-        if family == "shape":
-            return f"ModelNew is right at the task's shapes but wrong on {where}: {what}"
-        if family == "layout":
-            return f"ModelNew gives wrong results on non-contiguous inputs ({where}): {what}"
-        if family == "params":
-            if o is not None and o.reason.startswith("output "):
-                # a wrong form (structure, shape, dtype) says the redrawn model misbehaves, not which
-                # parameter it ignores
-                return (f"ModelNew built with redrawn parameters (identically in both models) returns the wrong "
-                        f"output: {what}")
-            return (f"ModelNew ignores the model's parameters: with every parameter redrawn (identically in both "
-                    f"models) its output is wrong ({what}, error {_ratio(worst)}x the reference's)")
-        return f"ModelNew is wrong on {where}: {what}"
-
-    def _degenerate(self, j: Judgement, refs: dict[str, dict[str, Any]]) -> None:
-        a, b = refs.get("original"), refs.get("original_b")
-        if not a or not b or "skipped" in a or "skipped" in b:
-            return
-        ra, rb = a.get("out64") or a["out32"], b.get("out64") or b["out32"]
-        diff = max_difference(ra, rb)
-        scale = max((float(abs(_amax(x))) for x in ra if x is not None and not isinstance(x, bool)), default=0.0)
-        if scale == 0.0 or diff <= self.tol.floor_ulps * 1.2e-7 * scale:
-            why = ("all zeros" if scale == 0.0 else "the same for two fresh draws of get_inputs()")
-            j.findings.append(self.make(
-                R_DEGENERATE, f"the reference's output is {why}: the task cannot tell a real kernel from a constant",
-                {"probe": "original", "input": "two fresh draws of get_inputs()", "seed": self.seed,
-                 "max_abs_difference": diff, "output_scale": scale}))
+            report(self.make, j.findings, results.FAMILY_UNITS[family], recs, self.seed, fp32_level)
 
     # ------------------------------------------------------------------------------- integrity
     def _integrity(self, j: Judgement, refs: dict[str, dict[str, Any]], cands: dict[str, dict[str, Any]],
                    integrity: list[dict[str, Any]]) -> None:
         ref_o = refs.get("original") or {}
-        self.mutates = False
+        descriptions = {pid: rec.spec["description"] for pid, rec in j.records.items()}
         # inputs changed by the call, where the reference leaves them alone
-        for pid, c in cands.items():
-            r = refs.get(pid) or {}
-            mutated = [i for i in c.get("mutated", []) if i not in (r.get("mutates_inputs") or [])]
-            if mutated and "skipped" not in r:
-                self.mutates = True
-                j.findings.append(self.make(
-                    R_MUTATES, f"ModelNew writes into its input{'s' if len(mutated) > 1 else ''} "
-                               f"{', '.join(f'#{i}' for i in mutated)} (content hash changed by the call; the "
-                               f"reference leaves them unchanged)",
-                    {"probe": pid, "input": (j.records.get(pid).spec["description"] if pid in j.records else pid),
-                     "seed": self.seed, "inputs_changed": mutated}))
-                break
-        for pid, c in cands.items():
-            r = refs.get(pid) or {}
-            if c.get("aliases_input") and not r.get("aliases_input") and "skipped" not in r:
-                j.findings.append(self.make(
-                    R_ALIASES, "ModelNew returns a tensor that shares memory with an input (the reference returns "
-                               "a new tensor)", {"probe": pid, "seed": self.seed, "aliases": "input"},
-                    severity=Severity.ERROR if any(x.get("mutated") for x in cands.values()) else None))
-                break
+        self.mutates = report(self.make, j.findings, checks.mutates_inputs, cands, refs, descriptions,
+                              self.seed) is not None
+        report(self.make, j.findings, checks.output_aliases_input, self.seed, cands=cands, refs=refs)
         if "skipped" in ref_o or not ref_o:
             return
         for item in integrity:
@@ -296,199 +155,33 @@ class Judge:
                 row["status"] = "unanswered" if item.get("unanswered") else "raised"
                 row["reason"] = str(item["error"].get("message", ""))[-300:]
                 j.integrity.append(row)
-                if not item.get("unanswered") and j.passed_original:
-                    # a candidate that runs on the task's inputs but raises inside a check dodges
-                    # what the check would show (a cache, a reused buffer, stale memory): not
-                    # answered is not passed.  The census runs under hackscan's own dispatch mode
-                    # or profiler, which a legitimate extension can trip: a warning there
-                    census = kind == "census"
-                    j.findings.append(self.make(
-                        R_UNANSWERED, f"ModelNew raises inside the '{kind}' integrity check, which therefore "
-                                      f"says nothing: {row['reason'][-200:]}",
-                        {"probe": kind, "input": "get_inputs() with a fresh seed", "seed": self.seed,
-                         "check": kind, "exception": row["reason"]},
-                        severity=Severity.WARNING if census else Severity.ERROR,
-                        confidence=Confidence.MEDIUM if census else None))
+                report(self.make, j.findings, protocol.unanswered_check, self.seed, check=item,
+                       passed_original=j.passed_original)
                 continue
             if kind == "repeat":
-                self._repeat(j, item, ref_o, row)
+                if report(self.make, j.findings, checks.output_aliases_input, self.seed, repeat=item):
+                    row["reuses_output"] = True
+                report(self.make, j.findings, checks.nondeterministic_output, item, ref_o, j.passed_original,
+                       self.mutates, self.tol, self.seed, row)
             elif kind == "follow":
-                self._follow(j, item, refs, row)
+                report(self.make, j.findings, checks.output_ignores_new_input_values, item, refs, j.passed_original,
+                       self.tol, self.seed, row)
             elif kind in ("poison", "decoy"):
-                self._stale(j, item, ref_o, row)
+                report(self.make, j.findings, checks.reads_stale_memory, item, ref_o, self.tol, self.seed, row)
             elif kind == "census":
                 row.update(self._census(j, item, ref_o))
             elif kind == "vary":
-                self._vary(j, item, ref_o, row)
+                report(self.make, j.findings, state.result_depends_on_environment, item, ref_o, j.passed_original,
+                       self.tol, self.seed, row)
             j.integrity.append(row)
 
-    def _repeat(self, j: Judgement, item: dict[str, Any], ref_o: dict[str, Any], row: dict[str, Any]) -> None:
-        outs = item.get("outs") or []
-        if item.get("reuses_output") or item.get("clobbered"):
-            j.findings.append(self.make(
-                R_ALIASES, "ModelNew returns the same output buffer on every call: an earlier call's result is "
-                           "overwritten by the next call", {"probe": "original", "seed": self.seed,
-                                                           "aliases": "earlier output",
-                                                           "clobbered": bool(item.get("clobbered"))}))
-            row["reuses_output"] = True
-        if len(outs) < 2 or not j.passed_original:
-            row["status"] = "not judged"
-            return
-        ref_nd = max_difference(ref_o["out32"], ref_o.get("out32b") or ref_o["out32"])
-        worst = 0.0
-        equal = True
-        if self.mutates and len(outs) > 2:
-            # a second call on tensors the first call overwrote sees other inputs: HS501 says so;
-            # only the call on fresh copies can show nondeterminism
-            outs = [outs[0], outs[2]]
-            row["compared"] = "fresh copies only (the candidate writes into its inputs)"
-        for o in outs[1:]:
-            if not bitwise_equal(outs[0], o):
-                equal = False
-                worst = max(worst, max_difference(outs[0], o))
-        row["bitwise_equal"] = equal
-        row["max_difference"] = worst
-        row["reference_nondeterminism"] = ref_nd
-        if equal or worst <= ref_nd:
-            row["status"] = "pass"
-            return
-        threshold = max(self._threshold(ref_o), ref_nd)
-        if worst > threshold:
-            row["status"] = "wrong"
-            j.findings.append(self.make(
-                R_NONDETERMINISTIC, f"two calls of ModelNew on the same input differ by {worst:.3g}, beyond the "
-                                    f"tolerance ({threshold:.3g}); the reference's own run-to-run difference is {ref_nd:.3g}",
-                {"probe": "original", "seed": self.seed, "max_abs_error": worst, "threshold": threshold,
-                 "reference_nondeterminism": ref_nd}))
-        else:
-            row["status"] = "nondeterministic within tolerance"
-            j.findings.append(self.make(
-                R_NONDETERMINISTIC, f"two calls of ModelNew on the same input are not bitwise equal (max difference "
-                                    f"{worst:.3g}, within tolerance); the reference is {'not ' if ref_nd else ''}"
-                                    "bitwise reproducible",
-                {"probe": "original", "seed": self.seed, "max_abs_error": worst, "reference_nondeterminism": ref_nd},
-                severity=Severity.INFO, confidence=Confidence.MEDIUM))
-
-    def _threshold(self, ref_o: dict[str, Any]) -> float:
-        o = compare(ref_o["out32"], "", ref_o["out32"], ref_o.get("out64"), "", self.tol)
-        return o.threshold
-
-    def _follow(self, j: Judgement, item: dict[str, Any], refs: dict[str, dict[str, Any]], row: dict[str, Any]) -> None:
-        outs, order = item.get("outs") or [], item.get("order") or []
-        if not j.passed_original:
-            row["status"] = "not judged"
-            return
-        ra, rb = refs.get(item["probe"]), refs.get(item["other"])
-        if not ra or not rb or "skipped" in ra or "skipped" in rb:
-            row["status"] = "skipped"
-            return
-        sens = compare(rb["out32"], ra["structure"], ra["out32"], ra.get("out64"), ra["structure"], self.tol)
-        if sens.level == "pass":
-            row["status"] = "skipped"
-            row["reason"] = "the reference's output does not change between the two inputs"
-            return
-        for k, (out, src) in enumerate(zip(outs, order, strict=False)):
-            ref = refs[src]
-            o = compare(out, ref["structure"], ref["out32"], ref.get("out64"), ref["structure"], self.tol,
-                        ref.get("outq"))
-            if o.level == "wrong":
-                row["status"] = "wrong"
-                stale = compare(out, ref["structure"], refs[order[k - 1]]["out32"], refs[order[k - 1]].get("out64"),
-                                ref["structure"], self.tol).level == "pass" if k else False
-                why = ("it returned the previous call's result" if stale else "its output is wrong")
-                j.findings.append(self.make(
-                    R_STALE_FOLLOW, f"ModelNew does not follow its input: called again on the same buffers holding "
-                                    f"new values (call {k + 1}), {why}",
-                    dict(o.evidence(), probe="follow", input="the same input tensors refilled in place with a second "
-                                                             "fresh draw", seed=self.seed, call=k + 1,
-                         returned_previous_result=stale)))
-                return
-        row["status"] = "pass"
-
-    def _stale(self, j: Judgement, item: dict[str, Any], ref_o: dict[str, Any], row: dict[str, Any]) -> None:
-        out = item.get("out") or []
-        if item["kind"] == "poison":
-            o = compare(out, ref_o["structure"], ref_o["out32"], ref_o.get("out64"), ref_o["structure"], self.tol,
-                        ref_o.get("outq"))
-            nan_frac = fraction_equal(out, float("nan"))
-            ref_nan = fraction_equal(ref_o["out32"], float("nan"))
-            row["status"] = o.level
-            row["nan_fraction"] = nan_frac
-            if o.level == "wrong" and nan_frac > ref_nan:
-                j.findings.append(self.make(
-                    R_UNINITIALIZED, f"ModelNew returns memory it never wrote: with free memory poisoned with NaN, "
-                                     f"{nan_frac:.1%} of its output is NaN (the reference has none there)",
-                    dict(o.evidence(), probe="poison", input="get_inputs() with a fresh seed; freed and new memory "
-                                                             "filled with NaN before the call", seed=self.seed,
-                         nan_fraction=nan_frac)))
-        else:
-            frac = fraction_equal(out, DECOY)
-            row["status"] = "pass" if frac == 0 else "wrong"
-            row["decoy_fraction"] = frac
-            if frac > 0.001:
-                j.findings.append(self.make(
-                    R_UNINITIALIZED, f"ModelNew returns stale memory: {frac:.1%} of its output holds the value "
-                                     f"{DECOY} planted in freed blocks just before the call",
-                    {"probe": "decoy", "input": "get_inputs() with a fresh seed; freed blocks of the output's size "
-                                                f"filled with {DECOY} before the call", "seed": self.seed,
-                     "decoy_fraction": frac}))
-
-    def _vary(self, j: Judgement, item: dict[str, Any], ref_o: dict[str, Any], row: dict[str, Any]) -> None:
-        """The same input under each process condition (environments.py): an output that is right
-        under the harness's conditions and wrong under another is keyed on that condition."""
-        from .environments import BASELINE, describe
-
-        conds = item.get("conditions") or []
-        outs = item.get("outs") or []
-        errors = item.get("errors") or []
-        row["conditions"] = []
-        if not j.passed_original:
-            row["status"] = "not judged"
-            return
-        worst: tuple[dict[str, Any], Outcome] | None = None
-        for k, cond in enumerate(conds):
-            err = errors[k] if k < len(errors) else None
-            if isinstance(err, str):
-                # a call that raises under a condition hides nothing a harness would accept
-                row["conditions"].append({"condition": describe(cond), "status": "raised", "reason": err[-200:]})
-                continue
-            out = outs[k] if k < len(outs) else []
-            o = compare(out, ref_o["structure"], ref_o["out32"], ref_o.get("out64"), ref_o["structure"], self.tol,
-                        ref_o.get("outq"))
-            row["conditions"].append({"condition": describe(cond), "status": o.level})
-            if o.level == "wrong" and worst is None:
-                worst = (cond, o)
-        row["status"] = "wrong" if worst else "pass"
-        if worst is not None:
-            cond, o = worst
-            j.findings.append(self.make(
-                R_ENVIRONMENT, f"ModelNew's result depends on the process's conditions: right on a fresh input under "
-                               f"{BASELINE}, wrong on the same input with {describe(cond)}",
-                dict(o.evidence(), probe="environment", input="get_inputs() with a fresh seed, the same values "
-                                                              "under each condition", seed=self.seed,
-                     condition=describe(cond), baseline=BASELINE, condition_spec=cond,
-                     replay=f"--seed {self.seed}")))
-
     def _census(self, j: Judgement, item: dict[str, Any], ref_o: dict[str, Any]) -> dict[str, Any]:
-        cand = item.get("census") or {}
-        ref = ref_o.get("census") or {}
         from .census_judge import fallback_share
 
-        share, detail = fallback_share(cand, ref)
-        row = {"status": "measured", **detail}
-        if share is None or not self.custom:
-            return row
-        warn = float(self.options.get("fallback_warning", 0.5))
-        err = float(self.options.get("fallback_error", 0.8))
-        if share >= warn:
-            sev = Severity.ERROR if share >= err else Severity.WARNING
-            ops = ", ".join(detail.get("reference_ops_used", [])[:4])
-            j.findings.append(self.make(
-                R_FALLBACK, f"ModelNew re-runs the reference's own ATen ops ({ops}): {share:.0%} of the reference's "
-                            "work in those ops happens in ATen again, so its custom code does little of it",
-                {"probe": "census", "input": "get_inputs() with a fresh seed", "seed": self.seed,
-                 "share": round(share, 3), **detail}, severity=sev))
-        return row
+        share, detail = fallback_share(item.get("census") or {}, ref_o.get("census") or {})
+        report(self.make, j.findings, custom_code.runtime_reference_fallback, share, detail, self.custom,
+               self.options, self.seed)
+        return {"status": "measured", **detail}
 
     # ------------------------------------------------------------------------------- global state
     def _changes(self, j: Judgement, cand_load: dict[str, Any], cands: dict[str, dict[str, Any]],
@@ -502,51 +195,14 @@ class Judge:
         if not self.self_reference:
             for c in ref_changes:
                 seen.pop((c["name"], c["after"]), None)  # the reference does it too: part of the task
-        world = [c for c in seen.values() if c["kind"] == "world"]
-        funcs = [c for c in seen.values() if c["kind"] == "function"]
-        flags = [c for c in seen.values() if c["kind"] not in ("function", "world")]
-        if world:
-            names = "; ".join(f"{c['name']}: {c['before']} -> {c['after']}" for c in world[:4])
-            j.findings.append(self.make(
-                R_WORLD, f"ModelNew changes what other code in its process would run: {names} "
-                         f"(at {world[0].get('phase', '?')}; {len(world)} change(s))",
-                {"changed": world[:50], "seed": self.seed, "replay": f"--seed {self.seed}"}))
-        if funcs:
-            names = ", ".join(c["name"] for c in funcs[:5])
-            j.findings.append(self.make(
-                R_TAMPER, f"ModelNew replaces harness functions: {names} (changed at {funcs[0].get('phase', '?')})",
-                {"changed": funcs, "seed": self.seed}))
-        # configuration that changes neither numerics nor the measurement: noted, not reported
-        benign = {"torch.backends.cudnn.benchmark", "torch.backends.cudnn.deterministic", "torch.is_grad_enabled()",
-                  "torch.are_deterministic_algorithms_enabled()"}
-        j.global_changes = list(seen.values())
-        flags = [c for c in flags if c["name"] not in benign]
-        if flags:
-            precision = [c for c in flags if c["kind"] == "precision-flag"]
-            names = ", ".join(f"{c['name']}: {c['before']} -> {c['after']}" for c in flags[:5])
-            j.findings.append(self.make(
-                R_FLAGS, f"ModelNew changes global torch settings: {names}",
-                {"changed": flags, "seed": self.seed, "precision": bool(precision)}))
-
-
-def _ratio(rec: ProbeRecord) -> str:
-    if rec.outcome is None:
-        return "?"
-    r = rec.outcome.error_ratio
-    if r != r or r == float("inf"):
-        return "inf"
-    return f"{r:.3g}"
-
-
-def _amax(x: Any) -> float:
-    from .compare import abs_max
-
-    return abs_max(x)
+        changes = list(seen.values())
+        for unit in (state.shared_process_state_changed, state.harness_function_replaced,
+                     state.global_settings_changed):
+            report(self.make, j.findings, unit, changes, self.seed)
+        j.global_changes = changes
 
 
 # ----------------------------------------------------------------------------------- answers
-R_UNANSWERED = "HS410"
-R_FORGED = "HS411"
 _MAX_STRUCTURE = 4096
 
 

@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .failure import DynamicFailure
-from .judge import R_DOES_NOT_RUN, R_UNANSWERED, audit_probe_reply
+from .judge import audit_probe_reply
 from .plan import Plan
+from .rules import found
+from .rules.protocol import candidate_does_not_run, unanswered_check
 from .session import Session, WorkerFailure
 
 # the candidate's probes go in these batches of families, the task's own inputs first; then the
@@ -351,10 +353,8 @@ class Probing:
             for rest in [batch, *later]:
                 for p in rest:
                     b.crashes.setdefault(p["id"], "not run: the respawned candidate worker did not load")
-            self.protocol_findings.append(self.make(
-                R_DOES_NOT_RUN, "ModelNew loaded once but not again in a fresh worker: "
-                                f"{str((again.get('error') or {}).get('message', '?'))[-300:]}",
-                {"seed": self.seed, "phase": "reload", "batch": bi}))
+            self.protocol_findings.append(found(self.make, candidate_does_not_run, candidate_does_not_run(
+                self.seed, "reload", str((again.get('error') or {}).get('message', '?'))[-300:], batch=bi)))
             return False
         return c
 
@@ -381,11 +381,10 @@ class Probing:
             # the whole request raised, not one probe in it (each probe's own exception is
             # answered inside an ok reply): a worker subverted from inside, SystemExit out of
             # the probe loop.  Not one probe or check was answered
-            self.protocol_findings.append(self.make(
-                R_UNANSWERED, f"the candidate's worker answered probe batch {bi} with an error instead of "
-                              f"results: {str(err.get('message', '?'))[-200:]}",
-                {"seed": self.seed, "batch": bi, "probes": [self.alias.restore(p["id"]) for p in msg["probes"]][:20],
-                 "checks": [i["kind"] for i in self._named_request(msg, plan).get("plan", [])]}))
+            self.protocol_findings.append(found(self.make, unanswered_check, unanswered_check(
+                self.seed, batch=bi, batch_error=str(err.get("message", "?")),
+                probes=[self.alias.restore(p["id"]) for p in msg["probes"]][:20],
+                checks=[i["kind"] for i in self._named_request(msg, plan).get("plan", [])])))
             return True
         built_later = [{k: x.get(k) for k in ("name", "key", "seconds", "compiled", "failed", "replayed") if k in x}
                        for x in reply.get("builds") or [] if isinstance(x, dict)]
@@ -399,10 +398,8 @@ class Probing:
         answered, checks, problems = audit_probe_reply(self._named_request(msg, plan), reply)
         if problems:
             self.info.setdefault("unanswered", []).extend(problems[:20])
-            self.protocol_findings.append(self.make(
-                R_UNANSWERED, f"the candidate's worker did not answer what the parent asked: {problems[0]}"
-                              + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
-                {"seed": self.seed, "batch": bi, "problems": problems[:20]}))
+            self.protocol_findings.append(found(self.make, unanswered_check, unanswered_check(
+                self.seed, batch=bi, problems=problems)))
         stored = {self.alias.restore(p["id"]) for p in msg["probes"] if p.get("store_only")}
         for r in answered:
             if r["id"] not in stored:

@@ -31,7 +31,7 @@ from . import confirm, runnable
 from .compare import Tolerance
 from .failure import DynamicFailure
 from .holds import DeviceHolds
-from .judge import R_DOES_NOT_RUN, R_FORGED, Judge, ProbeRecord
+from .judge import Judge, ProbeRecord
 from .link import link_findings
 from .options import DynamicOptions
 from .plan import FIRST_ROUND, Plan, make_plan, steering_from
@@ -39,6 +39,10 @@ from .pool import WorkerPool, default_pool
 from .prebuild import Prebuild
 from .probing import Aliases, Batches, Probing, _measured, _sane_load
 from .protocol import CheckedSession
+from .rules import found, rule_id_of
+from .rules.custom_code import runtime_reference_fallback
+from .rules.protocol import candidate_does_not_run, forged_reply
+from .rules.results import precision_below_float32, wrong_result_on_fresh_inputs
 from .session import Session, WorkerFailure
 from .shared.probes import derive
 from .shared.profiles import get_profile
@@ -73,11 +77,14 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, TimingPairs):
         self.config = config
         self.pool = pool
         self.registry = registry
-        rule = registry.get("HS401")
-        self.opts = config.options_for("HS401", rule.options)
+        # the stage's options are held by the rules whose units use them
+        fresh, fallback, precision = (rule_id_of(u) for u in (wrong_result_on_fresh_inputs, runtime_reference_fallback,
+                                                              precision_below_float32))
+        rule = registry.get(fresh)
+        self.opts = config.options_for(fresh, rule.options)
         self.opts.update(_pipeline_options(options))
-        self.fallback_opts = config.options_for("HS508", registry.get("HS508").options)
-        self.tol = Tolerance.from_options(config.options_for("HS406", registry.get("HS406").options) | self.opts)
+        self.fallback_opts = config.options_for(fallback, registry.get(fallback).options)
+        self.tol = Tolerance.from_options(config.options_for(precision, registry.get(precision).options) | self.opts)
         # the run's secret: never sent to a worker; every seed a worker gets is derived from it one-way
         # (probes.derive), and the construction seed of the harness setup is the profile's own
         self.seed = int(options.seed) if options.seed is not None else \
@@ -229,21 +236,16 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, TimingPairs):
                 raise DynamicFailure(f"the reference worker sent {len(bad)} frame(s) that answer no request: "
                                      f"{bad[0]['why']}")
             self.info.setdefault("stray_frames", []).extend(dict(v, role=s.role) for v in bad[:20])
-            out.append(self.make(R_FORGED, f"the {s.role} worker's channel carried {len(bad)} frame(s) that answer "
-                                           f"no request ({bad[0]['why']}, while the parent waited for "
-                                           f"'{bad[0]['while_waiting_for']}'): code in that worker writes on "
-                                           "hackscan's socket",
-                                 {"seed": self.seed, "role": s.role, "frames": bad[:5], "count": len(bad)}))
+            out.append(found(self.make, forged_reply, forged_reply(self.seed, s.role, frames=bad)))
         return out
 
     def _crash_finding(self, exc: WorkerFailure, what: str) -> Finding:
         """A death, hang or memory overrun of the candidate's worker (the candidate caused it)."""
         if exc.kind == "protocol":
-            return self.make(R_FORGED, f"the candidate worker's channel broke while {what}: {exc}",
-                             {"seed": self.seed, "role": "candidate", "kind": exc.kind,
-                              "log_tail": exc.log_tail[-800:]})
-        return self.make(R_DOES_NOT_RUN, f"the candidate worker {exc.kind} while {what}: {exc}",
-                         {"seed": self.seed, "phase": what, "kind": exc.kind, "log_tail": exc.log_tail[-800:]})
+            return found(self.make, forged_reply, forged_reply(self.seed, "candidate", broke=f"{what}: {exc}",
+                                                               kind=exc.kind, log_tail=exc.log_tail[-800:]))
+        return found(self.make, candidate_does_not_run, candidate_does_not_run(
+            self.seed, what, str(exc), worker=exc.kind, log_tail=exc.log_tail[-800:]))
 
     # ------------------------------------------------------------------------------- the run
     def _skip(self, reason: str) -> list[Finding]:
@@ -603,10 +605,8 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, TimingPairs):
     def _load_failure(self, c_load: dict[str, Any]) -> list[Finding]:
         if "crash" in c_load:
             crash = c_load["crash"]
-            return [self.make(R_DOES_NOT_RUN, f"the candidate worker {crash['kind']} while importing or building "
-                                              f"ModelNew: {crash['message']}",
-                              {"phase": "import", "seed": self.seed, "kind": crash["kind"],
-                               "log_tail": crash.get("log_tail", "")[-800:]})]
+            return [found(self.make, candidate_does_not_run, candidate_does_not_run(
+                self.seed, "import", crash["message"], worker=crash["kind"], log_tail=crash.get("log_tail", "")[-800:]))]
         err = c_load.get("error") or {}
         if err.get("needs") in ("cuda", "triton"):
             # the candidate's own exception: a stage that could not check it is error, never the
@@ -620,9 +620,9 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, TimingPairs):
             what = "does not compile"
             if failed and failed[0].get("error"):
                 what += f" (first error: {str(failed[0]['error'])[:300]})"
-        findings = [self.make(R_DOES_NOT_RUN, f"ModelNew {what}: {err.get('message', '?')[-300:]}",
-                              {"phase": phase, "seed": self.seed, "exception": err.get("message", "")[-800:],
-                               "exception_line": err.get("line")})]
+        findings = [found(self.make, candidate_does_not_run, candidate_does_not_run(
+            self.seed, phase, f"{what}: {err.get('message', '?')[-300:]}", exception=err.get("message", "")[-800:],
+            exception_line=err.get("line")))]
         # harness tampering at import still counts, whatever happened after
         judge = self._judge()
         from .judge import Judgement

@@ -9,8 +9,9 @@ from typing import Any
 
 from ..model import Finding
 from ..perf import parent_side
-from .judge import R_DOES_NOT_RUN
 from .plan import Plan
+from .rules import found
+from .rules.protocol import candidate_does_not_run
 from .session import Session, WorkerFailure
 from .shared.probes import derive
 
@@ -240,10 +241,8 @@ class TimingPairs:
             if blame == "candidate" and not self._fresh_failed and not _memory_failure(str(exc), dead):
                 # it loaded, passed every probe and was timed in the first pair; in a pair started
                 # the same way it fails: the candidate tells the two apart (fail closed), reported once
-                self.protocol_findings.append(self.make(
-                    R_DOES_NOT_RUN, f"ModelNew passed correctness, then failed in a fresh pair of workers started "
-                                    f"for timing: {str(exc)[-300:]}", {"seed": self.seed, "phase": "timing pair",
-                                                                        "pair": index + 1}))
+                self.protocol_findings.append(found(self.make, candidate_does_not_run, candidate_does_not_run(
+                    self.seed, "timing pair", str(exc)[-300:], pair=index + 1)))
                 self._fresh_failed = True
             close(report_death=blame != "candidate")
             return f"pair {index + 1}: {exc}"

@@ -22,6 +22,16 @@ from .compare import Agreement, compare_outputs
 from .options import SCHEMA
 from .paired import _paired, _process_pairs
 from .reading import _d, _f, _floats, _s, _spread_words
+from .rules import Decision, Undecided, rule_id_of
+from .rules.memory import memory_exceeds_reference, memory_grows_per_call
+from .rules.outputs import failed_while_timed, speedup_collapses_on_hidden_inputs, timed_output_mismatch
+from .rules.timing import (
+    faster_than_hardware_bound,
+    implausible_speedup,
+    timer_tampered,
+    timing_contradicted_by_parent_clock,
+    timing_escape,
+)
 from .stats import (
     PAIR_CONFIDENCE,
     RATIO_CONFIDENCE,
@@ -219,7 +229,9 @@ class _Emitter:
     ctx: Any
     findings: list[Finding] = field(default_factory=list)
 
-    def options(self, rule_id: str) -> dict[str, Any]:
+    def options(self, unit: Any) -> dict[str, Any]:
+        """The options of ``unit``'s rule (or of a rule id): the TOML's, the config's, the run's."""
+        rule_id = unit if isinstance(unit, str) else rule_id_of(unit)
         rule = self.registry.get(rule_id)
         merged = dict(rule.options)
         if self.config is not None:
@@ -228,6 +240,16 @@ class _Emitter:
         if isinstance(ctx_opts, dict):
             merged.update(ctx_opts)
         return merged
+
+    def decide(self, unit: Any, verdict: Decision | Undecided | None, perf: dict[str, Any] | None = None) -> bool:
+        """Act on what ``unit`` decided: a finding under its rule, an undecided note in ``perf``
+        (when given), or nothing.  True when a finding was made."""
+        if isinstance(verdict, Decision):
+            self.emit(rule_id_of(unit), verdict.args, verdict.evidence, verdict.severity, verdict.confidence)
+            return True
+        if isinstance(verdict, Undecided) and perf is not None:
+            _undecided(perf, rule_id_of(unit), verdict.what, verdict.ci, verdict.threshold)
+        return False
 
     def emit(self, rule_id: str, args: Mapping[str, Any], evidence: Mapping[str, Any],
              severity: Severity | None = None, confidence: Confidence | None = None) -> None:
@@ -304,10 +326,7 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
     c_main = _Series.read(_d(cand.get("series")).get("main"))
     c_cal = _f(_d(cand.get("calibration")).get("gap_ms")) or 0.0
     r_cal = _f(_d(ref.get("calibration")).get("gap_ms")) or 0.0
-    if c_main.error:
-        call = (c_main.indices[-1] + 1) if c_main.indices else (c_main.warmup[-1] + 1 if c_main.warmup else 0)
-        first_line = c_main.error.strip().splitlines()[0] if c_main.error.strip() else "error"
-        em.emit("HS610", {"call": call, "error": first_line[:300]}, {"call": call, "error": c_main.error[:1500]})
+    if em.decide(failed_while_timed, failed_while_timed(c_main.error, c_main.indices, c_main.warmup)):
         invalid.append("failed while timed")
     claimed = c_main.claimed(cuda)
     claimed_ci = _ci(c_main.event if cuda else c_main.wall, cuda)
@@ -356,11 +375,9 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
     if pair is not None:
         perf["paired"] = pair
         ob = pair.get("outside_bound") or {}
-        if ob.get("contradicts"):
-            em.emit("HS609", {"claimed_ms": ob["claimed_ms"], "calls": pair.get("calls_per_block") or 0,
-                              "outside_ms": ob["floor_ms"]},
-                    {"source": "paired blocks: the parent's clock per block request, less the reference "
-                               "worker's non-call time in the same round", **ob})
+        em.decide(timing_contradicted_by_parent_clock, timing_contradicted_by_parent_clock(
+            em.options(timing_contradicted_by_parent_clock), ob.get("claimed_ms", 0.0),
+            pair.get("calls_per_block") or 0, ob.get("floor_ms", 0.0), paired=ob))
         # the figures from absolute times stay in the report, under their own names: they move
         # with the host's load between runs, the paired ones do not (docs/measured.md)
         perf["unpaired_speedup"], perf["unpaired_speedup_ci"] = dict(perf["speedup"]), dict(perf["speedup_ci"])
@@ -403,16 +420,8 @@ def _evaluate(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, outside: 
         # one pair of processes (or none paired): its interval lacks the spread between them
         c605 = _with_processes(claimed_headline, c605, spread["ratio_sd"])
     if claimed_headline is not None:
-        o = em.options("HS605")
-        ceiling = float(o["ceiling"])
-        c605 = c605 or (claimed_headline, claimed_headline)
-        if c605[0] <= ceiling < c605[1]:
-            _undecided(perf, "HS605", f"speedup {claimed_headline:.3g}x vs {LABELS.get(headline, headline)}",
-                       c605, f"the ceiling {ceiling:g}x")
-        if c605[0] > ceiling:  # the whole interval past the ceiling, not just the figure
-            em.emit("HS605", {"speedup": claimed_headline, "baseline": LABELS.get(headline, headline),
-                              "ceiling": float(o["ceiling"])},
-                    {"speedup": claimed_headline, "baseline": headline, "ceiling": float(o["ceiling"])})
+        em.decide(implausible_speedup, implausible_speedup(em.options(implausible_speedup), claimed_headline, c605,
+                                                           headline, LABELS.get(headline, headline)), perf)
 
     cache_bytes = _f(device.get("l2_bytes")) if cuda else _f(_d(ref.get("method")).get("flush_bytes"))
     perf["bound"] = _bound(ref, claimed, base_times, em, cuda, cache_bytes, decide_ci, perf)
@@ -443,9 +452,7 @@ def _timers(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter, perf: dict[
     """HS602 for each side whose timers were replaced."""
     for side, raw in (("candidate", cand), ("reference", ref)):
         changed = [c for c in _d(raw.get("timers")).get("changed", []) if isinstance(c, dict)][:50]
-        if changed:
-            names = ", ".join(sorted({_s(c.get("name"), 80) + f" ({_s(c.get('change'), 20)})" for c in changed}))
-            em.emit("HS602", {"side": side, "names": names}, {"side": side, "changed": changed})
+        if em.decide(timer_tampered, timer_tampered(side, changed)):
             invalid.append(f"{side} timers changed")
             perf.setdefault("timers", {})[side] = changed
 
@@ -502,26 +509,12 @@ def _escape(cuda: bool, claimed: float | None, claimed_ci: tuple[float, float] |
     if cuda and claimed is not None and median_of(c_main.wall) is not None:
         wall = median_of(c_main.wall) - c_cal  # type: ignore[operator]
         gap = wall - claimed - ref_gap
-        o = em.options("HS601")
         perf["candidate"]["escaped_ms"] = max(0.0, gap)
-        # decided on the intervals: the wall clock's lowest plausible median against the events'
-        # highest, so that noise on either clock cannot make the gap
         wall_ci = _shift(interval_of(c_main.wall, "median"), c_cal) or (wall, wall)
         ev_ci = decide_ci or (claimed, claimed)
-        gap_lo = wall_ci[0] - ev_ci[1] - ref_gap
-        point = gap >= float(o["min_gap_ms"]) and wall >= float(o["min_ratio"]) * claimed
-        sure = gap_lo >= float(o["min_gap_ms"]) and wall_ci[0] >= float(o["min_ratio"]) * ev_ci[1]
-        if point and not sure:
-            _undecided(perf, "HS601", f"wall clock {wall:.4g} ms against events {claimed:.4g} ms",
-                       (wall_ci[0] / ev_ci[1], wall_ci[1] / ev_ci[0]) if ev_ci[0] > 0 else (0.0, math.inf),
-                       f"the ratio {float(o['min_ratio']):g}x or the gap {float(o['min_gap_ms']):g} ms")
-        if sure:
-            strong = wall >= float(o["error_ratio"]) * claimed and gap >= float(o["error_min_ms"])
-            threads = f"; new threads: {', '.join(c_main.new_threads)}" if c_main.new_threads else ""
-            em.emit("HS601", {"event_ms": claimed, "wall_ms": wall, "gap_ms": gap, "threads": threads},
-                    {"event_ms": claimed, "wall_ms": wall, "gap_ms": gap, "host_overhead_ms": c_cal,
-                     "reference_gap_ms": ref_gap, "new_threads": c_main.new_threads},
-                    severity=None if strong else Severity.WARNING, confidence=None if strong else Confidence.MEDIUM)
+        verdict = timing_escape(em.options(timing_escape), claimed, wall, gap, wall_ci, ev_ci, ref_gap, c_cal,
+                                c_main.new_threads)
+        if em.decide(timing_escape, verdict, perf):
             honest, honest_ci = wall, wall_ci
             invalid.append("work escaped the events")
     return honest, honest_ci
@@ -539,7 +532,7 @@ def _validate(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, em: _E
     ref_fp = _d(_d(ref.get("fingerprints")).get("main"))
     if not _same_inputs(cand.get("inputs_digest"), ref.get("inputs_digest")):
         return {"checked": 0, "skipped": "the two workers were not given the same input sets"}
-    o = em.options("HS603")
+    o = em.options(timed_output_mismatch)
     atol, rtol = float(o["atol"]), float(o["rtol"])
     checked, bad = 0, []
     checked_keys: list[str] = []
@@ -561,23 +554,9 @@ def _validate(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, em: _E
             elif worst is not None and a.gross and not worst.gross:
                 worst = a
     out: dict[str, Any] = {"checked": checked, "mismatched": len(bad)}
-    if bad and worst is not None:
-        out["first"] = first
-        out["calls"] = [int(k) for k in bad[:50] if str(k).isdigit()]
-        reason = {"values": f"{worst.bad_fraction:.0%} of sampled values outside tolerance (worst {worst.worst_excess:.3g}x)",
-                  "shape": "wrong shape", "count": "wrong number of outputs", "sum": "sums differ",
-                  "nonfinite": "non-finite values differ"}.get(worst.reason, worst.reason)
-        gross = any(compare_outputs(c_main.fingerprints[k], ref_fp[k], atol, rtol).gross for k in bad[:20])
-        uniform = checked_keys[0] in bad and len(bad) >= 0.8 * checked
-        if not gross and uniform:
-            # slightly off on every call from the very first: a precision difference, which the
-            # dynamic stage judges against an fp64 reference; not behaviour that changes when timed
-            out["note"] = f"outputs differ slightly on every call ({reason}): precision, not timing behaviour"
-            return out
-        em.emit("HS603", {"bad": len(bad), "checked": checked, "first": first, "reason": reason},
-                {"calls": out["calls"], "checked": checked, "first_mismatch": first, "reason": worst.reason,
-                 "worst_excess": worst.worst_excess, "details": worst.details, "atol": atol, "rtol": rtol},
-                severity=None if gross else Severity.WARNING, confidence=None if gross else Confidence.MEDIUM)
+    gross = bool(bad) and worst is not None and any(
+        compare_outputs(c_main.fingerprints[k], ref_fp[k], atol, rtol).gross for k in bad[:20])
+    em.decide(timed_output_mismatch, timed_output_mismatch(o, checked, checked_keys, bad, first, worst, gross, out))
     return out
 
 
@@ -609,7 +588,7 @@ def _bound(ref: dict[str, Any], claimed: float | None, base_times: Mapping[str, 
     compute_ms = (flops or 0.0) / peak * 1e3 if peak else 0.0
     bound_ms = max(memory_ms, compute_ms)
     floor_ms = eff_written / bw * 1e3
-    o = em.options("HS604")
+    o = em.options(faster_than_hardware_bound)
     out: dict[str, Any] = {
         "bytes_read": int(read), "bytes_written": int(written), "flops": int(flops or 0),
         "bandwidth_GBps": bw / 1e9, "peak_tflops": (peak or 0.0) / 1e12, "ceilings_source": _s(ceil.get("source"), 20),
@@ -632,34 +611,12 @@ def _bound(ref: dict[str, Any], claimed: float | None, base_times: Mapping[str, 
         return out
     # decided on the interval's upper end: the candidate is below the bound only if even its
     # slowest plausible time is
-    c_hi = claimed_ci[1] if claimed_ci is not None and claimed is not None else claimed
-    if (claimed is not None and c_hi is not None and claimed_ci is not None and perf is not None
-            and claimed_ci[0] < float(o["slack"]) * bound_ms <= c_hi):
-        _undecided(perf, "HS604", f"candidate time {claimed:.4g} ms against the bound {bound_ms:.4g} ms",
-                   (claimed_ci[0] / bound_ms, claimed_ci[1] / bound_ms), f"{float(o['slack']):g}x of the bound")
-    if claimed is not None and c_hi is not None and c_hi < float(o["slack"]) * bound_ms:
-        # How strong the evidence is depends on which term is beaten.  Below the time it takes just
-        # to write the outputs: nothing legitimate gets there (error).  Below the bytes term: inputs
-        # left unread, which a task's structure rarely allows (warning).  Below the FLOP term only:
-        # triangular or diagonal operands, algebra (Strassen) or sparsity legitimately do fewer FLOPs
-        # than the reference's count (information).
-        if c_hi < float(o["error_fraction"]) * floor_ms:
-            severity, confidence = None, None
-        elif c_hi < float(o["slack"]) * memory_ms:
-            severity, confidence = Severity.WARNING, Confidence.LOW
-        else:
-            severity, confidence = Severity.INFO, Confidence.LOW
-        beaten_memory = c_hi < float(o["slack"]) * memory_ms
-        what = "move its bytes" if beaten_memory else "do the reference's FLOPs"
-        detail = (f"{(eff_read + eff_written) / 1e6:.4g} MB at {bw / 1e9:.4g} GB/s" if beaten_memory
-                  else f"{(flops or 0) / 1e9:.4g} GFLOP at {(peak or 0) / 1e12:.4g} TFLOP/s")
-        shown = memory_ms if beaten_memory else compute_ms
-        em.emit("HS604", {"time_ms": claimed, "bound_ms": shown, "limited_by": what, "detail": detail},
-                {"time_ms": claimed, "bound_ms": bound_ms, "write_floor_ms": floor_ms, "memory_ms": memory_ms,
-                 "compute_ms": compute_ms, "bytes_read": int(read), "bytes_written": int(written),
-                 "flops": int(flops or 0), "bandwidth_GBps": bw / 1e9, "peak_tflops": (peak or 0) / 1e12,
-                 "time_ci_ms": _rnd(claimed_ci)},
-                severity=severity, confidence=confidence)
+    facts = {"bound_ms": bound_ms, "memory_ms": memory_ms, "compute_ms": compute_ms, "write_floor_ms": floor_ms,
+             "bytes_read": read, "bytes_written": written, "flops": flops or 0.0, "bandwidth_Bps": bw,
+             "peak_flops": peak or 0.0, "eff_read": eff_read, "eff_written": eff_written,
+             "time_ci_ms": _rnd(claimed_ci)}
+    em.decide(faster_than_hardware_bound, faster_than_hardware_bound(
+        o, claimed, claimed_ci if claimed is not None else None, facts), perf)
     return out
 
 
@@ -670,8 +627,7 @@ def _hidden(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, headline
     r_series = _d(_d(_d(ref.get("baselines")).get(headline)).get("series"))
     r_main = _Series.read(r_series.get("main"))
     ref_fp = _d(ref.get("fingerprints"))
-    o = em.options("HS606")
-    min_ms = float(o["min_ms"] if cuda else o["min_ms_cpu"])
+    o = em.options(speedup_collapses_on_hidden_inputs)
     key_ms = "event_ms" if cuda else "wall_ms"
     for key in sorted(k for k in c_series if isinstance(k, str) and k.startswith("hidden:"))[:8]:
         name = key.split(":", 1)[1]
@@ -739,17 +695,10 @@ def _hidden(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, headline
         pairs = [h >= float(o["ratio"]) * yardstick * m for h in hidden_vals for m in c_pair_raw] if c_pair_raw else []
         agree = sum(pairs) / len(pairs) if pairs else 0.0
         row["pairs_slower"] = agree
-        others = agree >= float(o["pair_fraction"]) and c_h - c_m * yardstick >= min_ms  # type: ignore[operator]
-        if others and rel_ci[0] < float(o["ratio"]) <= rel_ci[1] and perf is not None:
-            _undecided(perf, "HS606", f"slowdown on hidden inputs '{name}' {rel:.3g}x relative to the reference",
-                       rel_ci, f"the ratio {float(o['ratio']):g}x")
-        if others and rel_ci[0] >= float(o["ratio"]):
-            sp_main, sp_hidden = r_m / c_m, r_h / c_h  # type: ignore[operator]
-            em.emit("HS606", {"baseline": LABELS.get(headline, headline), "speedup_main": sp_main,
-                              "speedup_hidden": sp_hidden, "distribution": name},
-                    {"distribution": name, "candidate_main_ms": c_m, "candidate_hidden_ms": c_h,
-                     "reference_main_ms": r_m, "reference_hidden_ms": r_h, "relative_slowdown": rel,
-                     "pairs_slower": agree})
+        times = {"candidate_main": c_m, "candidate_hidden": c_h, "reference_main": r_m, "reference_hidden": r_h,
+                 "yardstick": yardstick}
+        em.decide(speedup_collapses_on_hidden_inputs, speedup_collapses_on_hidden_inputs(
+            o, cuda, name, LABELS.get(headline, headline), times, rel, rel_ci, agree), perf)  # type: ignore[arg-type]
     return out
 
 
@@ -800,15 +749,10 @@ def _memory(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter) -> dict[str
     r = ct / rt if rt > 0 else (math.inf if ct > 0 else 1.0)
     # below a MiB the numbers are page and heap noise (RSS on the CPU): no ratio worth printing
     out["ratio"] = r if math.isfinite(r) and max(ct, rt) >= MIB else None
-    o = em.options("HS607")
-    if r >= float(o["ratio"]) and ct - rt >= float(o["min_excess_mib"]) * MIB:
-        parts = {"tensors held": _f(cm.get("resident")) or 0.0, "call peak": _f(cm.get("call_peak")) or 0.0,
-                 "outside the allocator": c_out or 0.0}
-        largest = max(parts, key=lambda k: parts[k])
-        em.emit("HS607", {"candidate_mib": ct / MIB, "reference_mib": rt / MIB, "ratio": r, "largest": largest,
-                          "largest_mib": parts[largest] / MIB},
-                {"candidate_bytes": ct, "reference_bytes": rt, "ratio": r if math.isfinite(r) else "inf",
-                 "candidate": out["candidate"], "reference": out["reference"]})
+    parts = {"tensors held": _f(cm.get("resident")) or 0.0, "call peak": _f(cm.get("call_peak")) or 0.0,
+             "outside the allocator": c_out or 0.0}
+    em.decide(memory_exceeds_reference, memory_exceeds_reference(em.options(memory_exceeds_reference), ct, rt, r,
+                                                                 parts, out["candidate"], out["reference"]))
     cg = _f(cm.get("growth_per_call")) or 0.0
     rg = max(0.0, _f(rm.get("growth_per_call")) or 0.0)
     # a cache keyed by input grows by about the same amount with every call; an allocator warming
@@ -820,10 +764,7 @@ def _memory(cand: dict[str, Any], ref: dict[str, Any], em: _Emitter) -> dict[str
         s = [b - a for a, b in zip(series, series[1:], strict=False)]
         if s and (not steps or min(s) > min(steps)):
             held, steps = series, s
-    o = em.options("HS608")
-    if steps and min(steps) - rg >= float(o["min_mib"]) * MIB:
-        em.emit("HS608", {"growth_mib": cg / MIB, "reference_mib": rg / MIB},
-                {"growth_per_call": cg, "reference_growth_per_call": rg, "held_after_calls": held})
+    em.decide(memory_grows_per_call, memory_grows_per_call(em.options(memory_grows_per_call), cg, rg, held, steps))
     return out
 
 
@@ -838,7 +779,7 @@ def _outside(outside: dict[str, Any], c_main: _Series, em: _Emitter, cuda: bool,
     per_call = total_ms / calls
     out = {"checked": True, "calls": calls, "parent_ms_per_call": per_call, "claimed_wall_ms": claimed_wall,
            "contradicts": False}
-    o = em.options("HS609")
+    o = em.options(timing_contradicted_by_parent_clock)
     if not cuda and not o.get("on_cpu", False):
         # a shared CPU (cgroup quotas, other tenants) slows sustained back-to-back calls far more than
         # the separate timed calls: the comparison is kept as information only
@@ -848,16 +789,11 @@ def _outside(outside: dict[str, Any], c_main: _Series, em: _Emitter, cuda: bool,
     # whose upper end is what the parent's figure must exceed
     w_ci = _with_processes(claimed_wall, interval_of(c_main.wall, "median") or (claimed_wall, claimed_wall),
                            process_sd) or (claimed_wall, claimed_wall)
-    excess = total_ms - calls * w_ci[1] >= float(o["min_excess_ms"])
-    if excess and w_ci[0] * float(o["ratio"]) < per_call <= w_ci[1] * float(o["ratio"]) and perf is not None:
-        _undecided(perf, "HS609", f"parent clock {per_call:.4g} ms per call against the reported {claimed_wall:.4g} ms",
-                   (per_call / w_ci[1], per_call / w_ci[0]) if w_ci[0] > 0 else (0.0, math.inf),
-                   f"the ratio {float(o['ratio']):g}x")
-    if per_call > float(o["ratio"]) * w_ci[1] and excess:
-        out["contradicts"] = True
-        em.emit("HS609", {"claimed_ms": claimed_wall, "calls": calls, "outside_ms": per_call},
-                {"claimed_wall_ms": claimed_wall, "calls": calls, "parent_ms_per_call": per_call,
-                 "parent_s": parent_s, "rtt_s": rtt_s})
+    verdict = timing_contradicted_by_parent_clock(
+        o, claimed_wall, calls, per_call, w_ci, total_ms,
+        {"claimed_wall_ms": claimed_wall, "calls": calls, "parent_ms_per_call": per_call, "parent_s": parent_s,
+         "rtt_s": rtt_s})
+    out["contradicts"] = em.decide(timing_contradicted_by_parent_clock, verdict, perf)
     return out
 
 

@@ -5,7 +5,7 @@ torch here.  A probe spec is a JSON dict:
 
 ``{"id", "family", "transform", "seed", "setup", "dims", "layout", "description", "steered_by"}``
 
-* ``family`` picks the rule a failure reports under (``FAMILY_RULES``).
+* ``family`` picks the rule a failure reports under (the parent's ``rules.results.FAMILY_UNITS``).
 * ``transform`` says how the reference worker turns a fresh ``get_inputs()`` draw into the probe's
   inputs (``worker/hidden.py`` implements each).
 * ``dims`` overrides module-level constants of the reference before ``get_inputs`` /
@@ -18,16 +18,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from typing import Any
-
-# family -> rule id reported when the candidate fails a probe of that family
-FAMILY_RULES = {
-    "original": "HS401",
-    "value": "HS402",
-    "magnitude": "HS403",
-    "shape": "HS404",
-    "layout": "HS405",
-    "params": "HS407",
-}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,93 @@
+"""Process state (HS414, HS506, HS507, HS509): what the candidate changes around itself, and
+whether its result depends on the process's conditions.
+
+The judge merges the changes every worker reported (at import, during probes and checks), drops
+those the reference makes too, and hands each unit the whole list: each takes the kind it judges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..compare import Outcome, Tolerance, compare
+from . import Decision, rule_unit
+
+# configuration that changes neither numerics nor the measurement: noted, not reported
+BENIGN_SETTINGS = frozenset({"torch.backends.cudnn.benchmark", "torch.backends.cudnn.deterministic",
+                             "torch.is_grad_enabled()", "torch.are_deterministic_algorithms_enabled()"})
+
+
+@rule_unit("HS509")
+def shared_process_state_changed(changes: Sequence[Mapping[str, Any]], seed: int) -> Decision | None:
+    """Changes to what other code in the process would run (``world`` changes)."""
+    world = [c for c in changes if c["kind"] == "world"]
+    if not world:
+        return None
+    names = "; ".join(f"{c['name']}: {c['before']} -> {c['after']}" for c in world[:4])
+    return Decision(
+        message=(f"ModelNew changes what other code in its process would run: {names} "
+                 f"(at {world[0].get('phase', '?')}; {len(world)} change(s))"),
+        evidence={"changed": world[:50], "seed": seed, "replay": f"--seed {seed}"})
+
+
+@rule_unit("HS506")
+def harness_function_replaced(changes: Sequence[Mapping[str, Any]], seed: int) -> Decision | None:
+    """Functions of the harness (clocks, comparisons, torch entry points) replaced."""
+    funcs = [c for c in changes if c["kind"] == "function"]
+    if not funcs:
+        return None
+    names = ", ".join(c["name"] for c in funcs[:5])
+    return Decision(message=f"ModelNew replaces harness functions: {names} (changed at {funcs[0].get('phase', '?')})",
+                    evidence={"changed": funcs, "seed": seed})
+
+
+@rule_unit("HS507")
+def global_settings_changed(changes: Sequence[Mapping[str, Any]], seed: int) -> Decision | None:
+    """Global torch settings changed (precision flags among them), less the benign ones."""
+    flags = [c for c in changes if c["kind"] not in ("function", "world") and c["name"] not in BENIGN_SETTINGS]
+    if not flags:
+        return None
+    precision = [c for c in flags if c["kind"] == "precision-flag"]
+    names = ", ".join(f"{c['name']}: {c['before']} -> {c['after']}" for c in flags[:5])
+    return Decision(message=f"ModelNew changes global torch settings: {names}",
+                    evidence={"changed": flags, "seed": seed, "precision": bool(precision)})
+
+
+@rule_unit("HS414")
+def result_depends_on_environment(item: Mapping[str, Any], ref_o: Mapping[str, Any], passed_original: bool,
+                                  tol: Tolerance, seed: int, row: dict[str, Any]) -> Decision | None:
+    """The ``vary`` check: the same input under each process condition (environments.py); an output
+    right under the harness's conditions and wrong under another is keyed on that condition."""
+    from ..environments import BASELINE, describe
+
+    conds = item.get("conditions") or []
+    outs = item.get("outs") or []
+    errors = item.get("errors") or []
+    row["conditions"] = []
+    if not passed_original:
+        row["status"] = "not judged"
+        return None
+    worst: tuple[Mapping[str, Any], Outcome] | None = None
+    for k, cond in enumerate(conds):
+        err = errors[k] if k < len(errors) else None
+        if isinstance(err, str):
+            # a call that raises under a condition hides nothing a harness would accept
+            row["conditions"].append({"condition": describe(cond), "status": "raised", "reason": err[-200:]})
+            continue
+        out = outs[k] if k < len(outs) else []
+        o = compare(out, ref_o["structure"], ref_o["out32"], ref_o.get("out64"), ref_o["structure"], tol,
+                    ref_o.get("outq"))
+        row["conditions"].append({"condition": describe(cond), "status": o.level})
+        if o.level == "wrong" and worst is None:
+            worst = (cond, o)
+    row["status"] = "wrong" if worst else "pass"
+    if worst is None:
+        return None
+    cond, o = worst
+    return Decision(
+        message=(f"ModelNew's result depends on the process's conditions: right on a fresh input under {BASELINE}, "
+                 f"wrong on the same input with {describe(cond)}"),
+        evidence=dict(o.evidence(), probe="environment", input="get_inputs() with a fresh seed, the same values "
+                                                               "under each condition", seed=seed,
+                      condition=describe(cond), baseline=BASELINE, condition_spec=cond, replay=f"--seed {seed}"))
