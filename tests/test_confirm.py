@@ -305,8 +305,9 @@ def test_a_session_setting_reaches_the_session_through_the_checked_wrapper() -> 
 
 
 # ------------------------------------------------------------------------------------------- magnitudes
-def _judged(statuses: dict[str, tuple[str, str]]) -> list[Finding]:
-    """The judge's findings for probe records with the given (family, status)."""
+def _judged(statuses: dict[str, tuple[str, str]], of_scale: float = 0.0) -> list[Finding]:
+    """The judge's findings for probe records with the given (family, status); ``of_scale``: each
+    record's largest error as a fraction of the output's scale."""
     pytest.importorskip("numpy")
     from hackscan.dynamic.compare import Outcome, Tolerance
     from hackscan.dynamic.judge import Judge, ProbeRecord
@@ -317,7 +318,8 @@ def _judged(statuses: dict[str, tuple[str, str]]) -> list[Finding]:
         transform = pid if pid in ("offset", "large", "scale_10", "small") else "original"
         s = spec(pid, transform, 1, family=family)
         ratio = {"pass": 1.0, "half": 5000.0, "wrong": 1e6}[status]
-        records[pid] = ProbeRecord(s, status, outcome=Outcome(status, reason="values differ", error_ratio=ratio))
+        records[pid] = ProbeRecord(s, status, outcome=Outcome(status, reason="values differ", error_ratio=ratio,
+                                                              max_abs_error=of_scale * 4.0, scale=4.0))
 
     def make(rule, message, evidence=None, severity=None, confidence=None):
         return _make(rule, message, evidence, severity, confidence)
@@ -337,6 +339,17 @@ def test_a_half_precision_candidate_is_a_downgrade_not_instability() -> None:
     found = _judged({"original": ("original", "half"), "original_b": ("original", "half"),
                      "offset": ("magnitude", "half")})
     assert [f.rule for f in found] == ["HS406"]
+
+
+def test_a_downgrade_past_any_float32_order_is_an_error() -> None:
+    # a sequential float32 sum of 2^20 values is off by ~3e-5 of its scale: a warning at most;
+    # fp16/TF32 math or a degree-2 exp approximation is off by 2^-11 or more: below float32 by kind
+    half = {"original": ("original", "half"), "original_b": ("original", "half")}
+    (order,) = _judged(half, of_scale=3e-5)
+    (kind,) = _judged(half, of_scale=1.5e-3)
+    assert order.rule == kind.rule == "HS406"
+    assert order.severity is Severity.WARNING and kind.severity is Severity.ERROR
+    assert kind.evidence["error_of_scale"] == pytest.approx(1.5e-3)
 
 
 def test_float32_everywhere_is_clean() -> None:
