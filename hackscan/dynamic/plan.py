@@ -223,6 +223,10 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
     for i in range(perf_sets):
         take(spec(f"perf_{i}", "original", base_seed, description="a fresh get_inputs() draw for timing"),
              base_cost * 0.5, must=True)
+    # the process conditions run last: a tensor the candidate keeps from a call under
+    # inference_mode cannot be written outside it, so an honest buffer-recycling kernel would
+    # raise in every integrity call after that one (a harness never switches modes mid-run)
+    integrity.sort(key=lambda item: item["kind"] == "vary")
     return Plan(probes, skipped, fixed + spent, integrity)
 
 
