@@ -51,6 +51,14 @@ def flatten(out: Any, leaves: list[Any] | None = None) -> tuple[list[Any], str]:
     if leaves is None:
         leaves = []
     if torch.is_tensor(out):
+        if type(out) not in (torch.Tensor, torch.nn.Parameter):
+            # a subclass's __torch_function__ is the candidate's code: it can compute the result
+            # only when read (never in a timing loop that drops it) or answer a comparison with
+            # anything.  The leaf is the memory it holds when forward returned, and the structure
+            # names the type, so it differs from a reference that returns a plain tensor
+            with torch._C.DisableTorchFunctionSubclass():
+                leaves.append(out.as_subclass(torch.Tensor))
+            return leaves, f"T<{type(out).__name__}>"
         leaves.append(out)
         return leaves, "T"
     if isinstance(out, (tuple, list)):
