@@ -39,6 +39,7 @@ from .pool import WorkerPool, default_pool
 from .prebuild import Prebuild
 from .probing import Aliases, Batches, Probing, _measured, _sane_load
 from .protocol import CheckedSession
+from .search import Search
 from .session import Session, WorkerFailure
 from .shared.probes import derive
 from .shared.profiles import get_profile
@@ -51,7 +52,7 @@ def _pipeline_options(options: DynamicOptions) -> dict[str, Any]:
     return dict(extra.get("dynamic", extra))
 
 
-class DynamicRun(DeviceHolds, Prebuild, Probing, TimingPairs):
+class DynamicRun(DeviceHolds, Prebuild, Probing, Search, TimingPairs):
     """One submission's dynamic run; its parts are mixins: the device holds (holds.py), the build
     farm (prebuild.py), the probe requests (probing.py) and the timing (timing_pairs.py)."""
 
@@ -314,6 +315,12 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, TimingPairs):
         judge = self._judge()
         self._fetch_extras(ref, refs, cands, integrity)
         findings, j = self._judge_probes(judge, plan, refs, batches, c_load, r_load, r_probe, device, budget)
+        # beyond the fixed probes: a seeded search for an input where the two disagree (search.py)
+        t = time.perf_counter()
+        passed = j.correctness_passed and not any(f.severity is Severity.ERROR for f in findings)
+        findings.extend(self._search(batches, ref, plan, refs, judge, passed, r_load.get("dims") or {}, budget))
+        self.timings["search_s"] = time.perf_counter() - t
+        cand = batches.cand  # a worker that died on the search was replaced
         self.info["peak_rss_mb"] = {"reference": round(ref.peak_rss / 2**20, 1),
                                     "candidate": round(cand.peak_rss / 2**20, 1) if cand is not None else None}
         # the reference and the worker server must have lasted the whole correctness run: a reply
