@@ -22,7 +22,7 @@ def test_draws_replay_from_the_seed_and_cover_every_feature() -> None:
     assert all(d["shape"] == "task" for d in draws_for(3, shapes=False))
 
 
-def test_shrinking_halves_the_shape_then_drops_features() -> None:
+def test_shrinking_halves_the_shape_once_then_drops_features() -> None:
     task = {"batch_size": {"value": 16}, "dim": {"value": 16384}}
     assert _halved(task, {}) == {"batch_size": 8, "dim": 8192}
     assert _halved({"n": {"value": 1}}, {}) is None
@@ -37,6 +37,9 @@ def test_shrinking_halves_the_shape_then_drops_features() -> None:
     # a tried step is not offered again; no shape to halve at the cap
     assert "halve the shape" not in [s[0] for s in _shrink_steps(task, draw, {}, {"halve"}, 0)]
     assert "halve the shape" not in [s[0] for s in _shrink_steps(task, draw, {}, set(), 3)]
+    # after one halving, the features go before the shape is halved again
+    later = [s[0] for s in _shrink_steps(task, draw, {"batch_size": 8, "dim": 8192}, set(), 1)]
+    assert later.index("drop sparse") < later.index("halve the shape") < later.index("fill")
     assert "90% exact zeros" in describe(draw, {"dim": 5})
 
 

@@ -10,8 +10,9 @@ shape (the task's, moved by one, smaller and odd).  Every feature is in at least
 reference worker builds each input and its outputs as it does every probe's; the candidate's worker
 only gets the inputs; the parent compares, as for every probe.
 
-On a disagreement it shrinks greedily: halve every dimension constant, drop one feature, keep the
-task's signs, replace half the values by their mean, and keep each step that still disagrees.  The
+On a disagreement it shrinks greedily: halve every dimension constant once, drop one feature at a
+time, keep the task's signs, halve again, replace half the values by their mean, and keep each
+step that still disagrees.  The
 finding names the task's draw that agrees, the input found and the smallest one, with the draw, the
 dimensions and the probe seed that rebuild it (``--seed`` replays the whole search).
 
@@ -32,13 +33,15 @@ from typing import Any
 from ..model import Finding, Severity
 from .environments import enabled as differential_enabled
 from .judge import GROSS_REL
-from .shared.probes import derive, spec
+from .shared.probes import derive, probe_seed, spec
 
 R_SEARCH = "HS415"
 DRAWS = 4
 MAX_CALLS = 8
 # halvings of the shape the shrinking tries at most
 MAX_HALVINGS = 3
+# the draws go to the workers in one batch while the parent's share of them stays below this
+ONE_BATCH_BYTES = 256 << 20
 
 FEATURES = ("special", "sparse", "integers", "repeat_rows", "scale", "offset")
 _CHOICES: dict[str, list[Any]] = {
@@ -131,17 +134,22 @@ def _probe(pid: str, seed: int, draw: dict[str, Any], dims: dict[str, Any], step
 
 def _shrink_steps(task_dims: dict[str, dict[str, Any]], draw: dict[str, Any], dims: dict[str, Any],
                   tried: set[str], halvings: int) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """The next simplifications to try, in order: (name, draw, dims)."""
-    steps = []
+    """The next simplifications to try, in order: (name, draw, dims).  One halving of the shape
+    first (the cheapest input to try the rest on), then one feature dropped at a time, the task's
+    signs, more halvings, and last half the values replaced by their mean."""
+    halve: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     if halvings < MAX_HALVINGS and "halve" not in tried:
         h = _halved(task_dims, dims)
         if h is not None:
-            steps.append(("halve the shape", draw, h))
+            halve.append(("halve the shape", draw, h))
+    steps = list(halve) if halvings == 0 else []
     for f in FEATURES:
         if f in draw and f"drop {f}" not in tried:
             steps.append((f"drop {f}", {k: v for k, v in draw.items() if k != f}, dims))
     if draw.get("sign", "task") != "task" and "task signs" not in tried:
         steps.append(("task signs", dict(draw, sign="task"), dims))
+    if halvings:
+        steps.extend(halve)
     if not draw.get("fill") and "fill" not in tried:
         steps.append(("fill", dict(draw, fill=0.5), dims))
     return steps
@@ -151,9 +159,10 @@ class Search:
     """``DynamicRun``'s seeded input search (a mixin; needs ``_ask``, ``_run_batch``, ``make``)."""
 
     def _search(self, b: Any, ref: Any, plan: Any, refs: dict[str, dict[str, Any]], judge: Any, passed: bool,
-                task_dims: dict[str, dict[str, Any]], budget: float) -> list[Finding]:
+                task_dims: dict[str, dict[str, Any]], budget: float, per_probe_bytes: int = 0) -> list[Finding]:
         """HS415's findings (none, or one), the search's record in ``info["search"]``.  ``passed``:
-        the candidate passed every other correctness check."""
+        the candidate passed every other correctness check; ``per_probe_bytes``: what the parent
+        holds for one task-shaped probe (a large task's draws go one at a time)."""
         info: dict[str, Any] = {"calls": 0, "probes": []}
         self.info["search"] = info
         if not differential_enabled():
@@ -188,17 +197,27 @@ class Search:
             out = []
             for p in specs:
                 rec = judge.record(p, refs.get(p["id"]), b.cands.get(p["id"]), b.crashes.get(p["id"]))
+                for role, src in (("reference", refs), ("candidate", b.cands)):
+                    wall = (src.get(p["id"]) or {}).get("wall")
+                    if isinstance(wall, (int, float)):
+                        rec.cost[role] = float(wall)
                 out.append(rec if p in ran else None)
                 row = rec.row()
                 row["draw"] = p["draw"]
                 info["probes"].append(row)
+                # judged: the outputs are not needed again (a large task's are GiBs)
+                refs.pop(p["id"], None)
+                b.cands.pop(p["id"], None)
             spent[0] = time.perf_counter() - t0
             return out
 
         draws = draws_for(self.seed, n, shapes=bool(task_dims))
         specs = [_probe(f"search_{k}", self.seed, d, _shape_dims(task_dims, d["shape"]), "draw")
                  for k, d in enumerate(draws)]
-        recs = run(specs)
+        if per_probe_bytes * len(specs) <= ONE_BATCH_BYTES:
+            recs = run(specs)
+        else:
+            recs = [r for p in specs for r in run([p])]
         found = [(p, rec) for p, rec in zip(specs, recs, strict=True) if rec is not None and rec.status == "wrong"]
         raised = [(p, rec) for p, rec in zip(specs, recs, strict=True)
                   if rec is not None and rec.status in ("raised", "crashed")]
@@ -228,7 +247,7 @@ class Search:
                 steps_kept.append(name)
                 if name == "halve the shape":
                     halvings += 1
-                    continue  # halve again before anything else
+                    continue  # halving may be tried again
             tried.add("halve" if name == "halve the shape" else name)
         gross = cur_rec.outcome is not None and cur_rec.outcome.max_rel_error > GROSS_REL
         msg = (f"ModelNew disagrees with the reference on a searched input the fixed probes never drew: right on "
@@ -239,7 +258,8 @@ class Search:
     def _search_evidence(self, p: dict[str, Any], rec: Any, first: dict[str, Any], steps: list[str]) -> dict[str, Any]:
         ev: dict[str, Any] = {
             "probe": p["id"], "input": p["description"], "seed": self.seed, "replay": f"--seed {self.seed}",
-            "agrees": {"probe": "original", "input": "get_inputs() with a fresh seed"},
+            "agrees": {"probe": "original", "input": "get_inputs() with a fresh seed",
+                       "probe_seed": probe_seed(self.seed, "original")},
             "disagrees": {"probe": p["id"], "input": p["description"], "draw": p["draw"], "dims": p["dims"],
                           "probe_seed": p["seed"]},
             "found": {"probe": first["id"], "input": first["description"], "draw": first["draw"],

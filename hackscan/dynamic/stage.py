@@ -318,7 +318,8 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, Search, TimingPairs):
         # beyond the fixed probes: a seeded search for an input where the two disagree (search.py)
         t = time.perf_counter()
         passed = j.correctness_passed and not any(f.severity is Severity.ERROR for f in findings)
-        findings.extend(self._search(batches, ref, plan, refs, judge, passed, r_load.get("dims") or {}, budget))
+        findings.extend(self._search(batches, ref, plan, refs, judge, passed, r_load.get("dims") or {}, budget,
+                                     probe_bytes(r_load)))
         self.timings["search_s"] = time.perf_counter() - t
         cand = batches.cand  # a worker that died on the search was replaced
         self.info["peak_rss_mb"] = {"reference": round(ref.peak_rss / 2**20, 1),

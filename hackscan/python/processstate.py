@@ -1,12 +1,14 @@
 """Reads of the process's global state: what a harness sets and an honest kernel's result cannot
 depend on (grad and inference mode, deterministic algorithms, thread counts, the RNG's seed, which
-thread runs, the clock, the garbage collector, autocast).
+thread runs, the clock, the garbage collector).
 
 The value flow marks what such a read returns with ``process:<name>`` in its ``state``, so a
 choice keyed on it is seen however the value travels (locals, attributes, containers, helpers).
 Frames and the environment are HS160's and HS161's; compilation guards (``torch.jit.is_scripting``,
 ``torch.compiler.is_compiling``) and device availability (``torch.cuda.is_available``) choose how
-the same function is computed, not whether, and are not here.
+the same function is computed, not whether, and are not here; nor is autocast (a fused float32
+kernel that steps aside under autocast is common in libraries, and harnesses check and time
+without it).
 """
 
 from __future__ import annotations
@@ -19,8 +21,7 @@ PROCESS_CALLS = frozenset({
     "torch.get_num_threads", "torch.get_num_interop_threads",
     "torch.initial_seed", "torch.random.initial_seed", "torch.cuda.initial_seed", "torch.seed",
     "torch.get_rng_state", "torch.random.get_rng_state", "torch.cuda.get_rng_state",
-    "torch.is_autocast_enabled", "torch.is_autocast_cpu_enabled", "torch.get_autocast_gpu_dtype",
-    "torch.get_autocast_dtype", "torch.autograd.grad_mode.is_grad_enabled",
+    "torch.autograd.grad_mode.is_grad_enabled",
     "torch._C._get_tracing_state",
     "threading.current_thread", "threading.get_ident", "threading.get_native_id", "threading.main_thread",
     "threading.active_count", "threading.currentThread",
