@@ -114,6 +114,22 @@ def _lookup_reads(ctx: ScanContext, flows: dict[ast.AST, Provenance], index: ast
     return frozenset(out)
 
 
+def _same_entries(ctx: ScanContext, table: ast.AST) -> bool:
+    """Whether a table looked up by process state holds one path only: a dict literal assigned to
+    the same name (``self._paths = {...}``, ``paths = {...}``) whose values are all the same."""
+    want = dotted_name(table)
+    if not want or ctx.host is None:
+        return False
+    found = False
+    for node in ctx.host.of_type(ast.Assign):
+        if not isinstance(node.value, ast.Dict) or not any(dotted_name(t) == want for t in node.targets):
+            continue
+        found = True
+        if len({ast.unparse(v) for v in node.value.values if v is not None}) > 1:
+            return False
+    return found
+
+
 def choice_keyed_on_process_state(ctx: ScanContext) -> Iterator[Hit]:
     """HS124: a branch or a table lookup keyed on grad / inference mode, thread count, RNG seed,
     thread or clock whose choices compute the output differently."""
@@ -140,7 +156,7 @@ def choice_keyed_on_process_state(ctx: ScanContext) -> Iterator[Hit]:
         if type(node) is not ast.Call or type(node.func) is not ast.Subscript:
             continue
         reads = _lookup_reads(ctx, flows, node.func.slice)
-        if not reads or node.lineno in seen:
+        if not reads or node.lineno in seen or _same_entries(ctx, node.func.value):
             continue
         seen.add(node.lineno)
         yield ctx.hit(ctx.at(node), args={"what": describe(reads), "how": _src(node.func, 70),
