@@ -159,10 +159,25 @@ class Search:
     """``DynamicRun``'s seeded input search (a mixin; needs ``_ask``, ``_run_batch``, ``make``)."""
 
     def _search(self, b: Any, ref: Any, plan: Any, refs: dict[str, dict[str, Any]], judge: Any, passed: bool,
-                task_dims: dict[str, dict[str, Any]], budget: float, per_probe_bytes: int = 0) -> list[Finding]:
-        """HS415's findings (none, or one), the search's record in ``info["search"]``.  ``passed``:
-        the candidate passed every other correctness check; ``per_probe_bytes``: what the parent
-        holds for one task-shaped probe (a large task's draws go one at a time)."""
+                task_dims: dict[str, dict[str, Any]], budget: float, per_probe_bytes: int = 0,
+                ref_changes: list[dict[str, Any]] | None = None) -> list[Finding]:
+        """HS415's findings (none, or one), the search's record in ``info["search"]``, and what the
+        searched calls changed in the candidate's process (HS509, HS506, HS507 as after every batch).
+        ``passed``: the candidate passed every other correctness check; ``per_probe_bytes``: what the
+        parent holds for one task-shaped probe (a large task's draws go one at a time)."""
+        changed: list[dict[str, Any]] = []
+        found = self._searched(b, ref, plan, refs, judge, passed, task_dims, budget, per_probe_bytes, changed)
+        if changed:
+            from .judge import Judgement
+
+            later = Judgement()
+            judge._changes(later, {}, {"search": {"changes": changed}}, [], list(ref_changes or []))
+            found.extend(later.findings)
+        return found
+
+    def _searched(self, b: Any, ref: Any, plan: Any, refs: dict[str, dict[str, Any]], judge: Any, passed: bool,
+                  task_dims: dict[str, dict[str, Any]], budget: float, per_probe_bytes: int,
+                  changed: list[dict[str, Any]]) -> list[Finding]:
         info: dict[str, Any] = {"calls": 0, "probes": []}
         self.info["search"] = info
         if not differential_enabled():
@@ -205,6 +220,9 @@ class Search:
                 row = rec.row()
                 row["draw"] = p["draw"]
                 info["probes"].append(row)
+                # what the calls left behind for other code in the process (the worker reports it
+                # with the batch's last result), judged below as every batch's is
+                changed.extend(((b.cands.get(p["id"]) or {}).get("changes")) or [])
                 # judged: the outputs are not needed again (a large task's are GiBs)
                 refs.pop(p["id"], None)
                 b.cands.pop(p["id"], None)

@@ -319,7 +319,7 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, Search, TimingPairs):
         t = time.perf_counter()
         passed = j.correctness_passed and not any(f.severity is Severity.ERROR for f in findings)
         findings.extend(self._search(batches, ref, plan, refs, judge, passed, r_load.get("dims") or {}, budget,
-                                     probe_bytes(r_load)))
+                                     probe_bytes(r_load), r_load.get("changes", []) + r_probe.get("changes", [])))
         self.timings["search_s"] = time.perf_counter() - t
         cand = batches.cand  # a worker that died on the search was replaced
         self.info["peak_rss_mb"] = {"reference": round(ref.peak_rss / 2**20, 1),
