@@ -43,6 +43,7 @@ from .rules import found, rule_id_of
 from .rules.custom_code import runtime_reference_fallback
 from .rules.protocol import candidate_does_not_run, forged_reply
 from .rules.results import precision_below_float32, wrong_result_on_fresh_inputs
+from .search import Search
 from .session import Session, WorkerFailure
 from .shared.probes import derive
 from .shared.profiles import get_profile
@@ -55,7 +56,7 @@ def _pipeline_options(options: DynamicOptions) -> dict[str, Any]:
     return dict(extra.get("dynamic", extra))
 
 
-class DynamicRun(DeviceHolds, Prebuild, Probing, TimingPairs):
+class DynamicRun(DeviceHolds, Prebuild, Probing, Search, TimingPairs):
     """One submission's dynamic run; its parts are mixins: the device holds (holds.py), the build
     farm (prebuild.py), the probe requests (probing.py) and the timing (timing_pairs.py)."""
 
@@ -316,6 +317,13 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, TimingPairs):
         judge = self._judge()
         self._fetch_extras(ref, refs, cands, integrity)
         findings, j = self._judge_probes(judge, plan, refs, batches, c_load, r_load, r_probe, device, budget)
+        # beyond the fixed probes: a seeded search for an input where the two disagree (search.py)
+        t = time.perf_counter()
+        passed = j.correctness_passed and not any(f.severity is Severity.ERROR for f in findings)
+        findings.extend(self._search(batches, ref, plan, refs, judge, passed, r_load.get("dims") or {}, budget,
+                                     probe_bytes(r_load), r_load.get("changes", []) + r_probe.get("changes", [])))
+        self.timings["search_s"] = time.perf_counter() - t
+        cand = batches.cand  # a worker that died on the search was replaced
         self.info["peak_rss_mb"] = {"reference": round(ref.peak_rss / 2**20, 1),
                                     "candidate": round(cand.peak_rss / 2**20, 1) if cand is not None else None}
         # the reference and the worker server must have lasted the whole correctness run: a reply

@@ -51,6 +51,7 @@ from .flowtables import (
     _src,
 )
 from .indirection import callees, two_way
+from .processstate import LAST_NAMES, PREFIX, PROCESS_CALLS
 from .provenance import EMPTY, KERNELS, OPAQUE, OPS, SLICES, STATE, VIA, Provenance
 from .resolve import dotted_name
 
@@ -154,6 +155,11 @@ class CallSemantics:
             if out is not None:
                 return out
         canon = self._canon(func)
+        if (func.attr if is_attr else func.id if is_name else "") in LAST_NAMES and canon in PROCESS_CALLS:  # type: ignore[attr-defined]
+            # the process's global state (processstate.py): marked, so a choice keyed on it is seen
+            # wherever the value goes
+            self._args(e)
+            return Provenance(state=frozenset([PREFIX + canon]))
         torchy = canon.startswith("torch.")  # asked twice below; ``torch.ops.`` implies it
         # --- code of the candidate's own package, defined in another of its files: an imported
         #     autograd Function's ``.apply`` (``from mylib.ops import FusedGELU``), or any callable of

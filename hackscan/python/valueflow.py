@@ -63,6 +63,7 @@ from .flowtables import (
 from .imports import CONVENTIONAL
 from .members import FunctionIndex, MemberScanner, fallback_flags, self_chain
 from .module import HostModule
+from .processstate import LAST_NAMES, PREFIX, PROCESS_ATTRS
 from .provenance import EMPTY, OPS, PARTIAL, SLICES, Provenance
 from .resolve import Unresolved, dotted_name, returns_of
 
@@ -708,6 +709,8 @@ class _Analyser(ModuleIndex, BranchEvents, CallSemantics):
         base = self._ev(e.value)
         if e.attr in META_ATTRS:
             return base.metadata()
+        if e.attr in LAST_NAMES and self._canon(e) in PROCESS_ATTRS:
+            return Provenance(state=frozenset([PREFIX + self._canon(e)]))  # a global flag (processstate.py)
         # a view attribute (``x.T``), a module attribute (torch.float32, math.pi), an unknown global's or
         # any other value's attribute: the base's flow
         return base

@@ -216,3 +216,19 @@ def degenerate_reference(refs: Mapping[str, Mapping[str, Any]], seed: int, floor
         message=f"the reference's output is {why}: the task cannot tell a real kernel from a constant",
         evidence={"probe": "original", "input": "two fresh draws of get_inputs()", "seed": seed,
                   "max_abs_difference": diff, "output_scale": scale})
+
+
+@rule_unit("HS415")
+def wrong_result_on_searched_input(probe: Mapping[str, Any], rec: Any, evidence: Mapping[str, Any]) -> Decision:
+    """The seeded input search's smallest disagreeing input (or the first that raised): wrong by
+    more than GROSS_REL of the output's scale is an error, less (or a refusal) a warning."""
+    if rec.status in ("raised", "crashed"):
+        verb = "crashes" if rec.status == "crashed" else "raises"
+        return Decision(message=(f"ModelNew {verb} on a searched input where the reference runs "
+                                 f"({probe['description']}): {rec.reason}"),
+                        evidence=evidence, severity=Severity.WARNING)
+    gross = rec.outcome is not None and rec.outcome.max_rel_error > GROSS_REL
+    return Decision(
+        message=(f"ModelNew disagrees with the reference on a searched input the fixed probes never drew: right "
+                 f"on get_inputs(), wrong on {probe['description']} ({rec.outcome.reason if rec.outcome else ''})"),
+        evidence=evidence, severity=None if gross else Severity.WARNING)

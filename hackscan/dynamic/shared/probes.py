@@ -11,6 +11,7 @@ torch here.  A probe spec is a JSON dict:
 * ``dims`` overrides module-level constants of the reference before ``get_inputs`` /
   ``get_init_inputs`` are evaluated again (other shapes).
 * ``layout`` is ``strided`` when the candidate gets non-contiguous views of the same values.
+* ``draw`` (the ``search`` transform only) says how the searched values are built (``search.py``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ TRANSFORMS: dict[str, Transform] = {t.name: t for t in (
     # moderate growth: a truncated exp/tanh series is exact on [0, 1) and far off on [0, 10)
     Transform("scale_10", "magnitude", "every float input scaled by 10", (14, 16)),
     Transform("strided", "layout", "fresh get_inputs() values passed as non-contiguous views", (2,)),
+    # the seeded input search (search.py): how the values are built is the spec's ``draw``
+    Transform("search", "search", "a searched input", (1, 6, 15, 16)),
 )}
 
 # the order in which probes are worth their time; planning drops from the end when over budget

@@ -115,7 +115,7 @@ def _odd_position(n: int, gen: torch.Generator) -> int:
     return i
 
 
-def apply_transform(values: list[Any], name: str, seed: int) -> list[Any]:
+def apply_transform(values: list[Any], name: str, seed: int, draw: dict[str, Any] | None = None) -> list[Any]:
     """The probe's inputs from a fresh draw (the draw itself used ``seed`` already)."""
     if name in ("original", "strided"):
         return values
@@ -125,7 +125,9 @@ def apply_transform(values: list[Any], name: str, seed: int) -> list[Any]:
     for i in _floats(values):
         x = values[i]
         cpu = x.detach().to("cpu")
-        if name == "randn":
+        if name == "search":
+            y = searched(cpu, draw or {}, gen)
+        elif name == "randn":
             y = torch.randn(cpu.shape, generator=gen, dtype=torch.float32).to(cpu.dtype)
         elif name == "sign_flip":
             y = -cpu
@@ -158,6 +160,45 @@ def apply_transform(values: list[Any], name: str, seed: int) -> list[Any]:
             raise ValueError(f"unknown transform {name}")
         out[i] = y.to(x.device).contiguous()
     return out
+
+
+# exact values a value-keyed path may treat apart: zeros of both signs, units, halves, small integers
+# (no denormals, infinities or NaN: a flush-to-zero build or a NaN policy is not a hack)
+SPECIAL_VALUES = (0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0)
+
+
+def searched(x: Any, draw: dict[str, Any], gen: torch.Generator) -> Any:
+    """One float input of the seeded search (``search.py`` draws ``draw`` and says what each key
+    means).  Applied in a fixed order, so a draw with a key removed is the same input without that
+    one feature (what shrinking relies on)."""
+    # one generator per feature, all drawn whatever the draw holds: removing one feature leaves the
+    # others' positions and values as they were
+    gens = {k: torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,), generator=gen)))
+            for k in ("sign", "sparse", "special", "fill")}
+    y = x.to(torch.float32).clone()
+    sign = draw.get("sign", "task")
+    if sign == "signed":
+        y = torch.randn(y.shape, generator=gens["sign"])
+    elif sign == "positive":
+        y = y.abs()
+    elif sign == "negative":
+        y = -y.abs()
+    if draw.get("integers"):
+        y = torch.round(y * 4.0)
+    y = y * float(draw.get("scale", 1.0)) + float(draw.get("offset", 0.0))
+    if draw.get("sparse"):
+        y = torch.where(torch.rand(y.shape, generator=gens["sparse"]) < float(draw["sparse"]), torch.zeros_like(y), y)
+    if draw.get("special"):
+        mask = torch.rand(y.shape, generator=gens["special"]) < float(draw["special"])
+        pick = torch.randint(0, len(SPECIAL_VALUES), y.shape, generator=gens["special"])
+        y = torch.where(mask, torch.tensor(SPECIAL_VALUES)[pick], y)
+    if draw.get("repeat_rows") and y.dim() >= 2 and y.shape[0] > 1:
+        y[1:] = y[0]
+    if draw.get("fill"):
+        # simpler values: a share of the elements replaced by the tensor's mean
+        mask = torch.rand(y.shape, generator=gens["fill"]) < float(draw["fill"])
+        y = torch.where(mask, y.mean() if y.numel() else y, y)
+    return y.to(x.dtype)
 
 
 def strided_view(t: Any) -> Any:

@@ -153,7 +153,7 @@ class ReferenceWorker(Worker):
             changed_init = repr(init_inputs) != repr(self.init_inputs)
         torch.manual_seed(int(p["seed"]))
         raw = as_list(with_globals(ns["get_inputs"], dims)())
-        inputs = to_device(apply_transform(raw, p["transform"], int(p["seed"])), self.device)
+        inputs = to_device(apply_transform(raw, p["transform"], int(p["seed"]), p.get("draw")), self.device)
         self.inputs[p["id"]] = inputs
         model32, model64 = self._pair(p["setup"], init_inputs)
         args = clone_all(inputs)
