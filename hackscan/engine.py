@@ -73,8 +73,8 @@ def static_deadline(seconds: float) -> Iterator[None]:
         raise StaticDeadline(f"the static analysis ran past its {seconds:g} s deadline")
 
     # ``_signal.signal`` is what ``signal.signal`` calls, without the conversion of its arguments
-    # and result to enums: that conversion, twice per scan, cost more than the rest of this guard
-    # (a third of a millisecond in every ten scans).  It takes the plain ints, not the enums.
+    # and result to enums: that conversion, twice per scan, was half of this guard's cost (which
+    # runs for every sample a training loop scores).  It takes the plain ints, not the enums.
     import _signal
 
     previous = _signal.signal(signal.SIGALRM, expired) or _signal.SIG_DFL
