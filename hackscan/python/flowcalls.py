@@ -511,11 +511,13 @@ class CallSemantics:
         """Whether ``func`` names code imported from the candidate's own package (see the caller)."""
         if canon.startswith("."):
             return True  # a relative import: a sibling module of this file
-        own = self.own_package
-        if own is not None and canon.split(".", 1)[0] == own and "." in canon:
-            return True  # ``from flash_attn.ops.triton.rotary import apply_rotary`` inside flash_attn/
-        if self.own_extensions and "." in canon and canon.split(".", 1)[0] in self.own_extensions:
-            return True  # ``import transducer_loss_cuda``: an extension the package's setup.py builds
+        if "." in canon:  # only a dotted name can name a package's module (asked first: finding the package stats)
+            head = canon.split(".", 1)[0]
+            own = self.own_package
+            if own is not None and head == own:
+                return True  # ``from flash_attn.ops.triton.rotary import apply_rotary`` inside flash_attn/
+            if head in self.own_extensions:
+                return True  # ``import transducer_loss_cuda``: an extension the package's setup.py builds
         if recv is None or type(func) is not ast.Attribute or func.attr != "apply" or recv in self.classes:
             return False
         # ``X.apply`` with X bound by an import (its canonical name is not its own spelling)

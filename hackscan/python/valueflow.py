@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from ..util.lazy import cached_property
 from .catalog import (
     META_ATTRS,
     classify_torch,
@@ -69,6 +70,22 @@ from .resolve import Unresolved, dotted_name, returns_of
 
 
 class _Analyser(ModuleIndex, BranchEvents, CallSemantics):
+    # The package the file on disk belongs to and the extensions its setup.py builds: read only when
+    # a call's dotted name could name one (``CallSemantics._imported_code``), since finding them stats
+    # every folder above the file and most candidates never make such a call
+    @cached_property
+    def _package(self) -> tuple[str | None, frozenset[str]]:
+        own, root = _own_package(self.host.path)
+        return own, _built_extensions(root)
+
+    @property
+    def own_package(self) -> str | None:
+        return self._package[0]
+
+    @property
+    def own_extensions(self) -> frozenset[str]:
+        return self._package[1]
+
     def __init__(self, host: HostModule, facts: ModelFlow):
         self.host = host
         self.facts = facts
@@ -80,8 +97,6 @@ class _Analyser(ModuleIndex, BranchEvents, CallSemantics):
         text = host.source.text
         self.any_data_ptr = "data_ptr" in text or "dlpack" in text or not text.isascii()
         self.rebound_cache: dict[ast.FunctionDef, frozenset[str]] = {}
-        self.own_package, package_root = _own_package(host.path)
-        self.own_extensions = _built_extensions(package_root)
         # one pass over the module's statements: classes, decorated functions (possible JIT kernels) and
         # module-level ``name = value`` (the last one: ``relu = ext.relu_forward`` makes ``relu(x)`` a launch)
         self.classes: dict[str, ast.ClassDef] = {}

@@ -33,14 +33,32 @@ def _read(facts: ModelFlow, chain: str) -> bool:
     return any(".".join(parts[:i]) in facts.attr_reads for i in range(1, len(parts)))
 
 
-def _read_through_derived(facts: ModelFlow, chain: str, depth: int = 0) -> bool:
-    if depth > 3:
+class _DerivedReads:
+    """Whether ``self.<chain>`` is read through an attribute folded from it at init, to a depth of
+    three folds.  One per rule call: the question is asked for every held chain and again for each
+    of its parameters, and each asking walks every folded attribute's sources, so the answers (pure
+    functions of the flow) are kept by chain and depth."""
+
+    def __init__(self, facts: ModelFlow):
+        self.facts = facts
+        self.memo: dict[tuple[str, int], bool] = {}
+
+    def __call__(self, chain: str, depth: int = 0) -> bool:
+        if depth > 3:
+            return False
+        key = (chain, depth)
+        got = self.memo.get(key)
+        if got is None:
+            got = self.memo[key] = self._search(chain, depth)
+        return got
+
+    def _search(self, chain: str, depth: int) -> bool:
+        facts = self.facts
+        for derived, sources in facts.derived.items():
+            if any(s == chain or s.startswith(chain + ".") or chain.startswith(s + ".") for s in sources):
+                if _read(facts, derived) or self(derived, depth + 1):
+                    return True
         return False
-    for derived, sources in facts.derived.items():
-        if any(s == chain or s.startswith(chain + ".") or chain.startswith(s + ".") for s in sources):
-            if _read(facts, derived) or _read_through_derived(facts, derived, depth + 1):
-                return True
-    return False
 
 
 def _metadata_use(parents: dict[ast.AST, ast.AST], node: ast.AST, rest: str) -> bool:
@@ -75,9 +93,9 @@ def _values_read(facts: ModelFlow, chain: str) -> bool:
     return False
 
 
-def _param_read(facts: ModelFlow, attr: str, param: str) -> bool:
+def _param_read(facts: ModelFlow, through_derived: _DerivedReads, attr: str, param: str) -> bool:
     chain = f"{attr}.{param}" if param else attr
-    return _values_read(facts, chain) or _read_through_derived(facts, chain)
+    return _values_read(facts, chain) or through_derived(chain)
 
 
 def _whole_read(facts: ModelFlow, attr: str) -> bool:
@@ -131,17 +149,18 @@ def unread_parameters(ctx: ScanContext) -> Iterator[Hit]:
     if facts is None or facts.forward is None or facts.dynamic_self_access or facts.truncated:
         return
     checked_reference = False
+    through_derived = _DerivedReads(facts)
     for attr, h in sorted(facts.holders.items(), key=lambda kv: kv[1].line):
         if h.kind not in ("module", "parameter", "buffer", "tensor", "container"):
             continue
         if h.kind == "module" and not h.params:
             continue
-        if h.kind == "module" and _whole_read(facts, attr) or _read_through_derived(facts, attr):
+        if h.kind == "module" and _whole_read(facts, attr) or through_derived(attr):
             continue
         if h.kind != "module" and (_values_read(facts, attr) or _parent_read(facts, attr)):
             continue
         params = h.params if h.kind == "module" else ("",)
-        missing = [p for p in params if not _param_read(facts, attr, p)]
+        missing = [p for p in params if not _param_read(facts, through_derived, attr, p)]
         if not missing:
             continue
         if not checked_reference:  # the reference is consulted only once something is unread
