@@ -61,8 +61,10 @@ demo: install
 	  *) echo "hackscan: exit code $$rc: the run itself failed" >&2; exit $$rc ;; \
 	esac
 
+# one test worker per core (pytest-xdist): most of the suite waits on compilers and sandboxed
+# workers that use one core each; the Ray tests share one worker (tests/conftest.py)
 test:
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadgroup
 
 # tests/conftest.py marks the modules that run candidates, compile or start process pools
 # ``dynamic``; about 1140 of the 1560 tests remain, some 40 s of CPU (docs/usage.md, "Installing and running")

@@ -29,12 +29,19 @@ _DYNAMIC_MODULES = ("test_dynamic_", "test_perf_", "test_hostile", "test_sandbox
 _DYNAMIC_FIXTURES = {"pool", "have_compiler"}
 
 
+_RAY_MODULES = ("test_cluster", "test_dynamic_verifier")
+
+
 def pytest_collection_modifyitems(config, items):
     dynamic = pytest.mark.dynamic
     for item in items:
-        if item.module.__name__.rpartition(".")[2].startswith(_DYNAMIC_MODULES) or (
-                _DYNAMIC_FIXTURES & set(getattr(item, "fixturenames", ()))):
+        module = item.module.__name__.rpartition(".")[2]
+        if module.startswith(_DYNAMIC_MODULES) or (_DYNAMIC_FIXTURES & set(getattr(item, "fixturenames", ()))):
             item.add_marker(dynamic)
+        # under pytest-xdist (`make test` runs one worker per core) the tests that start a Ray
+        # cluster share one worker: two heads on one host would race for the same ports
+        if module in _RAY_MODULES:
+            item.add_marker(pytest.mark.xdist_group("ray"))
     if any("gpu" in item.keywords for item in items) and not _has_cuda():  # torch only when asked
         skip = pytest.mark.skip(reason="needs a CUDA GPU")
         for item in items:

@@ -511,7 +511,7 @@ def test_a_protocol_failure_of_the_candidate_is_a_forged_reply_finding() -> None
     class _Run:
         seed = 1
 
-        def make(self, rule, message, evidence):
+        def make(self, rule, message, evidence, **kw):
             return rule
 
     exc = WorkerFailure("protocol", "the worker sent a malformed frame: a bare NaN in a frame")
