@@ -3,6 +3,7 @@ fingerprints, timer snapshots, memory, bounds, and the raw dicts the parent eval
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from hackscan.perf.compare import compare_outputs  # noqa: E402
-from hackscan.perf.options import PerfOptions  # noqa: E402
+from hackscan.perf.options import CURVE_SERIES, PerfOptions  # noqa: E402
 from hackscan.perf.parent_side import evaluate  # noqa: E402
 from hackscan.perf.worker import bounds  # noqa: E402
 from hackscan.perf.worker import measure as worker_side  # noqa: E402
@@ -280,10 +281,73 @@ def test_growth_hidden_from_rss_is_seen_in_the_heap(prepared: Any, monkeypatch: 
 def test_speedup_collapse_on_hidden_inputs(prepared: Any) -> None:
     opts = FAST.with_(hidden_iterations=5, hidden_budget_s=1.0)
     cand, ref = measure_pair(GuardedRelu(), prepared, opts=opts, reference=Relu())
-    assert set(cand["series"]) == {"main", "hidden:mixed", "hidden:negated"}
+    assert set(cand["series"]) == {"main", "hidden:mixed", "hidden:negated"} | {f"hidden:{c}" for c in CURVE_SERIES}
     perf, findings = evaluate(cand, ref)
     assert "HS606" in {f.rule for f in findings}, perf["hidden"]
     assert perf["hidden"]["mixed"]["outputs_match"] is True
+
+
+class ContentMemo(torch.nn.Module):
+    """Keeps each output under a digest of its input's bytes: right on every call (the digest is
+    exact), and free on contents seen before, which is every call of a benchmark that times the
+    same inputs over and over."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.memo: dict[bytes, torch.Tensor] = {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        key = hashlib.blake2b(x.detach().contiguous().numpy().tobytes(), digest_size=16).digest()
+        if key not in self.memo:
+            time.sleep(0.004)  # the kernel's real work
+            self.memo[key] = torch.relu(x)
+        return self.memo[key].clone()
+
+
+class ShapeKeyed(torch.nn.Module):
+    """The task's shape takes a path that skips the work; any other shape pays for it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if tuple(x.shape) != (64, 64):
+            time.sleep(0.004)
+        return torch.relu(x)
+
+
+class ZeroSkipping(torch.nn.Module):
+    """Honest: the work is per non-zero value, so sparse inputs cost less (and half the batch half)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(0.004 * float((x != 0).float().mean()) * x.shape[0] / 64)
+        return torch.relu(x)
+
+
+CURVE_OPTS = FAST.with_(hidden=(), curve_iterations=8, curve_budget_s=1.0)
+
+
+def _curve_findings(model: torch.nn.Module, prepared: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    cand, ref = measure_pair(model, prepared, opts=CURVE_OPTS, reference=Relu())
+    assert set(cand["series"]) == {"main"} | {f"hidden:{c}" for c in CURVE_SERIES}
+    perf, findings = evaluate(cand, ref)
+    return perf, {f.evidence.get("distribution"): f for f in findings if f.rule == "HS606"}
+
+
+def test_curve_catches_a_memo_keyed_on_input_contents(prepared: Any) -> None:
+    perf, found = _curve_findings(ContentMemo(), prepared)
+    assert set(found) == {"repeat"}, perf["hidden"]
+    assert perf["hidden"]["repeat"]["outputs_match"] is True, "correct: only its speed is a lie"
+    assert found["repeat"].evidence["series"]["other"] == "main"
+
+
+def test_curve_catches_a_shortcut_keyed_on_the_task_shape(prepared: Any) -> None:
+    perf, found = _curve_findings(ShapeKeyed(), prepared)
+    assert set(found) == {"half"}, perf["hidden"]
+    assert perf["hidden"]["half"]["outputs_match"] is True
+
+
+def test_curve_leaves_an_honest_sparse_fast_path_alone(prepared: Any) -> None:
+    perf, found = _curve_findings(ZeroSkipping(), prepared)
+    assert not found, perf["hidden"]
+    assert perf["hidden"]["sparse"]["candidate_slowdown"] < 0.5, "its work really shrank on sparse inputs"
 
 
 def test_failure_in_a_timed_call_keeps_what_was_measured(prepared: Any) -> None:
@@ -330,7 +394,7 @@ def test_dynamic_stage_entry_with_timers_and_hidden_sets(prepared: Any) -> None:
     data = {"original": sets(), "sign_flip": [[-t for t in s] for s in sets()], "large": [[t * 1e3 for t in s] for s in sets()]}
     raw = worker_side.measure(Scale(), data, role="candidate", device="cpu", timers=timers,
                               options={"budget_s": 1.0, "sets": 2, "rules": {}})
-    assert set(raw["series"]) == {"main", "hidden:sign_flip"}
+    assert set(raw["series"]) == {"main", "hidden:sign_flip"} | {f"hidden:{c}" for c in CURVE_SERIES}
     assert raw["method"]["input_sets"] == 2 and raw["method"]["hidden"]["sign_flip"]["source"] == "sets"
     assert raw["method"]["memory_baseline_before_import"] is False
     assert worker_side.measure(Scale(), {"original": []}, role="candidate")["error"]

@@ -321,6 +321,12 @@ def _hidden_series(st: _Setup, call: Callable[[list[Any]], Any], per_call_s: flo
     for name, (hp, tr, start) in st.hidden.items():
         curve = name in st.curve
         need = per_call_s * (1 + 2 * min(5, st.opts.curve_iterations if curve else st.opts.hidden_iterations))
+        if curve and need > st.opts.curve_budget_s:
+            # the curve's series never stretch the worker's time: fewer than 5 paired calls decide
+            # nothing (HS606's min_samples), so a kernel too slow for them within the budget gets none
+            skipped[f"hidden:{name}"] = (f"a call takes {per_call_s * 1e3:.3g} ms: the {need:.2g} s its least series "
+                                         f"needs exceed curve_budget_s={st.opts.curve_budget_s:g}")
+            continue
         if not deadline.allows(need):
             skipped[f"hidden:{name}"] = f"not enough time left (needs about {need:.1f} s)"
             continue
