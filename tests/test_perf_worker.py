@@ -4,6 +4,7 @@ fingerprints, timer snapshots, memory, bounds, and the raw dicts the parent eval
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import time
 from pathlib import Path
@@ -348,6 +349,41 @@ def test_curve_leaves_an_honest_sparse_fast_path_alone(prepared: Any) -> None:
     perf, found = _curve_findings(ZeroSkipping(), prepared)
     assert not found, perf["hidden"]
     assert perf["hidden"]["sparse"]["candidate_slowdown"] < 0.5, "its work really shrank on sparse inputs"
+
+
+def _fixture_module(name: str) -> Any:
+    path = Path(__file__).resolve().parent.parent / "fixtures" / "perf_cpu" / "gram_curve" / name
+    spec = importlib.util.spec_from_file_location(f"gram_curve_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _fixture_curve(candidate: str, prepared: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The fixture's candidate and reference through both workers, on the reference's inputs."""
+    ref_mod = _fixture_module("reference.py")
+    data = []
+    for k in range(3):
+        torch.manual_seed(k)
+        data.append(ref_mod.get_inputs())
+    model = _fixture_module(candidate).ModelNew(*ref_mod.get_init_inputs())
+    cand, ref = measure_pair(model, prepared, opts=CURVE_OPTS, reference=ref_mod.Model(*ref_mod.get_init_inputs()),
+                             data=data)
+    perf, findings = evaluate(cand, ref)
+    return perf, {f.evidence.get("distribution"): f for f in findings if f.rule == "HS606"}
+
+
+def test_curve_fixture_content_memo(prepared: Any) -> None:
+    perf, found = _fixture_curve("hack_content_memo.py", prepared)
+    assert set(found) == {"repeat"}, perf["hidden"]
+    assert all(row.get("outputs_match") is not False for row in perf["hidden"].values())
+
+
+def test_curve_fixture_workspace_cache_is_legit(prepared: Any) -> None:
+    perf, found = _fixture_curve("ok_workspace_cache.py", prepared)
+    assert not found, perf["hidden"]
+    assert perf["hidden"]["repeat"]["outputs_match"] is True and perf["hidden"]["repeat"]["relative_speedup"] < 2
 
 
 def test_failure_in_a_timed_call_keeps_what_was_measured(prepared: Any) -> None:
