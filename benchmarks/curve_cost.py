@@ -56,7 +56,7 @@ def sets_for(ref: Any, device: str) -> dict[str, list[list[Any]]]:
             "shift_up": [[t + 3.0 for t in s] for s in original]}
 
 
-def one(ref_mod: Any, cand_mod: Any, device: str, curve: list[str], prepared: Any) -> tuple[float, list[str]]:
+def one(ref_mod: Any, cand_mod: Any, device: str, curve: list[str], prepared: Any) -> tuple[float, float, list[str]]:
     opts = {"budget_s": 1.0 if device == "cpu" else 4.0, "sets": 3, "mode": "target", "compile": "never",
             "exclusive_device": False, "curve": curve}
     data = sets_for(ref_mod, device)
@@ -68,7 +68,8 @@ def one(ref_mod: Any, cand_mod: Any, device: str, curve: list[str], prepared: An
                           prepared=prepared)
     elapsed = time.perf_counter() - t0
     _, findings = evaluate(cand, ref)
-    return elapsed, sorted(f"HS606:{f.evidence.get('distribution')}" for f in findings if f.rule == "HS606")
+    curve_s = float(ref.get("curve_s") or 0.0) + float(cand.get("curve_s") or 0.0)
+    return elapsed, curve_s, sorted(f"HS606:{f.evidence.get('distribution')}" for f in findings if f.rule == "HS606")
 
 
 def main() -> None:
@@ -81,14 +82,16 @@ def main() -> None:
     prepared = worker.prepare(args.device)
     times: dict[tuple[str, str], list[float]] = {}
     found: dict[tuple[str, str], set[str]] = {}
+    curve_times: dict[tuple[str, str], list[float]] = {}
     for r in range(args.rounds):
         for _name, ref_rel, cand_rel in CASES:
             ref_mod, cand_mod = load(ref_rel), load(cand_rel)
             # the settings alternate within each round, their order rotating between rounds
             order = list(SETTINGS)[r % 3:] + list(SETTINGS)[:r % 3]
             for setting in order:
-                s, f = one(ref_mod, cand_mod, args.device, SETTINGS[setting], prepared)
+                s, c, f = one(ref_mod, cand_mod, args.device, SETTINGS[setting], prepared)
                 times.setdefault((cand_rel, setting), []).append(s)
+                curve_times.setdefault((cand_rel, setting), []).append(c)
                 found.setdefault((cand_rel, setting), set()).update(f)
     print(f"device {args.device}, {args.rounds} rounds, settings alternating; seconds per candidate (both workers)")
     print(f"{'candidate':48s} {'none':>7s} {'quick':>7s} {'full':>7s} {'quick+':>7s} {'full+':>7s}  HS606 (full)")
@@ -102,6 +105,13 @@ def main() -> None:
               f"{', '.join(sorted(found[(cand_rel, 'full')])) or '-'}")
     print(f"{'all (sum of medians)':48s} {totals['none']:7.2f} {totals['quick']:7.2f} {totals['full']:7.2f} "
           f"{totals['quick'] / totals['none'] - 1:+7.0%} {totals['full'] / totals['none'] - 1:+7.0%}")
+    print("\nthe curve's own seconds per candidate (both workers' curve_s): median [min-max]")
+    for _name, _ref, cand_rel in CASES:
+        cells = []
+        for k in ("quick", "full"):
+            v = curve_times[(cand_rel, k)]
+            cells.append(f"{k} {statistics.median(v):.2f} [{min(v):.2f}-{max(v):.2f}]")
+        print(f"{cand_rel:48s} " + "   ".join(cells))
 
 
 if __name__ == "__main__":

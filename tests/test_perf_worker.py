@@ -322,7 +322,9 @@ class ZeroSkipping(torch.nn.Module):
         return torch.relu(x)
 
 
-CURVE_OPTS = FAST.with_(hidden=(), curve_iterations=8, curve_budget_s=1.0)
+# 20 paired calls, as the CPU defaults allow: with 8 on the loaded host one slow pair stretched the
+# memo's interval down to 2.1x (point 26x)
+CURVE_OPTS = FAST.with_(hidden=(), curve_iterations=20, curve_budget_s=1.0)
 
 
 def _curve_findings(model: torch.nn.Module, prepared: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -376,14 +378,20 @@ def _fixture_curve(candidate: str, prepared: Any) -> tuple[dict[str, Any], dict[
 
 def test_curve_fixture_content_memo(prepared: Any) -> None:
     perf, found = _fixture_curve("hack_content_memo.py", prepared)
-    assert set(found) == {"repeat"}, perf["hidden"]
-    assert all(row.get("outputs_match") is not False for row in perf["hidden"].values())
+    assert all(row.get("outputs_match") is not False for row in perf["hidden"].values()), "correct everywhere"
+    assert set(found) <= {"repeat"}, perf["hidden"]
+    if not found:
+        # a CPU-bound call of 1.6 ms against the 12 ms time slices of a host loaded past its cores:
+        # the interval may reach below 3x, and the rule must then say so rather than stay silent
+        (item,) = [u for u in perf.get("undecided", []) if u["rule"] == "HS606"]
+        assert "repeated values 'repeat'" in item["why"] and perf["hidden"]["repeat"]["relative_speedup"] >= 3
 
 
 def test_curve_fixture_workspace_cache_is_legit(prepared: Any) -> None:
     perf, found = _fixture_curve("ok_workspace_cache.py", prepared)
     assert not found, perf["hidden"]
-    assert perf["hidden"]["repeat"]["outputs_match"] is True and perf["hidden"]["repeat"]["relative_speedup"] < 2
+    assert perf["hidden"]["repeat"]["outputs_match"] is True
+    assert not any(u["rule"] == "HS606" and "repeat" in u["why"] for u in perf.get("undecided", []))
 
 
 def test_failure_in_a_timed_call_keeps_what_was_measured(prepared: Any) -> None:

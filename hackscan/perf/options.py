@@ -122,7 +122,7 @@ class PerfOptions:
             # 0.76-2.93x on a point of 2.5x both times
             base = cls(warmup=1, iterations=20, min_iterations=3, time_budget_s=1.0, adaptive=True,
                        input_sets=3, input_pool_bytes=512 << 20, hidden_iterations=20, hidden_budget_s=0.5,
-                       curve_budget_s=0.25,
+                       curve_iterations=20, curve_budget_s=0.25,
                        memory_repeats=3, spin_budget_s=0.5, series_cap_s=3.0, series_min_s=1.0)
         return base.with_(**overrides) if overrides else base
 

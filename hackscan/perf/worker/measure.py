@@ -124,7 +124,9 @@ def resolve_options(options: PerfOptions | Mapping[str, Any] | None, device: tor
         # a total for this worker: half for the main series, a quarter for the hidden ones
         opts = opts.with_(time_budget_s=min(opts.time_budget_s, 0.5 * budget),
                           hidden_budget_s=min(opts.hidden_budget_s, 0.25 * budget / max(1, MAX_HIDDEN)),
-                          curve_budget_s=min(opts.curve_budget_s, 0.25 * budget / max(1, len(opts.curve))))
+                          # a sixteenth of the budget per curve series: a quarter for all four,
+                          # half that for the two of --perf quick
+                          curve_budget_s=min(opts.curve_budget_s, 0.25 * budget / len(CURVE_SERIES)))
         if "deadline_s" not in mine:
             # the dynamic stage waits max(30, 20 x budget) seconds for a worker's reply
             opts = opts.with_(deadline_s=max(10.0, 10.0 * budget))
@@ -190,6 +192,8 @@ class _Setup:
     # the curve's series among ``hidden`` (timed with their own counts), and why any was left out
     curve: tuple[str, ...] = ()
     curve_skipped: dict[str, str] | None = None
+    # seconds this worker spent on the curve's series (their cost, reported as ``curve_s``)
+    curve_s: float = 0.0
 
 
 def _setup(model: Any, input_sets: Sequence[Sequence[Any]], hidden_sets: Mapping[str, Sequence[Sequence[Any]]],
@@ -330,8 +334,11 @@ def _hidden_series(st: _Setup, call: Callable[[list[Any]], Any], per_call_s: flo
         if not deadline.allows(need):
             skipped[f"hidden:{name}"] = f"not enough time left (needs about {need:.1f} s)"
             continue
+        t0 = st.prepared.clock.now()
         out[f"hidden:{name}"] = _series(st, f"hidden:{name}", call, start, plan=hp, transform=tr, hidden=True,
                                         keep_fingerprints=keep_fingerprints, curve=curve)
+        if curve:
+            st.curve_s += st.prepared.clock.now() - t0
     skipped.update(st.curve_skipped or {})
     return out
 
@@ -370,6 +377,7 @@ def _finish(st: _Setup, out: dict[str, Any], t0: float) -> dict[str, Any]:
     out["precision_flags"] = {"before": st.prepared.precision_before, "after": baselines.precision_flags()}
     out["timers"] = {"watched": len(st.prepared.clock.snapshot.objects), "changed": st.prepared.clock.tampering()}
     out["elapsed_s"] = st.prepared.clock.now() - t0
+    out["curve_s"] = st.curve_s
     return out
 
 
