@@ -176,7 +176,7 @@ def _converged(values: list[float], target: Target, min_calls: int, elapsed_s: f
     return spread_of(values, target.statistic)[0] <= target.rel
 
 
-def time_series(name: str, call: Callable[[list[Any]], Any], plan: InputPlan, clock: Clock, flush: Flusher, *,
+def time_series(name: str, call: Callable[[list[Any]], Any], plan: InputPlan, clock: Clock, flush: Callable[[], None], *,
                 start: int, warmup: int, iterations: int, min_iterations: int, budget_s: float, adaptive: bool,
                 hidden: str | None = None, samples: int = 256, keep_fingerprints: bool = True,
                 pair: tuple[InputPlan, int] | None = None, target: Target | None = None) -> Series:
