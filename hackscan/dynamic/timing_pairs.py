@@ -9,6 +9,7 @@ from typing import Any
 
 from ..model import Finding
 from ..perf import parent_side
+from ..perf.options import CURVE_QUICK, CURVE_SERIES
 from .plan import Plan
 from .rules import found
 from .rules.protocol import candidate_does_not_run
@@ -75,6 +76,9 @@ class TimingPairs:
                 # "target" (repeat until each main series' interval is narrow) or "thorough" (fixed)
                 # ("quick" is "target" in the worker: it only spares the fresh pairs below)
                 "mode": "target" if perf_mode == "quick" else perf_mode,
+                # the curve's series (HS606, docs/curve.md): the two the hidden sets do not cover
+                # under --perf quick, all four otherwise
+                "curve": list(CURVE_QUICK if perf_mode == "quick" else CURVE_SERIES),
                 # the torch.compile baseline has a request of its own (below), with its own allowance
                 "compile": "never", "tf32": run_base["tf32"],
                 # the other worker stays alive: the device's free memory is not this worker's alone

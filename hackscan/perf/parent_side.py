@@ -24,7 +24,7 @@ from .paired import _paired, _process_pairs
 from .reading import _d, _f, _floats, _s, _spread_words
 from .rules import Decision, Undecided, rule_id_of
 from .rules.memory import memory_exceeds_reference, memory_grows_per_call
-from .rules.outputs import failed_while_timed, speedup_collapses_on_hidden_inputs, timed_output_mismatch
+from .rules.outputs import curve_kind, failed_while_timed, speedup_collapses_on_hidden_inputs, timed_output_mismatch
 from .rules.timing import (
     faster_than_hardware_bound,
     implausible_speedup,
@@ -620,6 +620,10 @@ def _bound(ref: dict[str, Any], claimed: float | None, base_times: Mapping[str, 
     return out
 
 
+# which of the rule's options each kind of series is decided against
+_THRESHOLD = {"value": "ratio", "size": "size_ratio", "repeat": "repeat_ratio"}
+
+
 def _hidden(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, headline: str, cuda: bool,
             em: _Emitter, perf: dict[str, Any] | None = None, process_sd: float = 0.0) -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -678,27 +682,50 @@ def _hidden(cand: dict[str, Any], ref: dict[str, Any], c_main: _Series, headline
             # against the reference's greatest; no interval (a forged series) leaves the figure alone
             c_slow_ci, r_slow_ci = ratio_interval(c_h_ci, c_m_ci), ratio_interval(r_h_ci, r_m_ci)
             row["slowdown_method"] = "series statistics"
-        # the reference getting faster on hidden inputs is no evidence against the candidate
-        yardstick = max(r_slow, 1.0)  # type: ignore[type-var]
-        rel = c_slow / yardstick  # type: ignore[operator]
-        row["relative_slowdown"] = rel
+        kind = curve_kind(name)
+        threshold = float(o[_THRESHOLD[kind]])
+        r_lo, r_hi = r_slow_ci if r_slow_ci is not None else (r_slow, r_slow)
+        if kind == "value":
+            # the reference getting faster on hidden inputs is no evidence against the candidate
+            yardstick, y_ci = max(r_slow, 1.0), (max(r_lo, 1.0), max(r_hi, 1.0))  # type: ignore[type-var]
+        elif kind == "size":
+            # on half the batch the reference's time is what the work predicts: its own ratio
+            yardstick, y_ci = r_slow, (r_lo, r_hi)
+        else:
+            # repeated values: a reference slower on them is no excuse for a faster candidate
+            yardstick, y_ci = min(r_slow, 1.0), (min(r_lo, 1.0), min(r_hi, 1.0))  # type: ignore[type-var]
+        if not (yardstick > 0 and y_ci[0] > 0):  # type: ignore[operator]
+            continue
+        if kind == "repeat":
+            # the suspect side is the hidden series: how much faster than the reference's ratio
+            rel = yardstick / c_slow  # type: ignore[operator]
+            row["relative_speedup"] = rel
+        else:
+            rel = c_slow / yardstick  # type: ignore[operator]
+            row["relative_slowdown"] = rel
         rel_ci = (rel, rel)
         if c_slow_ci is not None and r_slow_ci is not None:
-            rel_ci = (c_slow_ci[0] / max(r_slow_ci[1], 1.0), c_slow_ci[1] / max(r_slow_ci[0], 1.0))
+            rel_ci = ((y_ci[0] / c_slow_ci[1], y_ci[1] / c_slow_ci[0]) if kind == "repeat" and c_slow_ci[0] > 0
+                      else (c_slow_ci[0] / y_ci[1], c_slow_ci[1] / y_ci[0]))
         # measured in the first pair of processes only: the spread between pairs goes in (a forged
         # series without an interval still gets that much)
         rel_ci = _with_processes(rel, rel_ci, process_sd) or rel_ci
-        row["relative_slowdown_ci"] = _rnd(rel_ci)
+        row["relative_ci" if kind == "repeat" else "relative_slowdown_ci"] = _rnd(rel_ci)
         # every hidden call against every interleaved original-distribution call: on a noisy machine
-        # single statistics flip between modes, a systematic slowdown shows in nearly all pairs
+        # single statistics flip between modes, a systematic change shows in nearly all pairs
         hidden_vals = _floats(c_raw.get(key_ms))
-        pairs = [h >= float(o["ratio"]) * yardstick * m for h in hidden_vals for m in c_pair_raw] if c_pair_raw else []
+        if kind == "repeat":
+            pairs = [m * yardstick >= threshold * h for h in hidden_vals for m in c_pair_raw]
+        else:
+            pairs = [h >= threshold * yardstick * m for h in hidden_vals for m in c_pair_raw]
         agree = sum(pairs) / len(pairs) if pairs else 0.0
-        row["pairs_slower"] = agree
+        row["pairs_slower" if kind != "repeat" else "pairs_faster"] = agree
+        row["curve"] = kind
         times = {"candidate_main": c_m, "candidate_hidden": c_h, "reference_main": r_m, "reference_hidden": r_h,
                  "yardstick": yardstick}
         em.decide(speedup_collapses_on_hidden_inputs, speedup_collapses_on_hidden_inputs(
-            o, cuda, name, LABELS.get(headline, headline), times, rel, rel_ci, agree), perf)  # type: ignore[arg-type]
+            o, cuda, name, LABELS.get(headline, headline), times, rel, rel_ci, agree, kind=kind,
+            seed=_d(cand.get("method")).get("seed")), perf)  # type: ignore[arg-type]
     return out
 
 

@@ -29,12 +29,12 @@ from typing import Any
 
 import torch
 
-from ..options import HIDDEN_DISTRIBUTIONS, SCHEMA, PerfOptions
+from ..options import CURVE_SERIES, HIDDEN_DISTRIBUTIONS, SCHEMA, PerfOptions
 from . import baselines, bounds
 from . import memory as memory_mod
 from .clock import Clock, Snapshot, capture
 from .fingerprint import fingerprint
-from .plan import InputPlan, nbytes
+from .plan import REPEAT, InputPlan, halved, nbytes
 from .timing import Flusher, Target, _one_call, calibrate, time_series
 
 # Taken when the dynamic stage imports this module, which it does before any untrusted import:
@@ -123,7 +123,10 @@ def resolve_options(options: PerfOptions | Mapping[str, Any] | None, device: tor
     if isinstance(budget, (int, float)) and budget > 0:
         # a total for this worker: half for the main series, a quarter for the hidden ones
         opts = opts.with_(time_budget_s=min(opts.time_budget_s, 0.5 * budget),
-                          hidden_budget_s=min(opts.hidden_budget_s, 0.25 * budget / max(1, MAX_HIDDEN)))
+                          hidden_budget_s=min(opts.hidden_budget_s, 0.25 * budget / max(1, MAX_HIDDEN)),
+                          # a sixteenth of the budget per curve series: a quarter for all four,
+                          # half that for the two of --perf quick
+                          curve_budget_s=min(opts.curve_budget_s, 0.25 * budget / len(CURVE_SERIES)))
         if "deadline_s" not in mine:
             # the dynamic stage waits max(30, 20 x budget) seconds for a worker's reply
             opts = opts.with_(deadline_s=max(10.0, 10.0 * budget))
@@ -186,10 +189,16 @@ class _Setup:
     given_bytes: int = 0
     given_sets: int = 0
     pool_cap: int = 0
+    # the curve's series among ``hidden`` (timed with their own counts), and why any was left out
+    curve: tuple[str, ...] = ()
+    curve_skipped: dict[str, str] | None = None
+    # seconds this worker spent on the curve's series (their cost, reported as ``curve_s``)
+    curve_s: float = 0.0
 
 
 def _setup(model: Any, input_sets: Sequence[Sequence[Any]], hidden_sets: Mapping[str, Sequence[Sequence[Any]]],
-           options: PerfOptions | Mapping[str, Any] | None, prepared: Prepared | None) -> _Setup:
+           options: PerfOptions | Mapping[str, Any] | None, prepared: Prepared | None,
+           timed_hidden: bool = True) -> _Setup:
     if prepared is None:
         prepared = _late(_device_of(input_sets))
     opts = resolve_options(options, prepared.device)
@@ -208,6 +217,7 @@ def _setup(model: Any, input_sets: Sequence[Sequence[Any]], hidden_sets: Mapping
         # no hidden sets were handed over: derive them from the original sets
         for i, name in enumerate(h for h in opts.hidden if h in HIDDEN_DISTRIBUTIONS):
             hidden[name] = (plan, name, HIDDEN_START + i * HIDDEN_STRIDE)
+    curve, curve_skipped = _curve(opts, plan, hidden, pool) if timed_hidden else ((), {})
     flush = Flusher(prepared.device, opts.flush_bytes)
 
     def call(inputs: list[Any], _model: Any = model) -> Any:
@@ -215,7 +225,33 @@ def _setup(model: Any, input_sets: Sequence[Sequence[Any]], hidden_sets: Mapping
             return _model(*inputs)
 
     given = nbytes([list(input_sets), list(hidden_sets.values())])
-    return _Setup(prepared, opts, plan, hidden, flush, call, given, len(input_sets), int(pool))
+    return _Setup(prepared, opts, plan, hidden, flush, call, given, len(input_sets), int(pool), curve, curve_skipped)
+
+
+def _curve(opts: PerfOptions, plan: InputPlan, hidden: dict[str, tuple[InputPlan, str | None, int]],
+           pool: int) -> tuple[tuple[str, ...], dict[str, str]]:
+    """Add the curve's series (``opts.curve``) to ``hidden``, after the hidden distributions, each
+    derived from the original sets: value transforms on the main plan, ``repeat`` on a plan of its
+    own (other storage for the same values), ``half`` on the sets with the batch halved."""
+    names: list[str] = []
+    skipped: dict[str, str] = {}
+    for name in opts.curve:
+        if name not in CURVE_SERIES or name in hidden:
+            continue
+        start = HIDDEN_START + len(hidden) * HIDDEN_STRIDE
+        if name == REPEAT:
+            entry = (InputPlan(plan.originals, max_pool_bytes=pool // 2, max_sets=opts.input_sets), REPEAT, start)
+        elif name == "half":
+            sets = halved(plan.originals)
+            if sets is None:
+                skipped["hidden:half"] = "no batch to halve (the first input has no leading dimension of 2 or more)"
+                continue
+            entry = (InputPlan(sets, max_pool_bytes=pool // 2, max_sets=opts.input_sets), None, start)
+        else:
+            entry = (plan, name, start)
+        hidden[name] = entry
+        names.append(name)
+    return tuple(names), skipped
 
 
 def _method(st: _Setup) -> dict[str, Any]:
@@ -236,6 +272,9 @@ def _method(st: _Setup) -> dict[str, Any]:
         "refresh": st.plan.refresh,
         "flush_bytes": st.flush.nbytes,
         "hidden": {name: {"source": "transform" if tr else "sets", "sets": hp.size} for name, (hp, tr, _) in st.hidden.items()},
+        "curve": list(st.curve),
+        "curve_iterations": opts.curve_iterations,
+        "seed": opts.seed,
         "clock": "cuda-events+synchronized-wall" if st.prepared.clock.cuda else "perf_counter",
         "cpu_threads": torch.get_num_threads() if st.prepared.device.type == "cpu" else None,
         "clock_captured_before_import": st.prepared.clock.captured_before_import,
@@ -261,7 +300,7 @@ def _target(st: _Setup, deadline: _Deadline | None) -> Target | None:
 
 def _series(st: _Setup, name: str, call: Callable[[list[Any]], Any], start: int, plan: InputPlan | None = None,
             transform: str | None = None, hidden: bool = False, keep_fingerprints: bool = True,
-            deadline: _Deadline | None = None) -> dict[str, Any]:
+            deadline: _Deadline | None = None, curve: bool = False) -> dict[str, Any]:
     opts, clock = st.opts, st.prepared.clock
     plan = plan or st.plan
     if not hidden:
@@ -270,24 +309,45 @@ def _series(st: _Setup, name: str, call: Callable[[list[Any]], Any], start: int,
                         adaptive=opts.adaptive, samples=opts.fingerprint_samples, keep_fingerprints=keep_fingerprints,
                         target=_target(st, deadline))
     else:
-        s = time_series(name, call, plan, clock, st.flush, start=start, warmup=1,
-                        iterations=opts.hidden_iterations, min_iterations=min(5, opts.hidden_iterations),
-                        budget_s=opts.hidden_budget_s, adaptive=True, hidden=transform,
+        iterations = opts.curve_iterations if curve else opts.hidden_iterations
+        # the curve's series compare ratios of adjacent calls, both sides under the same conditions:
+        # they skip the cache flush, which cost ~10 ms a call on the CPU host (its flush writes twice
+        # the last-level cache), against 0.1 ms for a small kernel's call
+        flush = _no_flush if curve else st.flush
+        s = time_series(name, call, plan, clock, flush, start=start, warmup=1,
+                        iterations=iterations, min_iterations=min(5, iterations),
+                        budget_s=opts.curve_budget_s if curve else opts.hidden_budget_s, adaptive=True,
+                        hidden=transform,
                         samples=opts.fingerprint_samples, keep_fingerprints=keep_fingerprints,
                         pair=(st.plan, start + PAIRED_OFFSET))
     return s.to_dict()
+
+
+def _no_flush() -> None:
+    return None
 
 
 def _hidden_series(st: _Setup, call: Callable[[list[Any]], Any], per_call_s: float, deadline: _Deadline,
                    skipped: dict[str, str], keep_fingerprints: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, (hp, tr, start) in st.hidden.items():
-        need = per_call_s * (1 + 2 * min(5, st.opts.hidden_iterations))
+        curve = name in st.curve
+        need = per_call_s * (1 + 2 * min(5, st.opts.curve_iterations if curve else st.opts.hidden_iterations))
+        if curve and need > st.opts.curve_budget_s:
+            # the curve's series never stretch the worker's time: fewer than 5 paired calls decide
+            # nothing (HS606's min_samples), so a kernel too slow for them within the budget gets none
+            skipped[f"hidden:{name}"] = (f"a call takes {per_call_s * 1e3:.3g} ms: the {need:.2g} s its least series "
+                                         f"needs exceed curve_budget_s={st.opts.curve_budget_s:g}")
+            continue
         if not deadline.allows(need):
             skipped[f"hidden:{name}"] = f"not enough time left (needs about {need:.1f} s)"
             continue
+        t0 = st.prepared.clock.now()
         out[f"hidden:{name}"] = _series(st, f"hidden:{name}", call, start, plan=hp, transform=tr, hidden=True,
-                                        keep_fingerprints=keep_fingerprints)
+                                        keep_fingerprints=keep_fingerprints, curve=curve)
+        if curve:
+            st.curve_s += st.prepared.clock.now() - t0
+    skipped.update(st.curve_skipped or {})
     return out
 
 
@@ -298,8 +358,10 @@ def _safe_memory(st: _Setup, call: Callable[[list[Any]], Any], model: Any, per_c
         return {"error": f"skipped: not enough time left (needs about {need:.1f} s)"}
     try:
         # the harness's own tensors: every set handed in, the working slots, the flush buffer
+        # (the curve's own plans too: ``repeat``'s slots, ``half``'s sets and slots)
         harness = st.given_bytes + nbytes(st.plan.slots) + st.flush.nbytes + sum(
-            nbytes(hp.slots) for hp, tr, _ in st.hidden.values() if tr is None)
+            nbytes(hp.slots) + (nbytes(hp.originals) if name == "half" and name in st.curve else 0)
+            for name, (hp, tr, _) in st.hidden.items() if hp is not st.plan)
         mem = memory_mod.measure(call, model, st.plan, st.prepared.device, st.prepared.memory, MEMORY_START,
                                  st.opts.memory_repeats, st.prepared.clock.sync, harness_bytes=harness,
                                  exclusive=st.opts.exclusive_device)
@@ -323,6 +385,7 @@ def _finish(st: _Setup, out: dict[str, Any], t0: float) -> dict[str, Any]:
     out["precision_flags"] = {"before": st.prepared.precision_before, "after": baselines.precision_flags()}
     out["timers"] = {"watched": len(st.prepared.clock.snapshot.objects), "changed": st.prepared.clock.tampering()}
     out["elapsed_s"] = st.prepared.clock.now() - t0
+    out["curve_s"] = st.curve_s
     return out
 
 
@@ -493,7 +556,7 @@ def measure_compile(model: Any, input_sets: Mapping[str, Sequence[Sequence[Any]]
         prepared = _from_timers(timers, device)
     if prepared is None:
         prepared = _late(_device(device))
-    st = _setup(model, original, {}, options, prepared)
+    st = _setup(model, original, {}, options, prepared, timed_hidden=False)
     dev, clock = st.prepared.device, st.prepared.clock
     tf32 = baselines.uses_tf32(baselines.COMPILE, dev) and st.opts.tf32
     entry: dict[str, Any] = {"tf32": tf32}
@@ -549,7 +612,7 @@ def block_setup(model: Any, input_sets: Mapping[str, Sequence[Sequence[Any]]] | 
         prepared = _from_timers(timers, device)
     if prepared is None:
         prepared = _late(_device(device))
-    st = _setup(model, original, {}, options, prepared)
+    st = _setup(model, original, {}, options, prepared, timed_hidden=False)
     with _threads(st):
         for k in range(max(1, min(st.opts.warmup, 3))):
             st.flush()

@@ -102,8 +102,28 @@ def _mix_weight(j: int) -> float:
     return 0.25 + 0.5 * ((j * _GOLDEN) % 1.0)
 
 
+# the share of values the ``sparse`` series keeps (the rest exactly zero), and the seed of its
+# mask: fixed, so that both workers zero the same positions
+SPARSE_KEEP = 0.1
+_SPARSE_SEED = 0x5EED
+
+# series whose call ``j`` gets the values of the main-distribution call timed just before it, in
+# storage of its own (``InputPlan.copy_of``); the transform itself leaves the values alone
+REPEAT = "repeat"
+
+
+def _sparse(t: torch.Tensor) -> None:
+    gen = torch.Generator(device=t.device).manual_seed(_SPARSE_SEED)
+    keep = torch.rand(t.shape, generator=gen, device=t.device) < SPARSE_KEEP
+    t.masked_fill_(~keep, 0)
+
+
 def apply_hidden(obj: Any, name: str) -> None:
-    """Move the floating tensors of ``obj`` to a hidden distribution, in place."""
+    """Move the floating tensors of ``obj`` to a hidden distribution, in place.  None of these
+    changes the work an honest kernel does (``sparse`` can only lessen it): a time that grows on
+    them much more than the reference's is a skip keyed on the values."""
+    if name == REPEAT:
+        return
     for t in _tensors(obj):
         if not t.is_floating_point() and not t.is_complex():
             continue
@@ -111,8 +131,45 @@ def apply_hidden(obj: Any, name: str) -> None:
             t.sub_(0.5).mul_(4.0)
         elif name == "negated":
             t.neg_()
+        elif name == "shifted":
+            # rand's [0, 1) becomes [3, 4): a guard on "at most 1" or "below 2" sees new values
+            t.add_(3.0)
+        elif name == "sparse":
+            _sparse(t)
         else:
             raise ValueError(f"unknown hidden distribution {name!r}")
+
+
+def batch_size(sets: Sequence[Sequence[Any]]) -> int | None:
+    """The leading dimension of the first tensor of the first set, when it is at least 2."""
+    tensors = _tensors(list(sets[0])) if sets else []
+    if not tensors or tensors[0].dim() == 0 or tensors[0].shape[0] < 2:
+        return None
+    return int(tensors[0].shape[0])
+
+
+def halved(sets: Sequence[Sequence[Any]]) -> list[list[Any]] | None:
+    """The sets with every tensor whose leading dimension is the batch (the first tensor's) cut
+    to half of it: the same task on half the work.  None when there is no batch to halve.  Whether
+    the task accepts it (a square matmul whose both operands lead with the batch does not) is the
+    reference's to say: the series is skipped where the reference fails on it."""
+    batch = batch_size(sets)
+    if batch is None:
+        return None
+    half = batch // 2
+
+    def cut(obj: Any) -> Any:
+        if isinstance(obj, torch.Tensor):
+            return obj[:half].clone() if obj.dim() >= 1 and obj.shape[0] == batch else obj
+        if isinstance(obj, list):
+            return [cut(x) for x in obj]
+        if isinstance(obj, tuple):
+            return tuple(cut(x) for x in obj)
+        if isinstance(obj, dict):
+            return {k: cut(v) for k, v in obj.items()}
+        return obj
+
+    return [cut(list(s)) for s in sets]
 
 
 class InputPlan:
@@ -182,6 +239,13 @@ class InputPlan:
             _zip_fill(slot, [self.originals[0]], scale)
         if hidden is not None:
             apply_hidden(slot, hidden)
+        return slot
+
+    def copy_of(self, j: int, values: list[Any]) -> list[Any]:
+        """The slot of call ``j`` filled with a copy of ``values`` (another plan's slot, same
+        shapes): the same contents in other storage, for the ``repeat`` series."""
+        slot = self.slots[j % self.size]
+        _zip_fill(slot, [values], lambda d, s: d.copy_(s[0]))
         return slot
 
     def digest(self) -> list[list[float]]:

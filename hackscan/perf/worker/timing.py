@@ -28,7 +28,7 @@ import torch
 from ..stats import drift_widened, median_interval, min_interval, quantile
 from .clock import Clock
 from .fingerprint import fingerprint
-from .plan import InputPlan
+from .plan import REPEAT, InputPlan
 
 
 @dataclass
@@ -176,7 +176,7 @@ def _converged(values: list[float], target: Target, min_calls: int, elapsed_s: f
     return spread_of(values, target.statistic)[0] <= target.rel
 
 
-def time_series(name: str, call: Callable[[list[Any]], Any], plan: InputPlan, clock: Clock, flush: Flusher, *,
+def time_series(name: str, call: Callable[[list[Any]], Any], plan: InputPlan, clock: Clock, flush: Callable[[], None], *,
                 start: int, warmup: int, iterations: int, min_iterations: int, budget_s: float, adaptive: bool,
                 hidden: str | None = None, samples: int = 256, keep_fingerprints: bool = True,
                 pair: tuple[InputPlan, int] | None = None, target: Target | None = None) -> Series:
@@ -220,14 +220,18 @@ def time_series(name: str, call: Callable[[list[Any]], Any], plan: InputPlan, cl
         check_at = max(min_iterations, 1)
         stopped = "max_calls"
         for k in range(n):
+            repeated = None
             if pair is not None:
                 paired = pair[0].inputs_for(pair[1] + k)
+                if hidden == REPEAT:
+                    # the values of the call just before, copied before that call may write to them
+                    repeated = plan.copy_of(j, paired)
                 flush()
                 out, ev, wall, _ = _one_call(call, paired, clock, events)
                 del out
                 series.paired_event_ms.append(ev)
                 series.paired_wall_ms.append(wall)
-            inputs = plan.inputs_for(j, hidden)
+            inputs = repeated if repeated is not None else plan.inputs_for(j, hidden)
             flush()
             out, ev, wall, off_default = _one_call(call, inputs, clock, events)
             series.off_default_stream |= off_default
