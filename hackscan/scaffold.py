@@ -105,16 +105,21 @@ def next_free_id(root: Path, language: str) -> str:
     return f"{family}{nxt:02d}"
 
 
-def _validate(root: Path, rule_id: str | None, name: str, language: str, topic: str | None,
-              severity: str, confidence: str) -> tuple[str, str]:
-    if language not in FAMILY:
-        raise ScaffoldError(f"language {language!r}: expected one of {', '.join(FAMILY)}")
+def _validate_words(name: str, severity: str, confidence: str, example: str) -> None:
+    """What every new rule's words must be, whatever its stage."""
     if severity not in SEVERITIES:
         raise ScaffoldError(f"severity {severity!r}: expected one of {', '.join(SEVERITIES)}")
     if confidence not in CONFIDENCES:
         raise ScaffoldError(f"confidence {confidence!r}: expected one of {', '.join(CONFIDENCES)}")
     if not NAME_RE.match(name):
-        raise ScaffoldError(f"name {name!r} is not kebab-case (like value-guarded-shortcut)")
+        raise ScaffoldError(f"name {name!r} is not kebab-case (like {example})")
+
+
+def _validate(root: Path, rule_id: str | None, name: str, language: str, topic: str | None,
+              severity: str, confidence: str) -> tuple[str, str]:
+    if language not in FAMILY:
+        raise ScaffoldError(f"language {language!r}: expected one of {', '.join(FAMILY)}")
+    _validate_words(name, severity, confidence, "value-guarded-shortcut")
     # the house convention: a CUDA rule's name starts cuda-, a Triton rule's triton-, a Python rule's neither
     prefix = {"cuda": "cuda-", "triton": "triton-"}.get(language)
     if prefix and not name.startswith(prefix):
@@ -450,12 +455,7 @@ def _validate_stage(root: Path, rule_id: str | None, name: str, stage: str, topi
                     confidence: str, taxonomy: int | None) -> tuple[str, str]:
     if stage not in STAGES:
         raise ScaffoldError(f"stage {stage!r}: expected static, {' or '.join(STAGES)}")
-    if severity not in SEVERITIES:
-        raise ScaffoldError(f"severity {severity!r}: expected one of {', '.join(SEVERITIES)}")
-    if confidence not in CONFIDENCES:
-        raise ScaffoldError(f"confidence {confidence!r}: expected one of {', '.join(CONFIDENCES)}")
-    if not NAME_RE.match(name):
-        raise ScaffoldError(f"name {name!r} is not kebab-case (like output-ignores-new-input-values)")
+    _validate_words(name, severity, confidence, "output-ignores-new-input-values")
     if name.startswith(("cuda-", "triton-")):
         raise ScaffoldError(f"{name!r} reads as a static CUDA or Triton rule; a {stage} rule is named for what it sees")
     if not topic:
