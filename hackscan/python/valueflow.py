@@ -724,8 +724,10 @@ class _Analyser(ModuleIndex, BranchEvents, CallSemantics):
         base = self._ev(e.value)
         if e.attr in META_ATTRS:
             return base.metadata()
-        if e.attr in LAST_NAMES and self._canon(e) in PROCESS_ATTRS:
-            return Provenance(state=frozenset([PREFIX + self._canon(e)]))  # a global flag (processstate.py)
+        if e.attr in LAST_NAMES:
+            canon = self._canon(e)
+            if canon in PROCESS_ATTRS:
+                return Provenance(state=frozenset([PREFIX + canon]))  # a global flag (processstate.py)
         # a view attribute (``x.T``), a module attribute (torch.float32, math.pi), an unknown global's or
         # any other value's attribute: the base's flow
         return base

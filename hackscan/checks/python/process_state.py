@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 from ...context import Hit, ScanContext
 from ...python.facts import Arm, Branch, ModelFlow
-from ...python.processstate import PREFIX, PROCESS_CALLS, describe
+from ...python.processstate import LAST_NAMES, PREFIX, PROCESS_CALLS, describe
 from ...python.provenance import Provenance
 from ...python.resolve import dotted_name
 from .guards import _arm_outputs, _src
@@ -133,6 +133,10 @@ def _same_entries(ctx: ScanContext, table: ast.AST) -> bool:
 def choice_keyed_on_process_state(ctx: ScanContext) -> Iterator[Hit]:
     """HS124: a branch or a table lookup keyed on grad / inference mode, thread count, RNG seed,
     thread or clock whose choices compute the output differently."""
+    # every read the value flow marks is spelled with one of these names in the file: most candidates
+    # have none, and the rule then costs a set test instead of a walk over every flow
+    if ctx.host is None or not ctx.patterns.uses(*LAST_NAMES):
+        return
     facts = ctx.model_flow
     if facts is None or facts.forward is None:
         return

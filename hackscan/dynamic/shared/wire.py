@@ -121,16 +121,6 @@ def _np_view(arr: Any) -> memoryview:
 def _torch_tensor(t: Any, add: Callable[[str, list[int], memoryview], dict[str, int]]) -> dict[str, int]:
     import torch
 
-    # a tensor subclass's __torch_function__ is the candidate's code: it could compute the result
-    # only when it is read (never in a timing loop that drops it) or answer reads with other data;
-    # what is sent is the memory the tensor holds when forward returned
-    with torch._C.DisableTorchFunctionSubclass():
-        return _torch_tensor_plain(t, add)
-
-
-def _torch_tensor_plain(t: Any, add: Callable[[str, list[int], memoryview], dict[str, int]]) -> dict[str, int]:
-    import torch
-
     t = t.detach()
     if t.device.type != "cpu":
         t = t.to("cpu")
