@@ -218,8 +218,12 @@ def _as_slice(node: ast.expr) -> ast.expr | None:
 def _own_package(path: str) -> tuple[str | None, str | None]:
     """The top-level package a file on disk belongs to (the highest folder above it, unbroken, that
     holds an ``__init__.py``) and the folder that holds that package, or (None, None): a dataset
-    record or a lone file has none."""
-    folder = os.path.dirname(os.path.abspath(path)) if path else ""
+    record or a lone file has none.  Only a path naming a file on disk has one: a submission given as
+    a string (``<string>``) or a dataset record (``data.jsonl:7``) would otherwise be placed in the
+    folder the caller runs from (or the dataset's), and its verdict would depend on where that is."""
+    if not path or not os.path.isfile(path):
+        return None, None
+    folder = os.path.dirname(os.path.abspath(path))
     top = root = None
     while folder and os.path.isfile(os.path.join(folder, "__init__.py")):
         top = os.path.basename(folder)
