@@ -36,12 +36,24 @@ def _read(facts: ModelFlow, chain: str) -> bool:
 class _DerivedReads:
     """Whether ``self.<chain>`` is read through an attribute folded from it at init, to a depth of
     three folds.  One per rule call: the question is asked for every held chain and again for each
-    of its parameters, and each asking walks every folded attribute's sources, so the answers (pure
-    functions of the flow) are kept by chain and depth."""
+    of its parameters, so the answers (pure functions of the flow) are kept by chain and depth, and
+    the folded attributes are indexed by the chains their sources name: a question looks up the
+    chain and its prefixes instead of walking every folded attribute's sources (a model with
+    hundreds of folds made that walk most of its scan)."""
 
     def __init__(self, facts: ModelFlow):
         self.facts = facts
         self.memo: dict[tuple[str, int], bool] = {}
+        # source chain -> attributes folded from it; and every chain above a source (the source
+        # itself included) -> the attributes folded from something inside it
+        self.exact: dict[str, list[str]] = {}
+        self.inside: dict[str, list[str]] = {}
+        for derived, sources in facts.derived.items():
+            for s in sources:
+                self.exact.setdefault(s, []).append(derived)
+                parts = s.split(".")
+                for i in range(1, len(parts) + 1):
+                    self.inside.setdefault(".".join(parts[:i]), []).append(derived)
 
     def __call__(self, chain: str, depth: int = 0) -> bool:
         if depth > 3:
@@ -52,12 +64,19 @@ class _DerivedReads:
             got = self.memo[key] = self._search(chain, depth)
         return got
 
+    def _related(self, chain: str) -> list[str]:
+        """Attributes folded from ``chain``, from something inside it, or from a chain above it."""
+        out = list(self.inside.get(chain, ()))
+        parts = chain.split(".")
+        for i in range(1, len(parts)):
+            out += self.exact.get(".".join(parts[:i]), ())
+        return list(dict.fromkeys(out))
+
     def _search(self, chain: str, depth: int) -> bool:
         facts = self.facts
-        for derived, sources in facts.derived.items():
-            if any(s == chain or s.startswith(chain + ".") or chain.startswith(s + ".") for s in sources):
-                if _read(facts, derived) or self(derived, depth + 1):
-                    return True
+        for derived in self._related(chain):
+            if _read(facts, derived) or self(derived, depth + 1):
+                return True
         return False
 
 
