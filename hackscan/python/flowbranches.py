@@ -114,7 +114,7 @@ class BranchEvents:
 
     def _for(self, s: ast.For) -> None:
         frame = self.stack[-1]
-        self._bind(s.target, self._ev(s.iter), None)
+        self._bind_iteration(s.target, s.iter, self._ev(s.iter))
         if isinstance(s.target, ast.Name) and isinstance(s.iter, ast.Attribute):
             chain = self._chain(s.iter)
             if chain is not None and self.facts.holders.get(chain) is not None:

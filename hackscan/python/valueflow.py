@@ -331,6 +331,36 @@ class _Analyser(ModuleIndex, BranchEvents, CallSemantics):
         return False
 
     # ------------------------------------------------------------------ binding
+    def _bind_iteration(self, target: ast.AST, it: ast.AST, flow: Provenance) -> None:
+        """Bind a loop's (or a comprehension's) target to an element of ``it``, whose flow is ``flow``.
+
+        ``for src, dst in zip(rows.chunk(n), out.chunk(n))`` gives ``src`` an element of the first
+        argument and ``dst`` one of the second, not both the union: writing ``dst`` then writes the
+        candidate's own buffer, not the input.  ``enumerate`` gives an index (the iterable's length,
+        metadata) and an element.  Any other iterable (or a starred target) binds every name to the
+        whole flow, and an element bound to a name is a view of the iterable's base."""
+        if (type(target) is ast.Tuple or type(target) is ast.List) and type(it) is ast.Call and \
+                not it.keywords and type(it.func) is ast.Name and it.func.id not in self.stack[-1].state and \
+                not any(type(t) is ast.Starred for t in target.elts) and \
+                not any(type(a) is ast.Starred for a in it.args):  # type: ignore[attr-defined]
+            name, args, elts = self._canon(it.func), it.args, target.elts  # type: ignore[attr-defined]
+            if name == "zip" and len(args) == len(elts):
+                for t, a in zip(elts, args, strict=True):
+                    self._bind_iteration(t, a, self.flows.get(a, flow))
+                return
+            if name == "enumerate" and len(args) == 1 and len(elts) == 2:
+                whole = self.flows.get(args[0], flow)
+                self._bind(elts[0], whole.metadata(), None)  # the index: how long it is, not its values
+                self._bind_iteration(elts[1], args[0], whole)
+                return
+        self._bind(target, flow, None)
+        if type(target) is ast.Name:
+            # an element of a tensor, of its chunks or of a list shares the iterable's storage: a
+            # write into it (``out=dst``) writes the iterable's base, as a view's would
+            base = it.id if type(it) is ast.Name else self._view_base(it)  # type: ignore[attr-defined]
+            if base is not None and base != target.id:  # type: ignore[attr-defined]
+                self.stack[-1].views[target.id] = base  # type: ignore[attr-defined]
+
     def _bind(self, target: ast.AST, value: Provenance, value_node: ast.AST | None) -> None:
         frame = self.stack[-1]
         tt = type(target)  # exact types: a parsed tree has no subclasses
@@ -686,7 +716,7 @@ class _Analyser(ModuleIndex, BranchEvents, CallSemantics):
 
     def _ev_comp(self, e: ast.ListComp, discarded: bool) -> Provenance:
         for g in e.generators:
-            self._bind(g.target, self._ev(g.iter), None)
+            self._bind_iteration(g.target, g.iter, self._ev(g.iter))
             for cond in g.ifs:
                 self._ev(cond)
         if isinstance(e, ast.DictComp):
