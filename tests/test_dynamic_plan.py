@@ -146,3 +146,20 @@ def test_flag_changes_the_reference_makes_itself_are_not_the_candidates() -> Non
     judge, made = _judge(self_reference=True)
     judge.judge({}, {}, {}, [], {"changes": [change]}, [change])
     assert [r for r, _, _ in made] == ["HS507"]
+
+
+def test_settings_that_rig_the_baseline_are_an_error_and_others_a_warning() -> None:
+    def one(name: str, before: str, after: str, kind: str = "flag"):
+        judge, made = _judge()
+        change = {"name": name, "kind": kind, "before": before, "after": after, "phase": "import"}
+        judge.judge({}, {}, {}, [], {"changes": [change]}, [])
+        assert [r for r, _, _ in made] == ["HS507"], made
+        return made[0][1]
+
+    # fewer threads, a fast backend off, a precision flag: the shared baseline runs slower or less precise
+    assert one("torch.get_num_threads()", "2", "1") is Severity.ERROR
+    assert one("torch.backends.mkldnn.enabled", "True", "False") is Severity.ERROR
+    assert one("torch.backends.cuda.matmul.allow_tf32", "False", "True", "precision-flag") is Severity.ERROR
+    # the look-alikes: more threads, a backend switched on: the rule's own severity (warning)
+    assert one("torch.get_num_threads()", "2", "8") is None
+    assert one("torch.backends.mkldnn.enabled", "False", "True") is None

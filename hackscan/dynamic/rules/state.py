@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...model import Severity
 from ..compare import Outcome, Tolerance, compare
 from . import Decision, rule_unit
 
@@ -42,16 +43,38 @@ def harness_function_replaced(changes: Sequence[Mapping[str, Any]], seed: int) -
                     evidence={"changed": funcs, "seed": seed})
 
 
+# backends whose switching off slows every later op of the process, the baseline's included
+_SPEED_BACKENDS = frozenset({"torch.backends.cudnn.enabled", "torch.backends.mkldnn.enabled"})
+
+
+def _rigs_the_baseline(change: Mapping[str, Any]) -> bool:
+    """A change that makes the reference, run or timed in the same process, less precise or
+    slower: a precision flag, fewer intra-op threads, a fast backend switched off."""
+    if change["kind"] == "precision-flag":
+        return True
+    name, before, after = change["name"], str(change.get("before")), str(change.get("after"))
+    if name == "torch.get_num_threads()":
+        return before.isdigit() and after.isdigit() and int(after) < int(before)
+    return name in _SPEED_BACKENDS and before == "True" and after == "False"
+
+
 @rule_unit("HS507")
 def global_settings_changed(changes: Sequence[Mapping[str, Any]], seed: int) -> Decision | None:
-    """Global torch settings changed (precision flags among them), less the benign ones."""
+    """Global torch settings changed, less the benign ones: an error where the change rigs the
+    baseline that shares the process (lower precision, fewer threads, a fast backend off), a
+    warning otherwise (a raised thread count changes the measurement's conditions too)."""
     flags = [c for c in changes if c["kind"] not in ("function", "world") and c["name"] not in BENIGN_SETTINGS]
     if not flags:
         return None
     precision = [c for c in flags if c["kind"] == "precision-flag"]
-    names = ", ".join(f"{c['name']}: {c['before']} -> {c['after']}" for c in flags[:5])
-    return Decision(message=f"ModelNew changes global torch settings: {names}",
-                    evidence={"changed": flags, "seed": seed, "precision": bool(precision)})
+    rigged = [c for c in flags if _rigs_the_baseline(c)]
+    shown = rigged + [c for c in flags if c not in rigged]
+    names = ", ".join(f"{c['name']}: {c['before']} -> {c['after']}" for c in shown[:5])
+    why = " (the reference sharing the process would run less precise or slower)" if rigged else ""
+    return Decision(message=f"ModelNew changes global torch settings: {names}{why}",
+                    evidence={"changed": flags, "seed": seed, "precision": bool(precision),
+                              "rigs_baseline": [c["name"] for c in rigged]},
+                    severity=Severity.ERROR if rigged else None)
 
 
 @rule_unit("HS414")

@@ -171,6 +171,7 @@ class CandidateWorker(Worker):
             from .prebuild import pretend_gpu
 
             pretend_gpu()
+        threads = self.state.canary_threads()  # until the models are built (guard.py)
         try:
             profile = msg.get("profile") or {}
             self.code_file = self._harness(profile, msg["code"])
@@ -207,6 +208,8 @@ class CandidateWorker(Worker):
             return {"failed": phase, "error": self._describe(exc), "changes": self.changes,
                     "compile_s": self.cache.compile_seconds, "builds": self.cache.builds,
                     "cuda_builds": self.cache.cuda_builds}
+        finally:
+            self.state.end_canary(threads)
         self.builds_sent = len(self.cache.builds)
         return {
             "matches": matches,

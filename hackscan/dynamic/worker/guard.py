@@ -67,6 +67,8 @@ WATCHED_FLAGS: tuple[tuple[str, str], ...] = (
     ("torch.is_grad_enabled()", "torch.is_grad_enabled()"),
 )
 
+THREADS = "torch.get_num_threads()"
+
 # what kind of change each watched name is (severity is decided in the parent from this)
 PRECISION_FLAGS = frozenset({
     "torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32",
@@ -140,8 +142,13 @@ class GlobalState:
     """A fingerprint of the watched functions and flags, taken with functions captured at birth."""
 
     def __init__(self) -> None:
+        import torch
+
         self._id = id
         self._repr = repr
+        # captured with the rest: the canary below must set the count back even where the
+        # candidate replaced the setter
+        self._get_threads, self._set_threads = torch.get_num_threads, torch.set_num_threads
         self._functions = {label: self._ident(path) for label, path in WATCHED_FUNCTIONS}
         self._flags = {label: self._value(path) for label, path in WATCHED_FLAGS}
         self._modules = self._module_ids()
@@ -171,6 +178,25 @@ class GlobalState:
                             and getattr(value, "__module__", None) == mod_name):
                         label = f"{getattr(owner, '__qualname__', mod_name)}.{name}"
                         self._harness[label] = (owner, name, self._id(value), self._code_id(value))
+
+    def canary_threads(self) -> int:
+        """Set the intra-op thread count to one more than the worker's own, as the fingerprint's
+        value, and return the worker's own.  A candidate that sets the count at import or
+        construction (``torch.set_num_threads(1)``, starving a baseline timed in its process) then
+        changes the fingerprint even where the worker itself runs one thread, which is the value
+        such a candidate sets.  ``end_canary`` puts the worker's count back."""
+        own = self._get_threads()
+        self._set_threads(own + 1)
+        self._flags[THREADS] = self._value(THREADS)
+        return own
+
+    def end_canary(self, own: int) -> None:
+        """The worker's own count again, where the candidate left the canary alone (a changed
+        count stays as the candidate set it: it is reported, and the fingerprint keeps the canary
+        so that it stays reported)."""
+        if self._value(THREADS) == self._flags[THREADS]:
+            self._set_threads(own)
+            self._flags[THREADS] = self._value(THREADS)
 
     def _code_id(self, value: Any) -> int | None:
         inner = getattr(value, "__func__", value)
