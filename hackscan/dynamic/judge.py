@@ -14,7 +14,7 @@ from typing import Any
 
 from ..model import Finding, Severity
 from .compare import Outcome, Tolerance, compare
-from .rules import custom_code, protocol, report, results, state
+from .rules import custom_code, found, protocol, report, results, rule_id_of, state
 from .rules import integrity as checks
 from .rules.integrity import DECOY
 
@@ -146,6 +146,7 @@ class Judge:
         report(self.make, j.findings, checks.output_aliases_input, self.seed, cands=cands, refs=refs)
         if "skipped" in ref_o or not ref_o:
             return
+        vary_rule = rule_id_of(state.result_depends_on_environment)
         for item in integrity:
             kind = item.get("kind")
             row: dict[str, Any] = {"kind": kind, "probe": item.get("probe")}
@@ -171,8 +172,17 @@ class Judge:
             elif kind == "census":
                 row.update(self._census(j, item, ref_o))
             elif kind == "vary":
-                report(self.make, j.findings, state.result_depends_on_environment, item, ref_o, j.passed_original,
-                       self.tol, self.seed, row)
+                # on the harness's input, or on a probe's that the candidate got right itself
+                probe = item.get("probe") or "original"
+                rec = j.records.get(probe)
+                passed = j.passed_original and (probe == "original" or (
+                    rec is not None and rec.status in ("pass", "half")))
+                found_before = any(f.rule == vary_rule for f in j.findings)
+                decided = state.result_depends_on_environment(
+                    item, refs.get(probe) or {}, passed, self.tol, self.seed, row,
+                    descriptions.get(probe) if probe != "original" else None)
+                if decided is not None and not found_before:  # one finding, from the first input that shows it
+                    j.findings.append(found(self.make, state.result_depends_on_environment, decided))
             j.integrity.append(row)
 
     def _census(self, j: Judgement, item: dict[str, Any], ref_o: dict[str, Any]) -> dict[str, Any]:

@@ -404,8 +404,11 @@ class Probing:
         for r in answered:
             if r["id"] not in stored:
                 b.cands[r["id"]] = r
-        for p in batch:  # forwarded: the parent no longer needs them (a large task's are GiBs)
-            if p["id"] not in ("original", "original_b") and p["id"] in refs:
+        # forwarded: the parent no longer needs them (a large task's are GiBs), except those a plan
+        # item calls again (the integrity batch re-sends them)
+        kept = {"original", "original_b"} | {i["probe"] for i in plan.integrity}
+        for p in batch:
+            if p["id"] not in kept and p["id"] in refs:
                 refs[p["id"]].pop("inputs", None)
         b.integrity.extend(checks)
         return True

@@ -79,16 +79,19 @@ def global_settings_changed(changes: Sequence[Mapping[str, Any]], seed: int) -> 
 
 @rule_unit("HS414")
 def result_depends_on_environment(item: Mapping[str, Any], ref_o: Mapping[str, Any], passed_original: bool,
-                                  tol: Tolerance, seed: int, row: dict[str, Any]) -> Decision | None:
+                                  tol: Tolerance, seed: int, row: dict[str, Any],
+                                  input_desc: str | None = None) -> Decision | None:
     """The ``vary`` check: the same input under each process condition (environments.py); an output
-    right under the harness's conditions and wrong under another is keyed on that condition."""
+    right under the harness's conditions and wrong under another is keyed on that condition.  The
+    input is the harness's own draw or a probe's (``input_desc``) that the candidate got right
+    under the harness's conditions (``passed_original`` says so for either)."""
     from ..environments import BASELINE, describe
 
     conds = item.get("conditions") or []
     outs = item.get("outs") or []
     errors = item.get("errors") or []
     row["conditions"] = []
-    if not passed_original:
+    if not passed_original or not ref_o.get("structure"):
         row["status"] = "not judged"
         return None
     worst: tuple[Mapping[str, Any], Outcome] | None = None
@@ -108,9 +111,10 @@ def result_depends_on_environment(item: Mapping[str, Any], ref_o: Mapping[str, A
     if worst is None:
         return None
     cond, o = worst
+    what = f"an input ({input_desc})" if input_desc else "a fresh input"
     return Decision(
-        message=(f"ModelNew's result depends on the process's conditions: right on a fresh input under {BASELINE}, "
+        message=(f"ModelNew's result depends on the process's conditions: right on {what} under {BASELINE}, "
                  f"wrong on the same input with {describe(cond)}"),
-        evidence=dict(o.evidence(), probe="environment", input="get_inputs() with a fresh seed, the same values "
-                                                               "under each condition", seed=seed,
+        evidence=dict(o.evidence(), probe="environment", input=f"{input_desc or 'get_inputs() with a fresh seed'}, "
+                                                               "the same values under each condition", seed=seed,
                       condition=describe(cond), baseline=BASELINE, condition_spec=cond, replay=f"--seed {seed}"))
