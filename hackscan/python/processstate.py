@@ -23,6 +23,12 @@ PROCESS_CALLS = frozenset({
     "torch.get_rng_state", "torch.random.get_rng_state", "torch.cuda.get_rng_state",
     "torch.autograd.grad_mode.is_grad_enabled",
     "torch._C._get_tracing_state",
+    # compiled, exported or captured: a harness that compiles the candidate or replays a CUDA graph
+    # of it for timing runs the other path.  (TorchScript's and FX's ``is_scripting`` /
+    # ``is_tracing`` are left out: libraries branch on them to stay scriptable, the same function.)
+    "torch.compiler.is_compiling", "torch.compiler.is_dynamo_compiling", "torch.compiler.is_exporting",
+    "torch._dynamo.is_compiling", "torch._utils.is_compiling", "torch.cuda.is_current_stream_capturing",
+    "torch.cuda.graphs.is_current_stream_capturing",
     "threading.current_thread", "threading.get_ident", "threading.get_native_id", "threading.main_thread",
     "threading.active_count", "threading.currentThread",
     "time.time", "time.perf_counter", "time.monotonic", "time.process_time", "time.time_ns",
@@ -47,6 +53,8 @@ _WORDS = {
     "get_num_threads": "the thread count", "get_num_interop_threads": "the inter-op thread count",
     "initial_seed": "the RNG seed", "get_rng_state": "the RNG state", "seed": "the RNG seed",
     "current_thread": "the calling thread", "get_ident": "the calling thread", "main_thread": "the main thread",
+    "is_compiling": "compile mode", "is_dynamo_compiling": "compile mode", "is_exporting": "export mode",
+    "is_current_stream_capturing": "CUDA graph capture",
 }
 
 
