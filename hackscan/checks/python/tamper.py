@@ -11,6 +11,7 @@ names, module ``__dict__``s) and for the interpreter-level back doors (``sys.mod
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from ...context import Hit, ScanContext
@@ -328,3 +329,60 @@ def computed_harness_attribute(ctx: ScanContext) -> Iterator[Hit]:
         sev = Severity.ERROR if folded is not None and _what(target) != _GENERIC else None
         yield ctx.hit(ctx.at(call), args={"target": target, "shown": folded or "a name computed at run time"},
                       evidence={"target": target}, severity=sev)
+
+
+# the allocator's and the profiler's counters a harness reads after a call to measure it:
+# ``reset_peak_memory_stats``, ``reset_max_memory_allocated``, ``reset_accumulated_memory_stats``
+# of any backend (cuda, xpu, mps, npu ...) and the C entry points behind them
+_RESET = re.compile(r"^(reset_(peak|max|accumulated)\w*|_\w*_reset\w*(Peak|Accumulated|Max)\w*)$")
+
+
+def measurement_counters_reset(ctx: ScanContext) -> Iterator[Hit]:
+    """HS153: the candidate names a function that resets the memory counters a harness reads after
+    the call (``torch.cuda.reset_peak_memory_stats`` and its kin), called or kept in a name: its
+    own peak (a full-size workspace) then never shows in ``max_memory_allocated``.  Reading the
+    counters (``max_memory_allocated``, ``memory_stats``) or ``empty_cache`` is left alone."""
+    host = ctx.host
+    if host is None or not ctx.patterns.uses("reset_peak_memory_stats", "reset_max_memory_allocated",
+                                             "reset_max_memory_cached", "reset_accumulated_memory_stats",
+                                             "_cuda_resetPeakMemoryStats", "_cuda_resetAccumulatedMemoryStats"):
+        return
+    seen: set[int] = set()
+    for node in host.of_type(ast.Attribute, ast.Name):
+        spelled = node.attr if type(node) is ast.Attribute else node.id  # type: ignore[attr-defined]
+        if node.lineno in seen or not (_RESET.match(spelled) or type(node) is ast.Name):  # type: ignore[attr-defined]
+            continue
+        name = host.canonical(node)  # an alias (``from torch.cuda import reset_peak_memory_stats as r``) too
+        if not name.startswith("torch.") or not _RESET.match(name.rsplit(".", 1)[-1]):
+            continue
+        if not _model_code(ctx, node):
+            continue
+        seen.add(node.lineno)  # type: ignore[attr-defined]
+        yield ctx.hit(ctx.at(node), args={"name": name}, evidence={"function": name})
+
+
+def _model_code(ctx: ScanContext, node: ast.AST) -> bool:
+    """Module-level code (run at import), a class's body or methods, or a function the model's
+    forward reaches: not a benchmark helper of a library file that the model never calls."""
+    host = ctx.host
+    assert host is not None
+    flow = ctx.model_flow
+    reached = {info.node for info in flow.functions.values()} if flow is not None else set()
+    parents = host.parents
+    inside_def = False
+    n = parents.get(node)
+    while n is not None:
+        if n in reached or type(n) is ast.ClassDef:
+            return True
+        if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
+            inside_def = True
+        if type(n) is ast.If and _main_guard(n.test):
+            return False  # ``if __name__ == "__main__":`` never runs when a harness imports the file
+        n = parents.get(n)
+    return not inside_def
+
+
+def _main_guard(test: ast.expr) -> bool:
+    return (type(test) is ast.Compare and type(test.left) is ast.Name and test.left.id == "__name__"
+            and len(test.comparators) == 1 and type(test.comparators[0]) is ast.Constant
+            and test.comparators[0].value == "__main__")
