@@ -11,7 +11,6 @@ names, module ``__dict__``s) and for the interpreter-level back doors (``sys.mod
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterator
 
 from ...context import Hit, ScanContext
@@ -331,10 +330,12 @@ def computed_harness_attribute(ctx: ScanContext) -> Iterator[Hit]:
                       evidence={"target": target}, severity=sev)
 
 
-# the allocator's and the profiler's counters a harness reads after a call to measure it:
-# ``reset_peak_memory_stats``, ``reset_max_memory_allocated``, ``reset_accumulated_memory_stats``
-# of any backend (cuda, xpu, mps, npu ...) and the C entry points behind them
-_RESET = re.compile(r"^(reset_(peak|max|accumulated)\w*|_\w*_reset\w*(Peak|Accumulated|Max)\w*)$")
+# the allocator's counters a harness reads after a call to measure it, under any backend's module
+# (``torch.cuda``, ``torch.cuda.memory``, ``torch.xpu`` ... share these names), and the C entry
+# points behind them: the one list both the file's pre-check and the match read
+_RESETS = frozenset({"reset_peak_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached",
+                     "reset_accumulated_memory_stats", "_cuda_resetPeakMemoryStats",
+                     "_cuda_resetAccumulatedMemoryStats"})
 
 
 def measurement_counters_reset(ctx: ScanContext) -> Iterator[Hit]:
@@ -343,32 +344,31 @@ def measurement_counters_reset(ctx: ScanContext) -> Iterator[Hit]:
     own peak (a full-size workspace) then never shows in ``max_memory_allocated``.  Reading the
     counters (``max_memory_allocated``, ``memory_stats``) or ``empty_cache`` is left alone."""
     host = ctx.host
-    if host is None or not ctx.patterns.uses("reset_peak_memory_stats", "reset_max_memory_allocated",
-                                             "reset_max_memory_cached", "reset_accumulated_memory_stats",
-                                             "_cuda_resetPeakMemoryStats", "_cuda_resetAccumulatedMemoryStats"):
+    if host is None or not ctx.patterns.uses(*_RESETS):
         return
+    aliases = host.imports.aliases  # ``from torch.cuda import reset_peak_memory_stats as r``: ``r``
+    reached: set[ast.AST] | None = None
     seen: set[int] = set()
     for node in host.of_type(ast.Attribute, ast.Name):
         spelled = node.attr if type(node) is ast.Attribute else node.id  # type: ignore[attr-defined]
-        if node.lineno in seen or not (_RESET.match(spelled) or type(node) is ast.Name):  # type: ignore[attr-defined]
+        if spelled not in _RESETS and not (type(node) is ast.Name and spelled in aliases):
             continue
-        name = host.canonical(node)  # an alias (``from torch.cuda import reset_peak_memory_stats as r``) too
-        if not name.startswith("torch.") or not _RESET.match(name.rsplit(".", 1)[-1]):
+        name = host.canonical(node)
+        if not name.startswith("torch.") or name.rsplit(".", 1)[-1] not in _RESETS or node.lineno in seen:  # type: ignore[attr-defined]
             continue
-        if not _model_code(ctx, node):
+        if reached is None:
+            flow = ctx.model_flow
+            reached = {info.node for info in flow.functions.values()} if flow is not None else set()
+        if not _model_code(host.parents, node, reached):
             continue
         seen.add(node.lineno)  # type: ignore[attr-defined]
         yield ctx.hit(ctx.at(node), args={"name": name}, evidence={"function": name})
 
 
-def _model_code(ctx: ScanContext, node: ast.AST) -> bool:
+def _model_code(parents: dict[ast.AST, ast.AST], node: ast.AST, reached: set[ast.AST]) -> bool:
     """Module-level code (run at import), a class's body or methods, or a function the model's
-    forward reaches: not a benchmark helper of a library file that the model never calls."""
-    host = ctx.host
-    assert host is not None
-    flow = ctx.model_flow
-    reached = {info.node for info in flow.functions.values()} if flow is not None else set()
-    parents = host.parents
+    forward reaches (``reached``): not a benchmark helper of a library file that the model never
+    calls, nor the ``__main__`` block."""
     inside_def = False
     n = parents.get(node)
     while n is not None:
