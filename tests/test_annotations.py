@@ -30,3 +30,17 @@ def test_restricting_rules_drops_their_severities() -> None:
     ann = parse_annotations(SRC).restricted({"HS105"})
     assert ann.severities == {("HS105", 2): "info"}
     assert ann.severity_mismatches([("HS172", 1, "error")]) == []
+
+
+def test_may_allows_a_finding_on_its_line_without_requiring_it() -> None:
+    from hackscan.annotations import compare
+
+    src = "def forward(self, x):  # expect: HS606  # may: HS604\n    return x  # expect: HS101\n"
+    ann = parse_annotations(src)
+    assert ann.expected == {("HS606", 1), ("HS101", 2)} and ann.optional == {("HS604", 1)}
+    assert compare("f", ann, {("HS606", 1), ("HS101", 2)}).ok
+    assert compare("f", ann, {("HS606", 1), ("HS101", 2), ("HS604", 1)}).ok
+    # only on its own line, and never in place of the finding the fixture is about
+    assert not compare("f", ann, {("HS606", 1), ("HS101", 2), ("HS604", 2)}).ok
+    assert not compare("f", ann, {("HS604", 1), ("HS101", 2)}).ok
+    assert ann.restricted({"HS606"}).optional == frozenset()

@@ -149,3 +149,37 @@ def test_modes_are_checked() -> None:
     assert not PerfOptions.from_dict({"mode": "thorough"}).targeted()
     with pytest.raises(ValueError, match="unknown perf mode"):
         PerfOptions.from_dict({"mode": "fast"})
+
+
+def test_a_model_whose_memory_grows_stops_the_series_where_the_cap_is_passed() -> None:
+    # a cache keyed by input keeps one output per call: the worker's memory check says stop after
+    # the fourth timed call; the series keeps the four timings and says why it ended
+    vc = VirtualClock(steady())
+    clock = Clock(now=vc.now, snapshot=Snapshot(), threads_at_capture=0, captured_before_import=True)
+    held: list[int] = []
+
+    def cached_call(inputs: list[Any]) -> Any:
+        held.append(1)
+        return vc.call(inputs)
+
+    def stop() -> str | None:
+        return "grew" if len(held) > 4 else None  # one warm-up call, then four timed ones
+
+    s = time_series("main", cached_call, InputPlan([[torch.rand(4)]]), clock, Flusher(torch.device("cpu"), 0),
+                    start=0, warmup=1, iterations=10, min_iterations=3, budget_s=100.0, adaptive=False,
+                    keep_fingerprints=False, target=Target(rel=1e-9, cap_s=10.0, statistic="median"),
+                    memory_stop=stop)
+    assert len(s.wall_ms) == 4 and s.memory_stop == "grew"
+    assert s.convergence is not None and s.convergence["stopped"] == "memory"
+    assert s.to_dict()["memory_stop"] == "grew"
+    # a flat model runs its whole count under the same check
+    flat = time_series("main", vc.call, InputPlan([[torch.rand(4)]]), clock, Flusher(torch.device("cpu"), 0),
+                       start=0, warmup=1, iterations=10, min_iterations=3, budget_s=100.0, adaptive=False,
+                       keep_fingerprints=False, memory_stop=lambda: None)
+    assert len(flat.wall_ms) == 10 and flat.memory_stop is None
+
+
+def test_the_parent_says_when_a_series_stopped_for_memory() -> None:
+    conv = _converged({"target": 0.05, "calls": 12, "elapsed_s": 0.1, "cap_s": 5.0, "stopped": "memory"},
+                      summarize([1.0] * 12), True)
+    assert conv is not None and "memory grew" in conv["note"]

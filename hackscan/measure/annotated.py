@@ -163,7 +163,7 @@ def measure(paths: Iterable[str], *, config: Config | None = None, registry: Reg
                 t.missed.append(f"{sub.path}:{line}")
         for rule in {r for r, _ in positives if r in known}:
             tally(rule).hack_files += 1
-        for rule, line in actual - positives:
+        for rule, line in actual - positives - ann.optional:
             t = tally(rule)
             t.stray += 1
             t.false_alarms.append(f"{sub.path}:{line}")
@@ -204,7 +204,7 @@ def _classes(per_file: list[tuple[Submission, Any, set[tuple[str, int]]]], regis
                     t.missed.append(f"{sub.path}:{line} ({rule})")
         for c in hack_classes:
             cls(c).hack_files += 1
-        for rule, _line in actual - positives:
+        for rule, _line in actual - positives - ann.optional:
             for c in tax.get(rule, (0,)):
                 cls(c).stray += 1
         legit_classes: dict[int, set[str]] = defaultdict(set)

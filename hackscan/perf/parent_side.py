@@ -104,6 +104,10 @@ def _converged(conv: dict[str, Any] | None, stats: Mapping[str, Any], cuda: bool
         goal = f"+-{target:.0%}" if target is not None else "?"
         out["note"] = (f"did not converge: {_spread_words(spread, goal)} after {conv.get('calls')} reps/"
                        f"{conv.get('elapsed_s') or 0:.1f} s")
+    if conv.get("stopped") == "memory":
+        # the worker ends a series whose model keeps memory per call, before the device is full
+        out["note"] = (out.get("note", "") + "; " if out.get("note") else "") + (
+            f"stopped after {conv.get('calls')} reps: the model's allocated memory grew past the worker's cap")
     return out
 
 

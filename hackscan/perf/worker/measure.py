@@ -194,6 +194,8 @@ class _Setup:
     curve_skipped: dict[str, str] | None = None
     # seconds this worker spent on the curve's series (their cost, reported as ``curve_s``)
     curve_s: float = 0.0
+    # asked after every timed call (``time_series``): why to stop, once the model's memory has grown
+    memory_stop: Callable[[], str | None] | None = None
 
 
 def _setup(model: Any, input_sets: Sequence[Sequence[Any]], hidden_sets: Mapping[str, Sequence[Sequence[Any]]],
@@ -225,7 +227,46 @@ def _setup(model: Any, input_sets: Sequence[Sequence[Any]], hidden_sets: Mapping
             return _model(*inputs)
 
     given = nbytes([list(input_sets), list(hidden_sets.values())])
-    return _Setup(prepared, opts, plan, hidden, flush, call, given, len(input_sets), int(pool), curve, curve_skipped)
+    st = _Setup(prepared, opts, plan, hidden, flush, call, given, len(input_sets), int(pool), curve, curve_skipped)
+    st.memory_stop = _memory_stop(st)
+    return st
+
+
+# How much the model's allocated memory may grow over a worker's timed calls, as a share of the
+# device: an honest kernel's memory is flat from call to call (a workspace is allocated once), and
+# a cache keyed by input that kept one output per call would otherwise run until the device is full
+# and fail at a call count set by the device's size (an H100 runs out where an H200 does not)
+MEMORY_STOP_SHARE = 8
+
+
+def _harness_bytes(st: _Setup) -> int:
+    """The harness's own tensors in the worker: every set handed in, the working slots, the flush
+    buffer (the curve's own plans too: ``repeat``'s slots, ``half``'s sets and slots)."""
+    return st.given_bytes + nbytes(st.plan.slots) + st.flush.nbytes + sum(
+        nbytes(hp.slots) + (nbytes(hp.originals) if name == "half" and name in st.curve else 0)
+        for name, (hp, tr, _) in st.hidden.items() if hp is not st.plan)
+
+
+def _memory_stop(st: _Setup) -> Callable[[], str | None] | None:
+    dev = st.prepared.device
+    if dev.type != "cuda":
+        return None  # the host's memory is the cgroup's to cap; the device has no such wall
+    total = torch.cuda.get_device_properties(dev).total_memory
+    cap = max(1 << 30, total // MEMORY_STOP_SHARE)
+    allocated = torch.cuda.memory_allocated
+    start, harness0 = allocated(dev), _harness_bytes(st)
+
+    def stop() -> str | None:
+        grown = allocated(dev) - start
+        if grown <= cap:
+            return None
+        # the input plans fill their slots as the series reach them: not the model's growth
+        grown -= _harness_bytes(st) - harness0
+        if grown <= cap:
+            return None
+        return (f"the model's allocated memory grew by {grown / 2**30:.1f} GiB over the timed calls "
+                f"(cap {cap / 2**30:.1f} GiB, 1/{MEMORY_STOP_SHARE} of the device)")
+    return stop
 
 
 def _curve(opts: PerfOptions, plan: InputPlan, hidden: dict[str, tuple[InputPlan, str | None, int]],
@@ -307,7 +348,7 @@ def _series(st: _Setup, name: str, call: Callable[[list[Any]], Any], start: int,
         s = time_series(name, call, plan, clock, st.flush, start=start, warmup=opts.warmup,
                         iterations=opts.iterations, min_iterations=opts.min_iterations, budget_s=opts.time_budget_s,
                         adaptive=opts.adaptive, samples=opts.fingerprint_samples, keep_fingerprints=keep_fingerprints,
-                        target=_target(st, deadline))
+                        target=_target(st, deadline), memory_stop=st.memory_stop)
     else:
         iterations = opts.curve_iterations if curve else opts.hidden_iterations
         # the curve's series compare ratios of adjacent calls, both sides under the same conditions:
@@ -319,7 +360,7 @@ def _series(st: _Setup, name: str, call: Callable[[list[Any]], Any], start: int,
                         budget_s=opts.curve_budget_s if curve else opts.hidden_budget_s, adaptive=True,
                         hidden=transform,
                         samples=opts.fingerprint_samples, keep_fingerprints=keep_fingerprints,
-                        pair=(st.plan, start + PAIRED_OFFSET))
+                        pair=(st.plan, start + PAIRED_OFFSET), memory_stop=st.memory_stop)
     return s.to_dict()
 
 
@@ -357,13 +398,8 @@ def _safe_memory(st: _Setup, call: Callable[[list[Any]], Any], model: Any, per_c
     if deadline is not None and not deadline.allows(need):
         return {"error": f"skipped: not enough time left (needs about {need:.1f} s)"}
     try:
-        # the harness's own tensors: every set handed in, the working slots, the flush buffer
-        # (the curve's own plans too: ``repeat``'s slots, ``half``'s sets and slots)
-        harness = st.given_bytes + nbytes(st.plan.slots) + st.flush.nbytes + sum(
-            nbytes(hp.slots) + (nbytes(hp.originals) if name == "half" and name in st.curve else 0)
-            for name, (hp, tr, _) in st.hidden.items() if hp is not st.plan)
         mem = memory_mod.measure(call, model, st.plan, st.prepared.device, st.prepared.memory, MEMORY_START,
-                                 st.opts.memory_repeats, st.prepared.clock.sync, harness_bytes=harness,
+                                 st.opts.memory_repeats, st.prepared.clock.sync, harness_bytes=_harness_bytes(st),
                                  exclusive=st.opts.exclusive_device)
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"[:500]}

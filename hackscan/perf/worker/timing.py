@@ -49,6 +49,8 @@ class Series:
     new_threads: list[str] = field(default_factory=list)
     # how an interval-targeted series ended (see Target): None for a fixed-budget series
     convergence: dict[str, Any] | None = None
+    # why the series stopped before its count: the candidate's memory grew past the worker's cap
+    memory_stop: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,6 +67,7 @@ class Series:
             "threads_before": self.threads_before,
             "threads_after": self.threads_after,
             "new_threads": self.new_threads,
+            "memory_stop": self.memory_stop,
         }
 
 
@@ -179,7 +182,8 @@ def _converged(values: list[float], target: Target, min_calls: int, elapsed_s: f
 def time_series(name: str, call: Callable[[list[Any]], Any], plan: InputPlan, clock: Clock, flush: Callable[[], None], *,
                 start: int, warmup: int, iterations: int, min_iterations: int, budget_s: float, adaptive: bool,
                 hidden: str | None = None, samples: int = 256, keep_fingerprints: bool = True,
-                pair: tuple[InputPlan, int] | None = None, target: Target | None = None) -> Series:
+                pair: tuple[InputPlan, int] | None = None, target: Target | None = None,
+                memory_stop: Callable[[], str | None] | None = None) -> Series:
     """Run ``warmup`` + up to ``iterations`` calls on inputs ``start, start+1, ...`` of ``plan``.
 
     The count is fixed (``iterations``) unless the estimate from the warm-up says the series would
@@ -189,6 +193,10 @@ def time_series(name: str, call: Callable[[list[Any]], Any], plan: InputPlan, cl
     distribution, so that a comparison of the two is not skewed by the load of a shared machine.
     With ``target`` the count is not fixed: calls go on until the statistic's interval is narrow
     enough or the target's cap is reached (``Series.convergence`` says which).
+    ``memory_stop`` is asked after every timed call: a reason ends the series there (a candidate that
+    keeps something per call would otherwise fill the device and fail with an out-of-memory error
+    at a call count that depends on the device's size; stopped, its timings so far stand and the
+    memory measurement after the series reports the growth).
     """
     series = Series(name)
     series.threads_before = threading.active_count()
@@ -244,6 +252,10 @@ def time_series(name: str, call: Callable[[list[Any]], Any], plan: InputPlan, cl
             series.event_ms.append(ev)
             series.wall_ms.append(wall)
             j += 1
+            if memory_stop is not None and (why := memory_stop()) is not None:
+                series.memory_stop = why
+                stopped = "memory"
+                break
             if target is None:
                 continue
             if k + 1 >= check_at:
@@ -264,6 +276,10 @@ def time_series(name: str, call: Callable[[list[Any]], Any], plan: InputPlan, cl
                                   "cap_s": target.cap_s, "statistic": target.statistic}
     except Exception as exc:  # a candidate that fails while timed: report it, keep what was measured
         series.error = f"{type(exc).__name__}: {exc}"[:500] + "\n" + "".join(traceback.format_exc(limit=4))[-1500:]
+    return _closed(series, before_names)
+
+
+def _closed(series: Series, before_names: set[str]) -> Series:
     series.threads_after = threading.active_count()
     series.new_threads = sorted({t.name for t in threading.enumerate()} - before_names)
     return series
