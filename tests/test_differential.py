@@ -64,8 +64,9 @@ def test_a_python_kernel_over_an_aten_operator_is_a_change() -> None:
         lib._destroy()
 
 
-@pytest.mark.parametrize("cond", conditions_for(7), ids=lambda c: c["name"])
+@pytest.mark.parametrize("cond", conditions_for(7, device="cuda"), ids=lambda c: c["name"])
 def test_every_condition_is_undone_and_keeps_the_result(cond) -> None:
+    # the GPU-only conditions (``stream``, ``graph``) are the plain call on CPU tensors
     before = (torch.is_grad_enabled(), torch.is_inference_mode_enabled(), torch.get_num_threads(),
               torch.are_deterministic_algorithms_enabled())
     x = torch.randn(4, 5)
@@ -76,6 +77,33 @@ def test_every_condition_is_undone_and_keeps_the_result(cond) -> None:
             torch.are_deterministic_algorithms_enabled()) == before
     assert torch.equal(torch.get_rng_state(), rng)
     assert describe(cond) and "{" not in describe(cond)
+
+
+def test_the_stream_and_graph_conditions_are_drawn_for_a_gpu_only() -> None:
+    cpu, gpu = conditions_for(7), conditions_for(7, device="cuda")
+    assert {c["name"] for c in gpu} - {c["name"] for c in cpu} == {"stream", "graph"}
+    assert not {"stream", "graph"} & {c["name"] for c in cpu}
+    assert gpu[-1]["name"] == "inference"  # still last
+    # the run's seed replays them
+    assert gpu == conditions_for(7, device="cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_kernel_on_an_unordered_stream_reads_the_inputs_unwritten() -> None:
+    x = torch.randn(1 << 20, device="cuda")
+    side = torch.cuda.Stream()
+
+    def unordered(m, a):
+        with torch.cuda.stream(side):
+            return torch.relu(a[0])
+
+    cond = next(c for c in conditions_for(7, device="cuda") if c["name"] == "stream")
+    honest = call_under(cond, lambda m, a: torch.relu(a[0]), None, [x], "cuda")
+    raced = call_under(cond, unordered, None, [x], "cuda")
+    torch.cuda.synchronize()
+    assert torch.equal(honest, torch.relu(x))
+    assert torch.isnan(raced).any()
 
 
 def test_torch_compiles_own_lazy_patching_is_not_a_change() -> None:

@@ -29,6 +29,10 @@ DESCRIPTIONS = {
     "frames": "called from {module}.{function} in {file} instead of the harness's frame",
     "flush": "a {mib} MiB block written just before the call (a cache flush, as a timing loop does)",
     "thread": "called on a new thread ({thread_name})",
+    "graph": ("captured into a CUDA graph on other values, then the graph replayed on these "
+              "(a harness that times graph replays, torch.compile's reduce-overhead mode)"),
+    "stream": ("the inputs' values copied in on the current stream behind a {ms} ms sleep just before the call "
+               "(work on a stream that does not wait for the current one reads them unwritten)"),
 }
 
 # inference mode last: a tensor a candidate caches under it cannot be written outside it later,
@@ -42,8 +46,15 @@ def enabled() -> bool:
     return os.environ.get("HACKSCAN_DIFFERENTIAL", "1") != "0"
 
 
-def conditions_for(seed: int, cores: int = 2) -> list[dict[str, Any]]:
-    """Every condition once, with parameters and order drawn from ``seed``."""
+# the stream condition's sleep, in GPU clock cycles: about 50-70 ms at 1.4-2 GHz, far longer than a
+# forward takes to launch its kernels, so an unordered kernel runs before the inputs land
+STREAM_SLEEP_CYCLES = 100_000_000
+
+
+def conditions_for(seed: int, cores: int = 2, device: str = "cpu") -> list[dict[str, Any]]:
+    """Every condition once, with parameters and order drawn from ``seed``; on a GPU also the
+    inputs arriving on the current stream (``stream``) and a CUDA graph's capture and replay
+    (``graph``)."""
     rnd = random.Random(derive(seed, "conditions"))
     conds: list[dict[str, Any]] = [
         {"name": "grad"},
@@ -58,6 +69,8 @@ def conditions_for(seed: int, cores: int = 2) -> list[dict[str, Any]]:
         {"name": "flush", "bytes": rnd.choice([16, 32, 64]) << 20, "value": rnd.choice([0.0, 1.0, -1.0])},
         {"name": "thread", "thread_name": rnd.choice(["Thread-1", "worker-0", "MainThread-2"])},
     ]
+    if device == "cuda":
+        conds += [{"name": "stream", "cycles": STREAM_SLEEP_CYCLES}, {"name": "graph"}]
     rnd.shuffle(conds)
     return conds + [{"name": n} for n in _LAST]
 
@@ -66,6 +79,8 @@ def describe(cond: dict[str, Any]) -> str:
     params = dict(cond)
     if "bytes" in params:
         params["mib"] = int(params["bytes"]) >> 20
+    if "cycles" in params:
+        params["ms"] = f"{int(params['cycles']) / 1.5e6:.0f}"  # at 1.5 GHz
     try:
         return DESCRIPTIONS[cond["name"]].format(**params)
     except (KeyError, IndexError, ValueError):

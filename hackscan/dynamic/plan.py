@@ -87,7 +87,8 @@ FIRST_ROUND = ("original", "original_b", "params", "shape_smaller_odd")
 
 def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: float, *,
               has_params: bool, perf_sets: int = 0, census: bool = True,
-              measured: dict[str, float] | None = None, memory_budget_gb: float = 3.0) -> Plan:
+              measured: dict[str, float] | None = None, memory_budget_gb: float = 3.0,
+              device: str = "cpu") -> Plan:
     """All probes worth their time, in order.  ``measured`` (seconds per probe at the task's shape,
     ``full``, and at the smaller shape, ``small``) replaces the estimates once the first round ran:
     how a cost scales with shape (linear for ReLU, cubic for a matmul) is known only then."""
@@ -146,13 +147,15 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
     def take_integrity(kind: str, must: bool, probe: str = "original") -> None:
         nonlocal spent, fixed
         calls = cycles if kind == "follow" else INTEGRITY_CALLS[kind]
+        if kind == "vary" and device == "cuda":
+            calls += 4  # the stream condition's call, and the graph's warm-up, capture and replay
         item: dict[str, Any] = {"kind": kind, "probe": probe, "id": kind if probe == "original" else f"{kind}_{probe}"}
         if kind in ("follow", "repeat"):
             item["other"] = "original_b"
         if kind == "follow":
             item["cycles"] = cycles
         if kind == "vary":
-            item["conditions"] = conditions_for(base_seed)
+            item["conditions"] = conditions_for(base_seed, device=device)
         cost = calls * t32
         # integrity probes are cheap next to a probe (no reference calls): run them unless the
         # candidate's own calls are a real share of the budget

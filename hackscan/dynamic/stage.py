@@ -425,7 +425,7 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, Search, TimingPairs):
                                                int(self.opts.get("perf_input_sets") or 0) or None)
             perf_sets = self.timing_sets.extra
         kw = dict(has_params=has_params, perf_sets=perf_sets, census=self.target.custom,
-                  memory_budget_gb=mem_budget)
+                  memory_budget_gb=mem_budget, device=device)
         first = make_plan(r_load, self.seed, steer, budget, **kw)
         round1 = [p for p in first.probes if p["id"] in FIRST_ROUND or p["id"].startswith("perf_")]
         t = time.perf_counter()

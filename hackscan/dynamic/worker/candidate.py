@@ -24,6 +24,7 @@ from ..shared.extcache import ExtensionCache, default_cache_dir
 from ..shared.profiles import source_name
 from .base import Worker, construct, describe_error, import_source, make_caller, overlaps, storages
 from .census import census
+from .conditions import call_under  # at start-up: it binds the device's own sleep before candidate code runs
 from .guard import WATCHED_FUNCTIONS
 from .hidden import strided_view
 from .values import clone_all, flatten, to_device, unpack
@@ -410,8 +411,6 @@ class CandidateWorker(Worker):
             res.update(self._filled(model, inputs, item))
         elif op == "vary":
             # the same input under each condition, on fresh copies (conditions.py)
-            from .conditions import call_under
-
             outs, errors = [], []
             for cond in item.get("conditions") or []:
                 try:
