@@ -41,8 +41,11 @@ def test_the_environment_check_draws_its_conditions_from_the_seed() -> None:
     assert vary[0] != vary[2]
     names = [x["name"] for x in vary[0]]
     assert sorted(names) == sorted(["grad", "inference", "deterministic", "threads", "rng", "frames", "flush",
-                                    "thread"])
+                                    "thread", "gc", "copy"])
     assert names[-1] == "inference"  # a tensor cached under inference mode must not break the others
+    gpu = make_plan(LOAD, 1, Steering(), 2.0, has_params=False, census=False, device="cuda")
+    on_gpu = [x["name"] for x in next(i for i in gpu.integrity if i["kind"] == "vary")["conditions"]]
+    assert set(on_gpu) - set(names) == {"stream", "graph"} and on_gpu[-1] == "inference"
 
 
 def test_an_expensive_task_stays_within_budget_and_says_what_it_skipped() -> None:

@@ -29,6 +29,8 @@ DESCRIPTIONS = {
     "frames": "called from {module}.{function} in {file} instead of the harness's frame",
     "flush": "a {mib} MiB block written just before the call (a cache flush, as a timing loop does)",
     "thread": "called on a new thread ({thread_name})",
+    "gc": "the cyclic garbage collector switched off (gc.disable(), as timeit and many timing loops do)",
+    "copy": "called on copy.deepcopy(model) (a harness that copies the model, or unpickles a replica)",
     "graph": ("captured into a CUDA graph on other values, then the graph replayed on these "
               "(a harness that times graph replays, torch.compile's reduce-overhead mode)"),
     "stream": ("the inputs' values copied in on the current stream behind a {ms} ms sleep just before the call "
@@ -69,6 +71,8 @@ def conditions_for(seed: int, cores: int = 2, device: str = "cpu") -> list[dict[
         {"name": "flush", "bytes": rnd.choice([16, 32, 64]) << 20, "value": rnd.choice([0.0, 1.0, -1.0])},
         {"name": "thread", "thread_name": rnd.choice(["Thread-1", "worker-0", "MainThread-2"])},
     ]
+    # drawn after the others, so that their parameters stay what a seed gave before these came
+    conds += [{"name": "gc"}, {"name": "copy"}]
     if device == "cuda":
         conds += [{"name": "stream", "cycles": STREAM_SLEEP_CYCLES}, {"name": "graph"}]
     rnd.shuffle(conds)

@@ -20,7 +20,7 @@ from .environments import enabled as differential_enabled
 from .shared.probes import SHAPE_VARIANTS, VALUE_ORDER, shape_value, spec
 
 # candidate calls each integrity probe makes
-INTEGRITY_CALLS = {"follow": 2, "poison": 1, "repeat": 4, "decoy": 1, "census": 3, "vary": 8}
+INTEGRITY_CALLS = {"follow": 2, "poison": 1, "repeat": 4, "decoy": 1, "census": 3, "vary": 10}
 
 
 @dataclass

@@ -5,7 +5,9 @@ An honest kernel computes the same function however it is observed.  Harnesses d
 another and from hackscan's probes in global torch state (grad mode, inference mode, deterministic
 algorithms, thread count, the RNG state their seeding leaves), in what is on the call stack and on
 which thread the call runs, in what the allocator did just before (KernelBench's timing loop
-writes a large block between calls to flush the cache), and on a GPU in when the inputs' values land
+writes a large block between calls to flush the cache), in whether the cyclic collector is on
+(``timeit`` and many timing loops switch it off), in whether it is the model itself or a copy of
+it that is called (a harness that deep-copies the model, or unpickles a replica), and on a GPU in when the inputs' values land
 (a harness's copy into its buffers, or the op that produced them, is still queued on the current
 stream when the call starts) and in whether the call is captured into a CUDA graph and replayed
 (harnesses that time graph replays, and ``torch.compile(mode="reduce-overhead")``).  A candidate that keys its work on any of
@@ -18,6 +20,8 @@ order) come from the parent, drawn from the run's seed, so ``--seed`` replays th
 
 from __future__ import annotations
 
+import copy
+import gc
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -79,6 +83,17 @@ def call_under(cond: dict[str, Any], call: Callable[[Any, list[Any]], Any], mode
             other = make_caller(str(cond.get("function", "train_step")), str(cond.get("module", "trainer")),
                                 str(cond.get("file", "train.py")))
             return other(model, args)
+        if name == "gc":
+            was = gc.isenabled()
+            gc.disable()
+            try:
+                return call(model, args)
+            finally:
+                if was:
+                    gc.enable()
+        if name == "copy":
+            # a replica: what a harness that copies the model (or unpickles it elsewhere) calls
+            return call(copy.deepcopy(model), args)
         if name == "flush":
             block = torch.empty(int(cond.get("bytes", 32 << 20)) // 4, dtype=torch.float32, device=device)
             block.fill_(float(cond.get("value", 1.0)))
