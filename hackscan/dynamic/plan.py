@@ -82,7 +82,7 @@ def _probe_cost(t32: float, t64: float | None, numel: int, ratio: float) -> floa
     return ratio * (2 * t32 + t64 + transfer) + 0.002
 
 
-FIRST_ROUND = ("original", "original_b", "params", "shape_smaller_odd")
+FIRST_ROUND = ("original", "original_b", "original_nudged", "params", "shape_smaller_odd")
 
 
 def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: float, *,
@@ -104,8 +104,9 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
     # judging (four float32 copies of the output, and the inputs until forwarded): on a large task
     # the task-shaped optional probes are limited by memory as well as time
     per_probe_bytes = probe_bytes(load)
-    # the three that always run and the fresh draws kept for timing come first
-    max_full = max(0, int(memory_budget_gb * 2**30 // per_probe_bytes) - 3 - perf_sets)
+    # the four that always run (two draws, the first one nudged, the redrawn parameters) and the
+    # fresh draws kept for timing come first
+    max_full = max(0, int(memory_budget_gb * 2**30 // per_probe_bytes) - 4 - perf_sets)
     full_taken = 0
     if measured and measured.get("full"):
         base_cost = measured["full"]
@@ -144,14 +145,16 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
     integrity: list[dict[str, Any]] = []
     cycles = 4 if steer.has(8) else 2
 
-    def take_integrity(kind: str, must: bool, probe: str = "original") -> None:
+    def take_integrity(kind: str, must: bool, probe: str = "original", other: str | None = None) -> None:
         nonlocal spent, fixed
         calls = cycles if kind == "follow" else INTEGRITY_CALLS[kind]
         if kind == "vary" and device == "cuda":
             calls += 4  # the stream condition's call, and the graph's warm-up, capture and replay
         item: dict[str, Any] = {"kind": kind, "probe": probe, "id": kind if probe == "original" else f"{kind}_{probe}"}
         if kind in ("follow", "repeat"):
-            item["other"] = "original_b"
+            item["other"] = other or "original_b"
+            if other:
+                item["id"] = f"{kind}_{other}"
         if kind == "follow":
             item["cycles"] = cycles
         if kind == "vary":
@@ -171,6 +174,12 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
 
     # caching and unwritten output are checked whatever the budget: they are what fresh seeds miss
     take_integrity("follow", True)
+    # the same buffers again with two of their values swapped: a memo keyed on a sample of the
+    # input (a few elements hashed or compared with the previous call's) answers with the old result
+    nudged = spec("original_nudged", "nudged", base_seed)
+    nudged["seed"] = first["seed"]  # the original draw itself
+    if take(nudged, base_cost, must=True):
+        take_integrity("follow", True, other="original_nudged")
     take_integrity("poison", True)
     # the same input under other process conditions: a result keyed on them (environments.py)
     if differential_enabled():

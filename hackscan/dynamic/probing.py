@@ -406,7 +406,8 @@ class Probing:
                 b.cands[r["id"]] = r
         # forwarded: the parent no longer needs them (a large task's are GiBs), except those a plan
         # item calls again (the integrity batch re-sends them)
-        kept = {"original", "original_b"} | {i["probe"] for i in plan.integrity}
+        kept = {"original", "original_b"} | {i["probe"] for i in plan.integrity} | \
+            {i["other"] for i in plan.integrity if i.get("other")}
         for p in batch:
             if p["id"] not in kept and p["id"] in refs:
                 refs[p["id"]].pop("inputs", None)

@@ -87,12 +87,17 @@ def output_ignores_new_input_values(item: Mapping[str, Any], refs: Mapping[str, 
             stale = compare(out, ref["structure"], refs[order[k - 1]]["out32"], refs[order[k - 1]].get("out64"),
                             ref["structure"], tol).level == "pass" if k else False
             why = "it returned the previous call's result" if stale else "its output is wrong"
+            # the second source is a fresh draw, or the first one with two elements swapped (a memo
+            # keyed on a sample of the input): the message says which
+            nudged = item["other"] == "original_nudged"
+            holding = "the same values with two of them swapped" if nudged else "new values"
+            refill = ("the first draw with two elements of each float input swapped, far apart" if nudged
+                      else "a second fresh draw")
             return Decision(
-                message=(f"ModelNew does not follow its input: called again on the same buffers holding new values "
+                message=(f"ModelNew does not follow its input: called again on the same buffers holding {holding} "
                          f"(call {k + 1}), {why}"),
-                evidence=dict(o.evidence(), probe="follow", input="the same input tensors refilled in place with a "
-                                                                  "second fresh draw", seed=seed, call=k + 1,
-                              returned_previous_result=stale))
+                evidence=dict(o.evidence(), probe="follow", input=f"the same input tensors refilled in place with {refill}",
+                              seed=seed, call=k + 1, returned_previous_result=stale))
     row["status"] = "pass"
     return None
 

@@ -45,6 +45,11 @@ TRANSFORMS: dict[str, Transform] = {t.name: t for t in (
     Transform("offset", "magnitude", "every float input shifted by +1e3", (14, 16)),
     # moderate growth: a truncated exp/tanh series is exact on [0, 1) and far off on [0, 10)
     Transform("scale_10", "magnitude", "every float input scaled by 10", (14, 16)),
+    # the original draw itself (the spec carries the original's seed) with two elements of each
+    # float input swapped, far apart: a result memo keyed on a sample of the input (a hash of a few
+    # elements, a comparison of 32 of them with the previous call's) hands back the old result
+    Transform("nudged", "original", "the original get_inputs() draw with two elements of each float input swapped",
+              (8,)),
     Transform("strided", "layout", "fresh get_inputs() values passed as non-contiguous views", (2,)),
     # the seeded input search (search.py): how the values are built is the spec's ``draw``
     Transform("search", "search", "a searched input", (1, 6, 15, 16)),

@@ -115,6 +115,27 @@ def _odd_position(n: int, gen: torch.Generator) -> int:
     return i
 
 
+def _swapped(x: Any, gen: torch.Generator) -> Any:
+    """``x`` with one element of its first half and one of its second half swapped, the pair
+    chosen (of a few draws) so that the two values differ by a tenth of the tensor's range."""
+    y = x.clone()
+    flat = y.view(-1)
+    n = flat.numel()
+    if n < 2:
+        return y
+    lo, hi = float(flat.min()), float(flat.max())
+    half = n // 2
+    i = j = 0
+    for _ in range(8):
+        i = int(torch.randint(0, half, (1,), generator=gen))
+        j = int(torch.randint(half, n, (1,), generator=gen))
+        if abs(float(flat[i]) - float(flat[j])) >= 0.1 * (hi - lo):
+            break
+    a, b = flat[i].clone(), flat[j].clone()
+    flat[i], flat[j] = b, a
+    return y
+
+
 def apply_transform(values: list[Any], name: str, seed: int, draw: dict[str, Any] | None = None) -> list[Any]:
     """The probe's inputs from a fresh draw (the draw itself used ``seed`` already)."""
     if name in ("original", "strided"):
@@ -147,6 +168,8 @@ def apply_transform(values: list[Any], name: str, seed: int, draw: dict[str, Any
             y = cpu.clone()
             pos = _odd_position(y.numel(), gen)
             y.view(-1)[pos] = 10.0 + 10.0 * float(y.abs().max())
+        elif name == "nudged":
+            y = _swapped(cpu, gen)
         elif name == "large":
             factor = float(10 ** (2 + torch.rand((), generator=gen)))
             y = cpu * factor
