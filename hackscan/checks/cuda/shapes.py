@@ -45,10 +45,17 @@ def _runtime_size(cond: ts.Node, fn: Function | None) -> bool:
     return False
 
 
+# ``std::min(blocks_needed, 8192)``: the literal caps a size computed from the input, it does not fix it
+_MIN_CALLS = frozenset({"min", "MIN", "imin", "llmin", "umin"})
+
+
 def _context(node: ts.Node, kind: str, fn: Function | None = None) -> str:
     """How a literal / constant use is used, walking up to the statement."""
     child = node
     cur = node.parent
+    # an argument of min(): in a launch configuration that is a cap on the grid (the kernel's
+    # grid-stride loop, or the shape probes if it has none, covers the rest), not a shape
+    capped = False
     while cur is not None and cur.type not in _STOP:
         t = cur.type
         if t == "call_expression":
@@ -61,8 +68,10 @@ def _context(node: ts.Node, kind: str, fn: Function | None = None) -> str:
                 return "check"
             if in_args and base in ALLOC_CALLS and name.startswith(("torch::", "at::", ".")):
                 return "alloc"
+            if in_args and base in _MIN_CALLS and args is not None and args.named_child_count >= 2:
+                capped = True
         if t == "kernel_call_syntax":
-            return "launch"
+            return "cap" if capped else "launch"
         if t in ("if_statement", "while_statement", "switch_statement", "conditional_expression", "case_statement"):
             cond = cur.child_by_field_name("condition") or cur.child_by_field_name("value")
             if t == "case_statement":
@@ -95,11 +104,11 @@ def _context(node: ts.Node, kind: str, fn: Function | None = None) -> str:
         if t == "init_declarator":
             decl = cur.child_by_field_name("declarator")
             if decl is not None and re.search(r"grid|block|thread|blocks", text(decl), re.I):
-                return "launch"
+                return "cap" if capped else "launch"
         if t == "declaration":
             tnode = cur.child_by_field_name("type")
             if tnode is not None and text(tnode) == "dim3":
-                return "launch"
+                return "cap" if capped else "launch"
         if t == "template_argument_list":
             parent = cur.parent
             if parent is not None and parent.parent is not None and parent.parent.type == "call_expression":
@@ -323,7 +332,7 @@ def _judge(ctx: ScanContext, uses: list, what: str, value: int, dim_label: dict[
     contexts = {c for _, _, c in uses}
     if "guard" in contexts:
         return None  # a tuned path picked by comparing the runtime size: the other arm is the general one
-    real = [(fn, node, c) for fn, node, c in uses if c not in ("check", "guard")]
+    real = [(fn, node, c) for fn, node, c in uses if c not in ("check", "guard", "cap")]
     if not real:
         return None
     kinds = sorted({c for _, _, c in real}, key=list(_USE_WORDS).index)
