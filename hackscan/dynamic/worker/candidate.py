@@ -14,6 +14,7 @@ calling frame dressed as the harness's own (``worker.make_caller``).
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -509,6 +510,13 @@ def _cpu(x: Any, copy: bool = False) -> Any:
     return x
 
 
+_PARAMETRIZED = re.compile(r"\.parametrizations\.([A-Za-z_]\w*)\.original$")
+
+
+def _unparametrized(name: str) -> str:
+    return _PARAMETRIZED.sub(r".\1", name)
+
+
 def match_state(model: Any, ref_state: dict[str, Any], device: str) -> dict[str, Any]:
     """Give the candidate the reference's parameters and buffers; say how well that went.
 
@@ -528,9 +536,14 @@ def match_state(model: Any, ref_state: dict[str, Any], device: str) -> dict[str,
         return {"method": "constructed-equal", "matched": 0, "matched_names": [], "unmatched_reference": [],
                 "unmatched_candidate": sorted(own)}
     pairs: dict[str, str] = {}
+    # ``torch.nn.utils.parametrize`` keeps a parametrised ``ln.weight`` as
+    # ``ln.parametrizations.weight.original``: the tensor the reference's ``ln.weight`` sets (an
+    # identity parametrisation then computes with it; any other transforms it, as it would in use)
+    plain = {_unparametrized(o): o for o in own}
     for k, v in ref.items():
-        if k in own and tuple(own[k].shape) == tuple(v.shape):
-            pairs[k] = k
+        o = k if k in own else plain.get(k)
+        if o is not None and tuple(own[o].shape) == tuple(v.shape) and o not in pairs.values():
+            pairs[k] = o
     left_ref = [k for k in ref if k not in pairs]
     left_own = [k for k in own if k not in pairs.values()]
     # then by the last part of the name and the shape, one to one: a candidate that holds the
