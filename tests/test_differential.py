@@ -64,7 +64,7 @@ def test_a_python_kernel_over_an_aten_operator_is_a_change() -> None:
         lib._destroy()
 
 
-@pytest.mark.parametrize("cond", conditions_for(7, device="cuda"), ids=lambda c: c["name"])
+@pytest.mark.parametrize("cond", conditions_for(7, device="cuda", modes=True), ids=lambda c: c["name"])
 def test_every_condition_is_undone_and_keeps_the_result(cond) -> None:
     # the GPU-only conditions (``stream``, ``graph``) are the plain call on CPU tensors
     before = (torch.is_grad_enabled(), torch.is_inference_mode_enabled(), torch.get_num_threads(),
@@ -86,6 +86,21 @@ def test_the_stream_and_graph_conditions_are_drawn_for_a_gpu_only() -> None:
     assert gpu[-1]["name"] == "inference"  # still last
     # the run's seed replays them
     assert gpu == conditions_for(7, device="cuda")
+
+
+def test_eval_mode_is_a_condition_only_where_the_reference_ignores_the_mode() -> None:
+    from hackscan.dynamic.environments import mode_free
+
+    assert mode_free("class Model(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n")
+    for dependent in ("self.drop = nn.Dropout(0.1)", "nn.BatchNorm2d(c)", "if self.training:", "F.dropout(x, p)",
+                      "nn.LSTM(8, 8)", "m.eval()"):
+        assert not mode_free(dependent), dependent
+    assert not mode_free("")
+    names = [c["name"] for c in conditions_for(7, modes=True)]
+    assert "eval" in names and "eval" not in [c["name"] for c in conditions_for(7)]
+    model = torch.nn.ReLU()
+    call_under({"name": "eval"}, lambda m, a: m(*a), model, [torch.randn(3)], "cpu")
+    assert model.training  # put back as it was
 
 
 @pytest.mark.gpu

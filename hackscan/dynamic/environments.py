@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from typing import Any
 
 from .shared.probes import derive
@@ -31,6 +32,7 @@ DESCRIPTIONS = {
     "thread": "called on a new thread ({thread_name})",
     "gc": "the cyclic garbage collector switched off (gc.disable(), as timeit and many timing loops do)",
     "copy": "called on copy.deepcopy(model) (a harness that copies the model, or unpickles a replica)",
+    "eval": "the model switched to eval mode (model.eval(), as many harnesses and every inference server do)",
     "graph": ("captured into a CUDA graph on other values, then the graph replayed on these "
               "(a harness that times graph replays, torch.compile's reduce-overhead mode)"),
     "stream": ("the inputs' values copied in on the current stream behind a {ms} ms sleep just before the call "
@@ -53,7 +55,20 @@ def enabled() -> bool:
 STREAM_SLEEP_CYCLES = 100_000_000
 
 
-def conditions_for(seed: int, cores: int = 2, device: str = "cpu") -> list[dict[str, Any]]:
+# what makes a reference's result depend on train/eval mode: where none of these is spelled, the
+# task computes the same function in both modes, and so must the candidate
+_MODE_WORDS = re.compile(r"dropout|batchnorm|batch_norm|instancenorm|instance_norm|rrelu|training|\.train\(|"
+                         r"\.eval\(|transformer|lstm|gru\b|rnn|syncbatchnorm|lazybatchnorm", re.I)
+
+
+def mode_free(reference: str) -> bool:
+    """Whether the reference's source spells nothing that reads or depends on the module's
+    train/eval mode (dropout, batch or instance norm, RNNs, ``self.training``): then the ``eval``
+    condition compares the candidate in eval mode with the reference as it is."""
+    return bool(reference) and _MODE_WORDS.search(reference) is None
+
+
+def conditions_for(seed: int, cores: int = 2, device: str = "cpu", modes: bool = False) -> list[dict[str, Any]]:
     """Every condition once, with parameters and order drawn from ``seed``; on a GPU also the
     inputs arriving on the current stream (``stream``) and a CUDA graph's capture and replay
     (``graph``)."""
@@ -73,6 +88,8 @@ def conditions_for(seed: int, cores: int = 2, device: str = "cpu") -> list[dict[
     ]
     # drawn after the others, so that their parameters stay what a seed gave before these came
     conds += [{"name": "gc"}, {"name": "copy"}]
+    if modes:
+        conds.append({"name": "eval"})
     if device == "cuda":
         conds += [{"name": "stream", "cycles": STREAM_SLEEP_CYCLES}, {"name": "graph"}]
     rnd.shuffle(conds)

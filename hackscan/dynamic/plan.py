@@ -88,7 +88,7 @@ FIRST_ROUND = ("original", "original_b", "original_nudged", "params", "shape_sma
 def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: float, *,
               has_params: bool, perf_sets: int = 0, census: bool = True,
               measured: dict[str, float] | None = None, memory_budget_gb: float = 3.0,
-              device: str = "cpu") -> Plan:
+              device: str = "cpu", modes: bool = False) -> Plan:
     """All probes worth their time, in order.  ``measured`` (seconds per probe at the task's shape,
     ``full``, and at the smaller shape, ``small``) replaces the estimates once the first round ran:
     how a cost scales with shape (linear for ReLU, cubic for a matmul) is known only then."""
@@ -150,6 +150,8 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
         calls = cycles if kind == "follow" else INTEGRITY_CALLS[kind]
         if kind == "vary" and device == "cuda":
             calls += 4  # the stream condition's call, and the graph's warm-up, capture and replay
+        if kind == "vary" and modes:
+            calls += 1
         item: dict[str, Any] = {"kind": kind, "probe": probe, "id": kind if probe == "original" else f"{kind}_{probe}"}
         if kind in ("follow", "repeat"):
             item["other"] = other or "original_b"
@@ -158,7 +160,7 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
         if kind == "follow":
             item["cycles"] = cycles
         if kind == "vary":
-            item["conditions"] = conditions_for(base_seed, device=device)
+            item["conditions"] = conditions_for(base_seed, device=device, modes=modes)
         cost = calls * t32
         # integrity probes are cheap next to a probe (no reference calls): run them unless the
         # candidate's own calls are a real share of the budget

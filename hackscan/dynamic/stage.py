@@ -424,8 +424,10 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, Search, TimingPairs):
             self.timing_sets = TimingSets.plan(device, probe_bytes(r_load), mem_budget,
                                                int(self.opts.get("perf_input_sets") or 0) or None)
             perf_sets = self.timing_sets.extra
+        from .environments import mode_free
+
         kw = dict(has_params=has_params, perf_sets=perf_sets, census=self.target.custom,
-                  memory_budget_gb=mem_budget, device=device)
+                  memory_budget_gb=mem_budget, device=device, modes=mode_free(self.sub.reference or ""))
         first = make_plan(r_load, self.seed, steer, budget, **kw)
         round1 = [p for p in first.probes if p["id"] in FIRST_ROUND or p["id"].startswith("perf_")]
         t = time.perf_counter()

@@ -7,7 +7,8 @@ algorithms, thread count, the RNG state their seeding leaves), in what is on the
 which thread the call runs, in what the allocator did just before (KernelBench's timing loop
 writes a large block between calls to flush the cache), in whether the cyclic collector is on
 (``timeit`` and many timing loops switch it off), in whether it is the model itself or a copy of
-it that is called (a harness that deep-copies the model, or unpickles a replica), and on a GPU in when the inputs' values land
+it that is called (a harness that deep-copies the model, or unpickles a replica), in the module's
+train/eval mode (for a task whose reference does not depend on it), and on a GPU in when the inputs' values land
 (a harness's copy into its buffers, or the op that produced them, is still queued on the current
 stream when the call starts) and in whether the call is captured into a CUDA graph and replayed
 (harnesses that time graph replays, and ``torch.compile(mode="reduce-overhead")``).  A candidate that keys its work on any of
@@ -91,6 +92,14 @@ def call_under(cond: dict[str, Any], call: Callable[[Any, list[Any]], Any], mode
             finally:
                 if was:
                     gc.enable()
+        if name == "eval":
+            # only asked for a reference whose result does not depend on the mode (the plan's test)
+            was = bool(getattr(model, "training", False))
+            model.eval()
+            try:
+                return call(model, args)
+            finally:
+                model.train(was)
         if name == "copy":
             # a replica: what a harness that copies the model (or unpickles it elsewhere) calls
             return call(copy.deepcopy(model), args)
