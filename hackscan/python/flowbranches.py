@@ -238,6 +238,9 @@ class BranchEvents:
     # ------------------------------------------------------------------ conditions
     def _condition(self, test: ast.expr) -> Condition:
         flow = self.facts._flows.get(test, EMPTY)
+        if self._length_truth(test):
+            # ``if not blocks:`` on a split's tuple: its length, a shape
+            return Condition(test, flow, frozenset(), (), frozenset(flow.inputs | flow.meta), (), frozenset())
         value_reads: list[tuple[str, ast.AST]] = []
         shape_lits: list[tuple[int, ast.AST]] = []
         state: set[str] = set()
@@ -273,6 +276,14 @@ class BranchEvents:
                     shape_lits.extend(self._returned_shape_literals(helper))
         return Condition(test, flow, frozenset(flow.inputs), tuple(value_reads), frozenset(flow.meta),
                          tuple(shape_lits), frozenset(state))
+
+    def _length_truth(self, test: ast.expr) -> bool:
+        """``seq`` or ``not seq`` where ``seq`` is a local holding a split's tuple: the test reads how
+        many pieces there are (a shape), not what they hold.  (A list literal is not one: a loop
+        can append to it on values.)"""
+        while type(test) is ast.UnaryOp and type(test.op) is ast.Not:  # type: ignore[attr-defined]
+            test = test.operand  # type: ignore[attr-defined]
+        return type(test) is ast.Name and test.id in self.stack[-1].sequences  # type: ignore[attr-defined]
 
     def _returned_shape_literals(self, fn: ast.FunctionDef, depth: int = 0) -> list[tuple[int, ast.AST]]:
         """Literals compared with metadata in what a helper returns (``return t.shape[-1] == 4096``): a

@@ -99,6 +99,8 @@ class _Frame:
     tables: dict[str, ast.AST] = field(default_factory=dict)
     # locals bound to an ``arange`` call: an index ``index_select`` may be handed (``cols = torch.arange(0, n, 8)``)
     aranges: dict[str, ast.Call] = field(default_factory=dict)
+    # locals bound to the tuple a split returns (``blocks = x.split(8)``): their truth is their length
+    sequences: set[str] = field(default_factory=set)
 
 
 def _out_keyword(keywords: list[ast.keyword]) -> ast.AST | None:

@@ -68,6 +68,10 @@ from .processstate import LAST_NAMES, PREFIX, PROCESS_ATTRS
 from .provenance import EMPTY, OPS, PARTIAL, SLICES, Provenance
 from .resolve import Unresolved, dotted_name, returns_of
 
+# tensor methods that return a tuple of tensors: the truth of what they return is its length (a
+# shape), never the values of its elements
+_SPLITS = frozenset({"split", "chunk", "unbind", "tensor_split", "hsplit", "vsplit", "dsplit", "split_with_sizes"})
+
 
 class _Analyser(ModuleIndex, BranchEvents, CallSemantics):
     # The package the file on disk belongs to and the extensions its setup.py builds: read only when
@@ -382,6 +386,9 @@ class _Analyser(ModuleIndex, BranchEvents, CallSemantics):
             aranges = frame.aranges
             if name in aranges:
                 del aranges[name]
+            sequences = frame.sequences
+            if name in sequences:
+                sequences.discard(name)
             if value_node is not None:
                 vt = type(value_node)
                 if vt in _TABLES:
@@ -392,6 +399,8 @@ class _Analyser(ModuleIndex, BranchEvents, CallSemantics):
                     ft = type(f)
                     if ft is ast.Attribute and f.attr == "arange" or ft is ast.Name and f.id == "arange":
                         aranges[name] = value_node  # type: ignore[assignment]
+                    elif ft is ast.Attribute and f.attr in _SPLITS:
+                        sequences.add(name)
                 # ``fn = ext.relu`` / ``k = self.kernel`` / ``act = torch.relu``: what ``fn(...)`` runs
                 desc = self._callable_of_value(value_node)
                 if desc is not None:
