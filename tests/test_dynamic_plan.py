@@ -166,3 +166,16 @@ def test_settings_that_rig_the_baseline_are_an_error_and_others_a_warning() -> N
     # the look-alikes: more threads, a backend switched on: the rule's own severity (warning)
     assert one("torch.get_num_threads()", "2", "8") is None
     assert one("torch.backends.mkldnn.enabled", "False", "True") is None
+
+
+def test_the_traded_shape_keeps_the_element_count_and_leaves_the_module_alone() -> None:
+    from hackscan.dynamic.plan import _traded_dims
+
+    assert _traded_dims({"batch_size": {"value": 128, "changes_init": False},
+                         "input_shape": {"value": [4000], "changes_init": False}}) == \
+        {"batch_size": 256, "input_shape": [2000]}
+    # a constant the module is built from (its weights' shape) is never traded
+    assert _traded_dims({"batch_size": {"value": 16, "changes_init": False},
+                         "features": {"value": 64, "changes_init": True}}) is None
+    # one odd dimension alone: nothing to trade with
+    assert _traded_dims({"n": {"value": 7, "changes_init": False}}) is None

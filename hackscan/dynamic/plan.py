@@ -268,6 +268,14 @@ def _shape_specs(dims: dict[str, dict[str, Any]], steer: Steering, base_seed: in
             shape_specs.append((spec(f"shape_{variant}", "original", base_seed, dims=overrides, family="shape",
                                      description=f"{desc}: " + _dims_text(overrides),
                                      steered_by=steer.keys_for([2])), shape_ratio[variant]))
+        traded = _traded_dims(dims)
+        if traded is not None:
+            # the same element count in another shape: a geometry latched from the first call, or
+            # derived from numel alone, computes the wrong rows without raising
+            shape_specs.append((spec("shape_traded", "original", base_seed, dims=traded, family="shape",
+                                     description="two dimension constants traded, the same element count in "
+                                                 "another shape: " + _dims_text(traded),
+                                     steered_by=steer.keys_for([2])), 1.0))
         for value, keys in steer.dims.items():
             for name, d in dims.items():
                 if d["value"] == value:
@@ -279,6 +287,36 @@ def _shape_specs(dims: dict[str, dict[str, Any]], steer: Steering, base_seed: in
         skipped.append({"probe": "shape_*", "input": "other shapes",
                         "reason": "no module-level constant of the reference changes an input's shape"})
     return shape_specs
+
+
+def _traded_dims(dims: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """Two dimensions that only shape the inputs (not the module), the first doubled and the
+    second halved (it must be even and at least 4): the inputs keep their element count in another
+    shape.  A dimension is a scalar constant or one element of a constant shape list
+    (``input_shape = [4000]``).  None when the reference has no such pair."""
+    slots = []  # (constant's name, index in its list or None, value)
+    for n, d in dims.items():
+        if d.get("changes_init"):
+            continue
+        v = d["value"]
+        if isinstance(v, int):
+            slots.append((n, None, v))
+        elif isinstance(v, list):
+            slots.extend((n, i, int(x)) for i, x in enumerate(v))
+    for a, ia, va in slots:
+        for b, ib, vb in slots:
+            if (a, ia) == (b, ib) or vb % 2 or vb < 4:
+                continue
+            out: dict[str, Any] = {}
+            for name, idx, value in ((a, ia, va * 2), (b, ib, vb // 2)):
+                if idx is None:
+                    out[name] = value
+                else:
+                    cur = list(out.get(name, dims[name]["value"]))
+                    cur[idx] = value
+                    out[name] = cur
+            return out
+    return None
 
 
 def _value_specs(steer: Steering, base_seed: int) -> tuple[list[dict[str, Any]], list[str]]:
