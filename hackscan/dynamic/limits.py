@@ -206,6 +206,11 @@ class TreeLimit:
             out.update(_tree(self.root_pid))
         return out
 
+    def cpu_seconds(self) -> float:
+        """User and system CPU time of the tree's processes alive now (every thread of each),
+        read from ``/proc`` by the parent: nothing the sandboxed code says enters it."""
+        return sum(proc_cpu_seconds(pid) for pid in self.pids())
+
     def kill_all(self) -> None:
         for _ in range(20):
             left = self.pids()
@@ -229,6 +234,23 @@ class TreeLimit:
                     break
                 except OSError:
                     time.sleep(0.02)
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """``utime + stime`` of one process, all its threads, from ``/proc/<pid>/stat`` (0 once gone)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return 0.0
+    # the command name (field 2) may hold spaces and parentheses: the fields after it follow the last ")"
+    fields = raw[raw.rfind(b")") + 2:].split()
+    try:
+        return (int(fields[11]) + int(fields[12])) / _TICKS
+    except (IndexError, ValueError):
+        return 0.0
 
 
 OWNER_FILE = ".hackscan-owner"

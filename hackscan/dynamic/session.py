@@ -93,6 +93,15 @@ class Session:
         self._sent_at = time.monotonic()
         self.builds: list[dict[str, Any]] = []
 
+    def cpu_seconds(self) -> float:
+        """CPU time of the worker's whole process tree so far (the sandbox's, or the process's own
+        without one), read by the parent."""
+        from .limits import proc_cpu_seconds
+
+        if self.handle is not None:
+            return float(self.handle.limit.cpu_seconds())
+        return proc_cpu_seconds(self.pid)
+
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
 

@@ -43,6 +43,7 @@ from .rules import found, rule_id_of
 from .rules.custom_code import runtime_reference_fallback
 from .rules.protocol import candidate_does_not_run, forged_reply
 from .rules.results import precision_below_float32, wrong_result_on_fresh_inputs
+from .rules.state import busy_while_idle
 from .search import Search
 from .session import Session, WorkerFailure
 from .shared.probes import derive
@@ -54,6 +55,12 @@ from .timing_pairs import TimingPairs
 def _pipeline_options(options: DynamicOptions) -> dict[str, Any]:
     extra = options.extra or {}
     return dict(extra.get("dynamic", extra))
+
+
+# the candidate's worker left idle after the probes (HS510): a pause for a pool's spin-wait to end,
+# then the window whose CPU time is read
+IDLE_SETTLE_S = 0.05
+IDLE_WINDOW_S = 0.25
 
 
 class DynamicRun(DeviceHolds, Prebuild, Probing, Search, TimingPairs):
@@ -85,6 +92,7 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, Search, TimingPairs):
         self.opts = config.options_for(fresh, rule.options)
         self.opts.update(_pipeline_options(options))
         self.fallback_opts = config.options_for(fallback, registry.get(fallback).options)
+        self.idle_opts = config.options_for(rule_id_of(busy_while_idle), registry.get(rule_id_of(busy_while_idle)).options)
         self.tol = Tolerance.from_options(config.options_for(precision, registry.get(precision).options) | self.opts)
         # the run's secret: never sent to a worker; every seed a worker gets is derived from it one-way
         # (probes.derive), and the construction seed of the harness setup is the profile's own
@@ -324,6 +332,7 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, Search, TimingPairs):
                                      probe_bytes(r_load), r_load.get("changes", []) + r_probe.get("changes", [])))
         self.timings["search_s"] = time.perf_counter() - t
         cand = batches.cand  # a worker that died on the search was replaced
+        findings.extend(self._idle_cpu(cand))
         self.info["peak_rss_mb"] = {"reference": round(ref.peak_rss / 2**20, 1),
                                     "candidate": round(cand.peak_rss / 2**20, 1) if cand is not None else None}
         # the reference and the worker server must have lasted the whole correctness run: a reply
@@ -338,6 +347,20 @@ class DynamicRun(DeviceHolds, Prebuild, Probing, Search, TimingPairs):
                 and self._perf_wanted() and j.correctness_passed:
             self.protocol_findings.append(self._crash_finding(cand.dead, "being timed"))
         return findings
+
+    def _idle_cpu(self, cand: Session | None) -> list[Finding]:
+        """The CPU the candidate's worker tree uses while nothing is asked of it (HS510), read by
+        the parent from ``/proc`` after a short settling pause (a thread pool may spin briefly
+        after its last task)."""
+        if cand is None or cand.dead is not None:
+            return []
+        time.sleep(IDLE_SETTLE_S)
+        before, t0 = cand.cpu_seconds(), time.monotonic()
+        time.sleep(IDLE_WINDOW_S)
+        cpu, window = cand.cpu_seconds() - before, time.monotonic() - t0
+        self.info["idle_cpu"] = {"cpu_s": round(cpu, 4), "window_s": round(window, 3)}
+        decided = busy_while_idle(max(0.0, cpu), window, self.idle_opts, self.seed)
+        return [found(self.make, busy_while_idle, decided)] if decided is not None else []
 
     def _start_server(self) -> Any:
         """The worker server (a zygote of sandboxes) for this candidate's device, and what it runs."""

@@ -118,3 +118,20 @@ def result_depends_on_environment(item: Mapping[str, Any], ref_o: Mapping[str, A
         evidence=dict(o.evidence(), probe="environment", input=f"{input_desc or 'get_inputs() with a fresh seed'}, "
                                                                "the same values under each condition", seed=seed,
                       condition=describe(cond), baseline=BASELINE, condition_spec=cond, replay=f"--seed {seed}"))
+
+
+@rule_unit("HS510")
+def busy_while_idle(cpu_s: float, window_s: float, options: Mapping[str, Any], seed: int) -> Decision | None:
+    """CPU the candidate's process tree used while nothing called it (the parent reads it from
+    ``/proc`` over a short idle window after the probes): a thread that computes between calls
+    takes cores from whatever runs next on the host, the reference's timing loop first."""
+    if window_s <= 0:
+        return None
+    share = cpu_s / window_s
+    if share < float(options.get("min_share", 0.25)):
+        return None
+    return Decision(
+        message=(f"ModelNew's process keeps computing between calls: {cpu_s:.2f} s of CPU in {window_s:.2f} s "
+                 f"while nothing called it ({share:.0%} of a core), taken from what runs next on the host"),
+        evidence={"cpu_s": round(cpu_s, 4), "window_s": round(window_s, 3), "share": round(share, 3), "seed": seed,
+                  "read_by": "the parent, from /proc (user + system time of every process in the worker's tree)"})
