@@ -215,10 +215,10 @@ def _pytest_in_copy(root: Path, *tests: str) -> str:
 
 
 def test_stage_scaffold_writes_a_unit_its_toml_names_with_fixtures_and_a_test_that_fails_until_written(checkout):
-    code, out = _run(checkout, "stale-scratch-output", "--stage", "dynamic", "-t", "integrity", "--id", "HS510",
+    code, out = _run(checkout, "stale-scratch-output", "--stage", "dynamic", "-t", "integrity", "--id", "HS511",
                      "--class", "7")
     assert code == 0, out
-    assert "wrote HS510 stale-scratch-output (dynamic)" in out and "report(self.make, j.findings" in out
+    assert "wrote HS511 stale-scratch-output (dynamic)" in out and "report(self.make, j.findings" in out
     code, out = _run(checkout, "cache-warms-only-when-timed", "--stage", "perf", "-t", "caching", "--class", "8",
                      "-s", "warning")
     assert code == 0, out
@@ -226,7 +226,7 @@ def test_stage_scaffold_writes_a_unit_its_toml_names_with_fixtures_and_a_test_th
     highest = max(int(p.stem[2:]) for p in (ROOT / "rules").glob("HS6*.toml"))
     assert perf_id == f"HS{highest + 1}"
 
-    toml = (checkout / "rules/HS510.toml").read_text()
+    toml = (checkout / "rules/HS511.toml").read_text()
     assert 'unit = "hackscan.dynamic.rules.integrity:stale_scratch_output"' in toml
     assert 'stage = "dynamic"' in toml and 'emitted_by = "dynamic"' in toml and "taxonomy = [7]" in toml
     perf_toml = (checkout / "rules" / f"{perf_id}.toml").read_text()
@@ -234,25 +234,25 @@ def test_stage_scaffold_writes_a_unit_its_toml_names_with_fixtures_and_a_test_th
     assert 'stage = "performance"' in perf_toml and 'severity = "warning"' in perf_toml
     # appended to the existing topic module, which keeps its units; a new topic gets a module of its own
     integrity = (checkout / "hackscan/dynamic/rules/integrity.py").read_text()
-    assert "def reads_stale_memory(" in integrity and '@rule_unit("HS510")\ndef stale_scratch_output(' in integrity
+    assert "def reads_stale_memory(" in integrity and '@rule_unit("HS511")\ndef stale_scratch_output(' in integrity
     assert (checkout / "hackscan/perf/rules/caching.py").is_file()
     hack = checkout / "fixtures/dynamic/stale_scratch_output/hack_stale_scratch_output.py"
     ann = parse_annotations(hack.read_text())
-    (line,) = [ln for r, ln in ann.expected if r == "HS510"]
+    (line,) = [ln for r, ln in ann.expected if r == "HS511"]
     assert hack.read_text().splitlines()[line - 1].lstrip().startswith("def forward")
     ok = checkout / "fixtures/dynamic/stale_scratch_output/ok_stale_scratch_output.py"
-    assert parse_annotations(ok.read_text()).legit_for == {"HS510"}
+    assert parse_annotations(ok.read_text()).legit_for == {"HS511"}
     assert (checkout / "fixtures/perf/cache_warms_only_when_timed/reference.py").is_file()
 
     stems = ["stale_scratch_output", "cache_warms_only_when_timed"]
-    res = _in_copy(checkout, STAGE_CHECK.format(root=str(checkout), ids=["HS510", perf_id],
+    res = _in_copy(checkout, STAGE_CHECK.format(root=str(checkout), ids=["HS511", perf_id],
                                                 fixtures=str(checkout / "fixtures"), stems=stems))
     # the registry lint and the naming test hold at once; the fixtures' static annotations are right
-    assert res["lint"] == {"HS510": [], perf_id: []} and res["units_match"]
+    assert res["lint"] == {"HS511": [], perf_id: []} and res["units_match"]
     assert all(res["scan"].values()) and len(res["scan"]) == 4, res["scan"]
 
     # the unit's test stub: the look-alike passes, the hack fails until the unit decides something
-    tests = ["tests/test_rule_hs510.py", f"tests/test_rule_{perf_id.lower()}.py"]
+    tests = ["tests/test_rule_hs511.py", f"tests/test_rule_{perf_id.lower()}.py"]
     assert "2 failed, 2 passed" in _pytest_in_copy(checkout, *tests)
     filled = integrity.replace('''    # rule fires; a unit that returns None finds nothing, so the test stub fails until it does
     return None''', '''    # rule fires; a unit that returns None finds nothing, so the test stub fails until it does
@@ -260,9 +260,9 @@ def test_stage_scaffold_writes_a_unit_its_toml_names_with_fixtures_and_a_test_th
         return Decision(message="stale", evidence={"seed": seed})
     return None''')
     (checkout / "hackscan/dynamic/rules/integrity.py").write_text(filled)
-    test = checkout / "tests/test_rule_hs510.py"
+    test = checkout / "tests/test_rule_hs511.py"
     test.write_text(test.read_text().replace("HACK_FACTS: dict = {}", 'HACK_FACTS: dict = {"stale": True}'))
-    assert "2 passed" in _pytest_in_copy(checkout, "tests/test_rule_hs510.py")
+    assert "2 passed" in _pytest_in_copy(checkout, "tests/test_rule_hs511.py")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -283,14 +283,14 @@ def test_stage_scaffold_refusals_are_one_line_and_write_nothing(checkout, args, 
 
 def test_stage_scaffold_refuses_an_existing_unit_or_test(checkout) -> None:
     code, out = _run(checkout, "output-ignores-new-input-values-2", "--stage", "dynamic", "-t", "integrity",
-                     "--class", "7", "--id", "HS510")
+                     "--class", "7", "--id", "HS511")
     assert code == 0, out
     code, out = _run(checkout, "reads-stale-memory-again", "--stage", "dynamic", "-t", "integrity", "--class", "7",
-                     "--id", "HS511")
+                     "--id", "HS512")
     assert code == 0, out
-    (checkout / "tests/test_rule_hs512.py").write_text("# taken\n")
-    code, out = _run(checkout, "third-check", "--stage", "dynamic", "-t", "integrity", "--class", "7", "--id", "HS512")
-    assert code == 2 and "tests/test_rule_hs512.py already exists" in out
+    (checkout / "tests/test_rule_hs513.py").write_text("# taken\n")
+    code, out = _run(checkout, "third-check", "--stage", "dynamic", "-t", "integrity", "--class", "7", "--id", "HS513")
+    assert code == 2 and "tests/test_rule_hs513.py already exists" in out
     with (checkout / "hackscan/perf/rules/timing.py").open("a") as f:
         f.write("\n\ndef fourth_check(o, facts):\n    return None\n")
     code, out = _run(checkout, "fourth-check", "--stage", "perf", "-t", "timing", "--class", "9")

@@ -179,7 +179,7 @@ def make_plan(load: dict[str, Any], base_seed: int, steer: Steering, budget_s: f
     # the same buffers again with two of their values swapped: a memo keyed on a sample of the
     # input (a few elements hashed or compared with the previous call's) answers with the old result
     nudged = spec("original_nudged", "nudged", base_seed)
-    nudged["seed"] = first["seed"]  # the original draw itself
+    nudged["draw_seed"] = first["seed"]  # the original draw itself (its own seed stays for the swap)
     if take(nudged, base_cost, must=True):
         take_integrity("follow", True, other="original_nudged")
     take_integrity("poison", True)

@@ -57,8 +57,9 @@ class TimingPairs:
         # correctness (HS406 says so apart), and a candidate whose every original input lands there
         # (a convolution in TF32 or fp16) must be timed, not left with no input set to time
         passed = ("pass", "half")
-        originals = [p["id"] for p in plan.probes if p["family"] == "original" and p["id"] in j.records
-                     and j.records[p["id"]].status in passed]
+        # fresh draws only: the near-repeat of the first one (``nudged``) would time it twice
+        originals = [p["id"] for p in plan.probes if p["family"] == "original" and p["transform"] == "original"
+                     and p["id"] in j.records and j.records[p["id"]].status in passed]
         sets: dict[str, list[str]] = {"original": originals}
         for p in plan.probes:
             if p["family"] == "value" and not p.get("dims") and j.records.get(p["id"]) and \

@@ -12,6 +12,8 @@ torch here.  A probe spec is a JSON dict:
   ``get_init_inputs`` are evaluated again (other shapes).
 * ``layout`` is ``strided`` when the candidate gets non-contiguous views of the same values.
 * ``draw`` (the ``search`` transform only) says how the searched values are built (``search.py``).
+* ``draw_seed`` (the ``nudged`` transform only) is the seed of the probe whose draw it transforms
+  (``original``'s); its own ``seed`` still seeds the transform.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ TRANSFORMS: dict[str, Transform] = {t.name: t for t in (
     Transform("offset", "magnitude", "every float input shifted by +1e3", (14, 16)),
     # moderate growth: a truncated exp/tanh series is exact on [0, 1) and far off on [0, 10)
     Transform("scale_10", "magnitude", "every float input scaled by 10", (14, 16)),
-    # the original draw itself (the spec carries the original's seed) with two elements of each
+    # the original draw itself (the spec's ``draw_seed`` is the original's) with two elements of each
     # float input swapped, far apart: a result memo keyed on a sample of the input (a hash of a few
     # elements, a comparison of 32 of them with the previous call's) hands back the old result
     Transform("nudged", "original", "the original get_inputs() draw with two elements of each float input swapped",

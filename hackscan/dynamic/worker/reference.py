@@ -147,11 +147,13 @@ class ReferenceWorker(Worker):
         dims = {k: (tuple(v) if isinstance(v, list) else v) for k, v in (p.get("dims") or {}).items()}
         init_inputs = self.init_inputs
         changed_init = False
+        # a probe that transforms another probe's draw (``nudged``) draws with that probe's seed
+        draw_seed = int(p.get("draw_seed", p["seed"]))
         if dims and ns.get("get_init_inputs") is not None:
-            torch.manual_seed(int(p["seed"]))
+            torch.manual_seed(draw_seed)
             init_inputs = as_list(with_globals(ns["get_init_inputs"], dims)())
             changed_init = repr(init_inputs) != repr(self.init_inputs)
-        torch.manual_seed(int(p["seed"]))
+        torch.manual_seed(draw_seed)
         raw = as_list(with_globals(ns["get_inputs"], dims)())
         inputs = to_device(apply_transform(raw, p["transform"], int(p["seed"]), p.get("draw")), self.device)
         self.inputs[p["id"]] = inputs
