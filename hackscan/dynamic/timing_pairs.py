@@ -58,7 +58,7 @@ class TimingPairs:
         # (a convolution in TF32 or fp16) must be timed, not left with no input set to time
         passed = ("pass", "half")
         # fresh draws only: the near-repeat of the first one (``nudged``) would time it twice
-        originals = [p["id"] for p in plan.probes if p["family"] == "original" and p["transform"] == "original"
+        originals = [p["id"] for p in plan.probes if p["family"] == "original" and p.get("transform", "original") == "original"
                      and p["id"] in j.records and j.records[p["id"]].status in passed]
         sets: dict[str, list[str]] = {"original": originals}
         for p in plan.probes:
